@@ -1,0 +1,269 @@
+// The messages of the wire protocol: one struct per message body, with its direction and
+// whether it is an ask (the sender waits for a Reply). docs/protocol.md documents each field.
+//
+// Decoding is strict about what it needs (a missing or mistyped field is an error naming its
+// JSON path) and lenient about what it does not know (unknown fields are ignored, so a newer
+// peer may add optional fields without a protocol version bump).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dockhand/protocol/envelope.h"
+#include "dockhand/protocol/json_reader.h"
+
+namespace dockhand::protocol {
+
+// A body that does not match its message's schema; path() is a JSON pointer into the body.
+using BodyError = JsonPathError;
+
+enum class MessageType {
+  kHello,
+  kRetrieveAppConfig,
+  kRegisterExecutor,
+  kLaunchedExecutor,
+  kLaunchTask,
+  kKillTask,
+  kStatusUpdate,
+  kStopExecutor,
+  kShutdown,
+  kUpdateDelegationTokens,
+  kUpdateExecutorLogLevel,
+  kDecommissionExecutor,
+  kExecutorDecommissioning,
+  kTaskThreadDump,
+  kRemoveExecutor,
+  kHeartbeat,
+};
+
+enum class Direction { kAgentToDriver, kDriverToAgent, kBoth };
+
+struct MessageSpec {
+  MessageType type;
+  std::string_view name;
+  Direction direction;
+  bool ask;  // the sender expects a Reply
+};
+
+// Every message of the protocol, in documentation order.
+const std::vector<MessageSpec>& allMessages();
+// The spec for a wire name, or nullptr for an unknown type.
+const MessageSpec* findMessage(std::string_view name);
+const MessageSpec& specOf(MessageType type);
+
+// ---- Shared value types -------------------------------------------------------------------
+
+enum class TaskState { kRunning, kFinished, kFailed, kKilled, kLost };
+std::string_view toString(TaskState state);
+std::optional<TaskState> parseTaskState(std::string_view name);
+inline bool isTerminal(TaskState s) { return s != TaskState::kRunning; }
+
+// What an executor asks for a resource (the driver's resource profile).
+struct ExecutorResourceRequest {
+  std::int64_t amount = 0;
+  std::string discovery_script;
+  std::string vendor;
+};
+
+struct ResourceProfile {
+  int id = 0;
+  std::map<std::string, ExecutorResourceRequest> executor_resources;
+  std::map<std::string, double> task_resources;  // amount per task (fractions allowed)
+};
+
+// A discovered resource: its name and the addresses this agent has.
+struct ResourceInfo {
+  std::string name;
+  std::vector<std::string> addresses;
+};
+
+struct TaskDescription {
+  std::uint64_t task_id = 0;  // unique per launch (a retry gets a new task_id)
+  int attempt = 0;
+  std::string name;
+  int partition = 0;
+  std::string runner = "process";
+  int cpus = 1;
+  std::map<std::string, std::vector<std::string>> resources;  // name -> assigned addresses
+  std::map<std::string, std::string> properties;
+  Json payload = Json::object();  // runner-specific
+};
+
+// ---- Message bodies -----------------------------------------------------------------------
+
+struct Hello {
+  static constexpr MessageType kType = MessageType::kHello;
+  int protocol_version = kProtocolVersion;
+  std::string role;      // "agent" or "driver"
+  std::string software;  // e.g. "dockhand 0.1.0"
+};
+
+struct RetrieveAppConfig {
+  static constexpr MessageType kType = MessageType::kRetrieveAppConfig;
+  int resource_profile_id = 0;
+};
+
+// Reply body of RetrieveAppConfig.
+struct AppConfig {
+  std::map<std::string, std::string> properties;
+  std::optional<std::string> log_level;
+  ResourceProfile resource_profile;
+  std::string delegation_tokens;  // base64; empty when none
+};
+
+struct RegisterExecutor {
+  static constexpr MessageType kType = MessageType::kRegisterExecutor;
+  std::string executor_id;
+  std::string hostname;
+  int cores = 0;
+  std::map<std::string, std::string> log_urls;
+  std::map<std::string, std::string> attributes;
+  std::map<std::string, ResourceInfo> resources;
+  int resource_profile_id = 0;
+  std::string block_url;  // the agent's block server, empty when none
+};
+
+struct LaunchedExecutor {
+  static constexpr MessageType kType = MessageType::kLaunchedExecutor;
+  std::string executor_id;
+};
+
+struct LaunchTask {
+  static constexpr MessageType kType = MessageType::kLaunchTask;
+  TaskDescription task;
+};
+
+struct KillTask {
+  static constexpr MessageType kType = MessageType::kKillTask;
+  std::uint64_t task_id = 0;
+  std::string executor_id;
+  bool interrupt = false;
+  std::string reason;
+};
+
+struct StatusUpdate {
+  static constexpr MessageType kType = MessageType::kStatusUpdate;
+  std::string executor_id;
+  std::uint64_t task_id = 0;
+  TaskState state = TaskState::kRunning;
+  Json result;                 // FINISHED: the task's result
+  std::string reason;          // FAILED / KILLED / LOST: why
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string stderr_tail;
+  int cpus = 0;
+  std::map<std::string, std::vector<std::string>> resources;
+};
+
+struct StopExecutor {
+  static constexpr MessageType kType = MessageType::kStopExecutor;
+};
+
+struct Shutdown {
+  static constexpr MessageType kType = MessageType::kShutdown;
+};
+
+struct UpdateDelegationTokens {
+  static constexpr MessageType kType = MessageType::kUpdateDelegationTokens;
+  std::string tokens;  // base64
+};
+
+struct UpdateExecutorLogLevel {
+  static constexpr MessageType kType = MessageType::kUpdateExecutorLogLevel;
+  std::string level;
+};
+
+struct DecommissionExecutor {
+  static constexpr MessageType kType = MessageType::kDecommissionExecutor;
+  std::string reason;
+};
+
+struct ExecutorDecommissioning {
+  static constexpr MessageType kType = MessageType::kExecutorDecommissioning;
+  std::string executor_id;
+};
+
+struct TaskThreadDump {
+  static constexpr MessageType kType = MessageType::kTaskThreadDump;
+  std::uint64_t task_id = 0;
+};
+
+struct RemoveExecutor {
+  static constexpr MessageType kType = MessageType::kRemoveExecutor;
+  std::string executor_id;
+  std::string reason;
+};
+
+struct Heartbeat {
+  static constexpr MessageType kType = MessageType::kHeartbeat;
+  std::string executor_id;  // empty when sent by the driver
+  int running_tasks = 0;
+  std::uint64_t sent_at_ms = 0;  // sender's wall clock, for diagnostics only
+};
+
+// ---- JSON mapping -------------------------------------------------------------------------
+// toJson never throws on valid structs. fromJson throws BodyError naming the JSON path.
+
+Json toJson(const Hello& m);
+Json toJson(const RetrieveAppConfig& m);
+Json toJson(const AppConfig& m);
+Json toJson(const ResourceProfile& m);
+Json toJson(const RegisterExecutor& m);
+Json toJson(const LaunchedExecutor& m);
+Json toJson(const TaskDescription& m);
+Json toJson(const LaunchTask& m);
+Json toJson(const KillTask& m);
+Json toJson(const StatusUpdate& m);
+Json toJson(const StopExecutor& m);
+Json toJson(const Shutdown& m);
+Json toJson(const UpdateDelegationTokens& m);
+Json toJson(const UpdateExecutorLogLevel& m);
+Json toJson(const DecommissionExecutor& m);
+Json toJson(const ExecutorDecommissioning& m);
+Json toJson(const TaskThreadDump& m);
+Json toJson(const RemoveExecutor& m);
+Json toJson(const Heartbeat& m);
+
+template <typename T>
+struct Tag {};
+Hello fromJson(const Json& j, Tag<Hello>);
+RetrieveAppConfig fromJson(const Json& j, Tag<RetrieveAppConfig>);
+AppConfig fromJson(const Json& j, Tag<AppConfig>);
+ResourceProfile fromJson(const Json& j, Tag<ResourceProfile>);
+RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>);
+LaunchedExecutor fromJson(const Json& j, Tag<LaunchedExecutor>);
+TaskDescription fromJson(const Json& j, Tag<TaskDescription>);
+LaunchTask fromJson(const Json& j, Tag<LaunchTask>);
+KillTask fromJson(const Json& j, Tag<KillTask>);
+StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>);
+StopExecutor fromJson(const Json& j, Tag<StopExecutor>);
+Shutdown fromJson(const Json& j, Tag<Shutdown>);
+UpdateDelegationTokens fromJson(const Json& j, Tag<UpdateDelegationTokens>);
+UpdateExecutorLogLevel fromJson(const Json& j, Tag<UpdateExecutorLogLevel>);
+DecommissionExecutor fromJson(const Json& j, Tag<DecommissionExecutor>);
+ExecutorDecommissioning fromJson(const Json& j, Tag<ExecutorDecommissioning>);
+TaskThreadDump fromJson(const Json& j, Tag<TaskThreadDump>);
+RemoveExecutor fromJson(const Json& j, Tag<RemoveExecutor>);
+Heartbeat fromJson(const Json& j, Tag<Heartbeat>);
+
+// Decodes a body of type T; throws BodyError.
+template <typename T>
+T decodeBody(const Json& body) {
+  return fromJson(body.is_null() ? Json::object() : body, Tag<T>{});
+}
+
+// Builds the envelope of a message.
+template <typename M>
+Envelope makeMessage(const M& message, std::uint64_t id = 0) {
+  Envelope env;
+  env.type = std::string(specOf(M::kType).name);
+  env.id = id;
+  env.body = toJson(message);
+  return env;
+}
+
+}  // namespace dockhand::protocol

@@ -1,0 +1,246 @@
+/*
+ * dockhand/plugin.h — the C ABI between the Dockhand agent (the host) and its plugins.
+ *
+ * A plugin is a shared library that exports one function, `dh_plugin_entry`, returning a
+ * static descriptor: ABI version, name, version, the kinds it implements, create/destroy,
+ * and one table of hooks per kind. Nothing but C types crosses this boundary: structured
+ * data travels as UTF-8 JSON text, no C++ type, exception or allocator ever does.
+ *
+ * NAMING
+ *   dh_plugin_*  hooks the plugin implements and the host calls.
+ *   dh_host_*    callbacks the host implements and the plugin calls (struct dh_host).
+ *
+ * VERSIONING
+ *   DH_ABI_MAJOR changes when an existing function or field changes meaning or place. The
+ *   host loads a plugin only when its abi_major equals the host's. DH_ABI_MINOR grows when
+ *   something is appended: a new field at the END of a struct, a new hook at the END of a
+ *   table. The host supports every minor up to its own; it refuses a plugin built against a
+ *   newer minor than it knows. Every table starts with `struct_size` (sizeof the struct the
+ *   plugin was compiled with), so the host never reads past what the plugin provided, and a
+ *   plugin reads a host table only up to the host's `struct_size`.
+ *
+ * OPTIONAL HOOKS
+ *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
+ *   marked REQUIRED below; a descriptor missing one is refused at load time.
+ *
+ * ERRORS
+ *   Fallible hooks return a dh_status. On anything but DH_OK the host calls
+ *   `last_error(instance)` on the SAME thread right after the failed call and copies the
+ *   message; the plugin keeps the string valid until its next call from that thread.
+ *   A hook must never let an exception or a longjmp escape.
+ *
+ * OWNERSHIP
+ *   Strings passed to a hook are owned by the host and valid only during the call: copy what
+ *   you keep. Strings a hook returns through an `out_json` parameter are owned by the plugin
+ *   and must stay valid until the plugin's next call from the same thread; the host copies
+ *   them at once. The instance (dh_plugin) is created by `create` and owned by the plugin;
+ *   the host calls `destroy` exactly once, after its last call into the instance.
+ *
+ * THREADING
+ *   Written per hook below. In short: create/destroy and discovery run on the agent's
+ *   start-up/shutdown thread; task-runner hooks run on the agent's core thread and must not
+ *   block (return in well under a millisecond: spawn, then report later); migration runs on
+ *   a migration thread and may block. Host callbacks may be called from any thread.
+ */
+#ifndef DOCKHAND_PLUGIN_H
+#define DOCKHAND_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DH_ABI_MAJOR 1
+#define DH_ABI_MINOR 0
+
+/* The one symbol a plugin exports. */
+#define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
+
+#if defined(__GNUC__)
+#define DH_EXPORT __attribute__((visibility("default")))
+#else
+#define DH_EXPORT
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------------------- */
+typedef int32_t dh_status;
+#define DH_OK 0               /* success */
+#define DH_ERROR 1            /* failure; last_error() says why */
+#define DH_DECLINED 2         /* discovery: this plugin does not handle that resource */
+#define DH_NOT_FOUND 3        /* the named task/block is unknown to this plugin */
+#define DH_INVALID_ARGUMENT 4 /* the JSON passed in is malformed or misses a field */
+#define DH_UNSUPPORTED 5      /* the request is understood but not supported */
+
+/* Plugin kinds: a bit mask, a plugin may implement several. */
+#define DH_KIND_RESOURCE_DISCOVERY 0x1u
+#define DH_KIND_TASK_RUNNER 0x2u
+#define DH_KIND_BLOCK_MIGRATION 0x4u
+
+/* Log levels for dh_host.log. */
+#define DH_LOG_TRACE 0
+#define DH_LOG_DEBUG 1
+#define DH_LOG_INFO 2
+#define DH_LOG_WARN 3
+#define DH_LOG_ERROR 4
+
+/* Task states for dh_host.task_status (same meaning as on the wire). */
+#define DH_TASK_RUNNING 1
+#define DH_TASK_FINISHED 2 /* terminal: success */
+#define DH_TASK_FAILED 3   /* terminal: the task's own failure */
+#define DH_TASK_KILLED 4   /* terminal: stopped by a kill request */
+#define DH_TASK_LOST 5     /* terminal: the runner lost track of it */
+
+/* An instance of a plugin, opaque to the host. */
+typedef struct dh_plugin dh_plugin;
+
+/* ---------------------------------------------------------------------------------------
+ * Host callbacks (implemented by the agent, called by the plugin)
+ * ------------------------------------------------------------------------------------- */
+typedef struct dh_host {
+  uint32_t struct_size; /* sizeof(dh_host) as the host was compiled */
+  void* ctx;            /* pass back as the first argument of every callback */
+
+  /* Writes one log line through the agent's logger, tagged with the plugin's name.
+   * Any thread. Does not block on I/O for long. `message` is copied. */
+  void (*log)(void* ctx, int32_t level, const char* message);
+
+  /* Reports a task's state (DH_TASK_*). Any thread. For each task the runner accepted:
+   * at most one RUNNING, then exactly one terminal state, then nothing more for that id.
+   * `detail_json` (may be NULL) is an object, copied by the host:
+   *   FINISHED: {"result": <any JSON>}
+   *   FAILED:   {"reason": "...", "exit_code": N | "signal": N, "stderr_tail": "..."}
+   *   KILLED:   {"reason": "..."}
+   * Never call it after destroy() returned. */
+  void (*task_status)(void* ctx, uint64_t task_id, int32_t state, const char* detail_json);
+
+  /* Reports block migration progress, an object such as
+   * {"block": "rdd_1_2", "bytes": 1048576, "done": true, "location": "..."}. Any thread. */
+  void (*migration_progress)(void* ctx, const char* progress_json);
+
+  /* Returns the plugin's own config object as JSON text (the `config` of its entry in the
+   * agent's config; "{}" when none). Owned by the host, valid until destroy(). */
+  const char* (*config)(void* ctx);
+} dh_host;
+
+/* ---------------------------------------------------------------------------------------
+ * Kind: resource discovery
+ * ------------------------------------------------------------------------------------- */
+typedef struct dh_resource_discovery_vtable {
+  uint32_t struct_size;
+
+  /* REQUIRED. Finds the addresses of one resource.
+   * request_json: {"name": "gpu", "amount": 2, "vendor": "nvidia.com",
+   *                "discovery_script": "/path" (optional)}
+   * On DH_OK, *out_json = {"name": "gpu", "addresses": ["0", "1"]} (plugin-owned).
+   * DH_DECLINED: this plugin does not provide that resource; the host asks the next one.
+   * Start-up thread; may block (bounded by the plugin's own timeout). */
+  dh_status (*discover)(dh_plugin* self, const char* request_json, const char** out_json);
+
+  /* Optional. Called before a task that was given addresses of a resource this plugin
+   * discovered starts: prepare the device. allocation_json:
+   * {"task_id": 7, "name": "gpu", "addresses": ["1"]}. Core thread; must not block long.
+   * An error fails the task before it starts. */
+  dh_status (*allocate)(dh_plugin* self, const char* allocation_json);
+
+  /* Optional. Called after that task ended, however it ended, with the same JSON. */
+  dh_status (*release)(dh_plugin* self, const char* allocation_json);
+
+  /* Optional. Details for the status output, e.g. {"gpus": [{"index": 0, "name": ...}]}. */
+  dh_status (*describe)(dh_plugin* self, const char** out_json);
+} dh_resource_discovery_vtable;
+
+/* ---------------------------------------------------------------------------------------
+ * Kind: task runner
+ * ------------------------------------------------------------------------------------- */
+typedef struct dh_task_runner_vtable {
+  uint32_t struct_size;
+
+  /* REQUIRED. Starts a task. task_json:
+   * {"task_id": 7, "attempt": 0, "name": "...", "partition": 3, "cpus": 1,
+   *  "resources": {"gpu": ["0"]}, "properties": {...}, "payload": <runner-specific JSON>,
+   *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...}}
+   * Core thread; must not block: start the work and return. On DH_OK the plugin owns the
+   * task and reports its states through dh_host.task_status. On an error the host reports
+   * the task FAILED with last_error() and the plugin reports nothing for it. */
+  dh_status (*launch)(dh_plugin* self, const char* task_json);
+
+  /* REQUIRED. Stops a task: gracefully, or at once when `interrupt` is non-zero. The plugin
+   * then reports KILLED (or the terminal state the task reached first). DH_NOT_FOUND when
+   * the task is unknown or already ended. Core thread; must not block. */
+  dh_status (*kill)(dh_plugin* self, uint64_t task_id, int32_t interrupt, const char* reason);
+
+  /* Optional. What a task is doing now: *out_json = {"task_id": 7, "processes": [...]}.
+   * DH_NOT_FOUND when the task is unknown. Core thread; must not block long. */
+  dh_status (*thread_dump)(dh_plugin* self, uint64_t task_id, const char** out_json);
+} dh_task_runner_vtable;
+
+/* ---------------------------------------------------------------------------------------
+ * Kind: block migration
+ * ------------------------------------------------------------------------------------- */
+typedef struct dh_block_migration_vtable {
+  uint32_t struct_size;
+
+  /* REQUIRED. Moves blocks off this machine. request_json:
+   * {"blocks": [{"id": "shuffle_0_1_2", "path": "/...", "size": N, "checksum": "..."}],
+   *  "peers": [{"executor_id": "...", "block_url": "http://..."}]}
+   * On DH_OK, *out_json = {"migrated": [{"id": "...", "location": "..."}],
+   *                        "failed": [{"id": "...", "reason": "..."}]}.
+   * The plugin must only report a block migrated once a complete, verified copy exists
+   * at the destination. Migration thread; may block; reports progress through the host. */
+  dh_status (*migrate)(dh_plugin* self, const char* request_json, const char** out_json);
+
+  /* Optional. Asks a running migrate() to return early. Any thread. */
+  void (*cancel)(dh_plugin* self);
+} dh_block_migration_vtable;
+
+/* ---------------------------------------------------------------------------------------
+ * The descriptor
+ * ------------------------------------------------------------------------------------- */
+typedef struct dh_plugin_descriptor {
+  uint32_t struct_size; /* sizeof(dh_plugin_descriptor) as the plugin was compiled */
+  uint16_t abi_major;   /* DH_ABI_MAJOR the plugin was compiled against */
+  uint16_t abi_minor;   /* DH_ABI_MINOR the plugin was compiled against */
+
+  const char* name;        /* REQUIRED: [a-z0-9_-]+, unique among the loaded plugins */
+  const char* version;     /* REQUIRED: the plugin's own version, e.g. "1.2.0" */
+  const char* description; /* optional: one line */
+  uint32_t kinds;          /* REQUIRED: DH_KIND_* bits */
+
+  /* Optional: a JSON Schema (draft 2020-12 subset) for the plugin's config. The host checks
+   * the config against it before create() and names the plugin and JSON path on error. */
+  const char* config_schema;
+
+  /* REQUIRED. Creates an instance. `host` stays valid until destroy(). config_json is the
+   * plugin's config object ("{}" when none). Start-up thread. On failure return an error
+   * status; if *out was set, the host reads last_error(*out) and then calls destroy(*out). */
+  dh_status (*create)(const dh_host* host, const char* config_json, dh_plugin** out);
+
+  /* REQUIRED. Destroys an instance: stop threads, release everything. After it returns the
+   * plugin must not call the host any more. Shutdown thread. */
+  void (*destroy)(dh_plugin* self);
+
+  /* REQUIRED. The message of the last failed call from the calling thread (see ERRORS). */
+  const char* (*last_error)(dh_plugin* self);
+
+  /* One table per kind in `kinds`; NULL for the kinds not implemented. */
+  const dh_resource_discovery_vtable* resource_discovery;
+  const dh_task_runner_vtable* task_runner;
+  const dh_block_migration_vtable* block_migration;
+} dh_plugin_descriptor;
+
+/* The entry point's type. The returned descriptor is static: it lives as long as the library
+ * is loaded and is never freed. May be called any number of times; must do no work. */
+typedef const dh_plugin_descriptor* (*dh_plugin_entry_fn)(void);
+
+/* What a plugin defines (exactly this signature, exported with DH_EXPORT). */
+DH_EXPORT const dh_plugin_descriptor* dh_plugin_entry(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DOCKHAND_PLUGIN_H */
