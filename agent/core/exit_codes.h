@@ -8,18 +8,18 @@
 namespace dockhand::agent {
 
 enum class ExitCode : int {
-  kSuccess = 0,              // stopped by the driver, or decommission finished
-  kInternalError = 1,        // an unexpected failure inside the agent
-  kConfigError = 2,          // a config file or option value is invalid (nothing was started)
-  kBootstrapFailed = 3,      // could not connect to the driver or fetch the app config
-  kRegistrationRefused = 4,  // the driver refused the registration (e.g. duplicate executor id)
-  kDriverLost = 5,           // the driver disconnected or stopped answering heartbeats
-  kWorkerLost = 6,           // the worker named by --worker-url went away
-  kProtocolViolation = 7,    // the driver sent a command that is illegal in the agent's state
-  kPluginError = 8,          // a required plugin failed to load or start
-  kResourcesUnavailable = 9,   // fewer resources discovered than the profile asks for
+  kSuccess = 0,                  // stopped by the driver, or decommission finished
+  kInternalError = 1,            // an unexpected failure inside the agent
+  kConfigError = 2,              // a config file or option value is invalid (nothing was started)
+  kBootstrapFailed = 3,          // could not connect to the driver or fetch the app config
+  kRegistrationRefused = 4,      // the driver refused the registration (e.g. duplicate executor id)
+  kDriverLost = 5,               // the driver disconnected or stopped answering heartbeats
+  kWorkerLost = 6,               // the worker named by --worker-url went away
+  kProtocolViolation = 7,        // the driver sent a command that is illegal in the agent's state
+  kPluginError = 8,              // a required plugin failed to load or start
+  kResourcesUnavailable = 9,     // fewer resources discovered than the profile asks for
   kDecommissionIncomplete = 10,  // decommission deadline passed with blocks not migrated
-  kUsage = 64,               // unknown option or missing required option (EX_USAGE)
+  kUsage = 64,                   // unknown option or missing required option (EX_USAGE)
 };
 
 struct ExitCodeInfo {
@@ -34,8 +34,7 @@ inline constexpr ExitCodeInfo kExitCodeTable[] = {
     {ExitCode::kConfigError, "config-error", "invalid config file or option value"},
     {ExitCode::kBootstrapFailed, "bootstrap-failed",
      "could not connect to the driver or fetch the app config"},
-    {ExitCode::kRegistrationRefused, "registration-refused",
-     "the driver refused the registration"},
+    {ExitCode::kRegistrationRefused, "registration-refused", "the driver refused the registration"},
     {ExitCode::kDriverLost, "driver-lost", "the driver disconnected or went silent"},
     {ExitCode::kWorkerLost, "worker-lost", "the worker named by --worker-url went away"},
     {ExitCode::kProtocolViolation, "protocol-violation",

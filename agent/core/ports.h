@@ -48,8 +48,8 @@ class Timers {
 // The outcome of an ask: the driver's Reply, or why none came (timeout, disconnect).
 struct AskResult {
   bool ok = false;
-  Json body;                 // the reply's body when ok
-  protocol::ErrorInfo error; // when !ok: the driver's refusal, or timeout/disconnected
+  Json body;                  // the reply's body when ok
+  protocol::ErrorInfo error;  // when !ok: the driver's refusal, or timeout/disconnected
 };
 using AskCallback = std::function<void(AskResult)>;
 

@@ -1,0 +1,525 @@
+#include "core/backend.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+
+namespace proto = dockhand::protocol;
+
+namespace {
+
+spdlog::logger& log() {
+  static auto instance = logger("agent");
+  return *instance;
+}
+
+// Reads a positive millisecond count from the app config's properties.
+std::optional<Millis> millisProperty(const std::map<std::string, std::string>& props,
+                                     const std::string& key) {
+  auto it = props.find(key);
+  if (it == props.end()) return std::nullopt;
+  long long value = 0;
+  const std::string& text = it->second;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
+    log().warn("ignoring app config property {}='{}': expected a positive number of ms", key, text);
+    return std::nullopt;
+  }
+  return Millis(value);
+}
+
+}  // namespace
+
+std::string_view toString(Backend::State state) {
+  switch (state) {
+    case Backend::State::kIdle:
+      return "idle";
+    case Backend::State::kConnecting:
+      return "connecting";
+    case Backend::State::kFetchingConfig:
+      return "fetching-config";
+    case Backend::State::kRegistering:
+      return "registering";
+    case Backend::State::kRunning:
+      return "running";
+    case Backend::State::kStopping:
+      return "stopping";
+  }
+  return "unknown";
+}
+
+Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, Timers& timers,
+                 LogControl& log_control, Exiter& exiter)
+    : options_(std::move(options)),
+      link_(link),
+      executor_(executor),
+      timers_(timers),
+      log_control_(log_control),
+      exiter_(exiter) {}
+
+void Backend::setState(State next) {
+  // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
+  bool legal = next == State::kStopping || static_cast<int>(next) == static_cast<int>(state_) + 1;
+  if (!legal) {
+    log().error("illegal state transition {} -> {}", toString(state_), toString(next));
+    return;
+  }
+  log().debug("state {} -> {}", toString(state_), toString(next));
+  state_ = next;
+}
+
+void Backend::start() {
+  if (state_ != State::kIdle) return;
+  log().info("Connecting to driver: {}", options_.driver_url);
+  setState(State::kConnecting);
+  connect();
+}
+
+void Backend::connect() {
+  ++connect_attempts_;
+  link_.connect();
+}
+
+void Backend::onDriverConnected() {
+  if (state_ != State::kConnecting) return;
+  last_driver_message_ = timers_.now();
+  setState(State::kFetchingConfig);
+  fetchAppConfig();
+}
+
+void Backend::onDriverConnectFailed(const std::string& reason, bool retryable) {
+  if (state_ != State::kConnecting) return;
+  if (retryable && connect_attempts_ < options_.connect_tries) {
+    log().warn("cannot connect to driver {} (try {} of {}): {}", options_.driver_url,
+               connect_attempts_, options_.connect_tries, reason);
+    timers_.schedule(options_.connect_retry_delay * connect_attempts_, [this] {
+      if (state_ == State::kConnecting) connect();
+    });
+    return;
+  }
+  exitExecutor(ExitCode::kBootstrapFailed,
+               fmt::format("cannot connect to driver {} after {} tries: {}", options_.driver_url,
+                           connect_attempts_, reason),
+               /*notify_driver=*/false);
+}
+
+void Backend::fetchAppConfig() {
+  proto::RetrieveAppConfig ask{options_.resource_profile_id};
+  link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {
+    if (state_ != State::kFetchingConfig) return;
+    if (!result.ok) {
+      exitExecutor(ExitCode::kBootstrapFailed,
+                   fmt::format("cannot fetch the app config from driver {}: {}",
+                               options_.driver_url, result.error.message),
+                   /*notify_driver=*/false);
+      return;
+    }
+    try {
+      applyAppConfig(result.body);
+    } catch (const proto::BodyError& e) {
+      exitExecutor(ExitCode::kBootstrapFailed,
+                   fmt::format("the driver sent an invalid app config: {}", e.what()),
+                   /*notify_driver=*/false);
+      return;
+    }
+    setState(State::kRegistering);
+    registerWithDriver();
+  });
+}
+
+void Backend::applyAppConfig(const Json& body) {
+  proto::AppConfig config = proto::decodeBody<proto::AppConfig>(body);
+  properties_ = std::move(config.properties);
+  properties_["dockhand.app.id"] = options_.app_id;
+  if (config.log_level) {
+    if (!log_control_.setLevel(*config.log_level)) {
+      log().warn("ignoring unknown log level '{}' from the app config", *config.log_level);
+    }
+  }
+  if (!config.delegation_tokens.empty()) {
+    delegation_tokens_ = std::move(config.delegation_tokens);
+    log().info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+  }
+  if (auto v = millisProperty(properties_, "dockhand.heartbeat.interval_ms")) {
+    options_.heartbeat_interval = *v;
+  }
+  if (auto v = millisProperty(properties_, "dockhand.driver.timeout_ms")) {
+    options_.driver_timeout = *v;
+  }
+}
+
+void Backend::registerWithDriver() {
+  proto::RegisterExecutor reg;
+  reg.executor_id = options_.executor_id;
+  reg.hostname = options_.hostname;
+  reg.cores = options_.cores;
+  reg.log_urls = options_.log_urls;
+  reg.attributes = options_.attributes;
+  reg.resources = options_.resources;
+  reg.resource_profile_id = options_.resource_profile_id;
+  reg.block_url = options_.block_url;
+  link_.ask(proto::makeMessage(reg), options_.ask_timeout, [this](AskResult result) {
+    if (state_ != State::kRegistering) return;
+    if (result.ok) {
+      onRegistered();
+      return;
+    }
+    bool refused = result.error.code != proto::error_code::kTimeout &&
+                   result.error.code != proto::error_code::kDisconnected;
+    if (refused) {
+      exitExecutor(ExitCode::kRegistrationRefused,
+                   fmt::format("the driver refused the registration of executor {}: {} ({})",
+                               options_.executor_id, result.error.message, result.error.code),
+                   /*notify_driver=*/false);
+    } else {
+      exitExecutor(ExitCode::kBootstrapFailed,
+                   fmt::format("cannot register with driver {}: {}", options_.driver_url,
+                               result.error.message),
+                   /*notify_driver=*/false);
+    }
+  });
+}
+
+void Backend::onRegistered() {
+  log().info("Successfully registered with driver as executor {} ({} cores)", options_.executor_id,
+             options_.cores);
+  setState(State::kRunning);
+  link_.send(proto::makeMessage(proto::LaunchedExecutor{options_.executor_id}));
+  scheduleHeartbeat();
+}
+
+void Backend::scheduleHeartbeat() {
+  heartbeat_timer_ = timers_.schedule(options_.heartbeat_interval, [this] { heartbeat(); });
+}
+
+void Backend::heartbeat() {
+  heartbeat_timer_.reset();
+  if (exiting_) return;
+  auto silent = std::chrono::duration_cast<Millis>(timers_.now() - last_driver_message_);
+  if (silent > options_.driver_timeout) {
+    exitExecutor(ExitCode::kDriverLost,
+                 fmt::format("driver {} silent for {} ms (timeout {} ms)", options_.driver_url,
+                             silent.count(), options_.driver_timeout.count()),
+                 /*notify_driver=*/false);
+    return;
+  }
+  proto::Heartbeat beat;
+  beat.executor_id = options_.executor_id;
+  beat.running_tasks = static_cast<int>(running_.size());
+  beat.sent_at_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  link_.send(proto::makeMessage(beat));
+  flushOutbox();
+  pruneEarlyKills();
+  scheduleHeartbeat();
+}
+
+// ---- Frames from the driver ----------------------------------------------------------------
+
+void Backend::replyError(const proto::Envelope& frame, std::string_view code, std::string message) {
+  log().warn("{} from driver: {}", frame.type, message);
+  if (frame.id != 0) {
+    link_.send(proto::makeErrorReply(frame.id, code, std::move(message)));
+  } else {
+    link_.send(proto::makeError(code, std::move(message)));
+  }
+}
+
+void Backend::onDriverFrame(const proto::Envelope& frame) {
+  last_driver_message_ = timers_.now();
+  if (frame.isError()) {
+    log().warn("the driver reported an error: {} ({})", frame.error->message, frame.error->code);
+    return;
+  }
+  const proto::MessageSpec* spec = proto::findMessage(frame.type);
+  if (spec == nullptr) {
+    replyError(frame, proto::error_code::kUnknownType,
+               fmt::format("unknown message type '{}'", frame.type));
+    return;
+  }
+  if (spec->direction == proto::Direction::kAgentToDriver) {
+    replyError(frame, proto::error_code::kUnexpectedMessage,
+               fmt::format("{} is sent by agents, not to them", frame.type));
+    return;
+  }
+  try {
+    switch (spec->type) {
+      case proto::MessageType::kHello: {
+        proto::decodeBody<proto::Hello>(frame.body);
+        if (frame.id != 0) {
+          link_.send(proto::makeReply(
+              frame.id, proto::toJson(proto::Hello{proto::kProtocolVersion, "agent", ""})));
+        }
+        break;
+      }
+      case proto::MessageType::kLaunchTask:
+        handleLaunchTask(frame);
+        break;
+      case proto::MessageType::kKillTask:
+        handleKillTask(frame);
+        break;
+      case proto::MessageType::kStopExecutor:
+        proto::decodeBody<proto::StopExecutor>(frame.body);
+        log().info("Driver commanded a shutdown");
+        exitExecutor(ExitCode::kSuccess, "stopped by the driver", /*notify_driver=*/false);
+        break;
+      case proto::MessageType::kShutdown:
+        proto::decodeBody<proto::Shutdown>(frame.body);
+        // As in the seed: a Shutdown before the executor exists is a failure.
+        exitExecutor(state_ == State::kRunning ? ExitCode::kSuccess : ExitCode::kInternalError,
+                     "shutdown requested by the driver", /*notify_driver=*/false);
+        break;
+      case proto::MessageType::kUpdateDelegationTokens: {
+        auto msg = proto::decodeBody<proto::UpdateDelegationTokens>(frame.body);
+        delegation_tokens_ = std::move(msg.tokens);
+        log().info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+        break;
+      }
+      case proto::MessageType::kUpdateExecutorLogLevel: {
+        auto msg = proto::decodeBody<proto::UpdateExecutorLogLevel>(frame.body);
+        if (log_control_.setLevel(msg.level)) {
+          log().info("log level set to {} by the driver", msg.level);
+        } else {
+          replyError(frame, proto::error_code::kInvalidBody,
+                     fmt::format("unknown log level '{}' (trace, debug, info, warn, error, off)",
+                                 msg.level));
+        }
+        break;
+      }
+      case proto::MessageType::kDecommissionExecutor:
+        proto::decodeBody<proto::DecommissionExecutor>(frame.body);
+        log().warn(
+            "received a decommission request, but decommission is not enabled on this "
+            "agent; ignoring it");
+        break;
+      case proto::MessageType::kTaskThreadDump:
+        handleThreadDump(frame);
+        break;
+      case proto::MessageType::kHeartbeat:
+        proto::decodeBody<proto::Heartbeat>(frame.body);
+        break;
+      default:
+        replyError(frame, proto::error_code::kUnexpectedMessage,
+                   fmt::format("{} is not expected by an agent", frame.type));
+        break;
+    }
+  } catch (const proto::BodyError& e) {
+    replyError(frame, proto::error_code::kInvalidBody,
+               fmt::format("invalid {} body at {}: {}", frame.type, e.path(), e.detail()));
+  }
+}
+
+void Backend::handleLaunchTask(const proto::Envelope& frame) {
+  if (state_ != State::kRunning && state_ != State::kStopping) {
+    exitExecutor(ExitCode::kProtocolViolation,
+                 "received LaunchTask before the executor was registered",
+                 /*notify_driver=*/true);
+    return;
+  }
+  proto::TaskDescription task = proto::decodeBody<proto::LaunchTask>(frame.body).task;
+  proto::StatusUpdate update;
+  update.executor_id = options_.executor_id;
+  update.task_id = task.task_id;
+  update.cpus = task.cpus;
+  update.resources = task.resources;
+
+  if (running_.count(task.task_id) != 0) {
+    replyError(frame, proto::error_code::kUnexpectedMessage,
+               fmt::format("task {} is already running on this executor", task.task_id));
+    return;
+  }
+  if (auto kill = early_kills_.find(task.task_id); kill != early_kills_.end()) {
+    log().info("task {} was killed before it arrived ({}); not starting it", task.task_id,
+               kill->second.reason);
+    update.state = proto::TaskState::kKilled;
+    update.reason = kill->second.reason;
+    early_kills_.erase(kill);
+    last_task_finish_ = timers_.now();
+    sendStatus(std::move(update));
+    return;
+  }
+  if (exiting_) {
+    update.state = proto::TaskState::kKilled;
+    update.reason = "executor is stopping";
+    sendStatus(std::move(update));
+    return;
+  }
+  log().debug("Got assigned task {} ({})", task.task_id, task.name);
+  running_.emplace(task.task_id, RunningTask{task.cpus, task.resources});
+  if (auto error = executor_.launch(task)) {
+    running_.erase(task.task_id);
+    log().warn("task {} could not start: {}", task.task_id, *error);
+    update.state = proto::TaskState::kFailed;
+    update.reason = *error;
+    last_task_finish_ = timers_.now();
+    sendStatus(std::move(update));
+  }
+}
+
+void Backend::handleKillTask(const proto::Envelope& frame) {
+  if (state_ != State::kRunning && state_ != State::kStopping) {
+    exitExecutor(ExitCode::kProtocolViolation,
+                 "received KillTask before the executor was registered",
+                 /*notify_driver=*/true);
+    return;
+  }
+  auto kill = proto::decodeBody<proto::KillTask>(frame.body);
+  std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
+  if (running_.count(kill.task_id) != 0) {
+    if (!executor_.kill(kill.task_id, kill.interrupt, reason)) {
+      log().debug("kill of task {}: it already ended", kill.task_id);
+    }
+    return;
+  }
+  // The kill overtook its launch (or the task already ended): remember it, so that a launch
+  // that still arrives is stopped before it starts.
+  rememberKill(kill.task_id, reason);
+}
+
+void Backend::rememberKill(std::uint64_t task_id, const std::string& reason) {
+  if (early_kills_.size() >= options_.max_remembered_kills) pruneEarlyKills();
+  if (early_kills_.size() >= options_.max_remembered_kills) {
+    // Still full of live entries: drop the one closest to expiry.
+    auto oldest = std::min_element(
+        early_kills_.begin(), early_kills_.end(),
+        [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
+    log().warn("forgetting the kill of task {}: more than {} kills are remembered", oldest->first,
+               options_.max_remembered_kills);
+    early_kills_.erase(oldest);
+  }
+  early_kills_[task_id] = EarlyKill{reason, timers_.now() + options_.kill_memory};
+}
+
+void Backend::pruneEarlyKills() {
+  TimePoint now = timers_.now();
+  for (auto it = early_kills_.begin(); it != early_kills_.end();) {
+    it = it->second.expires <= now ? early_kills_.erase(it) : std::next(it);
+  }
+}
+
+void Backend::handleThreadDump(const proto::Envelope& frame) {
+  auto ask = proto::decodeBody<proto::TaskThreadDump>(frame.body);
+  if (state_ != State::kRunning && state_ != State::kStopping) {
+    replyError(frame, proto::error_code::kNotRegistered, "the executor is not registered yet");
+    return;
+  }
+  std::optional<Json> dump =
+      running_.count(ask.task_id) != 0 ? executor_.threadDump(ask.task_id) : std::nullopt;
+  if (!dump) {
+    replyError(frame, proto::error_code::kUnknownTask,
+               fmt::format("task {} is not running on this executor", ask.task_id));
+    return;
+  }
+  if (frame.id != 0) link_.send(proto::makeReply(frame.id, std::move(*dump)));
+}
+
+// ---- Task status ---------------------------------------------------------------------------
+
+void Backend::onTaskStatus(const TaskStatusEvent& status) {
+  auto it = running_.find(status.task_id);
+  if (it == running_.end()) {
+    log().warn("status {} for unknown task {} ignored", proto::toString(status.state),
+               status.task_id);
+    return;
+  }
+  proto::StatusUpdate update;
+  update.executor_id = options_.executor_id;
+  update.task_id = status.task_id;
+  update.state = status.state;
+  update.result = status.result;
+  update.reason = status.reason;
+  update.exit_code = status.exit_code;
+  update.signal = status.signal;
+  update.stderr_tail = status.stderr_tail;
+  update.cpus = it->second.cpus;
+  update.resources = it->second.resources;
+  if (proto::isTerminal(status.state)) {
+    running_.erase(it);
+    last_task_finish_ = timers_.now();
+  }
+  sendStatus(std::move(update));
+}
+
+void Backend::sendStatus(proto::StatusUpdate update) {
+  // Keep order: once something waits in the outbox, everything queues behind it.
+  if (outbox_.empty() && link_.connected() && link_.send(proto::makeMessage(update))) return;
+  outbox_.push_back(std::move(update));
+  if (outbox_.size() == 1) {
+    log().warn("cannot send status updates to the driver right now; queueing them");
+  }
+}
+
+void Backend::flushOutbox() {
+  while (!outbox_.empty() && link_.connected()) {
+    if (!link_.send(proto::makeMessage(outbox_.front()))) return;
+    outbox_.pop_front();
+  }
+}
+
+// ---- Loss and exit -------------------------------------------------------------------------
+
+void Backend::onDriverDisconnected(const std::string& reason) {
+  if (exiting_) {
+    log().info("driver {} disconnected during shutdown", options_.driver_url);
+    return;
+  }
+  exitExecutor(ExitCode::kDriverLost,
+               fmt::format("driver {} disconnected: {}", options_.driver_url, reason),
+               /*notify_driver=*/false);
+}
+
+void Backend::onWorkerLost(const std::string& reason) {
+  if (exiting_) return;  // the seed ignores the worker while the executor is stopping
+  exitExecutor(ExitCode::kWorkerLost, fmt::format("worker lost: {}", reason),
+               /*notify_driver=*/true);
+}
+
+void Backend::onStopRequested(const std::string& reason) {
+  exitExecutor(ExitCode::kSuccess, reason, /*notify_driver=*/true);
+}
+
+void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify_driver) {
+  if (exiting_) {
+    log().info("Skip exiting executor ({}): already asked to exit before", reason);
+    return;
+  }
+  exiting_ = true;
+  if (code == ExitCode::kSuccess) {
+    log().info("Executor self-exiting: {}", reason);
+  } else {
+    log().error("Executor self-exiting (exit code {}): {}", toInt(code), reason);
+  }
+  setState(State::kStopping);
+  if (heartbeat_timer_) {
+    timers_.cancel(*heartbeat_timer_);
+    heartbeat_timer_.reset();
+  }
+  if (notify_driver && link_.connected()) {
+    link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
+  }
+  if (!running_.empty()) {
+    log().info("stopping {} running task(s)", running_.size());
+    executor_.stopAll(options_.stop_grace);
+  }
+  // Statuses the stopped tasks reported are events queued behind this one: let them be sent
+  // before the link closes.
+  timers_.schedule(Millis(0), [this, code] { finishExit(code); });
+}
+
+void Backend::finishExit(ExitCode code) {
+  flushOutbox();
+  if (!outbox_.empty()) {
+    std::string ids;
+    for (const auto& u : outbox_) ids += (ids.empty() ? "" : ", ") + std::to_string(u.task_id);
+    log().error("{} status update(s) could not be delivered (driver unreachable): tasks {}",
+                outbox_.size(), ids);
+  }
+  link_.close();
+  exiter_.exit(toInt(code));
+}
+
+}  // namespace dockhand::agent

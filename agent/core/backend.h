@@ -1,0 +1,147 @@
+// Backend: the agent's core state machine (the role of Spark's CoarseGrainedExecutorBackend).
+//
+// Flow:   start() -> Connecting --connected--> FetchingConfig --AppConfig--> Registering
+//                 --accepted--> Running --StopExecutor/Shutdown/signal/loss--> Stopping -> exit
+//
+// * Connecting: the link connects (Hello included); a failure is retried up to connect_tries
+//   times (3 by default, as the seed does), then the agent exits with kBootstrapFailed.
+// * FetchingConfig: RetrieveAppConfig; the reply sets the log level, properties, tokens and
+//   the heartbeat/driver-timeout settings.
+// * Registering: RegisterExecutor; a refusal exits with kRegistrationRefused.
+// * Running: tasks are launched and killed through the Executor; status updates go to the
+//   driver in order, queued while they cannot be sent (never dropped silently); heartbeats go
+//   out every interval and a driver silent past its timeout counts as lost.
+// * Stopping: entered once, by exitExecutor(), however many times exit is asked for. Running
+//   tasks are stopped, the driver is told (RemoveExecutor) when that makes sense, and the
+//   Exiter ends the process with the exit code.
+//
+// Every method runs on the core thread; the Backend never blocks except in the final
+// Executor::stopAll() on the exit path, and never touches a socket itself.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/exit_codes.h"
+#include "core/ports.h"
+#include "dockhand/protocol/messages.h"
+
+namespace dockhand::agent {
+
+struct BackendOptions {
+  std::string driver_url;
+  std::string executor_id;
+  std::string hostname;
+  int cores = 1;
+  std::string app_id;
+  int resource_profile_id = 0;
+  std::map<std::string, std::string> log_urls;
+  std::map<std::string, std::string> attributes;
+  std::map<std::string, protocol::ResourceInfo> resources;
+  std::string block_url;
+
+  int connect_tries = 3;
+  Millis connect_retry_delay{1000};
+  Millis ask_timeout{30000};
+  Millis heartbeat_interval{10000};  // the app config's dockhand.heartbeat.interval_ms wins
+  Millis driver_timeout{60000};      // the app config's dockhand.driver.timeout_ms wins
+  Millis kill_memory{600000};        // how long a kill for a not-yet-launched task is kept
+  std::size_t max_remembered_kills = 100000;
+  Millis stop_grace{5000};  // how long running tasks get to stop on exit
+};
+
+class Backend {
+ public:
+  enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
+
+  Backend(BackendOptions options, DriverLink& link, Executor& executor, Timers& timers,
+          LogControl& log_control, Exiter& exiter);
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // Begins the bootstrap: connect to the driver.
+  void start();
+
+  // ---- Events (core thread) ----
+  void onDriverConnected();
+  void onDriverConnectFailed(const std::string& reason, bool retryable);
+  // A frame from the driver that is not a Reply (the link routes replies to ask callbacks).
+  void onDriverFrame(const protocol::Envelope& frame);
+  void onDriverDisconnected(const std::string& reason);
+  void onTaskStatus(const TaskStatusEvent& status);
+  void onWorkerLost(const std::string& reason);
+  // A stop asked for locally (SIGTERM/SIGINT): stop tasks, tell the driver, exit 0.
+  void onStopRequested(const std::string& reason);
+
+  // The single exit path. Runs once; later calls only log. notify_driver sends
+  // RemoveExecutor(reason) when a driver is connected.
+  void exitExecutor(ExitCode code, const std::string& reason, bool notify_driver);
+
+  // ---- Observers (for tests and the status output) ----
+  State state() const { return state_; }
+  std::size_t runningTasks() const { return running_.size(); }
+  std::size_t queuedStatusUpdates() const { return outbox_.size(); }
+  std::size_t rememberedKills() const { return early_kills_.size(); }
+  const std::map<std::string, std::string>& properties() const { return properties_; }
+  bool hasDelegationTokens() const { return !delegation_tokens_.empty(); }
+  Millis heartbeatInterval() const { return options_.heartbeat_interval; }
+  Millis driverTimeout() const { return options_.driver_timeout; }
+  std::optional<TimePoint> lastTaskFinish() const { return last_task_finish_; }
+
+ private:
+  struct RunningTask {
+    int cpus = 0;
+    std::map<std::string, std::vector<std::string>> resources;
+  };
+  struct EarlyKill {
+    std::string reason;
+    TimePoint expires;
+  };
+
+  void setState(State next);
+  void connect();
+  void fetchAppConfig();
+  void applyAppConfig(const Json& body);
+  void registerWithDriver();
+  void onRegistered();
+  void scheduleHeartbeat();
+  void heartbeat();
+
+  void handleLaunchTask(const protocol::Envelope& frame);
+  void handleKillTask(const protocol::Envelope& frame);
+  void handleThreadDump(const protocol::Envelope& frame);
+  void replyError(const protocol::Envelope& frame, std::string_view code, std::string message);
+
+  void sendStatus(protocol::StatusUpdate update);
+  void flushOutbox();
+  void rememberKill(std::uint64_t task_id, const std::string& reason);
+  void pruneEarlyKills();
+  void finishExit(ExitCode code);
+
+  BackendOptions options_;
+  DriverLink& link_;
+  Executor& executor_;
+  Timers& timers_;
+  LogControl& log_control_;
+  Exiter& exiter_;
+
+  State state_ = State::kIdle;
+  bool exiting_ = false;
+  int connect_attempts_ = 0;
+  TimePoint last_driver_message_{};
+  std::optional<Timers::TimerId> heartbeat_timer_;
+  std::map<std::string, std::string> properties_;
+  std::string delegation_tokens_;  // never logged
+  std::unordered_map<std::uint64_t, RunningTask> running_;
+  std::unordered_map<std::uint64_t, EarlyKill> early_kills_;
+  std::deque<protocol::StatusUpdate> outbox_;
+  std::optional<TimePoint> last_task_finish_;
+};
+
+std::string_view toString(Backend::State state);
+
+}  // namespace dockhand::agent
