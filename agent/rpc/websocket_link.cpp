@@ -1,0 +1,333 @@
+#include "rpc/websocket_link.h"
+
+#include <vector>
+
+#include <Poco/Buffer.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/WebSocket.h>
+#include <Poco/URI.h>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+
+namespace proto = dockhand::protocol;
+using Poco::Net::WebSocket;
+
+namespace {
+
+spdlog::logger& log() {
+  static auto instance = logger("link");
+  return *instance;
+}
+
+const Poco::Timespan kPollInterval(0, 200 * 1000);
+
+Poco::Timespan toTimespan(Millis ms) {
+  return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(ms.count()) * 1000);
+}
+
+}  // namespace
+
+WebSocketLink::WebSocketLink(Options options, EventSink& sink)
+    : options_(std::move(options)), sink_(sink) {}
+
+WebSocketLink::~WebSocketLink() {
+  closing_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void WebSocketLink::connect() {
+  if (thread_.joinable()) thread_.join();  // a previous attempt has ended (it posted its result)
+  closing_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void WebSocketLink::run() {
+  std::shared_ptr<WebSocket> ws;
+  try {
+    Poco::URI uri(options_.url);
+    if (uri.getScheme() != "ws") {
+      std::string reason = "unsupported driver URL scheme '" + uri.getScheme() + "' in " +
+                           options_.url + " (expected ws://host:port/)";
+      sink_.post([this, reason] { listener_.connect_failed(reason, false); });
+      return;
+    }
+    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+    session.setTimeout(toTimespan(options_.connect_timeout));
+    std::string path = uri.getPathEtc().empty() ? "/" : uri.getPathEtc();
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path,
+                                   Poco::Net::HTTPMessage::HTTP_1_1);
+    Poco::Net::HTTPResponse response;
+    ws = std::make_shared<WebSocket>(session, request, response);
+    ws->setNoDelay(true);
+    ws->setMaxPayloadSize(static_cast<int>(options_.max_frame_bytes));
+    ws->setSendTimeout(toTimespan(Millis(10000)));
+  } catch (const Poco::Exception& e) {
+    std::string reason = e.displayText();
+    sink_.post([this, reason] { listener_.connect_failed(reason, true); });
+    return;
+  } catch (const std::exception& e) {
+    std::string reason = e.what();
+    sink_.post([this, reason] { listener_.connect_failed(reason, true); });
+    return;
+  }
+
+  std::string error;
+  bool retryable = true;
+  if (!handshake(*ws, error, retryable)) {
+    sink_.post([this, error, retryable] { listener_.connect_failed(error, retryable); });
+    return;
+  }
+  {
+    std::lock_guard lock(send_mutex_);
+    socket_ = ws;
+  }
+  connected_.store(true, std::memory_order_release);
+  log().info("connected to driver {}", options_.url);
+  sink_.post([this] { listener_.connected(); });
+  readLoop(*ws);
+}
+
+bool WebSocketLink::handshake(WebSocket& ws, std::string& error, bool& retryable) {
+  try {
+    std::uint64_t id = next_id_++;
+    proto::Hello hello{proto::kProtocolVersion, "agent", options_.software};
+    std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
+    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    if (!ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
+      error = "the driver did not answer Hello within " +
+              std::to_string(options_.handshake_timeout.count()) + " ms";
+      return false;
+    }
+    Poco::Buffer<char> buffer(0);
+    int flags = 0;
+    int n = ws.receiveFrame(buffer, flags);
+    if (n <= 0) {
+      error = "the driver closed the connection during the handshake";
+      return false;
+    }
+    auto decoded =
+        proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
+    if (!decoded || !decoded.value().isReply() || decoded.value().re != id) {
+      error = "the peer did not answer Hello with a Reply: is this a Dockhand driver?";
+      retryable = false;
+      return false;
+    }
+    const proto::Envelope& reply = decoded.value();
+    if (!reply.ok) {
+      error = "the driver refused the handshake: " + reply.error->message;
+      retryable = reply.error->code != proto::error_code::kProtocolVersion;
+      return false;
+    }
+    auto answer = proto::decodeBody<proto::Hello>(reply.body);
+    if (answer.protocol_version != proto::kProtocolVersion) {
+      error = "the driver speaks protocol version " + std::to_string(answer.protocol_version) +
+              ", this agent speaks " + std::to_string(proto::kProtocolVersion);
+      retryable = false;
+      return false;
+    }
+    return true;
+  } catch (const proto::BodyError& e) {
+    error = std::string("invalid Hello reply from the driver: ") + e.what();
+    retryable = false;
+  } catch (const Poco::Exception& e) {
+    error = "handshake failed: " + e.displayText();
+  }
+  return false;
+}
+
+void WebSocketLink::readLoop(WebSocket& ws) {
+  std::string reason = "connection closed";
+  Poco::Buffer<char> buffer(0);
+  try {
+    while (!closing_) {
+      if (!ws.poll(kPollInterval, Poco::Net::Socket::SELECT_READ)) {
+        failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
+        continue;
+      }
+      int flags = 0;
+      buffer.resize(0);
+      int n = ws.receiveFrame(buffer, flags);
+      int op = flags & WebSocket::FRAME_OP_BITMASK;
+      if (n == 0 && flags == 0) {
+        reason = "connection closed by the driver";
+        break;
+      }
+      if (op == WebSocket::FRAME_OP_CLOSE) {
+        reason = "the driver closed the connection";
+        break;
+      }
+      if (op == WebSocket::FRAME_OP_PING) {
+        std::lock_guard lock(send_mutex_);
+        ws.sendFrame(buffer.begin(), n,
+                     static_cast<int>(WebSocket::FRAME_FLAG_FIN) | WebSocket::FRAME_OP_PONG);
+        continue;
+      }
+      if (op == WebSocket::FRAME_OP_PONG) continue;
+      if (op != WebSocket::FRAME_OP_TEXT || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
+        ++malformed_frames_;
+        log().warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
+        sendText(proto::encodeEnvelope(
+            proto::makeError(proto::error_code::kMalformedFrame,
+                             "only unfragmented text frames carry protocol messages")));
+        continue;
+      }
+      handleText(std::string_view(buffer.begin(), static_cast<std::size_t>(n)));
+    }
+  } catch (const Poco::Net::WebSocketException& e) {
+    if (e.code() == WebSocket::WS_ERR_PAYLOAD_TOO_BIG) {
+      ++malformed_frames_;
+      reason = "the driver sent a frame over the " + std::to_string(options_.max_frame_bytes) +
+               "-byte limit";
+      sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, reason)));
+    } else {
+      reason = e.displayText();
+    }
+  } catch (const Poco::Exception& e) {
+    reason = e.displayText();
+  }
+
+  connected_.store(false, std::memory_order_release);
+  {
+    std::lock_guard lock(send_mutex_);
+    try {
+      if (socket_) socket_->shutdown();
+    } catch (const Poco::Exception&) {
+      // the peer is gone already
+    }
+    socket_.reset();
+  }
+  failPendingAsks(proto::error_code::kDisconnected, "disconnected from the driver: " + reason,
+                  false);
+  if (!closing_) {
+    log().warn("lost the connection to driver {}: {}", options_.url, reason);
+    sink_.post([this, reason] { listener_.disconnected(reason); });
+  }
+}
+
+void WebSocketLink::handleText(std::string_view text) {
+  auto decoded = proto::decodeEnvelope(text, options_.max_frame_bytes);
+  if (!decoded) {
+    ++malformed_frames_;
+    const auto& err = decoded.error();
+    log().warn("malformed frame from the driver: {}", err.message);
+    sendText(proto::encodeEnvelope(err.id != 0
+                                       ? proto::makeErrorReply(err.id, err.code, err.message)
+                                       : proto::makeError(err.code, err.message)));
+    return;
+  }
+  proto::Envelope env = std::move(decoded.value());
+  if (env.isReply()) {
+    AskCallback done;
+    {
+      std::lock_guard lock(asks_mutex_);
+      auto it = asks_.find(env.re);
+      if (it != asks_.end()) {
+        done = std::move(it->second.done);
+        asks_.erase(it);
+      }
+    }
+    if (!done) {
+      log().debug("reply to unknown or expired ask {} ignored", env.re);
+      return;
+    }
+    AskResult result;
+    result.ok = env.ok;
+    if (env.ok) {
+      result.body = std::move(env.body);
+    } else {
+      result.error = *env.error;
+    }
+    postAskResult(std::move(done), std::move(result));
+    return;
+  }
+  sink_.post([this, env = std::move(env)] { listener_.frame(env); });
+}
+
+bool WebSocketLink::sendText(const std::string& text) {
+  std::lock_guard lock(send_mutex_);
+  if (!socket_) return false;
+  try {
+    socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    return true;
+  } catch (const Poco::Exception& e) {
+    log().warn("send to driver failed: {}", e.displayText());
+    return false;
+  }
+}
+
+bool WebSocketLink::send(proto::Envelope message) {
+  if (!connected()) return false;
+  return sendText(proto::encodeEnvelope(message));
+}
+
+void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback done) {
+  std::uint64_t id = next_id_++;
+  message.id = id;
+  {
+    std::lock_guard lock(asks_mutex_);
+    asks_.emplace(id, PendingAsk{std::move(done), SteadyClock::now() + timeout});
+  }
+  if (!connected() || !sendText(proto::encodeEnvelope(message))) {
+    AskCallback callback;
+    {
+      std::lock_guard lock(asks_mutex_);
+      auto it = asks_.find(id);
+      if (it == asks_.end()) return;  // already failed by the reader
+      callback = std::move(it->second.done);
+      asks_.erase(it);
+    }
+    AskResult result;
+    result.error = {std::string(proto::error_code::kDisconnected), "not connected to the driver"};
+    postAskResult(std::move(callback), std::move(result));
+  }
+}
+
+void WebSocketLink::postAskResult(AskCallback done, AskResult result) {
+  sink_.post(
+      [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
+}
+
+void WebSocketLink::failPendingAsks(std::string_view code, const std::string& message,
+                                    bool only_expired) {
+  std::vector<AskCallback> failed;
+  {
+    std::lock_guard lock(asks_mutex_);
+    TimePoint now = SteadyClock::now();
+    for (auto it = asks_.begin(); it != asks_.end();) {
+      if (!only_expired || it->second.deadline <= now) {
+        failed.push_back(std::move(it->second.done));
+        it = asks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : failed) {
+    AskResult result;
+    result.error = {std::string(code), message};
+    postAskResult(std::move(done), std::move(result));
+  }
+}
+
+void WebSocketLink::close() {
+  closing_ = true;
+  connected_.store(false, std::memory_order_release);
+  {
+    std::lock_guard lock(send_mutex_);
+    if (socket_) {
+      try {
+        socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, "agent exiting");
+      } catch (const Poco::Exception&) {
+        // nothing to tell a peer that is gone
+      }
+    }
+  }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+}  // namespace dockhand::agent

@@ -1,0 +1,94 @@
+// WebSocketLink: the agent's connection to the driver (DriverLink over a Poco WebSocket).
+//
+// One I/O thread per connection attempt connects, performs the Hello handshake, then reads
+// frames until the connection ends. Everything it learns is posted to the core thread through
+// the EventSink: connect results, frames, replies to asks (as their callbacks), the loss of
+// the connection. Sending happens on the caller's thread (the core thread) under a mutex, so
+// a status update leaves without a thread hop.
+//
+// A malformed frame from the driver is answered with an Error (or a failed Reply when it had
+// an ask id) and reading goes on; a frame over the size limit cannot be skipped, so it is
+// answered with frame_too_large and the connection is closed (a disconnect event follows).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/ports.h"
+
+namespace Poco::Net {
+class WebSocket;
+}
+
+namespace dockhand::agent {
+
+class WebSocketLink final : public DriverLink {
+ public:
+  struct Options {
+    std::string url;  // ws://host:port/path
+    Millis connect_timeout{5000};
+    Millis handshake_timeout{10000};
+    std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
+    std::string software;  // sent in Hello, e.g. "dockhand 0.1.0"
+  };
+
+  // Callbacks run on the core thread (the link posts them through `sink`).
+  struct Listener {
+    std::function<void()> connected;
+    std::function<void(const std::string& reason, bool retryable)> connect_failed;
+    std::function<void(const protocol::Envelope& frame)> frame;
+    std::function<void(const std::string& reason)> disconnected;
+  };
+
+  WebSocketLink(Options options, EventSink& sink);
+  ~WebSocketLink() override;
+
+  // Must be called before connect().
+  void setListener(Listener listener) { listener_ = std::move(listener); }
+
+  void connect() override;
+  bool connected() const override { return connected_.load(std::memory_order_acquire); }
+  bool send(protocol::Envelope message) override;
+  void ask(protocol::Envelope message, Millis timeout, AskCallback done) override;
+  void close() override;
+
+  // Frames that arrived malformed since start (for the status output and tests).
+  std::uint64_t malformedFrames() const { return malformed_frames_.load(); }
+
+ private:
+  struct PendingAsk {
+    AskCallback done;
+    TimePoint deadline;
+  };
+
+  void run();
+  bool handshake(Poco::Net::WebSocket& ws, std::string& error, bool& retryable);
+  void readLoop(Poco::Net::WebSocket& ws);
+  void handleText(std::string_view text);
+  bool sendText(const std::string& text);
+  void failPendingAsks(std::string_view code, const std::string& message, bool only_expired);
+  void postAskResult(AskCallback done, AskResult result);
+
+  Options options_;
+  EventSink& sink_;
+  Listener listener_;
+
+  std::thread thread_;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> closing_{false};
+  std::atomic<std::uint64_t> malformed_frames_{0};
+
+  std::mutex send_mutex_;                         // guards socket_ writes
+  std::shared_ptr<Poco::Net::WebSocket> socket_;  // set while connected
+
+  std::mutex asks_mutex_;
+  std::map<std::uint64_t, PendingAsk> asks_;
+  std::atomic<std::uint64_t> next_id_{1};
+};
+
+}  // namespace dockhand::agent
