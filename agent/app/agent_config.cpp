@@ -22,11 +22,12 @@ using protocol::JsonReader;
 namespace {
 
 const std::set<std::string, std::less<>> kKeys = {
-    "driver_url",     "executor_id",     "bind_address",        "hostname",
-    "cores",          "resources_file",  "app_id",              "worker_url",
-    "resource_profile_id", "work_dir",   "log_level",           "plugin_dirs",
-    "plugins",        "connect_tries",   "connect_retry_delay_ms", "ask_timeout_ms",
-    "stop_grace_ms",  "max_frame_bytes",
+    "driver_url",     "executor_id",   "bind_address",
+    "hostname",       "cores",         "resources_file",
+    "app_id",         "worker_url",    "resource_profile_id",
+    "work_dir",       "log_level",     "plugin_dirs",
+    "plugins",        "connect_tries", "connect_retry_delay_ms",
+    "ask_timeout_ms", "stop_grace_ms", "max_frame_bytes",
 };
 
 const std::set<std::string, std::less<>> kPluginKeys = {"name", "path", "required", "config"};
@@ -92,7 +93,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
     config.work_dir = r.optionalString("work_dir", config.work_dir);
     config.log_level = r.optionalString("log_level", config.log_level);
     if (r.has("plugin_dirs")) config.plugin_dirs = r.optionalStringList("plugin_dirs");
-    config.connect_tries = static_cast<int>(r.optionalInt("connect_tries", config.connect_tries, 1, 1000));
+    config.connect_tries =
+        static_cast<int>(r.optionalInt("connect_tries", config.connect_tries, 1, 1000));
     config.connect_retry_delay_ms =
         r.optionalInt("connect_retry_delay_ms", config.connect_retry_delay_ms, 0, 3600000);
     config.ask_timeout_ms = r.optionalInt("ask_timeout_ms", config.ask_timeout_ms, 1, 3600000);
@@ -202,9 +204,9 @@ void applyDefaults(AgentConfig& config) {
   if (config.work_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     std::string base = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-    config.work_dir = fmt::format("{}/dockhand/{}/{}", base,
-                                  config.app_id.empty() ? "app" : config.app_id,
-                                  config.executor_id.empty() ? "executor" : config.executor_id);
+    config.work_dir =
+        fmt::format("{}/dockhand/{}/{}", base, config.app_id.empty() ? "app" : config.app_id,
+                    config.executor_id.empty() ? "executor" : config.executor_id);
   }
 }
 

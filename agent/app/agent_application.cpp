@@ -1,0 +1,314 @@
+#include "app/agent_application.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <Poco/URI.h>
+#include <Poco/Util/HelpFormatter.h>
+#include <Poco/Util/Option.h>
+#include <Poco/Util/OptionException.h>
+
+#include "app/agent_runtime.h"
+#include "app/log_setup.h"
+#include "core/backend.h"
+#include "core/event_loop.h"
+#include "core/exit_codes.h"
+#include "core/logging.h"
+#include "dockhand/plugin.h"
+#include "rpc/websocket_link.h"
+#include "rpc/worker_watcher.h"
+
+extern char** environ;
+
+namespace dockhand::agent {
+
+namespace {
+
+constexpr const char* kVersion = DOCKHAND_VERSION;
+
+// Signals handled by the agent's signal thread rather than by default actions.
+sigset_t handledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Waits for SIGTERM/SIGINT/SIGHUP on its own thread and turns them into core events.
+class SignalThread {
+ public:
+  SignalThread(EventSink& sink, Backend& backend) : sink_(sink), backend_(backend) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  void run() {
+    sigset_t set = handledSignals();
+    timespec timeout{0, 200 * 1000 * 1000};
+    while (!stop_) {
+      int sig = sigtimedwait(&set, nullptr, &timeout);
+      if (sig <= 0) continue;
+      std::string reason = std::string("received ") + sigabbrev_np(sig);
+      sink_.post([this, reason] { backend_.onStopRequested(reason); });
+    }
+  }
+
+  EventSink& sink_;
+  Backend& backend_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::vector<std::string> environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+}  // namespace
+
+AgentApplication::AgentApplication() { setUnixOptions(true); }
+
+int AgentApplication::start(int argc, char** argv) {
+  try {
+    init(argc, argv);
+  } catch (const Poco::Util::OptionException& e) {
+    std::cerr << "dockhand: " << e.displayText() << "\n\n";
+    printUsage(std::cerr);
+    return toInt(agent::ExitCode::kUsage);
+  }
+  return run();
+}
+
+void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
+  using Poco::Util::Option;
+  // Deliberately not ServerApplication's: the agent runs in the foreground (systemd, a
+  // cluster manager or a driver supervise it), so --daemon/--pidfile are not offered.
+  Application::defineOptions(options);
+  options.addOption(Option("help", "h", "print this help and exit"));
+  options.addOption(Option("version", "", "print the version and exit"));
+  options.addOption(Option("config", "",
+                           "read settings from this JSON file (the command line "
+                           "overrides it)")
+                        .argument("FILE"));
+  options.addOption(Option("driver-url", "",
+                           "the driver to connect to, ws://HOST:PORT/ "
+                           "(required)")
+                        .argument("URL"));
+  options.addOption(Option("executor-id", "",
+                           "this executor's id, unique in the application "
+                           "(required)")
+                        .argument("ID"));
+  options.addOption(Option("app-id", "", "the application id (required)").argument("ID"));
+  options.addOption(Option("cores", "", "cores offered to tasks (required, > 0)").argument("N"));
+  options.addOption(Option("hostname", "",
+                           "the host name to advertise (default: this "
+                           "machine's name)")
+                        .argument("HOST"));
+  options.addOption(Option("bind-address", "",
+                           "the address to bind servers to (default: the "
+                           "hostname)")
+                        .argument("ADDR"));
+  options.addOption(Option("resourcesFile", "",
+                           "a Spark-format resources file with the "
+                           "addresses of this executor's resources")
+                        .argument("FILE"));
+  options.addOption(
+      Option("worker-url", "", "exit when this worker goes away (host:port)").argument("URL"));
+  options.addOption(
+      Option("resourceProfileId", "", "the resource profile id (default 0)").argument("ID"));
+  options.addOption(
+      Option("work-dir", "", "where task directories and blocks live").argument("DIR"));
+  options.addOption(Option("log-level", "",
+                           "trace, debug, info, warn, error or off "
+                           "(default info)")
+                        .argument("LEVEL"));
+  options.addOption(Option("plugin-dir", "", "search this directory for plugins (repeatable)")
+                        .argument("DIR")
+                        .repeatable(true));
+}
+
+void AgentApplication::handleOption(const std::string& name, const std::string& value) {
+  Application::handleOption(name, value);
+  if (name == "help") {
+    help_ = true;
+    stopOptionsProcessing();
+  } else if (name == "version") {
+    version_ = true;
+    stopOptionsProcessing();
+  } else if (name == "config") {
+    config_file_ = value;
+  } else {
+    overrides_.emplace_back(name, value);
+  }
+}
+
+void AgentApplication::printUsage(std::ostream& out) const {
+  Poco::Util::HelpFormatter formatter(options());
+  formatter.setUnixStyle(true);
+  formatter.setCommand("dockhand");
+  formatter.setUsage("[options]");
+  formatter.setHeader(
+      "Dockhand node agent: connects to a driver, registers this machine's cores and "
+      "resources, runs the driver's tasks and reports their status.");
+  std::string footer = "Exit codes:\n";
+  for (const auto& info : kExitCodeTable) {
+    footer += fmt::format("  {:>3}  {:<24} {}\n", toInt(info.code), info.name, info.meaning);
+  }
+  footer +=
+      "\nEnvironment: DOCKHAND_LOG_URL_<NAME> and DOCKHAND_EXECUTOR_ATTRIBUTE_<NAME> "
+      "(or SPARK_...) are sent to the driver at registration.";
+  formatter.setFooter(footer);
+  formatter.format(out);
+}
+
+int AgentApplication::main(const std::vector<std::string>& args) {
+  if (help_) {
+    printUsage(std::cout);
+    return toInt(agent::ExitCode::kSuccess);
+  }
+  if (version_) {
+    std::cout << "dockhand " << kVersion << " (protocol " << protocol::kProtocolVersion
+              << ", plugin ABI " << DH_ABI_MAJOR << "." << DH_ABI_MINOR << ")\n";
+    return toInt(agent::ExitCode::kSuccess);
+  }
+  if (!args.empty()) {
+    std::cerr << "dockhand: unexpected argument '" << args.front() << "'\n\n";
+    printUsage(std::cerr);
+    return toInt(agent::ExitCode::kUsage);
+  }
+
+  AgentConfig config;
+  try {
+    if (!config_file_.empty()) loadConfigFile(config_file_, config);
+    for (const auto& [name, value] : overrides_) applyOption(name, value, config);
+  } catch (const ConfigError& e) {
+    std::cerr << "dockhand: config error: " << e.what() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  }
+  applyEnvironment(environment(), config);
+  auto missing = missingRequired(config);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    std::cerr << "dockhand: missing required option(s): " << list << "\n\n";
+    printUsage(std::cerr);
+    return toInt(agent::ExitCode::kUsage);
+  }
+  applyDefaults(config);
+  return runAgent(std::move(config));
+}
+
+int AgentApplication::runAgent(AgentConfig config) {
+  auto level = parseLogLevel(config.log_level);
+  if (!level) {
+    std::cerr << "dockhand: config error: log_level: unknown level '" << config.log_level
+              << "' (trace, debug, info, warn, error, off)\n";
+    return toInt(agent::ExitCode::kConfigError);
+  }
+  setupLogging(*level);
+  auto log = logger("agent");
+
+  BackendOptions options;
+  try {
+    Poco::URI uri(config.driver_url);
+    if (uri.getScheme() != "ws" || uri.getHost().empty() || uri.getPort() == 0) {
+      throw ConfigError("expected ws://HOST:PORT/");
+    }
+    if (!config.worker_url.empty()) parseWorkerUrl(config.worker_url);
+    if (!config.resources_file.empty())
+      options.resources = loadResourcesFile(config.resources_file);
+    std::error_code ec;
+    std::filesystem::create_directories(config.work_dir, ec);
+    if (ec) {
+      throw ConfigError(
+          fmt::format("work_dir {}: cannot create: {}", config.work_dir, ec.message()));
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << "dockhand: config error: " << e.what() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  } catch (const Poco::Exception& e) {
+    std::cerr << "dockhand: config error: driver_url '" << config.driver_url
+              << "': " << e.displayText() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "dockhand: config error: worker_url: " << e.what() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  }
+
+  options.driver_url = config.driver_url;
+  options.executor_id = config.executor_id;
+  options.hostname = config.hostname;
+  options.cores = config.cores;
+  options.app_id = config.app_id;
+  options.resource_profile_id = config.resource_profile_id;
+  options.log_urls = config.log_urls;
+  options.attributes = config.attributes;
+  options.connect_tries = config.connect_tries;
+  options.connect_retry_delay = Millis(config.connect_retry_delay_ms);
+  options.ask_timeout = Millis(config.ask_timeout_ms);
+  options.stop_grace = Millis(config.stop_grace_ms);
+
+  // Every thread created from here on inherits this mask; the signal thread takes them.
+  sigset_t signals = handledSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  EventLoop loop;
+  Backend* backend_ptr = nullptr;
+  std::unique_ptr<AgentRuntime> runtime;
+  try {
+    runtime = std::make_unique<AgentRuntime>(
+        config, loop, [&](TaskStatusEvent status) { backend_ptr->onTaskStatus(status); });
+  } catch (const PluginLoadFailure& e) {
+    log->critical("{}", e.what());
+    return toInt(agent::ExitCode::kPluginError);
+  }
+
+  WebSocketLink link(WebSocketLink::Options{config.driver_url, Millis(5000), Millis(10000),
+                                            static_cast<std::size_t>(config.max_frame_bytes),
+                                            std::string("dockhand ") + kVersion},
+                     loop);
+  SpdlogLevelControl log_control;
+  Backend backend(options, link, runtime->executor(), loop, log_control, loop);
+  backend_ptr = &backend;
+  link.setListener(WebSocketLink::Listener{
+      [&backend] { backend.onDriverConnected(); },
+      [&backend](const std::string& reason, bool retryable) {
+        backend.onDriverConnectFailed(reason, retryable);
+      },
+      [&backend](const protocol::Envelope& frame) { backend.onDriverFrame(frame); },
+      [&backend](const std::string& reason) { backend.onDriverDisconnected(reason); }});
+
+  log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
+            config.executor_id, config.app_id, config.cores, config.work_dir);
+  SignalThread signal_thread(loop, backend);
+  std::unique_ptr<WorkerWatcher> watcher;
+  if (!config.worker_url.empty()) {
+    watcher = std::make_unique<WorkerWatcher>(config.worker_url, [&](const std::string& reason) {
+      loop.post([&backend, reason] { backend.onWorkerLost(reason); });
+    });
+    watcher->start();
+  }
+  loop.post([&backend] { backend.start(); });
+  int code = loop.run(toInt(agent::ExitCode::kInternalError));
+  link.close();
+  log->info("dockhand exiting with code {}", code);
+  spdlog::default_logger()->flush();
+  return code;
+}
+
+}  // namespace dockhand::agent
