@@ -221,7 +221,7 @@ int AgentApplication::runAgent(AgentConfig config) {
     return toInt(agent::ExitCode::kConfigError);
   }
   setupLogging(*level);
-  auto log = logger("agent");
+  auto log = agent::logger("agent");
 
   BackendOptions options;
   try {

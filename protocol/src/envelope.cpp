@@ -24,6 +24,32 @@ bool readUnsigned(const Json& object, const char* key, std::uint64_t& out) {
   return true;
 }
 
+// True when arrays and objects in `frame` nest deeper than `limit`. Brackets inside strings do
+// not count. Runs before parsing, on text that may not even be JSON.
+bool nestsDeeperThan(std::string_view frame, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : frame) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes) {
@@ -33,6 +59,16 @@ DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes)
                             max_frame_bytes));
   }
   if (frame.empty()) return fail(error_code::kMalformedFrame, "empty frame");
+  // The parser takes a NUL byte for the end of input and would ignore whatever follows it; raw
+  // NUL is never valid JSON text.
+  if (frame.find('\0') != std::string_view::npos) {
+    return fail(error_code::kMalformedFrame, "frame contains a NUL byte");
+  }
+  if (nestsDeeperThan(frame, kMaxNestingDepth)) {
+    return fail(
+        error_code::kMalformedFrame,
+        fmt::format("frame nests arrays and objects deeper than {} levels", kMaxNestingDepth));
+  }
 
   Json root = Json::parse(frame.begin(), frame.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {

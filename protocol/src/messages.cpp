@@ -151,7 +151,8 @@ AppConfig fromJson(const Json& j, Tag<AppConfig>) {
     try {
       m.resource_profile = fromJson(*profile, Tag<ResourceProfile>{});
     } catch (const JsonPathError& e) {
-      throw JsonPathError("/resource_profile" + e.path(), e.detail());
+      throw JsonPathError("/resource_profile" + (e.path() == "/" ? std::string() : e.path()),
+                          e.detail());
     }
   }
   m.delegation_tokens = r.optionalString("delegation_tokens");

@@ -29,6 +29,11 @@ inline constexpr int kProtocolVersion = 1;
 // Default limit on one frame's payload. Larger frames are refused and the connection closed.
 inline constexpr std::size_t kDefaultMaxFrameBytes = 16 * 1024 * 1024;
 
+// Deepest nesting of arrays and objects a frame may have (the frame object itself is level 1).
+// Deeper frames are refused as malformed before parsing: the JSON parser recurses per level,
+// and a small frame of nested brackets would otherwise overflow the stack.
+inline constexpr std::size_t kMaxNestingDepth = 128;
+
 // Error codes carried in Reply/Error frames.
 namespace error_code {
 inline constexpr std::string_view kMalformedFrame = "malformed_frame";
