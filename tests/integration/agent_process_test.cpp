@@ -1,0 +1,305 @@
+// Integration tests of the real `dockhand` program against a scripted driver on 127.0.0.1.
+#include <signal.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "dockhand/protocol/messages.h"
+#include "support/fake_driver.h"
+#include "support/process.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace proto = dockhand::protocol;
+using std::chrono_literals::operator""ms;
+using std::chrono_literals::operator""s;
+
+constexpr int kDriverLost = 5;
+constexpr int kBootstrapFailed = 3;
+constexpr int kWorkerLost = 6;
+constexpr int kUsage = 64;
+constexpr int kConfigError = 2;
+
+class AgentProcessTest : public ::testing::Test {
+ protected:
+  std::vector<std::string> agentArgs(const std::string& driver_url, const std::string& id = "a1") {
+    return {agentBinary(),  "--driver-url", driver_url, "--executor-id", id,
+            "--app-id",     "test-app",     "--cores",  "2",           "--hostname",
+            "127.0.0.1",    "--work-dir",   (dir.path() / ("work-" + id)).string()};
+  }
+  std::unique_ptr<ChildProcess> startAgent(std::vector<std::string> args,
+                                           const std::string& log = "agent.log") {
+    return std::make_unique<ChildProcess>(args, (dir.path() / log).string());
+  }
+  proto::Envelope launch(std::uint64_t task_id, const proto::Json& payload) {
+    proto::LaunchTask msg;
+    msg.task.task_id = task_id;
+    msg.task.name = "t" + std::to_string(task_id);
+    msg.task.payload = payload;
+    return proto::makeMessage(msg);
+  }
+  std::optional<proto::StatusUpdate> waitStatus(FakeDriver& driver, std::uint64_t task_id,
+                                                proto::TaskState state,
+                                                Millis timeout = Millis(10000)) {
+    auto frame = driver.waitFor(
+        [&](const proto::Envelope& e) {
+          if (e.type != "StatusUpdate") return false;
+          auto u = proto::decodeBody<proto::StatusUpdate>(e.body);
+          return u.task_id == task_id && u.state == state;
+        },
+        timeout);
+    if (!frame) return std::nullopt;
+    return proto::decodeBody<proto::StatusUpdate>(frame->body);
+  }
+  // Reads the pids a task wrote, one per line, once `count` are there.
+  std::vector<pid_t> readPids(const std::filesystem::path& file, std::size_t count) {
+    std::vector<pid_t> pids;
+    waitUntil(
+        [&] {
+          pids.clear();
+          std::istringstream in(readFile(file));
+          pid_t p = 0;
+          while (in >> p) pids.push_back(p);
+          return pids.size() >= count;
+        },
+        10s);
+    return pids;
+  }
+
+  TempDir dir;
+};
+
+TEST_F(AgentProcessTest, RegistersAndSendsHeartbeats) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto beat = driver.waitForType("Heartbeat", 5s);
+  ASSERT_TRUE(beat.has_value()) << agent->output();
+  EXPECT_EQ(proto::decodeBody<proto::Heartbeat>(beat->body).executor_id, "a1");
+  EXPECT_TRUE(agent->running());
+}
+
+TEST_F(AgentProcessTest, RunsTaskAndReportsItsOutput) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(launch(1, {{"shell", "echo hello from $DOCKHAND_TASK_ID"}}));
+  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kRunning)) << agent->output();
+  auto done = waitStatus(driver, 1, proto::TaskState::kFinished);
+  ASSERT_TRUE(done) << agent->output();
+  EXPECT_EQ(done->result["stdout"], "hello from 1\n");
+}
+
+TEST_F(AgentProcessTest, KillTaskKillsTheWholeProcessTree) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto pid_file = dir.path() / "pids";
+  std::string script = "sleep 300 & echo $! >> " + pid_file.string() + "; sh -c 'echo $$ >> " +
+                       pid_file.string() + "; exec sleep 300' & echo $$ >> " + pid_file.string() +
+                       "; wait";
+  driver.send(launch(7, {{"shell", script}}));
+  auto pids = readPids(pid_file, 3);
+  ASSERT_EQ(pids.size(), 3u) << agent->output();
+  proto::KillTask kill;
+  kill.task_id = 7;
+  kill.reason = "test kill";
+  driver.send(proto::makeMessage(kill));
+  auto killed = waitStatus(driver, 7, proto::TaskState::kKilled);
+  ASSERT_TRUE(killed) << agent->output();
+  EXPECT_EQ(killed->reason, "test kill");
+  for (pid_t pid : pids) {
+    EXPECT_TRUE(waitUntil([&] { return processGone(pid); }, 5s)) << "pid " << pid << " survived";
+  }
+  EXPECT_TRUE(agent->running());
+}
+
+TEST_F(AgentProcessTest, KillThatOvertakesItsLaunchStillStopsTheTask) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  proto::KillTask kill;
+  kill.task_id = 9;
+  kill.reason = "cancelled early";
+  driver.send(proto::makeMessage(kill));
+  driver.send(launch(9, {{"shell", "sleep 300"}}));
+  auto killed = waitStatus(driver, 9, proto::TaskState::kKilled);
+  ASSERT_TRUE(killed) << agent->output();
+  EXPECT_EQ(killed->reason, "cancelled early");
+}
+
+TEST_F(AgentProcessTest, FailingTaskReportsExitCodeAndStderr) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(launch(3, {{"shell", "echo broken >&2; exit 3"}}));
+  auto failed = waitStatus(driver, 3, proto::TaskState::kFailed);
+  ASSERT_TRUE(failed) << agent->output();
+  EXPECT_EQ(failed->exit_code, 3);
+  EXPECT_NE(failed->stderr_tail.find("broken"), std::string::npos);
+}
+
+TEST_F(AgentProcessTest, StopExecutorEndsWithSuccess) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(proto::makeMessage(proto::StopExecutor{}));
+  EXPECT_EQ(agent->waitExit(10s), 0) << agent->output();
+}
+
+TEST_F(AgentProcessTest, ExitsWithDriverLostCodeAndLeavesNoTaskBehind) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto pid_file = dir.path() / "pids";
+  driver.send(launch(1, {{"shell", "echo $$ >> " + pid_file.string() + "; exec sleep 300"}}));
+  auto pids = readPids(pid_file, 1);
+  ASSERT_EQ(pids.size(), 1u) << agent->output();
+  driver.dropConnection();
+  EXPECT_EQ(agent->waitExit(15s), kDriverLost) << agent->output();
+  EXPECT_TRUE(waitUntil([&] { return processGone(pids[0]); }, 5s));
+}
+
+TEST_F(AgentProcessTest, ExitsWithBootstrapCodeAfterThreeFailedTries) {
+  auto config = dir.path() / "agent.json";
+  writeFile(config, R"({"connect_retry_delay_ms": 50})");
+  auto args = agentArgs("ws://127.0.0.1:" + std::to_string(unusedPort()) + "/");
+  args.push_back("--config");
+  args.push_back(config.string());
+  auto agent = startAgent(args);
+  EXPECT_EQ(agent->waitExit(30s), kBootstrapFailed) << agent->output();
+  EXPECT_NE(agent->output().find("after 3 tries"), std::string::npos) << agent->output();
+}
+
+TEST_F(AgentProcessTest, ExitsWhenItsWorkerGoesAway) {
+  FakeDriver driver;
+  auto worker = std::make_unique<FakeDriver>();  // any TCP listener serves as a worker
+  auto args = agentArgs(driver.url());
+  args.push_back("--worker-url");
+  args.push_back("tcp://127.0.0.1:" + std::to_string(worker->port()));
+  auto agent = startAgent(args);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  ASSERT_TRUE(waitUntil([&] { return worker->connected(); }, 10s)) << agent->output();
+  worker.reset();
+  EXPECT_EQ(agent->waitExit(15s), kWorkerLost) << agent->output();
+  EXPECT_TRUE(driver.waitForType("RemoveExecutor", 5s).has_value());
+}
+
+TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.sendRaw("{this is not json");
+  auto error = driver.waitForType("Error", 5s);
+  ASSERT_TRUE(error.has_value()) << agent->output();
+  EXPECT_EQ(error->error->code, "malformed_frame");
+  driver.sendRaw(R"({"type": "NoSuchMessage", "id": 42, "body": {}})");
+  auto reply = driver.waitFor([](const proto::Envelope& e) { return e.isReply() && e.re == 42; },
+                              5s);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->error->code, "unknown_type");
+  driver.sendRaw(R"({"type": "LaunchTask", "body": {"task": {"name": "no id"}}})");
+  auto invalid = driver.waitForType("Error", 5s);
+  ASSERT_TRUE(invalid.has_value());
+  EXPECT_EQ(invalid->error->code, "invalid_body");
+  EXPECT_NE(invalid->error->message.find("/task/task_id"), std::string::npos);
+  // Still serving: a real task runs.
+  driver.send(launch(5, {{"command", {"/bin/echo", "alive"}}}));
+  auto done = waitStatus(driver, 5, proto::TaskState::kFinished);
+  ASSERT_TRUE(done) << agent->output();
+  EXPECT_EQ(done->result["stdout"], "alive\n");
+  EXPECT_TRUE(agent->running());
+}
+
+TEST_F(AgentProcessTest, LaunchBeforeRegistrationIsAProtocolViolation) {
+  FakeDriver::Options options;
+  options.refuse_registration = true;
+  FakeDriver driver(options);
+  auto agent = startAgent(agentArgs(driver.url()));
+  EXPECT_EQ(agent->waitExit(10s), 4) << agent->output();  // refused registration
+  EXPECT_NE(agent->output().find("refused"), std::string::npos);
+}
+
+TEST_F(AgentProcessTest, SigtermStopsTasksAndExitsCleanly) {
+  FakeDriver driver;
+  auto agent = startAgent(agentArgs(driver.url()));
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto pid_file = dir.path() / "pids";
+  driver.send(launch(1, {{"shell", "echo $$ >> " + pid_file.string() + "; exec sleep 300"}}));
+  auto pids = readPids(pid_file, 1);
+  ASSERT_EQ(pids.size(), 1u);
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+  EXPECT_TRUE(waitStatus(driver, 1, proto::TaskState::kKilled, 5s).has_value());
+  EXPECT_TRUE(driver.waitForType("RemoveExecutor", 5s).has_value());
+  EXPECT_TRUE(processGone(pids[0]));
+}
+
+// ---- The command line ----
+
+TEST_F(AgentProcessTest, HelpListsOptionsAndExitCodes) {
+  auto agent = startAgent({agentBinary(), "--help"});
+  EXPECT_EQ(agent->waitExit(10s), 0);
+  std::string out = agent->output();
+  for (const char* option : {"--driver-url", "--executor-id", "--bind-address", "--hostname",
+                             "--cores", "--resourcesFile", "--app-id", "--worker-url",
+                             "--resourceProfileId", "--config", "driver-lost"}) {
+    EXPECT_NE(out.find(option), std::string::npos) << option;
+  }
+}
+
+TEST_F(AgentProcessTest, VersionPrintsTheVersion) {
+  auto agent = startAgent({agentBinary(), "--version"});
+  EXPECT_EQ(agent->waitExit(10s), 0);
+  EXPECT_NE(agent->output().find("dockhand 0."), std::string::npos) << agent->output();
+}
+
+TEST_F(AgentProcessTest, UnknownOptionPrintsUsage) {
+  auto agent = startAgent({agentBinary(), "--no-such-option", "x"});
+  EXPECT_EQ(agent->waitExit(10s), kUsage);
+  EXPECT_NE(agent->output().find("usage"), std::string::npos) << agent->output();
+}
+
+TEST_F(AgentProcessTest, MissingRequiredOptionsAreNamed) {
+  auto agent = startAgent({agentBinary(), "--driver-url", "ws://127.0.0.1:1/"});
+  EXPECT_EQ(agent->waitExit(10s), kUsage);
+  std::string out = agent->output();
+  EXPECT_NE(out.find("--executor-id"), std::string::npos) << out;
+  EXPECT_NE(out.find("--app-id"), std::string::npos) << out;
+  EXPECT_NE(out.find("--cores"), std::string::npos) << out;
+}
+
+TEST_F(AgentProcessTest, ConfigErrorNamesFileAndPathBeforeConnecting) {
+  FakeDriver driver;
+  auto config = dir.path() / "bad.json";
+  writeFile(config, R"({"plugins": [{"name": "process", "required": "yes"}]})");
+  auto args = agentArgs(driver.url());
+  args.push_back("--config");
+  args.push_back(config.string());
+  auto agent = startAgent(args);
+  EXPECT_EQ(agent->waitExit(10s), kConfigError);
+  std::string out = agent->output();
+  EXPECT_NE(out.find(config.string()), std::string::npos) << out;
+  EXPECT_NE(out.find("/plugins/0/required"), std::string::npos) << out;
+  EXPECT_FALSE(driver.connected());
+}
+
+TEST_F(AgentProcessTest, CommandLineOverridesTheConfigFile) {
+  FakeDriver driver;
+  auto config = dir.path() / "agent.json";
+  writeFile(config, R"({"driver_url": "ws://127.0.0.1:1/", "executor_id": "from-file",
+                        "app_id": "a", "cores": 1})");
+  auto agent = startAgent({agentBinary(), "--config", config.string(), "--driver-url",
+                           driver.url(), "--executor-id", "from-cli", "--work-dir",
+                           (dir.path() / "w").string()});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto launched = driver.waitForType("Heartbeat", 5s);
+  ASSERT_TRUE(launched.has_value());
+  EXPECT_EQ(proto::decodeBody<proto::Heartbeat>(launched->body).executor_id, "from-cli");
+}
+
+}  // namespace
+}  // namespace dockhand::testing
