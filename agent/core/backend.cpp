@@ -117,6 +117,7 @@ void Backend::fetchAppConfig() {
                    /*notify_driver=*/false);
       return;
     }
+    last_driver_message_ = timers_.now();  // a reply is the driver speaking, too
     try {
       applyAppConfig(result.body);
     } catch (const proto::BodyError& e) {
@@ -164,6 +165,7 @@ void Backend::registerWithDriver() {
   link_.ask(proto::makeMessage(reg), options_.ask_timeout, [this](AskResult result) {
     if (state_ != State::kRegistering) return;
     if (result.ok) {
+      last_driver_message_ = timers_.now();  // a reply is the driver speaking, too
       onRegistered();
       return;
     }
@@ -331,6 +333,11 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     replyError(frame, proto::error_code::kUnexpectedMessage,
                fmt::format("task {} is already running on this executor", task.task_id));
     return;
+  }
+  if (auto kill = early_kills_.find(task.task_id);
+      kill != early_kills_.end() && kill->second.expires <= timers_.now()) {
+    // Expired, but no heartbeat has pruned it yet: it no longer applies.
+    early_kills_.erase(kill);
   }
   if (auto kill = early_kills_.find(task.task_id); kill != early_kills_.end()) {
     log().info("task {} was killed before it arrived ({}); not starting it", task.task_id,
