@@ -1,0 +1,256 @@
+#include "executor/plugin_executor.h"
+
+#include <algorithm>
+#include <cctype>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+namespace dockhand::agent {
+namespace {
+
+std::optional<protocol::TaskState> stateOf(std::int32_t state) {
+  switch (state) {
+    case DH_TASK_RUNNING:
+      return protocol::TaskState::kRunning;
+    case DH_TASK_FINISHED:
+      return protocol::TaskState::kFinished;
+    case DH_TASK_FAILED:
+      return protocol::TaskState::kFailed;
+    case DH_TASK_KILLED:
+      return protocol::TaskState::kKilled;
+    case DH_TASK_LOST:
+      return protocol::TaskState::kLost;
+    default:
+      return std::nullopt;
+  }
+}
+
+// "gpu" -> "GPU", "my.fpga" -> "MY_FPGA": a valid environment variable name suffix.
+std::string envSuffix(const std::string& name) {
+  std::string out;
+  out.reserve(name.size());
+  for (unsigned char c : name) {
+    out.push_back(std::isalnum(c) ? static_cast<char>(std::toupper(c)) : '_');
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ',';
+    out += item;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int32_t state,
+                                                 std::string_view detail_json) {
+  auto task_state = stateOf(state);
+  if (!task_state) return std::nullopt;
+  TaskStatusEvent event;
+  event.task_id = task_id;
+  event.state = *task_state;
+  if (detail_json.empty()) return event;
+  Json detail = Json::parse(detail_json, nullptr, /*allow_exceptions=*/false);
+  if (!detail.is_object()) {
+    event.reason = "the runner sent a malformed status detail";
+    return event;
+  }
+  if (auto it = detail.find("result"); it != detail.end()) event.result = std::move(*it);
+  if (auto it = detail.find("reason"); it != detail.end() && it->is_string()) {
+    event.reason = it->get<std::string>();
+  }
+  if (auto it = detail.find("exit_code"); it != detail.end() && it->is_number_integer()) {
+    event.exit_code = it->get<int>();
+  }
+  if (auto it = detail.find("signal"); it != detail.end() && it->is_number_integer()) {
+    event.signal = it->get<int>();
+  }
+  if (auto it = detail.find("stderr_tail"); it != detail.end() && it->is_string()) {
+    event.stderr_tail = it->get<std::string>();
+  }
+  return event;
+}
+
+PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
+                               std::filesystem::path work_dir, std::string executor_id,
+                               std::map<std::string, TaskRunnerFactory> runners)
+    : events_(events),
+      work_dir_(std::move(work_dir)),
+      executor_id_(std::move(executor_id)),
+      registry_(std::make_shared<Registry>()),
+      live_(std::make_shared<Live>()) {
+  registry_->on_status = std::move(on_status);
+  for (auto& [name, factory] : runners) {
+    runners_.emplace(name, factory([this](std::uint64_t task_id, std::int32_t state,
+                                          std::string_view detail_json) {
+                       onRunnerStatus(task_id, state, detail_json);
+                     }));
+    runner_list_ += (runner_list_.empty() ? "" : ", ") + name;
+  }
+}
+
+PluginExecutor::~PluginExecutor() { destroyRunners(); }
+
+std::vector<std::string> PluginExecutor::runnerNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, runner] : runners_) names.push_back(name);
+  return names;
+}
+
+Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
+                              const std::filesystem::path& task_dir) const {
+  Json env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
+              {"DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt)},
+              {"DOCKHAND_TASK_NAME", task.name},
+              {"DOCKHAND_PARTITION", std::to_string(task.partition)},
+              {"DOCKHAND_EXECUTOR_ID", executor_id_},
+              {"DOCKHAND_CPUS", std::to_string(task.cpus)}};
+  Json resources = Json::object();
+  for (const auto& [name, addresses] : task.resources) {
+    std::string list = joined(addresses);
+    env["DOCKHAND_RESOURCE_" + envSuffix(name)] = list;
+    if (name == "gpu") env["CUDA_VISIBLE_DEVICES"] = list;
+    resources[name] = addresses;
+  }
+  return Json{{"task_id", task.task_id},
+              {"attempt", task.attempt},
+              {"name", task.name},
+              {"partition", task.partition},
+              {"cpus", task.cpus},
+              {"resources", std::move(resources)},
+              {"properties", task.properties},
+              {"payload", task.payload},
+              {"work_dir", task_dir.string()},
+              {"env", std::move(env)}};
+}
+
+std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
+  auto runner_it = runners_.find(task.runner);
+  if (runner_it == runners_.end()) {
+    return "no task runner named '" + task.runner +
+           "' (loaded runners: " + (runner_list_.empty() ? std::string("none") : runner_list_) +
+           ")";
+  }
+  if (registry_->tasks.count(task.task_id)) {
+    return "task " + std::to_string(task.task_id) + " is already running";
+  }
+  std::filesystem::path task_dir = work_dir_ / "tasks" / ("task-" + std::to_string(task.task_id));
+  std::error_code ec;
+  std::filesystem::create_directories(task_dir, ec);
+  if (ec) {
+    return "cannot create task directory '" + task_dir.string() + "': " + ec.message();
+  }
+  const std::string task_json =
+      taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
+  {
+    // Before the call: the runner may report the task ended before launch() returns.
+    std::lock_guard lock(live_->mutex);
+    live_->tasks.insert(task.task_id);
+  }
+  TaskRunnerPlugin* runner = runner_it->second.get();
+  PluginResult result = runner->launch(task_json);
+  if (!result.ok()) {
+    {
+      std::lock_guard lock(live_->mutex);
+      live_->tasks.erase(task.task_id);
+    }
+    live_->ended.notify_all();
+    return runner->name() + ": " + result.error;
+  }
+  registry_->tasks[task.task_id] = runner;
+  return std::nullopt;
+}
+
+bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::string& reason) {
+  auto it = registry_->tasks.find(task_id);
+  if (it == registry_->tasks.end()) return false;
+  PluginResult result = it->second->kill(task_id, interrupt, reason);
+  if (result.ok()) return true;
+  if (result.status != DH_NOT_FOUND) {
+    spdlog::warn("task {}: runner {} could not kill it: {}", task_id, it->second->name(),
+                 result.error);
+  }
+  // Ended meanwhile: its terminal status is on its way to the core thread.
+  return result.status != DH_NOT_FOUND;
+}
+
+std::optional<Json> PluginExecutor::threadDump(std::uint64_t task_id) {
+  auto it = registry_->tasks.find(task_id);
+  if (it == registry_->tasks.end()) return std::nullopt;
+  PluginResult result = it->second->threadDump(task_id);
+  if (!result.ok()) {
+    if (result.status == DH_NOT_FOUND) return std::nullopt;
+    return Json{{"task_id", task_id}, {"error", result.error}};
+  }
+  Json dump = Json::parse(result.json, nullptr, /*allow_exceptions=*/false);
+  if (dump.is_discarded()) {
+    return Json{{"task_id", task_id}, {"error", "the runner sent a malformed thread dump"}};
+  }
+  return dump;
+}
+
+void PluginExecutor::stopAll(Millis grace) {
+  for (const auto& [task_id, runner] : registry_->tasks) {
+    runner->kill(task_id, /*interrupt=*/false, "executor stopping");
+  }
+  {
+    std::unique_lock lock(live_->mutex);
+    live_->ended.wait_for(lock, grace, [&] { return live_->tasks.empty(); });
+  }
+  destroyRunners();
+}
+
+void PluginExecutor::destroyRunners() {
+  if (runners_.empty()) return;
+  runners_.clear();  // destroy(): kills what is left; no report follows
+  registry_->tasks.clear();
+  std::unordered_set<std::uint64_t> left;
+  {
+    std::lock_guard lock(live_->mutex);
+    left.swap(live_->tasks);
+  }
+  // A runner that ended without reporting some task: report them so none stays running.
+  for (std::uint64_t task_id : left) {
+    TaskStatusEvent event;
+    event.task_id = task_id;
+    event.state = protocol::TaskState::kKilled;
+    event.reason = "executor stopped";
+    events_.post([registry = registry_, event = std::move(event)]() mutable {
+      if (registry->on_status) registry->on_status(std::move(event));
+    });
+  }
+}
+
+void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
+                                    std::string_view detail_json) {
+  auto event = toTaskStatusEvent(task_id, state, detail_json);
+  if (!event) {
+    spdlog::warn("task {}: runner reported unknown state {}; ignored", task_id, state);
+    return;
+  }
+  const bool terminal = protocol::isTerminal(event->state);
+  if (terminal) {
+    bool erased;
+    {
+      std::lock_guard lock(live_->mutex);
+      erased = live_->tasks.erase(task_id) > 0;
+    }
+    if (!erased) {
+      spdlog::warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
+                   protocol::toString(event->state));
+      return;
+    }
+    live_->ended.notify_all();
+  }
+  events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
+    if (terminal) registry->tasks.erase(event.task_id);
+    if (registry->on_status) registry->on_status(std::move(event));
+  });
+}
+
+}  // namespace dockhand::agent

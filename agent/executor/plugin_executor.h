@@ -1,0 +1,94 @@
+// PluginExecutor: the Executor port, backed by task-runner plugins.
+//
+//   PluginHost host({plugin_dir});
+//   std::map<std::string, TaskRunnerFactory> runners;
+//   runners["process"] = host.taskRunnerFactory("process", process_config_json);
+//   PluginExecutor executor(event_loop, [&](TaskStatusEvent e) { backend.onTaskStatus(e); },
+//                           work_dir, executor_id, std::move(runners));
+//
+// The constructor creates one instance of each runner, wired to this executor's status
+// callback. launch() makes <work_dir>/tasks/task-<id>/, builds the runner's task_json (with
+// the DOCKHAND_* environment) and hands it to the runner named by the task.
+//
+// Threads: launch/kill/threadDump/stopAll run on the core thread. Runners report from their
+// own threads; each report is turned into a TaskStatusEvent there and posted to the core
+// thread, where the task registry (task -> runner) is updated and `on_status` is called. The
+// only state shared across threads is the set of live tasks that stopAll() waits on.
+//
+// Lifetime: the EventSink must outlive the executor (runner threads post until the runners
+// are destroyed, in stopAll() or the destructor). Posted closures hold the registry by
+// shared_ptr, so one that runs after the executor is gone is harmless.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/ports.h"
+#include "plugins/task_runner_plugin.h"
+
+namespace dockhand::agent {
+
+class PluginExecutor final : public Executor {
+ public:
+  using StatusHandler = std::function<void(TaskStatusEvent)>;
+
+  // Creates every runner (throws PluginLoadError when one cannot be created).
+  PluginExecutor(EventSink& events, StatusHandler on_status, std::filesystem::path work_dir,
+                 std::string executor_id, std::map<std::string, TaskRunnerFactory> runners);
+  ~PluginExecutor() override;
+  PluginExecutor(const PluginExecutor&) = delete;
+  PluginExecutor& operator=(const PluginExecutor&) = delete;
+
+  std::optional<std::string> launch(const protocol::TaskDescription& task) override;
+  bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override;
+  std::optional<Json> threadDump(std::uint64_t task_id) override;
+  void stopAll(Millis grace) override;
+
+  // Core thread: the number of tasks launched and not yet reported ended.
+  std::size_t runningTasks() const { return registry_->tasks.size(); }
+  // The names of the runners, sorted.
+  std::vector<std::string> runnerNames() const;
+
+  // The task_json a runner gets for `task` (exposed for tests).
+  Json taskJson(const protocol::TaskDescription& task, const std::filesystem::path& task_dir) const;
+
+ private:
+  // Core-thread state, shared with the closures posted to the core thread.
+  struct Registry {
+    std::unordered_map<std::uint64_t, TaskRunnerPlugin*> tasks;
+    StatusHandler on_status;
+  };
+  // Tasks a runner accepted and has not reported ended; guarded by live_mutex_.
+  struct Live {
+    std::mutex mutex;
+    std::condition_variable ended;
+    std::unordered_set<std::uint64_t> tasks;
+  };
+
+  void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
+  void destroyRunners();
+
+  EventSink& events_;
+  std::filesystem::path work_dir_;
+  std::string executor_id_;
+  std::shared_ptr<Registry> registry_;
+  std::shared_ptr<Live> live_;
+  std::map<std::string, std::unique_ptr<TaskRunnerPlugin>> runners_;
+  std::string runner_list_;  // "process, x" for messages
+};
+
+// Turns a runner's report into a TaskStatusEvent; nullopt for an unknown state.
+std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int32_t state,
+                                                 std::string_view detail_json);
+
+}  // namespace dockhand::agent

@@ -1,0 +1,70 @@
+// PluginHost: finds, loads and instantiates plugins.
+//
+//   PluginHost host({"/usr/lib/dockhand/plugins"});
+//   auto runner = host.createTaskRunner("process", R"({"kill_grace_ms": 2000})", on_status);
+//
+// A plugin is named either by its name ("process" -> "<dir>/dockhand-process.so", the first
+// of the configured directories that has it) or by a path (anything with a '/' or ending in
+// ".so", used as given). Each file is loaded once; a second file declaring a name already
+// loaded is refused. Every failure throws PluginLoadError with one line naming the file and
+// the reason.
+//
+// Libraries stay loaded while the host or any instance created from them lives (no hot
+// unload). Use the host from one thread at a time (start-up and shutdown).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugins/block_migration_plugin.h"
+#include "plugins/plugin_error.h"
+#include "plugins/plugin_instance.h"
+#include "plugins/plugin_library.h"
+#include "plugins/resource_discovery_plugin.h"
+#include "plugins/task_runner_plugin.h"
+
+namespace dockhand::agent {
+
+class PluginHost {
+ public:
+  explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs);
+
+  // The file for a plugin name or path. Throws PluginLoadError when no directory has it.
+  std::filesystem::path locate(const std::string& name_or_path) const;
+
+  // Loads (once) and checks a plugin library.
+  std::shared_ptr<const PluginLibrary> load(const std::string& name_or_path);
+
+  // Loads the plugin and creates an instance with its config object (JSON text).
+  std::shared_ptr<PluginInstance> create(const std::string& name_or_path,
+                                         const std::string& config_json,
+                                         PluginCallbacks callbacks = {});
+
+  std::unique_ptr<TaskRunnerPlugin> createTaskRunner(const std::string& name_or_path,
+                                                     const std::string& config_json,
+                                                     TaskStatusCallback on_status);
+  std::unique_ptr<ResourceDiscoveryPlugin> createResourceDiscovery(const std::string& name_or_path,
+                                                                   const std::string& config_json);
+  std::unique_ptr<BlockMigrationPlugin> createBlockMigration(const std::string& name_or_path,
+                                                             const std::string& config_json,
+                                                             MigrationProgressCallback on_progress);
+
+  // A factory for PluginExecutor: loads the library now (so errors surface at once) and
+  // creates the instance when the executor supplies its status callback. The host must
+  // outlive the factory's use.
+  TaskRunnerFactory taskRunnerFactory(const std::string& name_or_path, std::string config_json);
+
+  const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
+
+ private:
+  std::vector<std::filesystem::path> plugin_dirs_;
+  mutable std::mutex mutex_;
+  std::map<std::filesystem::path, std::shared_ptr<const PluginLibrary>> by_path_;
+  std::map<std::string, std::shared_ptr<const PluginLibrary>> by_name_;
+};
+
+}  // namespace dockhand::agent

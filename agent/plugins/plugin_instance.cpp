@@ -1,0 +1,139 @@
+#include "plugins/plugin_instance.h"
+
+#include <exception>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+namespace dockhand::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> pluginLogger(const std::string& plugin_name) {
+  const std::string logger_name = "plugin." + plugin_name;
+  if (auto existing = spdlog::get(logger_name)) return existing;
+  auto logger = spdlog::default_logger()->clone(logger_name);
+  try {
+    spdlog::register_logger(logger);
+  } catch (const spdlog::spdlog_ex&) {
+    if (auto existing = spdlog::get(logger_name)) return existing;  // registered meanwhile
+  }
+  return logger;
+}
+
+spdlog::level::level_enum levelOf(std::int32_t level) {
+  switch (level) {
+    case DH_LOG_TRACE:
+      return spdlog::level::trace;
+    case DH_LOG_DEBUG:
+      return spdlog::level::debug;
+    case DH_LOG_INFO:
+      return spdlog::level::info;
+    case DH_LOG_WARN:
+      return spdlog::level::warn;
+    default:
+      return spdlog::level::err;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const PluginLibrary> library,
+                                                       const std::string& config_json,
+                                                       PluginCallbacks callbacks) {
+  const std::string label = library->label();
+  auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) throw PluginLoadError(label + ": config must be a JSON object");
+
+  std::shared_ptr<PluginInstance> instance(
+      new PluginInstance(std::move(library), config_json, std::move(callbacks)));
+  const dh_plugin_descriptor& d = instance->descriptor();
+  dh_plugin* handle = nullptr;
+  dh_status status = d.create(&instance->host_, instance->config_json_.c_str(), &handle);
+  if (status != DH_OK) {
+    std::string why = handle ? instance->lastError(handle)
+                             : "status " + std::to_string(status) + " and no message";
+    if (handle) d.destroy(handle);
+    throw PluginLoadError(label + ": create failed: " + why);
+  }
+  if (handle == nullptr) throw PluginLoadError(label + ": create returned no instance");
+  instance->handle_ = handle;
+  instance->logger_->debug("created ({} {})", instance->name(), instance->library().version());
+  return instance;
+}
+
+PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
+                               std::string config_json, PluginCallbacks callbacks)
+    : library_(std::move(library)),
+      config_json_(std::move(config_json)),
+      callbacks_(std::move(callbacks)),
+      logger_(pluginLogger(library_->name())) {
+  host_.struct_size = sizeof(dh_host);
+  host_.ctx = this;
+  host_.log = &hostLog;
+  host_.task_status = &hostTaskStatus;
+  host_.migration_progress = &hostMigrationProgress;
+  host_.config = &hostConfig;
+}
+
+PluginInstance::~PluginInstance() {
+  if (handle_ != nullptr) descriptor().destroy(handle_);
+}
+
+std::string PluginInstance::lastError(dh_plugin* handle) const {
+  const char* message = descriptor().last_error(handle);
+  if (message == nullptr || *message == '\0') return "(the plugin gave no message)";
+  return message;
+}
+
+PluginResult PluginInstance::result(dh_status status, const char* out_json) const {
+  PluginResult r;
+  r.status = status;
+  if (status == DH_OK) {
+    if (out_json != nullptr) r.json = out_json;
+  } else {
+    r.error = lastError(handle_);
+  }
+  return r;
+}
+
+void PluginInstance::hostLog(void* ctx, std::int32_t level, const char* message) noexcept {
+  try {
+    auto* self = static_cast<PluginInstance*>(ctx);
+    self->logger_->log(levelOf(level), "{}", message ? message : "");
+  } catch (...) {
+    // A log line is not worth an exception across the ABI.
+  }
+}
+
+void PluginInstance::hostTaskStatus(void* ctx, std::uint64_t task_id, std::int32_t state,
+                                    const char* detail_json) noexcept {
+  auto* self = static_cast<PluginInstance*>(ctx);
+  try {
+    if (self->callbacks_.task_status) {
+      self->callbacks_.task_status(
+          task_id, state, detail_json ? std::string_view(detail_json) : std::string_view());
+    }
+  } catch (const std::exception& e) {
+    try {
+      self->logger_->error("task {}: status report dropped: {}", task_id, e.what());
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+}
+
+void PluginInstance::hostMigrationProgress(void* ctx, const char* progress_json) noexcept {
+  auto* self = static_cast<PluginInstance*>(ctx);
+  try {
+    if (self->callbacks_.migration_progress && progress_json) {
+      self->callbacks_.migration_progress(progress_json);
+    }
+  } catch (...) {
+  }
+}
+
+const char* PluginInstance::hostConfig(void* ctx) noexcept {
+  return static_cast<PluginInstance*>(ctx)->config_json_.c_str();
+}
+
+}  // namespace dockhand::agent

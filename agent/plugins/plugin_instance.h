@@ -1,0 +1,85 @@
+// PluginInstance: one instance of a plugin (the dh_plugin* its create() returned), with the
+// dh_host table the plugin calls back through.
+//
+// Lifetime: the instance holds a shared_ptr to its PluginLibrary, declared first so that it
+// is released last: destroy() runs in the destructor, then the library may be unloaded. The
+// callbacks may be invoked from any plugin thread until destroy() returns, so they must stay
+// valid (and thread-safe) for the instance's whole life.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <spdlog/logger.h>
+
+#include "dockhand/plugin.h"
+#include "plugins/plugin_library.h"
+
+namespace dockhand::agent {
+
+// A task's state as a runner reported it (state: DH_TASK_*; detail_json may be empty).
+// Called on the plugin's thread.
+using TaskStatusCallback =
+    std::function<void(std::uint64_t task_id, std::int32_t state, std::string_view detail_json)>;
+using MigrationProgressCallback = std::function<void(std::string_view progress_json)>;
+
+// What the host's dh_host callbacks forward to. Empty functions drop the report.
+struct PluginCallbacks {
+  TaskStatusCallback task_status;
+  MigrationProgressCallback migration_progress;
+};
+
+// The outcome of one call into a plugin: its status, and either the plugin's out_json (on
+// DH_OK) or its last_error() message (otherwise).
+struct PluginResult {
+  dh_status status = DH_OK;
+  std::string json;   // out_json, copied, for hooks that return one
+  std::string error;  // last_error(), copied, when status != DH_OK
+  bool ok() const { return status == DH_OK; }
+};
+
+class PluginInstance {
+ public:
+  // Calls the plugin's create() with `config_json` (which must be a JSON object) and a
+  // dh_host table forwarding to `callbacks`; the plugin's log lines go to the spdlog logger
+  // "plugin.<name>". Throws PluginLoadError "<label>: create failed: <plugin's message>".
+  static std::shared_ptr<PluginInstance> create(std::shared_ptr<const PluginLibrary> library,
+                                                const std::string& config_json,
+                                                PluginCallbacks callbacks);
+  // Calls the plugin's destroy().
+  ~PluginInstance();
+  PluginInstance(const PluginInstance&) = delete;
+  PluginInstance& operator=(const PluginInstance&) = delete;
+
+  const PluginLibrary& library() const { return *library_; }
+  const std::string& name() const { return library_->name(); }
+  const dh_plugin_descriptor& descriptor() const { return library_->descriptor(); }
+  dh_plugin* handle() const { return handle_; }
+
+  // Turns a hook's return into a result: copies out_json on success, or reads last_error()
+  // (which must happen on the thread that made the call, right after it).
+  PluginResult result(dh_status status, const char* out_json = nullptr) const;
+
+ private:
+  PluginInstance(std::shared_ptr<const PluginLibrary> library, std::string config_json,
+                 PluginCallbacks callbacks);
+  std::string lastError(dh_plugin* handle) const;
+
+  static void hostLog(void* ctx, std::int32_t level, const char* message) noexcept;
+  static void hostTaskStatus(void* ctx, std::uint64_t task_id, std::int32_t state,
+                             const char* detail_json) noexcept;
+  static void hostMigrationProgress(void* ctx, const char* progress_json) noexcept;
+  static const char* hostConfig(void* ctx) noexcept;
+
+  std::shared_ptr<const PluginLibrary> library_;  // first: released last
+  std::string config_json_;
+  PluginCallbacks callbacks_;
+  std::shared_ptr<spdlog::logger> logger_;
+  dh_host host_{};
+  dh_plugin* handle_ = nullptr;
+};
+
+}  // namespace dockhand::agent

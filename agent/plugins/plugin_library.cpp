@@ -1,0 +1,168 @@
+#include "plugins/plugin_library.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <type_traits>
+
+#include <boost/dll/shared_library_load_mode.hpp>
+
+namespace dockhand::agent {
+namespace {
+
+// The entry point's type, taken from the C header so that it cannot drift from it.
+using EntryFunction = decltype(dh_plugin_entry);
+static_assert(std::is_same_v<EntryFunction*, dh_plugin_entry_fn>,
+              "dh_plugin_entry and dh_plugin_entry_fn disagree");
+
+// The size of each ABI struct at minor 0: what every plugin of this major provides at least.
+constexpr std::uint32_t kMinDescriptorSize = sizeof(dh_plugin_descriptor);
+constexpr std::uint32_t kMinRunnerSize = sizeof(dh_task_runner_vtable);
+constexpr std::uint32_t kMinDiscoverySize = sizeof(dh_resource_discovery_vtable);
+constexpr std::uint32_t kMinMigrationSize = sizeof(dh_block_migration_vtable);
+constexpr std::uint32_t kAllKinds =
+    DH_KIND_RESOURCE_DISCOVERY | DH_KIND_TASK_RUNNER | DH_KIND_BLOCK_MIGRATION;
+
+bool validName(const char* name) {
+  if (name == nullptr || *name == '\0') return false;
+  for (const char* p = name; *p; ++p) {
+    const char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return std::strlen(name) <= 64;
+}
+
+// Checks that the table of a kind is present exactly when the kind is declared.
+template <class Table, class Hook>
+std::string checkTable(const dh_plugin_descriptor& d, std::uint32_t kind, const Table* table,
+                       std::uint32_t min_size, Hook Table::*required, const char* kind_name,
+                       const char* hook_name) {
+  const bool declared = (d.kinds & kind) != 0;
+  if (!declared) {
+    if (table != nullptr) {
+      return std::string("has a ") + kind_name + " table but does not declare that kind";
+    }
+    return {};
+  }
+  if (table == nullptr) {
+    return std::string("declares kind ") + kind_name + " but has no " + kind_name + " table";
+  }
+  if (table->struct_size < min_size) {
+    return std::string(kind_name) + " table struct_size " + std::to_string(table->struct_size) +
+           " is smaller than ABI " + std::to_string(DH_ABI_MAJOR) + ".0's " +
+           std::to_string(min_size);
+  }
+  if (table->*required == nullptr) {
+    return std::string("the required ") + kind_name + " hook " + hook_name + " is missing";
+  }
+  return {};
+}
+
+bool looksLikeElf(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == 4 && std::memcmp(magic,
+                                         "\x7f"
+                                         "ELF",
+                                         4) == 0;
+}
+
+}  // namespace
+
+std::string checkDescriptor(const dh_plugin_descriptor* raw) {
+  if (raw == nullptr) return "dh_plugin_entry returned no descriptor";
+  if (raw->struct_size < offsetof(dh_plugin_descriptor, name)) {
+    return "descriptor struct_size " + std::to_string(raw->struct_size) + " is too small";
+  }
+  if (raw->abi_major != DH_ABI_MAJOR) {
+    return "ABI major " + std::to_string(raw->abi_major) + ", host supports " +
+           std::to_string(DH_ABI_MAJOR);
+  }
+  if (raw->abi_minor > DH_ABI_MINOR) {
+    return "built against newer ABI minor " + std::to_string(raw->abi_major) + "." +
+           std::to_string(raw->abi_minor) + ", host supports up to " +
+           std::to_string(DH_ABI_MAJOR) + "." + std::to_string(DH_ABI_MINOR) +
+           " (upgrade the agent or rebuild the plugin)";
+  }
+  if (raw->struct_size < kMinDescriptorSize) {
+    return "descriptor struct_size " + std::to_string(raw->struct_size) + " is smaller than ABI " +
+           std::to_string(DH_ABI_MAJOR) + ".0's " + std::to_string(kMinDescriptorSize);
+  }
+  const dh_plugin_descriptor& d = *raw;
+  if (!validName(d.name)) return "name is missing or not [a-z0-9_-]{1,64}";
+  if (d.version == nullptr || *d.version == '\0') return "version is missing";
+  if (d.create == nullptr) return "the required hook create is missing";
+  if (d.destroy == nullptr) return "the required hook destroy is missing";
+  if (d.last_error == nullptr) return "the required hook last_error is missing";
+  if (d.kinds == 0) return "declares no kind";
+  if ((d.kinds & ~kAllKinds) != 0) return "declares unknown kinds " + std::to_string(d.kinds);
+  if (auto why =
+          checkTable(d, DH_KIND_RESOURCE_DISCOVERY, d.resource_discovery, kMinDiscoverySize,
+                     &dh_resource_discovery_vtable::discover, "resource_discovery", "discover");
+      !why.empty()) {
+    return why;
+  }
+  if (auto why = checkTable(d, DH_KIND_TASK_RUNNER, d.task_runner, kMinRunnerSize,
+                            &dh_task_runner_vtable::launch, "task_runner", "launch");
+      !why.empty()) {
+    return why;
+  }
+  if (d.task_runner != nullptr && (d.kinds & DH_KIND_TASK_RUNNER) &&
+      d.task_runner->kill == nullptr) {
+    return "the required task_runner hook kill is missing";
+  }
+  if (auto why = checkTable(d, DH_KIND_BLOCK_MIGRATION, d.block_migration, kMinMigrationSize,
+                            &dh_block_migration_vtable::migrate, "block_migration", "migrate");
+      !why.empty()) {
+    return why;
+  }
+  return {};
+}
+
+std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path) {
+  auto fail = [&](const std::string& why) -> PluginLoadError {
+    return PluginLoadError("plugin '" + path.string() + "': " + why);
+  };
+  std::error_code fs_error;
+  if (!std::filesystem::is_regular_file(path, fs_error)) {
+    throw fail(std::filesystem::exists(path, fs_error) ? "not a regular file" : "no such file");
+  }
+  if (!looksLikeElf(path)) throw fail("not a shared library (no ELF header)");
+
+  std::shared_ptr<PluginLibrary> library(new PluginLibrary());
+  library->path_ = path;
+  boost::dll::fs::error_code ec;
+  library->library_.load(boost::dll::fs::path(path.string()),
+                         boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec || !library->library_.is_loaded()) {
+    // Boost.DLL drops dlerror()'s text; ask the loader once more for it.
+    std::string reason = ec ? ec.message() : "unknown error";
+    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      ::dlclose(handle);
+    } else if (const char* text = ::dlerror()) {
+      reason = text;
+    }
+    throw fail("cannot load: " + reason);
+  }
+  if (!library->library_.has(DH_PLUGIN_ENTRY_SYMBOL)) {
+    throw fail("missing entry symbol " DH_PLUGIN_ENTRY_SYMBOL " (not a Dockhand plugin?)");
+  }
+  EntryFunction& entry = library->library_.get<EntryFunction>(DH_PLUGIN_ENTRY_SYMBOL);
+  const dh_plugin_descriptor* raw = entry();
+  if (std::string why = checkDescriptor(raw); !why.empty()) throw fail(why);
+
+  std::memcpy(&library->descriptor_, raw,
+              std::min<std::size_t>(raw->struct_size, sizeof(dh_plugin_descriptor)));
+  library->name_ = raw->name;
+  library->version_ = raw->version;
+  return library;
+}
+
+std::string PluginLibrary::label() const {
+  return "plugin '" + name_ + "' (" + path_.string() + ")";
+}
+
+}  // namespace dockhand::agent

@@ -1,0 +1,55 @@
+// PluginLibrary: one plugin shared library, loaded and checked.
+//
+// open() loads the file with Boost.DLL (RTLD_NOW | RTLD_LOCAL: a missing symbol fails here,
+// not at its first call; nothing of the plugin is visible to other plugins), resolves
+// `dh_plugin_entry` with exactly the type plugin.h declares, and checks the descriptor before
+// anything else of the plugin is called. The library stays loaded for as long as the
+// PluginLibrary lives; every PluginInstance holds a shared_ptr to its library, so a library
+// is unloaded only after the last instance created from it was destroyed.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <boost/dll/shared_library.hpp>
+
+#include "dockhand/plugin.h"
+#include "plugins/plugin_error.h"
+
+namespace dockhand::agent {
+
+class PluginLibrary {
+ public:
+  // Throws PluginLoadError: "plugin '<path>': <reason>".
+  static std::shared_ptr<const PluginLibrary> open(const std::filesystem::path& path);
+
+  PluginLibrary(const PluginLibrary&) = delete;
+  PluginLibrary& operator=(const PluginLibrary&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  // The plugin's descriptor, copied up to the plugin's struct_size (the rest zeroed). Its
+  // pointers point into the library.
+  const dh_plugin_descriptor& descriptor() const { return descriptor_; }
+  bool implements(std::uint32_t kind) const { return (descriptor_.kinds & kind) != 0; }
+
+  // "plugin 'process' (/usr/lib/dockhand/plugins/dockhand-process.so)", for messages.
+  std::string label() const;
+
+ private:
+  PluginLibrary() = default;
+
+  boost::dll::shared_library library_;
+  std::filesystem::path path_;
+  dh_plugin_descriptor descriptor_{};
+  std::string name_;
+  std::string version_;
+};
+
+// Checks a descriptor against this host's ABI. Returns the reason for refusing it, or an
+// empty string when it is acceptable. Exposed for tests.
+std::string checkDescriptor(const dh_plugin_descriptor* descriptor);
+
+}  // namespace dockhand::agent

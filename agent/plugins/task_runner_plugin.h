@@ -1,0 +1,40 @@
+// TaskRunnerPlugin: a task-runner plugin instance as a C++ object.
+//
+// Every method calls the plugin's hook and, on failure, reads last_error() on the same
+// thread. Call it from the agent's core thread (the hooks must not block). Status reports
+// arrive on the plugin's own threads through the TaskStatusCallback given at creation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "plugins/plugin_instance.h"
+
+namespace dockhand::agent {
+
+class TaskRunnerPlugin {
+ public:
+  // Throws PluginLoadError when the instance's plugin is not a task runner.
+  explicit TaskRunnerPlugin(std::shared_ptr<PluginInstance> instance);
+
+  const std::string& name() const { return instance_->name(); }
+  PluginInstance& instance() const { return *instance_; }
+
+  PluginResult launch(const std::string& task_json);
+  PluginResult kill(std::uint64_t task_id, bool interrupt, const std::string& reason);
+  // DH_UNSUPPORTED when the plugin has no thread_dump hook.
+  PluginResult threadDump(std::uint64_t task_id);
+
+ private:
+  std::shared_ptr<PluginInstance> instance_;
+  const dh_task_runner_vtable* table_;
+};
+
+// Creates a task runner whose status reports go to the callback it is given; the executor
+// calls it with its own callback. See PluginHost::taskRunnerFactory().
+using TaskRunnerFactory =
+    std::function<std::unique_ptr<TaskRunnerPlugin>(TaskStatusCallback on_status)>;
+
+}  // namespace dockhand::agent

@@ -1,0 +1,95 @@
+// ProcessRunner: the `process` task runner. Each task is one command started with
+// posix_spawn in a process group of its own; one reaper thread per instance waits for the
+// group leaders to exit (epoll over pidfds), kills what they leave behind and reports.
+//
+// Flow of a task:
+//   launch (core thread)  parse task_json -> posix_spawn -> pidfd_open -> epoll add -> RUNNING
+//   kill   (core thread)  SIGTERM (or SIGKILL) to the group; a graceful kill arms a deadline
+//                         after which the reaper sends SIGKILL
+//   reaper (own thread)   pidfd readable -> SIGKILL the group -> reap the leader -> reap the
+//                         group's leftovers (the agent is a child subreaper) -> report once
+//
+// Locking: `mutex_` guards `tasks_` and the deadlines. A task leaves `tasks_` (under the lock)
+// exactly when the reaper takes its exit, so kill() and threadDump() never signal a group
+// whose leader has been reaped (its pid, and so the group id, cannot have been reused).
+// Host callbacks are made outside the lock.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dockhand/plugin.hpp"
+#include "process_config.h"
+
+namespace dockhand::plugins::process {
+
+class ProcessRunner final : public sdk::TaskRunner {
+ public:
+  ProcessRunner(sdk::Host host, std::string_view config_json);
+  ~ProcessRunner() override;
+
+  void launch(std::string_view task_json) override;
+  void kill(std::uint64_t task_id, bool interrupt, std::string_view reason) override;
+  std::string threadDump(std::uint64_t task_id) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Task {
+    std::uint64_t id = 0;
+    pid_t pid = -1;  // also the process group id
+    int pidfd = -1;
+    std::string work_dir;
+    Clock::time_point started;
+    bool kill_requested = false;
+    std::string kill_reason;
+    std::optional<Clock::time_point> kill_deadline;
+  };
+
+  // A task whose leader has been reaped, waiting for the rest of its group to be reaped.
+  struct Exited {
+    Task task;
+    int wait_status = 0;
+    Clock::time_point ended;
+    Clock::time_point drain_deadline;
+    Clock::time_point next_try;
+  };
+
+  void reaperLoop();
+  void wake();
+  void onLeaderExit(std::uint64_t task_id);
+  // Reaps what is left of the group; true when nothing is.
+  bool drainGroup(pid_t pgid);
+  void report(const Exited& exited);
+  // Milliseconds until the next deadline (kill escalation or drain retry), or -1.
+  int nextTimeoutMs();
+  void fireDeadlines();
+
+  sdk::Host host_;
+  ProcessConfig config_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mutex_;
+  std::unordered_map<std::uint64_t, Task> tasks_;
+  std::multimap<Clock::time_point, std::uint64_t> kill_deadlines_;  // graceful kills
+
+  // Reaper thread only.
+  std::vector<Exited> draining_;
+
+  std::thread reaper_;  // last: started once everything above exists
+};
+
+}  // namespace dockhand::plugins::process
