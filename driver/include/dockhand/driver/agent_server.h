@@ -1,0 +1,138 @@
+// AgentServer: the WebSocket endpoint agents connect to (Poco HTTPServer; the upgrade is
+// accepted on any path). It owns transport only: frame size limit, ping/pong, close, and
+// one outbound queue per connection; what the frames mean is the FrameHandler's business.
+//
+// Threads: each connection is served by one pool thread that reads frames and calls the
+// handler (onOpen, onFrame..., onClose: in that order, on that thread), and one writer
+// thread that drains the connection's outbound queue. Sending therefore never blocks the
+// caller on the network, and a slow or stuck agent only fills its own queue (beyond
+// max_queued_frames it is dropped).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "dockhand/protocol/envelope.h"
+#include "dockhand/protocol/messages.h"
+
+namespace Poco {
+class ThreadPool;
+namespace Net {
+class HTTPServer;
+class WebSocket;
+}  // namespace Net
+}  // namespace Poco
+
+namespace dockhand::driver {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port; read it back with AgentServer::port()
+  std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
+  int threads = 256;
+  long hello_timeout_ms = 10000;  // receive timeout until the handler calls markGreeted()
+  long idle_timeout_ms = 60000;   // receive timeout afterwards (then onIdle decides)
+  std::size_t max_queued_frames = 100000;
+};
+
+// One agent's connection. send() and close() may be called from any thread.
+class Connection {
+ public:
+  // A WebSocket control frame (pong).
+  struct Control {
+    int flags = 0;
+    std::string payload;
+  };
+  // An encoded frame, an envelope, or a task launch (both encoded on the writer thread).
+  using Outbound = std::variant<std::string, protocol::Envelope, protocol::LaunchTask, Control>;
+
+  Connection(std::uint64_t id, std::string peer, std::size_t max_queued);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  std::uint64_t id() const { return id_; }
+  const std::string& peer() const { return peer_; }
+
+  // Queues a frame (encoded on the writer thread). False when the connection is closing.
+  bool send(Outbound frame);
+  // Sends what is queued, then a close frame, then shuts the socket down (which ends the
+  // reader's receive). Idempotent.
+  void close(const std::string& reason);
+  bool closing() const { return closing_.load(); }
+
+  // Session state, touched only by the connection's reader thread (the handler's calls).
+  bool greeted = false;
+  std::string agent_id;  // set once registered
+
+ private:
+  friend class AgentServer;
+  friend class WebSocketHandler;
+  void attach(Poco::Net::WebSocket* socket);
+  void writerLoop();
+  void stopWriter();  // waits for the writer thread to end
+
+  const std::uint64_t id_;
+  const std::string peer_;
+  const std::size_t max_queued_;
+  Poco::Net::WebSocket* socket_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Outbound> queue_;
+  bool stop_writer_ = false;
+  std::string close_reason_;
+  std::atomic<bool> closing_{false};
+  std::thread writer_;
+};
+
+// What the frames mean: implemented by DriverService (and by tests).
+class FrameHandler {
+ public:
+  virtual ~FrameHandler() = default;
+  virtual void onOpen(const std::shared_ptr<Connection>& connection) = 0;
+  virtual void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) = 0;
+  // No frame within the receive timeout. Return false to close the connection.
+  virtual bool onIdle(const std::shared_ptr<Connection>& connection) = 0;
+  virtual void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) = 0;
+};
+
+class AgentServer {
+ public:
+  AgentServer(ServerOptions options, FrameHandler& handler);
+  ~AgentServer();
+  AgentServer(const AgentServer&) = delete;
+  AgentServer& operator=(const AgentServer&) = delete;
+
+  // Binds and starts serving. Throws Poco::Exception (e.g. address in use).
+  void start();
+  // Closes every connection and stops. Idempotent.
+  void stop();
+  std::uint16_t port() const { return port_; }
+  const ServerOptions& options() const { return options_; }
+
+ private:
+  friend class WebSocketHandler;
+  void track(const std::shared_ptr<Connection>& c);
+  void untrack(const std::shared_ptr<Connection>& c);
+
+  ServerOptions options_;
+  FrameHandler& handler_;
+  std::unique_ptr<Poco::ThreadPool> pool_;
+  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  std::uint16_t port_ = 0;
+  std::atomic<std::uint64_t> next_connection_id_{1};
+  std::mutex mutex_;
+  std::condition_variable drained_;
+  std::map<std::uint64_t, std::shared_ptr<Connection>> connections_;
+  bool stopping_ = false;
+};
+
+}  // namespace dockhand::driver

@@ -1,0 +1,49 @@
+// The driver's own configuration (`--config driver.json`). Every key is optional; unknown
+// keys are errors. docs/driver.md documents each key.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "dockhand/driver/job_spec.h"
+#include "dockhand/protocol/messages.h"
+
+namespace dockhand::driver {
+
+// Property names the agent reads from its app config.
+inline constexpr const char* kHeartbeatIntervalProperty = "dockhand.heartbeat.interval_ms";
+inline constexpr const char* kDriverTimeoutProperty = "dockhand.driver.timeout_ms";
+
+struct DriverConfig {
+  // Served to agents in the AppConfig reply (the job file's properties are merged on top).
+  std::map<std::string, std::string> properties;
+  std::optional<std::string> log_level;
+  protocol::ResourceProfile resource_profile;
+
+  // An agent that sends nothing for this long is lost: its tasks are rescheduled.
+  long agent_timeout_ms = 60000;
+  // How often the driver sends Heartbeat to every agent. Also served to agents as
+  // dockhand.heartbeat.interval_ms unless `properties` sets that key.
+  long heartbeat_interval_ms = 10000;
+  // Tries of one job task before the job fails (a job file may override it).
+  int max_attempts = 4;
+  // Largest WebSocket frame accepted from an agent.
+  std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
+  // Threads serving connections: one per connected agent.
+  int server_threads = 256;
+  // A connection that has not said Hello within this time is closed.
+  long hello_timeout_ms = 10000;
+  // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
+  std::size_t max_queued_frames = 100000;
+};
+
+// Parses a driver config object; `source` names the file in errors (ConfigError).
+DriverConfig parseDriverConfig(const Json& root, const std::string& source);
+DriverConfig loadDriverConfig(const std::string& path);
+
+// Reads a whole JSON file; ConfigError naming the file when unreadable or not JSON.
+Json readJsonFile(const std::string& path);
+
+}  // namespace dockhand::driver

@@ -1,0 +1,112 @@
+// DriverService: the driver's protocol endpoint. It speaks the wire protocol on every agent
+// connection (Hello, app config, registration, status updates, heartbeats), feeds the
+// Scheduler, and carries out the Scheduler's actions on the right connections.
+//
+// Threads: frames arrive on the connections' reader threads; one ticker thread sends the
+// driver's heartbeats and expires silent agents. All scheduler state is behind one mutex,
+// held only for the scheduler call itself: decoding happens before, encoding after (on the
+// connections' writer threads). Actions are queued on connections while the mutex is held,
+// so a launch and a later kill of the same task reach the agent in that order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "dockhand/driver/agent_server.h"
+#include "dockhand/driver/driver_config.h"
+#include "dockhand/driver/scheduler.h"
+
+namespace dockhand::driver {
+
+// The software string sent in Hello replies ("dockhand-driver 0.1.0").
+std::string driverSoftware();
+
+struct ServiceCounters {
+  std::uint64_t frames = 0;
+  std::uint64_t bad_frames = 0;  // answered with an error
+  std::uint64_t registrations = 0;
+  std::uint64_t refused_registrations = 0;
+  std::uint64_t agents_lost = 0;
+  std::uint64_t stray_updates = 0;
+};
+
+class DriverService : public FrameHandler {
+ public:
+  // `now` is the clock (tests may pass their own).
+  explicit DriverService(DriverConfig config, std::function<TimePoint()> now = SteadyClock::now);
+  ~DriverService() override;
+  DriverService(const DriverService&) = delete;
+  DriverService& operator=(const DriverService&) = delete;
+
+  // Properties served on top of the config's (a job's "properties"). Call before start().
+  void addAppProperties(const std::map<std::string, std::string>& properties);
+  // Listens on host:port (0 = ephemeral) and starts the ticker. Throws Poco::Exception.
+  void start(const std::string& host, std::uint16_t port);
+  std::uint16_t port() const;
+  // Closes every connection and stops all threads. Idempotent.
+  void stop();
+
+  // ---- for the `run` command ----
+  void submit(JobSpec job);
+  void cancel(const std::string& reason);
+  // Waits until the job is over or `deadline`; returns the job's state then.
+  JobState waitForJob(TimePoint deadline);
+  // Waits until at least `count` agents are registered or `deadline`; returns the count.
+  std::size_t waitForAgents(std::size_t count, TimePoint deadline);
+  // Sends StopExecutor to every registered agent; returns how many were told.
+  std::size_t stopAgents();
+
+  // Runs `fn` with the scheduler under the lock (for reports and progress).
+  void inspect(const std::function<void(const Scheduler&)>& fn) const;
+  ServiceCounters counters() const;
+  // Log every task status update at info rather than debug (`serve`). Set before start().
+  bool log_task_updates = false;
+
+  // ---- FrameHandler ----
+  void onOpen(const std::shared_ptr<Connection>& connection) override;
+  void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override;
+  bool onIdle(const std::shared_ptr<Connection>& connection) override;
+  void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
+
+ private:
+  void handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
+              const protocol::MessageSpec& spec);
+  void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // Answers a frame that could not be handled: a Reply to its ask id, else an Error frame.
+  void refuse(Connection& c, std::uint64_t id, std::string_view code, std::string message);
+  // Carries out scheduler actions; the caller holds mutex_.
+  void apply(Actions& actions);
+  void tickerLoop();
+
+  DriverConfig config_;
+  std::function<TimePoint()> now_;
+  protocol::AppConfig app_config_;
+  std::unique_ptr<AgentServer> server_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  Scheduler scheduler_;
+  std::map<std::string, std::shared_ptr<Connection>> agent_connections_;
+  std::atomic<std::uint64_t> frames_{0};
+  std::atomic<std::uint64_t> bad_frames_{0};
+  std::uint64_t registrations_ = 0;          // under mutex_
+  std::uint64_t refused_registrations_ = 0;  // under mutex_
+  std::uint64_t agents_lost_ = 0;            // under mutex_
+
+  std::mutex ticker_mutex_;
+  std::condition_variable ticker_cv_;
+  bool stopping_ = false;
+  std::thread ticker_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace dockhand::driver

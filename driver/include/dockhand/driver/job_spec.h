@@ -1,0 +1,59 @@
+// A job: the tasks `dockhand-driver run` schedules onto agents, read from a JSON job file.
+//
+//   {"name": "wordcount", "max_attempts": 4, "aggregate": "sum", "properties": {...},
+//    "tasks": [{"name": "part-1", "shell": "wc -w < ${JOB_DIR}/data/part-1.txt"}, ...]}
+//
+// docs/driver.md documents every key. Parsing validates everything up front and throws
+// ConfigError naming the file and the JSON path of the first problem.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dockhand/protocol/envelope.h"
+
+namespace dockhand::driver {
+
+using Json = protocol::Json;
+
+// A config or job file that cannot be used. what() names the file and the JSON path.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How the job's results are combined into the summary line.
+enum class Aggregate { kNone, kSum };
+
+struct TaskSpec {
+  std::string name;
+  std::string runner = "process";
+  int cpus = 1;
+  int partition = 0;
+  std::map<std::string, int> resources;  // resource name -> number of addresses
+  std::map<std::string, std::string> properties;
+  Json payload = Json::object();  // runner-specific
+};
+
+struct JobSpec {
+  std::string name;
+  std::string source;    // the file it was read from (for messages), or empty
+  int max_attempts = 0;  // 0: the driver config's max_attempts
+  Aggregate aggregate = Aggregate::kNone;
+  std::map<std::string, std::string> properties;  // merged into the agents' app config
+  std::vector<TaskSpec> tasks;
+};
+
+// Parses a job from JSON. `source` names the input in error messages; `job_dir` replaces
+// "${JOB_DIR}" in every string of a task's command, shell, env, cwd and payload.
+JobSpec parseJob(const Json& root, const std::string& source, const std::string& job_dir);
+
+// Reads and parses a job file; ${JOB_DIR} is the file's directory as an absolute path.
+JobSpec loadJobFile(const std::string& path);
+
+// Replaces every "${JOB_DIR}" in `text`.
+std::string substituteJobDir(std::string text, const std::string& job_dir);
+
+}  // namespace dockhand::driver

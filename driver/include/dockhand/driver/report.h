@@ -1,0 +1,37 @@
+// What `dockhand-driver run` prints: one line per task, a summary, a progress line.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dockhand/driver/scheduler.h"
+
+namespace dockhand::driver {
+
+// The task's stdout from a FINISHED result, whitespace-trimmed, newlines shown as " | ",
+// cut to `max_chars`.
+std::string resultStdout(const Json& result, std::size_t max_chars = 200);
+
+struct SumResult {
+  double sum = 0;
+  std::size_t numeric = 0;
+  std::vector<std::string> not_numeric;  // task names whose stdout is not a number
+};
+// Sums the finished tasks' stdout parsed as numbers.
+SumResult sumStdout(const std::vector<TaskRecord>& tasks);
+
+// "part-1  FINISHED  agent-1  attempts=1  12ms  4302"
+std::string formatTaskLine(const TaskRecord& task, std::size_t name_width);
+
+std::string formatSummary(const JobSpec& job, JobState state, const Progress& progress,
+                          const std::string& failure_reason, std::chrono::milliseconds wall,
+                          const std::optional<SumResult>& sum);
+
+std::string formatProgress(const std::string& job_name, const Progress& progress);
+
+// 1234567.0 -> "1234567", 2.5 -> "2.5".
+std::string formatNumber(double value);
+
+}  // namespace dockhand::driver

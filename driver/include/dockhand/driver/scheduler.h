@@ -1,0 +1,199 @@
+// Scheduler: the driver's state machine, as pure code (no sockets, no threads, no clock).
+//
+// It tracks the registered agents (cores, free cores, resource addresses, last message time)
+// and the tasks of one job at a time, and decides what to send: every call that changes
+// state appends the resulting Actions (launch this task there, kill that one, drop that
+// agent) to an output vector that the caller carries out. Time comes in as an argument, so
+// tests drive heartbeat expiry with a hand-made clock.
+//
+// Rules (after Spark's CoarseGrainedSchedulerBackend and TaskSetManager):
+//  * A task needs `cpus` free cores and, per requested resource, that many free addresses
+//    of the agent; the addresses are assigned and passed in TaskDescription.resources. No
+//    two running tasks share an address.
+//  * Every launch gets a fresh task_id; TaskDescription.attempt counts the launches of that
+//    job task (0 for the first).
+//  * FAILED, or KILLED when the driver did not ask for it, counts as a failed attempt; the
+//    task is retried until max_attempts failures, then the job fails and its running tasks
+//    are killed.
+//  * LOST, or the loss of the agent (disconnected without RemoveExecutor, or silent for
+//    agent_timeout), reschedules the task without counting an attempt.
+//  * An executor id may be registered once at a time (duplicate_executor otherwise).
+//
+// Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dockhand/driver/job_spec.h"
+#include "dockhand/protocol/messages.h"
+
+namespace dockhand::driver {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+using Millis = std::chrono::milliseconds;
+
+// Something the scheduler wants done on the wire.
+struct Action {
+  enum class Kind { kLaunch, kKill, kDisconnect };
+  Kind kind = Kind::kLaunch;
+  std::string agent_id;
+  protocol::TaskDescription task;  // kLaunch
+  std::uint64_t task_id = 0;       // kKill
+  std::string reason;              // kKill, kDisconnect
+};
+using Actions = std::vector<Action>;
+
+// kRegistered: known, but takes no task until it says LaunchedExecutor (its executor is up).
+enum class AgentState { kRegistered, kActive, kDecommissioning };
+
+struct AgentInfo {
+  std::string id;
+  std::string host;
+  int cores = 0;
+  int free_cores = 0;
+  std::map<std::string, std::vector<std::string>> resources;       // as registered
+  std::map<std::string, std::deque<std::string>> free_addresses;   // not assigned now
+  std::string block_url;
+  AgentState state = AgentState::kRegistered;
+  TimePoint registered_at{};
+  TimePoint last_seen{};
+  std::size_t running = 0;
+  std::uint64_t tasks_launched = 0;
+};
+
+// What became of one task of the job.
+enum class TaskOutcome { kPending, kRunning, kFinished, kFailed, kKilled, kCancelled };
+std::string_view toString(TaskOutcome outcome);
+
+struct TaskRecord {
+  TaskSpec spec;
+  TaskOutcome outcome = TaskOutcome::kPending;
+  int launches = 0;           // attempts made so far
+  int failures = 0;           // attempts that counted against max_attempts
+  std::uint64_t task_id = 0;  // of the latest launch
+  std::string agent_id;       // of the latest launch
+  TimePoint launched_at{};
+  Millis duration{0};         // of the latest finished attempt
+  // From the latest terminal status update.
+  Json result;
+  std::string reason;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string stderr_tail;
+};
+
+enum class JobState { kNone, kRunning, kSucceeded, kFailed };
+std::string_view toString(JobState state);
+
+struct Progress {
+  std::size_t total = 0;
+  std::size_t finished = 0;
+  std::size_t running = 0;
+  std::size_t pending = 0;
+  std::size_t failed = 0;   // tasks that ran out of attempts
+  std::size_t retries = 0;  // relaunches after a failed attempt
+  std::size_t relaunches_after_loss = 0;
+};
+
+struct RegistrationResult {
+  bool ok = true;
+  std::string code;  // protocol::error_code on refusal
+  std::string message;
+};
+
+struct SchedulerOptions {
+  int default_max_attempts = 4;
+  Millis agent_timeout{60000};
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions options = {});
+
+  // ---- agents ----
+  RegistrationResult registerAgent(const protocol::RegisterExecutor& reg, TimePoint now,
+                                   Actions& out);
+  // The agent's executor is up (LaunchedExecutor): its cores take tasks from now on.
+  bool agentLaunched(const std::string& agent_id, TimePoint now, Actions& out);
+  // Notes a message from the agent (any message counts as alive). False when unknown.
+  bool touch(const std::string& agent_id, TimePoint now);
+  // The agent is gone (it said RemoveExecutor, or its connection closed): its running tasks
+  // are rescheduled without counting an attempt. False when it was not registered.
+  bool removeAgent(const std::string& agent_id, const std::string& reason, Actions& out);
+  // Stops new launches on the agent (it is decommissioning); running tasks go on.
+  bool decommissionAgent(const std::string& agent_id);
+  // Removes every agent silent for longer than agent_timeout (a kDisconnect action each)
+  // and returns their ids.
+  std::vector<std::string> expireSilentAgents(TimePoint now, Actions& out);
+
+  const std::map<std::string, AgentInfo>& agents() const { return agents_; }
+  const AgentInfo* agent(const std::string& id) const;
+
+  // ---- the job ----
+  // Starts a job; the previous one, if any, must be over. Throws std::logic_error otherwise.
+  void submit(JobSpec job, TimePoint now, Actions& out);
+  // A status update from `agent_id`. Updates for unknown tasks, or from an agent other than
+  // the one running the task, are ignored (counted in strayUpdates()).
+  void onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,
+                      TimePoint now, Actions& out);
+  // Fails the running job with `reason` and kills its running tasks.
+  void cancel(const std::string& reason, Actions& out);
+
+  JobState jobState() const { return job_state_; }
+  const std::string& failureReason() const { return failure_reason_; }
+  const JobSpec& job() const { return job_; }
+  const std::vector<TaskRecord>& tasks() const { return tasks_; }
+  Progress progress() const;
+  int maxAttempts() const;
+  std::uint64_t strayUpdates() const { return stray_updates_; }
+  // A reason the pending tasks can never run on the registered agents (a task asks for
+  // more cores or resource addresses than any agent has), or nullopt.
+  std::optional<std::string> unschedulableReason() const;
+
+ private:
+  struct RunningTask {
+    std::uint64_t job_seq = 0;
+    std::size_t index = 0;  // into tasks_
+    std::string agent_id;
+    int cpus = 0;
+    std::map<std::string, std::vector<std::string>> resources;
+    bool kill_requested = false;
+  };
+
+  bool fits(const TaskSpec& spec, const AgentInfo& agent) const;
+  AgentInfo* pickAgent(const TaskSpec& spec);
+  void launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out);
+  void schedule(TimePoint now, Actions& out);
+  // Returns the cores and addresses of a finished launch to its agent.
+  void release(const RunningTask& run);
+  void failJob(const std::string& reason, Actions& out);
+  void recordStatus(TaskRecord& record, const protocol::StatusUpdate& update);
+
+  SchedulerOptions options_;
+  std::map<std::string, AgentInfo> agents_;
+  int total_free_cores_ = 0;  // over agents accepting work
+
+  JobSpec job_;
+  std::uint64_t job_seq_ = 0;
+  JobState job_state_ = JobState::kNone;
+  std::string failure_reason_;
+  std::vector<TaskRecord> tasks_;
+  std::deque<std::size_t> pending_;  // indices into tasks_, in launch order
+  std::unordered_map<std::uint64_t, RunningTask> running_;  // by task_id
+  std::uint64_t next_task_id_ = 1;
+  std::size_t finished_ = 0;
+  std::size_t retries_ = 0;
+  std::size_t relaunches_after_loss_ = 0;
+  std::uint64_t stray_updates_ = 0;
+  TimePoint now_{};
+};
+
+}  // namespace dockhand::driver

@@ -1,0 +1,407 @@
+#include "dockhand/driver/agent_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include <Poco/Buffer.h>
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/WebSocket.h>
+#include <Poco/ThreadPool.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace dockhand::driver {
+
+using Poco::Net::WebSocket;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static std::shared_ptr<spdlog::logger> logger = [] {
+    auto existing = spdlog::get("driver");
+    return existing ? existing : spdlog::default_logger();
+  }();
+  return logger;
+}
+
+// Ends a blocked receive on the socket at once (both directions).
+void hardShutdown(WebSocket* socket) {
+  if (socket != nullptr) ::shutdown(socket->impl()->sockfd(), SHUT_RDWR);
+}
+
+// Reads and discards what the peer still sends, until it closes or `budget` passes, so that
+// closing our end does not reset the connection before the peer has read our last frames.
+void drainUntilClosed(WebSocket& socket, std::chrono::milliseconds budget) {
+  const int fd = socket.impl()->sockfd();
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  char sink[64 * 1024];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready <= 0) return;
+    ssize_t n = ::recv(fd, sink, sizeof sink, 0);
+    if (n <= 0) return;
+  }
+}
+
+}  // namespace
+
+// ---- Connection -----------------------------------------------------------------------------
+
+Connection::Connection(std::uint64_t id, std::string peer, std::size_t max_queued)
+    : id_(id), peer_(std::move(peer)), max_queued_(max_queued) {}
+
+Connection::~Connection() { stopWriter(); }
+
+void Connection::attach(WebSocket* socket) {
+  socket_ = socket;
+  writer_ = std::thread([this] { writerLoop(); });
+}
+
+bool Connection::send(Outbound frame) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closing_.load()) return false;
+    if (queue_.size() >= max_queued_) {
+      close_reason_ = fmt::format("more than {} frames queued: the agent stopped reading",
+                                  max_queued_);
+      closing_.store(true);
+      cv_.notify_one();
+      log()->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
+      return false;
+    }
+    queue_.push_back(std::move(frame));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void Connection::close(const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closing_.load()) return;
+    close_reason_ = reason;
+    closing_.store(true);
+  }
+  cv_.notify_one();
+}
+
+void Connection::stopWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_writer_ = true;
+  }
+  cv_.notify_one();
+  if (writer_.joinable()) writer_.join();
+}
+
+void Connection::writerLoop() {
+  std::deque<Outbound> batch;
+  std::string text;
+  for (;;) {
+    bool closing = false;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stop_writer_ || closing_.load(); });
+      if (stop_writer_ && queue_.empty()) return;  // the reader is done: nothing to say
+      batch.swap(queue_);
+      closing = closing_.load();
+    }
+    try {
+      for (auto& item : batch) {
+        int flags = WebSocket::FRAME_TEXT;
+        if (auto* s = std::get_if<std::string>(&item)) {
+          text = std::move(*s);
+        } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
+          text = protocol::encodeEnvelope(*e);
+        } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
+          text = protocol::encodeEnvelope(protocol::makeMessage(*l));
+        } else {
+          auto& c = std::get<Control>(item);
+          flags = c.flags;
+          text = std::move(c.payload);
+        }
+        socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
+      }
+    } catch (const Poco::Exception& e) {
+      log()->warn("connection {} ({}): send failed: {}", id_, peer_, e.displayText());
+      hardShutdown(socket_);
+      std::unique_lock lock(mutex_);
+      closing_.store(true);
+      queue_.clear();
+      cv_.wait(lock, [&] { return stop_writer_; });
+      return;
+    }
+    batch.clear();
+    if (!closing) continue;
+    {
+      std::lock_guard lock(mutex_);
+      if (!queue_.empty()) continue;  // frames queued before close() still go out
+    }
+    // Everything is sent: say goodbye, stop sending, and give the peer a moment to answer
+    // the close before the reader is cut off.
+    try {
+      std::string reason;
+      {
+        std::lock_guard lock(mutex_);
+        reason = close_reason_.substr(0, 120);
+      }
+      socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, reason);
+      ::shutdown(socket_->impl()->sockfd(), SHUT_WR);
+    } catch (const Poco::Exception&) {
+      // The peer is gone already; the reader will notice.
+    }
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(2), [&] { return stop_writer_; })) {
+      hardShutdown(socket_);
+      cv_.wait(lock, [&] { return stop_writer_; });
+    }
+    return;
+  }
+}
+
+// ---- the HTTP side ----------------------------------------------------------------------
+
+class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
+ public:
+  explicit WebSocketHandler(AgentServer& server) : server_(server) {}
+
+  void handleRequest(Poco::Net::HTTPServerRequest& request,
+                     Poco::Net::HTTPServerResponse& response) override {
+    const std::string peer = request.clientAddress().toString();
+    if (Poco::icompare(request.get("Upgrade", ""), "websocket") != 0) {
+      const bool health = request.getURI() == "/healthz";
+      response.setStatus(health ? Poco::Net::HTTPResponse::HTTP_OK
+                                : Poco::Net::HTTPResponse::HTTP_UPGRADE_REQUIRED);
+      response.setContentType("text/plain");
+      response.send() << (health ? "ok\n" : "dockhand-driver: agents connect with a WebSocket\n");
+      return;
+    }
+    std::unique_ptr<WebSocket> socket;
+    try {
+      socket = std::make_unique<WebSocket>(request, response);
+    } catch (const Poco::Exception& e) {
+      log()->warn("refused a WebSocket handshake from {}: {}", peer, e.displayText());
+      if (!response.sent()) {
+        response.setStatus(Poco::Net::HTTPResponse::HTTP_BAD_REQUEST);
+        response.setContentLength(0);
+        response.send();
+      }
+      return;
+    }
+    serve(*socket, peer);
+  }
+
+ private:
+  void serve(WebSocket& socket, const std::string& peer) {
+    const ServerOptions& options = server_.options();
+    socket.setMaxPayloadSize(static_cast<int>(options.max_frame_bytes));
+    socket.setNoDelay(true);
+    socket.setSendTimeout(Poco::Timespan(30, 0));
+    socket.setReceiveTimeout(Poco::Timespan(options.hello_timeout_ms * 1000));
+
+    auto connection = std::make_shared<Connection>(server_.next_connection_id_++, peer,
+                                                   options.max_queued_frames);
+    connection->attach(&socket);
+    server_.track(connection);
+    FrameHandler& handler = server_.handler_;
+    std::string why = "closed";
+    try {
+      handler.onOpen(connection);
+      why = readLoop(socket, *connection, connection, handler);
+    } catch (const std::exception& e) {
+      // The handler must not throw; if it does, this connection ends, the server goes on.
+      why = fmt::format("internal error: {}", e.what());
+      log()->error("connection {} ({}): {}", connection->id(), peer, why);
+    }
+    try {
+      handler.onClose(connection, why);
+    } catch (const std::exception& e) {
+      log()->error("connection {} ({}): close handler failed: {}", connection->id(), peer,
+                   e.what());
+    }
+    connection->close(why);
+    connection->stopWriter();
+    server_.untrack(connection);
+  }
+
+  std::string readLoop(WebSocket& socket, Connection& c,
+                       const std::shared_ptr<Connection>& shared, FrameHandler& handler) {
+    const ServerOptions& options = server_.options();
+    Poco::Buffer<char> buffer(0);
+    std::string message;  // a text message being assembled from fragments
+    bool in_message = false;
+    bool greeted = false;
+    for (;;) {
+      int flags = 0;
+      int n = 0;
+      buffer.resize(0);
+      try {
+        n = socket.receiveFrame(buffer, flags);
+      } catch (const Poco::TimeoutException&) {
+        if (!c.greeted) {
+          c.send(protocol::makeError(protocol::error_code::kTimeout,
+                                     fmt::format("no Hello within {} ms", options.hello_timeout_ms)));
+          c.close("no Hello in time");
+          drainUntilClosed(socket, std::chrono::seconds(2));
+          return "no Hello in time";
+        }
+        if (!handler.onIdle(shared)) return "idle";
+        continue;
+      } catch (const Poco::Net::WebSocketException& e) {
+        if (e.code() == WebSocket::WS_ERR_PAYLOAD_TOO_BIG) {
+          return refuseOversized(socket, c, "a frame");
+        }
+        return fmt::format("WebSocket error: {}", e.displayText());
+      } catch (const Poco::Exception& e) {
+        return fmt::format("connection error: {}", e.displayText());
+      }
+      if (c.greeted && !greeted) {
+        // After Hello the agent heartbeats; silence is judged by the driver's agent timeout.
+        greeted = true;
+        socket.setReceiveTimeout(Poco::Timespan(options.idle_timeout_ms * 1000));
+      }
+      const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
+      if (n == 0 && flags == 0) return "the agent closed the connection";
+      switch (opcode) {
+        case WebSocket::FRAME_OP_CLOSE:
+          return "the agent closed the WebSocket";
+        case WebSocket::FRAME_OP_PING:
+          c.send(Connection::Control{int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PONG},
+                                     std::string(buffer.begin(), buffer.size())});
+          continue;
+        case WebSocket::FRAME_OP_PONG:
+          continue;
+        case WebSocket::FRAME_OP_TEXT:
+        case WebSocket::FRAME_OP_BINARY:
+          message.assign(buffer.begin(), buffer.size());
+          in_message = true;
+          break;
+        case WebSocket::FRAME_OP_CONT:
+          if (!in_message) {
+            c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
+                                       "continuation frame without a message to continue"));
+            continue;
+          }
+          if (message.size() + buffer.size() > options.max_frame_bytes) {
+            return refuseOversized(socket, c, "a fragmented message");
+          }
+          message.append(buffer.begin(), buffer.size());
+          break;
+        default:
+          c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
+                                     fmt::format("unsupported WebSocket opcode {}", opcode)));
+          continue;
+      }
+      if ((flags & WebSocket::FRAME_FLAG_FIN) == 0) continue;
+      in_message = false;
+      handler.onFrame(shared, message);
+      if (c.closing()) {
+        // The handler closed it (e.g. a bad Hello); let the peer read why, then go.
+        drainUntilClosed(socket, std::chrono::seconds(2));
+        return "closed by the driver";
+      }
+    }
+  }
+
+  std::string refuseOversized(WebSocket& socket, Connection& c, const char* what) {
+    std::string why = fmt::format("{} larger than the limit of {} bytes", what,
+                                  server_.options().max_frame_bytes);
+    log()->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
+    c.send(protocol::makeError(protocol::error_code::kFrameTooLarge, why));
+    c.close(why);
+    // The rest of the payload is still on the wire; read it away so that the peer gets our
+    // Error and close frames instead of a reset.
+    drainUntilClosed(socket, std::chrono::seconds(2));
+    return why;
+  }
+
+  AgentServer& server_;
+};
+
+class WebSocketHandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
+ public:
+  explicit WebSocketHandlerFactory(AgentServer& server) : server_(server) {}
+  Poco::Net::HTTPRequestHandler* createRequestHandler(
+      const Poco::Net::HTTPServerRequest&) override {
+    return new WebSocketHandler(server_);
+  }
+
+ private:
+  AgentServer& server_;
+};
+
+// ---- AgentServer ----------------------------------------------------------------------------
+
+AgentServer::AgentServer(ServerOptions options, FrameHandler& handler)
+    : options_(std::move(options)), handler_(handler) {}
+
+AgentServer::~AgentServer() { stop(); }
+
+void AgentServer::start() {
+  Poco::Net::ServerSocket socket;
+  socket.bind(Poco::Net::SocketAddress(options_.host, options_.port), /*reuseAddress=*/true);
+  socket.listen(256);
+  port_ = socket.address().port();
+
+  auto* params = new Poco::Net::HTTPServerParams;
+  params->setMaxThreads(options_.threads);
+  params->setMaxQueued(1024);
+  params->setKeepAlive(true);
+  params->setKeepAliveTimeout(Poco::Timespan(10, 0));
+  params->setTimeout(Poco::Timespan(10, 0));  // for the HTTP request before the upgrade
+  params->setServerName("dockhand-driver");
+  pool_ = std::make_unique<Poco::ThreadPool>(2, options_.threads + 2, 60);
+  server_ = std::make_unique<Poco::Net::HTTPServer>(new WebSocketHandlerFactory(*this), *pool_,
+                                                    socket, params);
+  server_->start();
+}
+
+void AgentServer::stop() {
+  if (!server_) return;
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const auto& [id, c] : connections_) open.push_back(c);
+  }
+  for (const auto& c : open) c->close("the driver is shutting down");
+  {
+    std::unique_lock lock(mutex_);
+    drained_.wait_for(lock, std::chrono::seconds(5), [&] { return connections_.empty(); });
+  }
+  server_->stopAll(true);
+  pool_->joinAll();
+}
+
+void AgentServer::track(const std::shared_ptr<Connection>& c) {
+  bool refuse = false;
+  {
+    std::lock_guard lock(mutex_);
+    connections_.emplace(c->id(), c);
+    refuse = stopping_;
+  }
+  if (refuse) c->close("the driver is shutting down");
+}
+
+void AgentServer::untrack(const std::shared_ptr<Connection>& c) {
+  std::lock_guard lock(mutex_);
+  connections_.erase(c->id());
+  drained_.notify_all();
+}
+
+}  // namespace dockhand::driver

@@ -1,0 +1,469 @@
+#include "dockhand/driver/driver_service.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#ifndef DOCKHAND_VERSION
+#define DOCKHAND_VERSION "0.0.0"
+#endif
+
+namespace dockhand::driver {
+
+namespace ec = protocol::error_code;
+using protocol::MessageType;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() {
+  static std::shared_ptr<spdlog::logger> logger = [] {
+    auto existing = spdlog::get("driver");
+    return existing ? existing : spdlog::default_logger();
+  }();
+  return logger;
+}
+
+std::uint64_t wallClockMs() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::string describeResources(const protocol::RegisterExecutor& reg) {
+  std::string out;
+  for (const auto& [name, info] : reg.resources) {
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", name, info.addresses.size());
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string driverSoftware() { return std::string("dockhand-driver ") + DOCKHAND_VERSION; }
+
+DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now)
+    : config_(std::move(config)),
+      now_(std::move(now)),
+      scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms)}) {
+  app_config_.properties = config_.properties;
+  app_config_.properties.try_emplace(kHeartbeatIntervalProperty,
+                                     std::to_string(config_.heartbeat_interval_ms));
+  app_config_.log_level = config_.log_level;
+  app_config_.resource_profile = config_.resource_profile;
+}
+
+DriverService::~DriverService() { stop(); }
+
+void DriverService::addAppProperties(const std::map<std::string, std::string>& properties) {
+  for (const auto& [key, value] : properties) app_config_.properties[key] = value;
+}
+
+void DriverService::start(const std::string& host, std::uint16_t port) {
+  ServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.max_frame_bytes = config_.max_frame_bytes;
+  options.threads = config_.server_threads;
+  options.hello_timeout_ms = config_.hello_timeout_ms;
+  options.idle_timeout_ms = config_.agent_timeout_ms;
+  options.max_queued_frames = config_.max_queued_frames;
+  server_ = std::make_unique<AgentServer>(options, *this);
+  server_->start();
+  ticker_ = std::thread([this] { tickerLoop(); });
+}
+
+std::uint16_t DriverService::port() const { return server_ ? server_->port() : 0; }
+
+void DriverService::stop() {
+  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard lock(ticker_mutex_);
+    stopping_ = true;
+  }
+  ticker_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  if (server_) server_->stop();
+}
+
+// ---- the run command's side -----------------------------------------------------------------
+
+void DriverService::submit(JobSpec job) {
+  std::lock_guard lock(mutex_);
+  Actions actions;
+  scheduler_.submit(std::move(job), now_(), actions);
+  apply(actions);
+  changed_.notify_all();
+}
+
+void DriverService::cancel(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  Actions actions;
+  scheduler_.cancel(reason, actions);
+  apply(actions);
+  changed_.notify_all();
+}
+
+JobState DriverService::waitForJob(TimePoint deadline) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return scheduler_.jobState() != JobState::kRunning; });
+  return scheduler_.jobState();
+}
+
+std::size_t DriverService::waitForAgents(std::size_t count, TimePoint deadline) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return scheduler_.agents().size() >= count; });
+  return scheduler_.agents().size();
+}
+
+std::size_t DriverService::stopAgents() {
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, connection] : agent_connections_) {
+    connection->send(protocol::makeMessage(protocol::StopExecutor{}));
+  }
+  return agent_connections_.size();
+}
+
+void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) const {
+  std::lock_guard lock(mutex_);
+  fn(scheduler_);
+}
+
+ServiceCounters DriverService::counters() const {
+  std::lock_guard lock(mutex_);
+  ServiceCounters c;
+  c.frames = frames_.load();
+  c.bad_frames = bad_frames_.load();
+  c.registrations = registrations_;
+  c.refused_registrations = refused_registrations_;
+  c.agents_lost = agents_lost_;
+  c.stray_updates = scheduler_.strayUpdates();
+  return c;
+}
+
+// ---- frames -------------------------------------------------------------------------------
+
+void DriverService::onOpen(const std::shared_ptr<Connection>& c) {
+  log()->debug("connection {} from {}", c->id(), c->peer());
+}
+
+bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
+  // A registered agent's silence is judged by the ticker (agent_timeout_ms); a connection
+  // that greeted but never registered is simply closed.
+  return !c->agent_id.empty();
+}
+
+void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
+                           std::string message) {
+  ++bad_frames_;
+  log()->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code, message);
+  if (id > 0) {
+    c.send(protocol::makeErrorReply(id, code, std::move(message)));
+  } else {
+    c.send(protocol::makeError(code, std::move(message)));
+  }
+}
+
+void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_view frame) {
+  ++frames_;
+  protocol::DecodeResult decoded = protocol::decodeEnvelope(frame, config_.max_frame_bytes);
+  if (!decoded) {
+    const auto& error = decoded.error();
+    refuse(*c, error.id, error.code, error.message);
+    return;
+  }
+  protocol::Envelope& env = decoded.value();
+  if (env.isReply()) {
+    log()->debug("connection {}: reply to {} ignored (no ask of that id is pending)", c->id(),
+                 env.re);
+    return;
+  }
+  if (env.isError()) {
+    log()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
+                env.error->code, env.error->message);
+    return;
+  }
+  const protocol::MessageSpec* spec = protocol::findMessage(env.type);
+  if (spec == nullptr) {
+    refuse(*c, env.id, ec::kUnknownType, fmt::format("unknown message type '{}'", env.type));
+    return;
+  }
+  if (!c->greeted && spec->type != MessageType::kHello) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("the first frame must be Hello, got {}", env.type));
+    c->close("no Hello first");
+    return;
+  }
+  if (spec->direction == protocol::Direction::kDriverToAgent) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("{} is sent by the driver, not to it", env.type));
+    return;
+  }
+  if (spec->ask && env.id == 0) {
+    refuse(*c, 0, ec::kMalformedFrame,
+           fmt::format("{} is an ask and needs an id > 0 to answer", env.type));
+    return;
+  }
+  try {
+    handle(c, env, *spec);
+  } catch (const protocol::BodyError& e) {
+    refuse(*c, env.id, ec::kInvalidBody,
+           fmt::format("{} body: {}: {}", env.type, e.path(), e.detail()));
+  }
+}
+
+void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
+                           const protocol::MessageSpec& spec) {
+  switch (spec.type) {
+    case MessageType::kHello:
+      handleHello(c, env);
+      return;
+    case MessageType::kRetrieveAppConfig: {
+      protocol::decodeBody<protocol::RetrieveAppConfig>(env.body);
+      c->send(protocol::makeReply(env.id, protocol::toJson(app_config_)));
+      return;
+    }
+    case MessageType::kRegisterExecutor:
+      handleRegister(c, env);
+      return;
+    case MessageType::kStatusUpdate:
+      handleStatus(c, env);
+      return;
+    default:
+      break;
+  }
+  if (c->agent_id.empty()) {
+    if (spec.type == MessageType::kHeartbeat) return;  // harmless before registration
+    refuse(*c, env.id, ec::kNotRegistered,
+           fmt::format("{} before RegisterExecutor was accepted", env.type));
+    return;
+  }
+  switch (spec.type) {
+    case MessageType::kLaunchedExecutor: {
+      auto launched = protocol::decodeBody<protocol::LaunchedExecutor>(env.body);
+      if (launched.executor_id != c->agent_id) {
+        refuse(*c, env.id, ec::kInvalidBody,
+               fmt::format("LaunchedExecutor names '{}' but this connection registered '{}'",
+                           launched.executor_id, c->agent_id));
+        return;
+      }
+      std::lock_guard lock(mutex_);
+      Actions actions;
+      scheduler_.agentLaunched(c->agent_id, now_(), actions);
+      apply(actions);
+      log()->info("agent '{}' is ready for tasks", c->agent_id);
+      return;
+    }
+    case MessageType::kHeartbeat: {
+      protocol::decodeBody<protocol::Heartbeat>(env.body);
+      std::lock_guard lock(mutex_);
+      scheduler_.touch(c->agent_id, now_());
+      return;
+    }
+    case MessageType::kRemoveExecutor: {
+      auto removal = protocol::decodeBody<protocol::RemoveExecutor>(env.body);
+      std::lock_guard lock(mutex_);
+      if (auto it = agent_connections_.find(c->agent_id);
+          it != agent_connections_.end() && it->second == c) {
+        agent_connections_.erase(it);
+      }
+      Actions actions;
+      scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
+      apply(actions);
+      log()->info("agent '{}' removed itself: {}", c->agent_id,
+                  removal.reason.empty() ? "no reason given" : removal.reason);
+      c->agent_id.clear();
+      changed_.notify_all();
+      return;
+    }
+    case MessageType::kExecutorDecommissioning: {
+      protocol::decodeBody<protocol::ExecutorDecommissioning>(env.body);
+      {
+        std::lock_guard lock(mutex_);
+        scheduler_.decommissionAgent(c->agent_id);
+      }
+      log()->info("agent '{}' is decommissioning: no new tasks go to it", c->agent_id);
+      c->send(protocol::makeReply(env.id, protocol::Json::object()));
+      return;
+    }
+    default:
+      refuse(*c, env.id, ec::kUnexpectedMessage,
+             fmt::format("{} is not expected from an agent", env.type));
+      return;
+  }
+}
+
+void DriverService::handleHello(const std::shared_ptr<Connection>& c,
+                                const protocol::Envelope& env) {
+  if (c->greeted) {
+    refuse(*c, env.id, ec::kUnexpectedMessage, "Hello was already exchanged on this connection");
+    return;
+  }
+  auto hello = protocol::decodeBody<protocol::Hello>(env.body);
+  if (hello.protocol_version != protocol::kProtocolVersion) {
+    refuse(*c, env.id, ec::kProtocolVersion,
+           fmt::format("this driver speaks protocol version {}, the peer sent {}; upgrade the "
+                       "older side",
+                       protocol::kProtocolVersion, hello.protocol_version));
+    c->close("protocol version mismatch");
+    return;
+  }
+  c->greeted = true;
+  protocol::Hello reply;
+  reply.role = "driver";
+  reply.software = driverSoftware();
+  c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
+  log()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
+               hello.role.empty() ? "peer" : hello.role, hello.software);
+}
+
+void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
+                                   const protocol::Envelope& env) {
+  if (!c->agent_id.empty()) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("this connection is already registered as '{}'", c->agent_id));
+    return;
+  }
+  auto reg = protocol::decodeBody<protocol::RegisterExecutor>(env.body);
+  RegistrationResult result;
+  {
+    std::lock_guard lock(mutex_);
+    Actions actions;
+    result = scheduler_.registerAgent(reg, now_(), actions);
+    if (result.ok) {
+      ++registrations_;
+      agent_connections_[reg.executor_id] = c;
+      // The reply goes out before anything the registration leads to.
+      c->send(protocol::makeReply(env.id, protocol::Json::object()));
+      apply(actions);
+      changed_.notify_all();
+    } else {
+      ++refused_registrations_;
+    }
+  }
+  if (!result.ok) {
+    log()->warn("refused registration from {}: {}", c->peer(), result.message);
+    refuse(*c, env.id, result.code, result.message);
+    return;
+  }
+  c->agent_id = reg.executor_id;
+  log()->info("agent '{}' registered from {} ({}): {} cores, resources: {}", reg.executor_id,
+              reg.hostname, c->peer(), reg.cores, describeResources(reg));
+}
+
+void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
+                                 const protocol::Envelope& env) {
+  if (c->agent_id.empty()) {
+    refuse(*c, env.id, ec::kNotRegistered, "StatusUpdate before RegisterExecutor was accepted");
+    return;
+  }
+  auto update = protocol::decodeBody<protocol::StatusUpdate>(env.body);
+  if (update.executor_id != c->agent_id) {
+    refuse(*c, env.id, ec::kInvalidBody,
+           fmt::format("StatusUpdate names executor '{}' but this connection registered '{}'",
+                       update.executor_id, c->agent_id));
+    return;
+  }
+  const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
+  if (log()->should_log(level)) {
+    log()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
+               protocol::toString(update.state), update.reason.empty() ? "" : ": ",
+               update.reason);
+  }
+  std::lock_guard lock(mutex_);
+  const TimePoint now = now_();
+  scheduler_.touch(c->agent_id, now);
+  const JobState before = scheduler_.jobState();
+  Actions actions;
+  scheduler_.onStatusUpdate(c->agent_id, update, now, actions);
+  apply(actions);
+  if (scheduler_.jobState() != before) changed_.notify_all();
+}
+
+void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {
+  if (c->agent_id.empty()) {
+    log()->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  auto it = agent_connections_.find(c->agent_id);
+  if (it == agent_connections_.end() || it->second != c) return;  // already dropped
+  agent_connections_.erase(it);
+  Actions actions;
+  if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
+    ++agents_lost_;
+    log()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
+                c->agent_id, why);
+  }
+  apply(actions);
+  changed_.notify_all();
+}
+
+void DriverService::apply(Actions& actions) {
+  for (auto& action : actions) {
+    auto it = agent_connections_.find(action.agent_id);
+    if (it == agent_connections_.end()) continue;
+    Connection& c = *it->second;
+    switch (action.kind) {
+      case Action::Kind::kLaunch:
+        c.send(protocol::LaunchTask{std::move(action.task)});
+        break;
+      case Action::Kind::kKill: {
+        protocol::KillTask kill;
+        kill.task_id = action.task_id;
+        kill.executor_id = action.agent_id;
+        kill.interrupt = true;
+        kill.reason = action.reason;
+        c.send(protocol::makeMessage(kill));
+        break;
+      }
+      case Action::Kind::kDisconnect:
+        log()->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
+                    action.reason);
+        ++agents_lost_;
+        c.close(action.reason);
+        agent_connections_.erase(it);
+        break;
+    }
+  }
+}
+
+// ---- heartbeats and expiry --------------------------------------------------------------------
+
+void DriverService::tickerLoop() {
+  using std::chrono::milliseconds;
+  const auto heartbeat_every = milliseconds(config_.heartbeat_interval_ms);
+  const auto check_every =
+      std::min(milliseconds(1000), milliseconds(std::max(10L, config_.agent_timeout_ms / 4)));
+  auto next_heartbeat = SteadyClock::now() + heartbeat_every;
+  auto next_check = SteadyClock::now() + check_every;
+  for (;;) {
+    {
+      std::unique_lock lock(ticker_mutex_);
+      if (ticker_cv_.wait_until(lock, std::min(next_heartbeat, next_check),
+                                [&] { return stopping_; })) {
+        return;
+      }
+    }
+    const auto now = SteadyClock::now();
+    if (now >= next_heartbeat) {
+      next_heartbeat = now + heartbeat_every;
+      std::lock_guard lock(mutex_);
+      protocol::Heartbeat beat;
+      beat.sent_at_ms = wallClockMs();
+      const std::string frame = protocol::encodeEnvelope(protocol::makeMessage(beat));
+      for (const auto& [id, connection] : agent_connections_) connection->send(frame);
+    }
+    if (now >= next_check) {
+      next_check = now + check_every;
+      std::lock_guard lock(mutex_);
+      Actions actions;
+      if (!scheduler_.expireSilentAgents(now_(), actions).empty()) {
+        apply(actions);
+        changed_.notify_all();
+      }
+    }
+  }
+}
+
+}  // namespace dockhand::driver

@@ -1,0 +1,124 @@
+#include "dockhand/driver/report.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace dockhand::driver {
+
+namespace {
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(first, last - first + 1));
+}
+
+std::string rawStdout(const Json& result) {
+  if (!result.is_object()) return {};
+  auto it = result.find("stdout");
+  if (it == result.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
+std::string formatDuration(std::chrono::milliseconds d) {
+  if (d.count() < 10000) return fmt::format("{}ms", d.count());
+  return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1000.0);
+}
+
+}  // namespace
+
+std::string formatNumber(double value) {
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 9.0e15) {
+    return fmt::format("{}", static_cast<long long>(value));
+  }
+  return fmt::format("{}", value);
+}
+
+std::string resultStdout(const Json& result, std::size_t max_chars) {
+  std::string text = trim(rawStdout(result));
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r') continue;
+    if (text[i] == '\n') {
+      out += " | ";
+    } else if (static_cast<unsigned char>(text[i]) < 0x20 && text[i] != '\t') {
+      out += '?';
+    } else {
+      out += text[i];
+    }
+  }
+  if (out.size() > max_chars) {
+    out.resize(max_chars);
+    out += "...";
+  }
+  return out;
+}
+
+SumResult sumStdout(const std::vector<TaskRecord>& tasks) {
+  SumResult sum;
+  for (const auto& t : tasks) {
+    if (t.outcome != TaskOutcome::kFinished) continue;
+    std::string text = trim(rawStdout(t.result));
+    char* end = nullptr;
+    errno = 0;
+    double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+    if (text.empty() || errno != 0 || end != text.c_str() + text.size() || !std::isfinite(value)) {
+      sum.not_numeric.push_back(t.spec.name);
+      continue;
+    }
+    sum.sum += value;
+    ++sum.numeric;
+  }
+  return sum;
+}
+
+std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
+  std::string line = fmt::format("{:<{}}  {:<9}  {:<10}  attempts={}  {:>7}", task.spec.name,
+                                 name_width, toString(task.outcome),
+                                 task.agent_id.empty() ? "-" : task.agent_id, task.launches,
+                                 task.launches > 0 ? formatDuration(task.duration) : "-");
+  if (task.outcome == TaskOutcome::kFinished) {
+    std::string out = resultStdout(task.result);
+    if (!out.empty()) line += "  " + out;
+  } else if (task.outcome == TaskOutcome::kFailed || task.outcome == TaskOutcome::kKilled) {
+    std::string why = task.reason;
+    if (task.exit_code) why += fmt::format("{}exit code {}", why.empty() ? "" : ", ", *task.exit_code);
+    if (task.signal) why += fmt::format("{}signal {}", why.empty() ? "" : ", ", *task.signal);
+    if (!why.empty()) line += "  " + why;
+    std::string err = resultStdout(Json{{"stdout", task.stderr_tail}}, 160);
+    if (!err.empty()) line += "  stderr: " + err;
+  }
+  return line;
+}
+
+std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
+                          const std::string& failure_reason, std::chrono::milliseconds wall,
+                          const std::optional<SumResult>& sum) {
+  std::string line = fmt::format(
+      "job {} {}: {} tasks, {} finished, {} failed, {} not run; {} retries, {} relaunched after "
+      "agent loss; wall {:.2f}s",
+      job.name, toString(state), p.total, p.finished, p.failed,
+      p.total - p.finished - p.failed, p.retries, p.relaunches_after_loss,
+      static_cast<double>(wall.count()) / 1000.0);
+  if (sum) {
+    line += fmt::format("; sum={}", formatNumber(sum->sum));
+    if (!sum->not_numeric.empty()) {
+      line += fmt::format(" ({} task(s) without a numeric stdout, e.g. '{}')",
+                          sum->not_numeric.size(), sum->not_numeric.front());
+    }
+  }
+  if (state == JobState::kFailed && !failure_reason.empty()) line += "\n  reason: " + failure_reason;
+  return line;
+}
+
+std::string formatProgress(const std::string& job_name, const Progress& p) {
+  return fmt::format("[{}] {}/{} done, {} running, {} failed, {} retried", job_name, p.finished,
+                     p.total, p.running, p.failed, p.retries);
+}
+
+}  // namespace dockhand::driver

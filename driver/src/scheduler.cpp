@@ -1,0 +1,453 @@
+#include "dockhand/driver/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dockhand::driver {
+
+using protocol::TaskState;
+
+namespace {
+// A task that the agents keep losing is failed after this many relaunches without a
+// counted failure, so that a broken agent cannot keep a job alive forever.
+constexpr int kMaxRelaunchesAfterLoss = 100;
+}  // namespace
+
+std::string_view toString(TaskOutcome outcome) {
+  switch (outcome) {
+    case TaskOutcome::kPending: return "PENDING";
+    case TaskOutcome::kRunning: return "RUNNING";
+    case TaskOutcome::kFinished: return "FINISHED";
+    case TaskOutcome::kFailed: return "FAILED";
+    case TaskOutcome::kKilled: return "KILLED";
+    case TaskOutcome::kCancelled: return "CANCELLED";
+  }
+  return "?";
+}
+
+std::string_view toString(JobState state) {
+  switch (state) {
+    case JobState::kNone: return "NONE";
+    case JobState::kRunning: return "RUNNING";
+    case JobState::kSucceeded: return "SUCCEEDED";
+    case JobState::kFailed: return "FAILED";
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
+
+// ---- agents -------------------------------------------------------------------------------
+
+RegistrationResult Scheduler::registerAgent(const protocol::RegisterExecutor& reg, TimePoint now,
+                                            Actions& out) {
+  now_ = now;
+  if (auto it = agents_.find(reg.executor_id); it != agents_.end()) {
+    return {false, std::string(protocol::error_code::kDuplicateExecutor),
+            fmt::format("executor id '{}' is already registered (host {}); pick another "
+                        "--executor-id or stop the other agent",
+                        reg.executor_id, it->second.host)};
+  }
+  if (reg.cores < 1) {
+    return {false, std::string(protocol::error_code::kRegistrationRefused),
+            fmt::format("executor '{}' offers {} cores; at least 1 is needed", reg.executor_id,
+                        reg.cores)};
+  }
+  AgentInfo agent;
+  agent.id = reg.executor_id;
+  agent.host = reg.hostname;
+  agent.cores = reg.cores;
+  agent.free_cores = reg.cores;
+  agent.block_url = reg.block_url;
+  agent.registered_at = now;
+  agent.last_seen = now;
+  for (const auto& [name, info] : reg.resources) {
+    std::vector<std::string> unique;
+    for (const auto& address : info.addresses) {
+      if (std::find(unique.begin(), unique.end(), address) == unique.end()) {
+        unique.push_back(address);
+      }
+    }
+    agent.free_addresses[name] = std::deque<std::string>(unique.begin(), unique.end());
+    agent.resources[name] = std::move(unique);
+  }
+  agents_.emplace(agent.id, std::move(agent));
+  (void)out;  // it takes tasks once launched
+  return {};
+}
+
+bool Scheduler::agentLaunched(const std::string& agent_id, TimePoint now, Actions& out) {
+  now_ = now;
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  it->second.last_seen = now;
+  if (it->second.state == AgentState::kRegistered) {
+    it->second.state = AgentState::kActive;
+    total_free_cores_ += it->second.free_cores;
+    schedule(now, out);
+  }
+  return true;
+}
+
+bool Scheduler::touch(const std::string& agent_id, TimePoint now) {
+  now_ = now;
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  it->second.last_seen = now;
+  return true;
+}
+
+bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reason,
+                            Actions& out) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  agents_.erase(it);
+
+  // Its tasks are lost with it: run them elsewhere without counting an attempt.
+  std::vector<std::size_t> lost;
+  for (auto run = running_.begin(); run != running_.end();) {
+    if (run->second.agent_id != agent_id) {
+      ++run;
+      continue;
+    }
+    if (run->second.job_seq == job_seq_ && !run->second.kill_requested) {
+      lost.push_back(run->second.index);
+    }
+    run = running_.erase(run);
+  }
+  // Relaunch in the original order, ahead of tasks that never ran.
+  std::sort(lost.begin(), lost.end());
+  for (auto index = lost.rbegin(); index != lost.rend(); ++index) {
+    TaskRecord& t = tasks_[*index];
+    t.reason = fmt::format("agent {} lost: {}", agent_id, reason);
+    if (job_state_ != JobState::kRunning) continue;
+    if (t.launches - t.failures > kMaxRelaunchesAfterLoss) {
+      t.outcome = TaskOutcome::kFailed;
+      failJob(fmt::format("task '{}' was lost {} times (last: {})", t.spec.name,
+                          t.launches - t.failures, t.reason),
+              out);
+      return true;
+    }
+    t.outcome = TaskOutcome::kPending;
+    pending_.push_front(*index);
+    ++relaunches_after_loss_;
+  }
+  schedule(now_, out);
+  return true;
+}
+
+bool Scheduler::decommissionAgent(const std::string& agent_id) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  it->second.state = AgentState::kDecommissioning;
+  return true;
+}
+
+std::vector<std::string> Scheduler::expireSilentAgents(TimePoint now, Actions& out) {
+  now_ = now;
+  std::vector<std::string> expired;
+  for (const auto& [id, agent] : agents_) {
+    if (now - agent.last_seen > options_.agent_timeout) expired.push_back(id);
+  }
+  for (const auto& id : expired) {
+    std::string reason = fmt::format("no message for more than {} ms", options_.agent_timeout.count());
+    removeAgent(id, reason, out);
+    Action drop;
+    drop.kind = Action::Kind::kDisconnect;
+    drop.agent_id = id;
+    drop.reason = std::move(reason);
+    out.push_back(std::move(drop));
+  }
+  return expired;
+}
+
+const AgentInfo* Scheduler::agent(const std::string& id) const {
+  auto it = agents_.find(id);
+  return it == agents_.end() ? nullptr : &it->second;
+}
+
+// ---- the job ------------------------------------------------------------------------------
+
+int Scheduler::maxAttempts() const {
+  return job_.max_attempts > 0 ? job_.max_attempts : options_.default_max_attempts;
+}
+
+void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
+  if (job_state_ == JobState::kRunning) {
+    throw std::logic_error("a job is already running; wait for it to end");
+  }
+  now_ = now;
+  job_ = std::move(job);
+  ++job_seq_;
+  job_state_ = JobState::kRunning;
+  failure_reason_.clear();
+  tasks_.clear();
+  pending_.clear();
+  finished_ = 0;
+  retries_ = 0;
+  relaunches_after_loss_ = 0;
+  tasks_.reserve(job_.tasks.size());
+  for (std::size_t i = 0; i < job_.tasks.size(); ++i) {
+    TaskRecord record;
+    record.spec = job_.tasks[i];
+    tasks_.push_back(std::move(record));
+    pending_.push_back(i);
+  }
+  if (tasks_.empty()) {
+    job_state_ = JobState::kSucceeded;
+    return;
+  }
+  schedule(now, out);
+}
+
+void Scheduler::recordStatus(TaskRecord& record, const protocol::StatusUpdate& update) {
+  record.result = update.result;
+  record.reason = update.reason;
+  record.exit_code = update.exit_code;
+  record.signal = update.signal;
+  record.stderr_tail = update.stderr_tail;
+}
+
+void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,
+                               TimePoint now, Actions& out) {
+  now_ = now;
+  auto it = running_.find(update.task_id);
+  if (it == running_.end() || it->second.agent_id != agent_id) {
+    ++stray_updates_;
+    return;
+  }
+  if (update.state == TaskState::kRunning) return;
+
+  RunningTask run = std::move(it->second);
+  running_.erase(it);
+  release(run);
+  if (run.job_seq != job_seq_) {
+    schedule(now, out);
+    return;
+  }
+  TaskRecord& t = tasks_[run.index];
+  recordStatus(t, update);
+  t.duration = std::chrono::duration_cast<Millis>(now - t.launched_at);
+
+  if (job_state_ != JobState::kRunning) {
+    // The job is over; this is a task it killed (or one that finished before the kill).
+    if (update.state == TaskState::kFinished) t.outcome = TaskOutcome::kFinished;
+    return;
+  }
+
+  switch (update.state) {
+    case TaskState::kFinished:
+      t.outcome = TaskOutcome::kFinished;
+      if (++finished_ == tasks_.size()) job_state_ = JobState::kSucceeded;
+      break;
+    case TaskState::kFailed:
+    case TaskState::kKilled: {
+      ++t.failures;
+      if (t.failures >= maxAttempts()) {
+        t.outcome = TaskOutcome::kFailed;
+        std::string why = t.reason.empty() ? std::string(protocol::toString(update.state))
+                                           : t.reason;
+        failJob(fmt::format("task '{}' failed {} time(s), the limit (last on {}: {})", t.spec.name,
+                            t.failures, agent_id, why),
+                out);
+        return;
+      }
+      t.outcome = TaskOutcome::kPending;
+      pending_.push_front(run.index);
+      ++retries_;
+      break;
+    }
+    case TaskState::kLost:
+      if (t.launches - t.failures > kMaxRelaunchesAfterLoss) {
+        t.outcome = TaskOutcome::kFailed;
+        failJob(fmt::format("task '{}' was lost {} times", t.spec.name, t.launches - t.failures),
+                out);
+        return;
+      }
+      t.outcome = TaskOutcome::kPending;
+      pending_.push_front(run.index);
+      ++relaunches_after_loss_;
+      break;
+    case TaskState::kRunning:
+      break;
+  }
+  schedule(now, out);
+}
+
+void Scheduler::cancel(const std::string& reason, Actions& out) {
+  if (job_state_ == JobState::kRunning) failJob(reason, out);
+}
+
+void Scheduler::failJob(const std::string& reason, Actions& out) {
+  job_state_ = JobState::kFailed;
+  failure_reason_ = reason;
+  for (std::size_t index : pending_) tasks_[index].outcome = TaskOutcome::kCancelled;
+  pending_.clear();
+  for (auto& [task_id, run] : running_) {
+    if (run.job_seq != job_seq_ || run.kill_requested) continue;
+    run.kill_requested = true;
+    tasks_[run.index].outcome = TaskOutcome::kKilled;
+    Action kill;
+    kill.kind = Action::Kind::kKill;
+    kill.agent_id = run.agent_id;
+    kill.task_id = task_id;
+    kill.reason = "job failed: " + reason;
+    out.push_back(std::move(kill));
+  }
+}
+
+Progress Scheduler::progress() const {
+  Progress p;
+  p.total = tasks_.size();
+  for (const auto& t : tasks_) {
+    switch (t.outcome) {
+      case TaskOutcome::kPending: ++p.pending; break;
+      case TaskOutcome::kRunning: ++p.running; break;
+      case TaskOutcome::kFinished: ++p.finished; break;
+      case TaskOutcome::kFailed: ++p.failed; break;
+      case TaskOutcome::kKilled:
+      case TaskOutcome::kCancelled: break;
+    }
+  }
+  p.retries = retries_;
+  p.relaunches_after_loss = relaunches_after_loss_;
+  return p;
+}
+
+std::optional<std::string> Scheduler::unschedulableReason() const {
+  if (agents_.empty() || job_state_ != JobState::kRunning) return std::nullopt;
+  for (std::size_t index : pending_) {
+    const TaskSpec& spec = tasks_[index].spec;
+    bool possible = false;
+    for (const auto& [id, agent] : agents_) {
+      bool enough = agent.cores >= spec.cpus;
+      for (const auto& [name, count] : spec.resources) {
+        auto res = agent.resources.find(name);
+        if (res == agent.resources.end() || static_cast<int>(res->second.size()) < count) {
+          enough = false;
+        }
+      }
+      if (enough) {
+        possible = true;
+        break;
+      }
+    }
+    if (!possible) {
+      std::string wants = fmt::format("{} cpus", spec.cpus);
+      for (const auto& [name, count] : spec.resources) wants += fmt::format(", {} {}", count, name);
+      return fmt::format("task '{}' needs {}, more than any of the {} registered agent(s) has",
+                         spec.name, wants, agents_.size());
+    }
+  }
+  return std::nullopt;
+}
+
+// ---- placement ----------------------------------------------------------------------------
+
+bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
+  if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
+  for (const auto& [name, count] : spec.resources) {
+    auto it = agent.free_addresses.find(name);
+    if (it == agent.free_addresses.end() || static_cast<int>(it->second.size()) < count) {
+      return false;
+    }
+  }
+  return true;
+}
+
+AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
+  // Spread: the fitting agent with the most free cores (ties: the first by id).
+  AgentInfo* best = nullptr;
+  for (auto& [id, agent] : agents_) {
+    if (fits(spec, agent) && (best == nullptr || agent.free_cores > best->free_cores)) {
+      best = &agent;
+    }
+  }
+  return best;
+}
+
+void Scheduler::schedule(TimePoint now, Actions& out) {
+  if (job_state_ != JobState::kRunning) return;
+  // Shapes (cpus + resources) that found no agent in this pass: a later task of the same
+  // shape will not fit either, so the pass stays linear in the pending tasks.
+  std::vector<const TaskSpec*> misfits;
+  auto sameShape = [](const TaskSpec& a, const TaskSpec& b) {
+    return a.cpus == b.cpus && a.resources == b.resources;
+  };
+  for (auto it = pending_.begin(); it != pending_.end() && total_free_cores_ > 0;) {
+    const TaskSpec& spec = tasks_[*it].spec;
+    bool known_misfit = std::any_of(misfits.begin(), misfits.end(),
+                                    [&](const TaskSpec* m) { return sameShape(*m, spec); });
+    AgentInfo* agent = known_misfit ? nullptr : pickAgent(spec);
+    if (agent == nullptr) {
+      if (!known_misfit) misfits.push_back(&spec);
+      ++it;
+      continue;
+    }
+    std::size_t index = *it;
+    it = pending_.erase(it);
+    launch(index, *agent, now, out);
+  }
+}
+
+void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out) {
+  TaskRecord& t = tasks_[index];
+  Action action;
+  action.kind = Action::Kind::kLaunch;
+  action.agent_id = agent.id;
+  protocol::TaskDescription& d = action.task;
+  d.task_id = next_task_id_++;
+  d.attempt = t.launches;
+  d.name = t.spec.name;
+  d.partition = t.spec.partition;
+  d.runner = t.spec.runner;
+  d.cpus = t.spec.cpus;
+  d.properties = t.spec.properties;
+  d.payload = t.spec.payload;
+  for (const auto& [name, count] : t.spec.resources) {
+    auto& free = agent.free_addresses[name];
+    auto& assigned = d.resources[name];
+    for (int i = 0; i < count; ++i) {
+      assigned.push_back(std::move(free.front()));
+      free.pop_front();
+    }
+  }
+  agent.free_cores -= t.spec.cpus;
+  total_free_cores_ -= t.spec.cpus;
+  ++agent.running;
+  ++agent.tasks_launched;
+
+  ++t.launches;
+  t.outcome = TaskOutcome::kRunning;
+  t.task_id = d.task_id;
+  t.agent_id = agent.id;
+  t.launched_at = now;
+
+  RunningTask run;
+  run.job_seq = job_seq_;
+  run.index = index;
+  run.agent_id = agent.id;
+  run.cpus = t.spec.cpus;
+  run.resources = d.resources;
+  running_.emplace(d.task_id, std::move(run));
+  out.push_back(std::move(action));
+}
+
+void Scheduler::release(const RunningTask& run) {
+  auto it = agents_.find(run.agent_id);
+  if (it == agents_.end()) return;
+  AgentInfo& agent = it->second;
+  agent.free_cores += run.cpus;
+  if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
+  if (agent.running > 0) --agent.running;
+  for (const auto& [name, addresses] : run.resources) {
+    auto& free = agent.free_addresses[name];
+    for (const auto& address : addresses) free.push_back(address);
+  }
+}
+
+}  // namespace dockhand::driver

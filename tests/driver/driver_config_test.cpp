@@ -1,0 +1,67 @@
+#include "dockhand/driver/driver_config.h"
+
+#include <gtest/gtest.h>
+
+namespace dockhand::driver {
+namespace {
+
+TEST(DriverConfigTest, DefaultsWhenEmpty) {
+  DriverConfig c = parseDriverConfig(Json::object(), "driver.json");
+  EXPECT_EQ(c.agent_timeout_ms, 60000);
+  EXPECT_EQ(c.heartbeat_interval_ms, 10000);
+  EXPECT_EQ(c.max_attempts, 4);
+  EXPECT_EQ(c.max_frame_bytes, protocol::kDefaultMaxFrameBytes);
+  EXPECT_GE(c.server_threads, 256);
+}
+
+TEST(DriverConfigTest, ReadsEveryKey) {
+  DriverConfig c = parseDriverConfig(Json::parse(R"({
+    "properties": {"dockhand.driver.timeout_ms": "30000"}, "log_level": "debug",
+    "resource_profile": {"id": 0, "executor_resources": {"gpu": {"amount": 2}},
+                         "task_resources": {"gpu": 1}},
+    "agent_timeout_ms": 5000, "heartbeat_interval_ms": 500, "max_attempts": 2,
+    "max_frame_bytes": 65536, "server_threads": 64, "hello_timeout_ms": 2000,
+    "max_queued_frames": 1000})"),
+                                     "driver.json");
+  EXPECT_EQ(c.properties.at("dockhand.driver.timeout_ms"), "30000");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.resource_profile.executor_resources.at("gpu").amount, 2);
+  EXPECT_EQ(c.agent_timeout_ms, 5000);
+  EXPECT_EQ(c.heartbeat_interval_ms, 500);
+  EXPECT_EQ(c.max_attempts, 2);
+  EXPECT_EQ(c.max_frame_bytes, 65536u);
+  EXPECT_EQ(c.server_threads, 64);
+}
+
+std::string errorOf(const std::string& text) {
+  try {
+    parseDriverConfig(Json::parse(text), "conf/driver.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
+  EXPECT_EQ(errorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
+            0u);
+  EXPECT_NE(errorOf(R"({"max_attempts": 0})").find("/max_attempts"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"log_level": "loud"})").find("/log_level"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})")
+                .find("/resource_profile/executor_resources/gpu/amount"),
+            std::string::npos)
+      << errorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})");
+  EXPECT_NE(errorOf(R"({"heartbeat_interval_ms": 9000, "agent_timeout_ms": 5000})")
+                .find("/heartbeat_interval_ms"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
+}
+
+TEST(DriverConfigTest, ShippedExampleConfigParses) {
+  DriverConfig c =
+      loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver.json");
+  EXPECT_GT(c.agent_timeout_ms, c.heartbeat_interval_ms);
+}
+
+}  // namespace
+}  // namespace dockhand::driver

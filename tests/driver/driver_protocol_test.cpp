@@ -1,0 +1,369 @@
+// Protocol-level tests against the real `dockhand-driver serve` process on loopback, with a
+// raw WebSocket client: every wait is bounded, the process and its temp dir are ours.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <Poco/Buffer.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
+#include <Poco/Net/WebSocket.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using Poco::Net::WebSocket;
+
+// The driver under test: started in SetUp, stopped (SIGTERM, then SIGKILL) in TearDown.
+class DriverProcess {
+ public:
+  explicit DriverProcess(const Json& config) {
+    char templ[] = "/tmp/dockhand-driver-test-XXXXXX";
+    if (::mkdtemp(templ) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = templ;
+    std::ofstream(dir_ / "driver.json") << config.dump();
+    const std::string bin = std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver";
+    std::vector<std::string> args = {bin, "serve", "--listen", "127.0.0.1:0", "--port-file",
+                                     (dir_ / "port").string(), "--config",
+                                     (dir_ / "driver.json").string(), "--log-level", "debug"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    const std::string log = (dir_ / "driver.log").string();
+    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    int rc = ::posix_spawn(&pid_, bin.c_str(), &files, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (rc != 0) throw std::runtime_error("cannot start " + bin);
+  }
+
+  ~DriverProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      if (!waitExit(std::chrono::seconds(10))) {
+        ::kill(pid_, SIGKILL);
+        waitExit(std::chrono::seconds(5));
+      }
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // The port from the port file, or 0 when it did not appear within the deadline.
+  std::uint16_t waitForPort(std::chrono::seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      std::ifstream in(dir_ / "port");
+      int port = 0;
+      if (in >> port && port > 0) return static_cast<std::uint16_t>(port);
+      if (exited()) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return 0;
+  }
+
+  bool waitExit(std::chrono::seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      if (exited()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  bool exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+
+  int exitStatus() const { return exit_status_; }
+  void terminate() {
+    if (pid_ > 0) ::kill(pid_, SIGTERM);
+  }
+  std::string log() const {
+    std::ifstream in(dir_ / "driver.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+};
+
+// A raw WebSocket client speaking the frame format by hand.
+class Client {
+ public:
+  explicit Client(std::uint16_t port) : session_("127.0.0.1", port) {
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, "/",
+                                   Poco::Net::HTTPMessage::HTTP_1_1);
+    Poco::Net::HTTPResponse response;
+    ws_ = std::make_unique<WebSocket>(session_, request, response);
+    ws_->setReceiveTimeout(Poco::Timespan(5, 0));
+    ws_->setMaxPayloadSize(1 << 24);
+  }
+
+  void sendText(const std::string& text) {
+    ws_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+  }
+  void send(const Json& frame) { sendText(frame.dump()); }
+
+  // The next frame that is not a driver Heartbeat; nullopt on close or timeout.
+  std::optional<Json> receive(bool skip_heartbeats = true) {
+    for (;;) {
+      Poco::Buffer<char> buffer(0);
+      int flags = 0;
+      int n = 0;
+      try {
+        n = ws_->receiveFrame(buffer, flags);
+      } catch (const Poco::Exception&) {
+        return std::nullopt;
+      }
+      if (n <= 0 || (flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
+        return std::nullopt;
+      }
+      Json frame = Json::parse(std::string(buffer.begin(), buffer.size()));
+      if (skip_heartbeats && frame.value("type", "") == "Heartbeat") continue;
+      return frame;
+    }
+  }
+
+  // True when the driver closes the connection within the receive timeout.
+  bool closedByPeer() {
+    for (int i = 0; i < 10; ++i) {
+      Poco::Buffer<char> buffer(0);
+      int flags = 0;
+      try {
+        int n = ws_->receiveFrame(buffer, flags);
+        if (n <= 0 || (flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
+          return true;
+        }
+      } catch (const Poco::TimeoutException&) {
+        return false;
+      } catch (const Poco::Exception&) {
+        return true;  // reset: closed as well
+      }
+    }
+    return false;
+  }
+
+  Json ask(const std::string& type, Json body) {
+    const std::uint64_t id = next_id_++;
+    send({{"type", type}, {"id", id}, {"body", std::move(body)}});
+    auto reply = receive();
+    if (!reply) return Json{{"no_reply", true}};
+    return *reply;
+  }
+
+  Json hello(int version = 1) {
+    return ask("Hello", {{"protocol_version", version}, {"role", "agent"}, {"software", "test"}});
+  }
+
+  Json registerAs(const std::string& id, int cores = 2) {
+    return ask("RegisterExecutor",
+               {{"executor_id", id}, {"hostname", "127.0.0.1"}, {"cores", cores}});
+  }
+
+ private:
+  Poco::Net::HTTPClientSession session_;
+  std::unique_ptr<WebSocket> ws_;
+  std::uint64_t next_id_ = 1;
+};
+
+Json baseConfig() {
+  return {{"max_frame_bytes", 4096}, {"heartbeat_interval_ms", 200}, {"agent_timeout_ms", 60000},
+          {"properties", {{"dockhand.driver.timeout_ms", "30000"}}}};
+}
+
+class DriverProtocolTest : public ::testing::Test {
+ protected:
+  void start(const Json& config = baseConfig()) {
+    driver_ = std::make_unique<DriverProcess>(config);
+    port_ = driver_->waitForPort(std::chrono::seconds(15));
+    ASSERT_NE(port_, 0) << "dockhand-driver serve did not write its port\n" << driver_->log();
+  }
+  void TearDown() override {
+    if (HasFailure() && driver_) std::cerr << "driver log:\n" << driver_->log();
+  }
+  std::unique_ptr<DriverProcess> driver_;
+  std::uint16_t port_ = 0;
+};
+
+std::string errorCode(const Json& frame) {
+  return frame.contains("error") ? frame["error"].value("code", "") : "";
+}
+
+TEST_F(DriverProtocolTest, AnswersHelloWithItsVersion) {
+  start();
+  Client c(port_);
+  Json reply = c.hello();
+  EXPECT_EQ(reply["type"], "Reply");
+  EXPECT_EQ(reply["re"], 1);
+  EXPECT_EQ(reply["ok"], true);
+  EXPECT_EQ(reply["body"]["protocol_version"], 1);
+  EXPECT_EQ(reply["body"]["role"], "driver");
+  EXPECT_EQ(reply["body"]["software"].get<std::string>().rfind("dockhand-driver ", 0), 0u);
+}
+
+TEST_F(DriverProtocolTest, RefusesAnotherProtocolVersionAndCloses) {
+  start();
+  Client c(port_);
+  Json reply = c.hello(99);
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(errorCode(reply), "protocol_version");
+  EXPECT_TRUE(c.closedByPeer());
+}
+
+TEST_F(DriverProtocolTest, FirstFrameMustBeHello) {
+  start();
+  Client c(port_);
+  Json reply = c.registerAs("early");
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_EQ(errorCode(reply), "unexpected_message");
+}
+
+TEST_F(DriverProtocolTest, RegistersServesAppConfigAndRefusesADuplicateId) {
+  start();
+  Client first(port_);
+  ASSERT_EQ(first.hello()["ok"], true);
+  Json config = first.ask("RetrieveAppConfig", {{"resource_profile_id", 0}});
+  ASSERT_EQ(config["ok"], true) << config;
+  EXPECT_EQ(config["body"]["properties"]["dockhand.heartbeat.interval_ms"], "200");
+  EXPECT_EQ(config["body"]["properties"]["dockhand.driver.timeout_ms"], "30000");
+  ASSERT_EQ(first.registerAs("exec-1")["ok"], true);
+  first.send({{"type", "LaunchedExecutor"}, {"body", {{"executor_id", "exec-1"}}}});
+
+  // The driver heartbeats registered agents.
+  auto beat = first.receive(/*skip_heartbeats=*/false);
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ((*beat)["type"], "Heartbeat");
+  EXPECT_EQ((*beat)["body"]["executor_id"], "");
+
+  Client second(port_);
+  ASSERT_EQ(second.hello()["ok"], true);
+  Json refused = second.registerAs("exec-1");
+  EXPECT_EQ(refused["ok"], false);
+  EXPECT_EQ(errorCode(refused), "duplicate_executor");
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("exec-1"), std::string::npos);
+  EXPECT_EQ(second.registerAs("exec-2")["ok"], true);
+}
+
+TEST_F(DriverProtocolTest, MalformedFramesGetErrorsAndOtherClientsAreStillServed) {
+  start();
+  Client bad(port_);
+  Client good(port_);
+  ASSERT_EQ(bad.hello()["ok"], true);
+  ASSERT_EQ(good.hello()["ok"], true);
+  ASSERT_EQ(good.registerAs("good-1")["ok"], true);
+
+  bad.sendText("this is not JSON {");
+  auto e1 = bad.receive();
+  ASSERT_TRUE(e1.has_value());
+  EXPECT_EQ((*e1)["type"], "Error");
+  EXPECT_EQ(errorCode(*e1), "malformed_frame");
+
+  bad.sendText("[1, 2, 3]");
+  auto e2 = bad.receive();
+  ASSERT_TRUE(e2.has_value());
+  EXPECT_EQ(errorCode(*e2), "malformed_frame");
+
+  bad.send({{"type", "NoSuchMessage"}, {"id", 40}});
+  auto e3 = bad.receive();
+  ASSERT_TRUE(e3.has_value());
+  EXPECT_EQ((*e3)["type"], "Reply");
+  EXPECT_EQ((*e3)["re"], 40);
+  EXPECT_EQ(errorCode(*e3), "unknown_type");
+
+  bad.send({{"type", "RegisterExecutor"}, {"id", 41}, {"body", {{"executor_id", "x"}, {"cores", "many"}}}});
+  auto e4 = bad.receive();
+  ASSERT_TRUE(e4.has_value());
+  EXPECT_EQ((*e4)["re"], 41);
+  EXPECT_EQ(errorCode(*e4), "invalid_body");
+
+  bad.send({{"type", "StatusUpdate"}, {"body", {{"executor_id", "x"}}}});
+  auto e5 = bad.receive();
+  ASSERT_TRUE(e5.has_value());
+  EXPECT_EQ((*e5)["type"], "Error");
+  EXPECT_EQ(errorCode(*e5), "not_registered");
+
+  // Both connections are still served.
+  EXPECT_EQ(bad.ask("RetrieveAppConfig", Json::object())["ok"], true);
+  EXPECT_EQ(good.ask("RetrieveAppConfig", Json::object())["ok"], true);
+  EXPECT_EQ(bad.registerAs("bad-1")["ok"], true);
+}
+
+TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
+  start();
+  Client big(port_);
+  Client bystander(port_);
+  ASSERT_EQ(big.hello()["ok"], true);
+  ASSERT_EQ(bystander.hello()["ok"], true);
+  big.sendText(std::string(64 * 1024, 'x'));
+  auto error = big.receive();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ((*error)["type"], "Error");
+  EXPECT_EQ(errorCode(*error), "frame_too_large");
+  EXPECT_TRUE(big.closedByPeer());
+  EXPECT_EQ(bystander.registerAs("still-here")["ok"], true);
+  Client after(port_);
+  EXPECT_EQ(after.hello()["ok"], true);
+}
+
+TEST_F(DriverProtocolTest, SilentAgentIsDroppedAndItsIdFreed) {
+  Json config = baseConfig();
+  config["agent_timeout_ms"] = 800;
+  config["heartbeat_interval_ms"] = 5000;
+  start(config);
+  Client quiet(port_);
+  ASSERT_EQ(quiet.hello()["ok"], true);
+  ASSERT_EQ(quiet.registerAs("quiet-1")["ok"], true);
+  EXPECT_TRUE(quiet.closedByPeer());
+
+  Client again(port_);
+  ASSERT_EQ(again.hello()["ok"], true);
+  EXPECT_EQ(again.registerAs("quiet-1")["ok"], true);
+}
+
+TEST_F(DriverProtocolTest, ExitsCleanlyOnSigtermWithAgentsConnected) {
+  start();
+  Client agent(port_);
+  ASSERT_EQ(agent.hello()["ok"], true);
+  ASSERT_EQ(agent.registerAs("exec-1")["ok"], true);
+  driver_->terminate();
+  // The agent is told to stop, then the connection closes.
+  auto stop = agent.receive();
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_EQ((*stop)["type"], "StopExecutor");
+  EXPECT_TRUE(agent.closedByPeer());
+  ASSERT_TRUE(driver_->waitExit(std::chrono::seconds(10)));
+  EXPECT_TRUE(WIFEXITED(driver_->exitStatus()));
+  EXPECT_EQ(WEXITSTATUS(driver_->exitStatus()), 0);
+}
+
+}  // namespace

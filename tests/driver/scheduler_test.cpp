@@ -1,0 +1,341 @@
+#include "dockhand/driver/scheduler.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace dockhand::driver {
+namespace {
+
+using protocol::TaskState;
+
+protocol::RegisterExecutor agentReg(const std::string& id, int cores,
+                                    std::map<std::string, std::vector<std::string>> res = {}) {
+  protocol::RegisterExecutor r;
+  r.executor_id = id;
+  r.hostname = "host-" + id;
+  r.cores = cores;
+  for (auto& [name, addresses] : res) r.resources[name] = protocol::ResourceInfo{name, addresses};
+  return r;
+}
+
+TaskSpec task(const std::string& name, int cpus = 1, std::map<std::string, int> res = {}) {
+  TaskSpec t;
+  t.name = name;
+  t.cpus = cpus;
+  t.resources = std::move(res);
+  t.payload = {{"command", {"/bin/true"}}};
+  return t;
+}
+
+JobSpec job(std::vector<TaskSpec> tasks, int max_attempts = 0) {
+  JobSpec j;
+  j.name = "test";
+  j.max_attempts = max_attempts;
+  j.tasks = std::move(tasks);
+  return j;
+}
+
+std::vector<Action> launches(const Actions& actions) {
+  std::vector<Action> out;
+  for (const auto& a : actions) {
+    if (a.kind == Action::Kind::kLaunch) out.push_back(a);
+  }
+  return out;
+}
+
+protocol::StatusUpdate status(const Action& launch, TaskState state) {
+  protocol::StatusUpdate s;
+  s.executor_id = launch.agent_id;
+  s.task_id = launch.task.task_id;
+  s.state = state;
+  if (state == TaskState::kFinished) s.result = {{"exit_code", 0}, {"stdout", "1\n"}};
+  if (state == TaskState::kFailed) s.reason = "exit code 1";
+  return s;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  TimePoint now_ = TimePoint{} + std::chrono::hours(1);
+  Scheduler scheduler_{SchedulerOptions{4, Millis(60000)}};
+
+  void addAgent(const std::string& id, int cores,
+                std::map<std::string, std::vector<std::string>> res = {}) {
+    Actions out;
+    ASSERT_TRUE(scheduler_.registerAgent(agentReg(id, cores, std::move(res)), now_, out).ok);
+    ASSERT_TRUE(scheduler_.agentLaunched(id, now_, out));
+    pending_.insert(pending_.end(), out.begin(), out.end());
+  }
+  Actions pending_;  // actions produced by addAgent
+};
+
+TEST_F(SchedulerTest, LaunchesUpToFreeCoresAndNextWhenASlotFrees) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2")}), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(scheduler_.agent("a")->free_cores, 0);
+
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFinished), now_, next);
+  auto second = launches(next);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].task.name, "t2");
+  EXPECT_EQ(scheduler_.agent("a")->free_cores, 0);
+
+  Actions rest;
+  scheduler_.onStatusUpdate("a", status(first[1], TaskState::kFinished), now_, rest);
+  scheduler_.onStatusUpdate("a", status(second[0], TaskState::kFinished), now_, rest);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  EXPECT_EQ(scheduler_.agent("a")->free_cores, 2);
+  EXPECT_EQ(scheduler_.progress().finished, 3u);
+}
+
+TEST_F(SchedulerTest, NoTasksBeforeLaunchedExecutor) {
+  Actions out;
+  ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok);
+  scheduler_.submit(job({task("t0")}), now_, out);
+  EXPECT_TRUE(launches(out).empty());
+  scheduler_.agentLaunched("a", now_, out);
+  EXPECT_EQ(launches(out).size(), 1u);
+}
+
+TEST_F(SchedulerTest, MultiCoreTaskWaitsForEnoughCores) {
+  addAgent("a", 3);
+  Actions out;
+  scheduler_.submit(job({task("small", 2), task("big", 3)}), now_, out);
+  auto l = launches(out);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].task.cpus, 2);
+  EXPECT_EQ(scheduler_.agent("a")->free_cores, 1);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(l[0], TaskState::kFinished), now_, next);
+  ASSERT_EQ(launches(next).size(), 1u);
+  EXPECT_EQ(launches(next)[0].task.name, "big");
+}
+
+TEST_F(SchedulerTest, AssignsResourceAddressesWithoutOverlap) {
+  addAgent("a", 8, {{"gpu", {"0", "1", "2"}}});
+  Actions out;
+  scheduler_.submit(job({task("g0", 1, {{"gpu", 1}}), task("g1", 1, {{"gpu", 2}}),
+                         task("g2", 1, {{"gpu", 1}}), task("cpu", 1)}),
+                    now_, out);
+  auto l = launches(out);
+  // g0 (1 gpu) + g1 (2 gpus) use all three; g2 waits; cpu runs.
+  ASSERT_EQ(l.size(), 3u);
+  std::set<std::string> used;
+  for (const auto& a : l) {
+    auto it = a.task.resources.find("gpu");
+    if (it == a.task.resources.end()) continue;
+    for (const auto& addr : it->second) EXPECT_TRUE(used.insert(addr).second) << addr;
+  }
+  EXPECT_EQ(used, (std::set<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(l[2].task.name, "cpu");
+
+  // g1 finishes: its two addresses come back, g2 gets one of them.
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(l[1], TaskState::kFinished), now_, next);
+  auto l2 = launches(next);
+  ASSERT_EQ(l2.size(), 1u);
+  EXPECT_EQ(l2[0].task.name, "g2");
+  ASSERT_EQ(l2[0].task.resources.at("gpu").size(), 1u);
+  const auto& got = l2[0].task.resources.at("gpu")[0];
+  EXPECT_TRUE(got == l[1].task.resources.at("gpu")[0] || got == l[1].task.resources.at("gpu")[1]);
+  EXPECT_NE(got, l[0].task.resources.at("gpu")[0]);
+}
+
+TEST_F(SchedulerTest, ResourceTaskGoesToTheAgentThatHasTheResource) {
+  addAgent("cpu-only", 8);
+  addAgent("gpu-box", 1, {{"gpu", {"7"}}});
+  Actions out;
+  scheduler_.submit(job({task("g", 1, {{"gpu", 1}})}), now_, out);
+  auto l = launches(out);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].agent_id, "gpu-box");
+  EXPECT_EQ(l[0].task.resources.at("gpu"), std::vector<std::string>{"7"});
+}
+
+TEST_F(SchedulerTest, EveryLaunchGetsAFreshTaskIdAndAttemptCounts) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("flaky")}, 3), now_, out);
+  auto first = launches(out).at(0);
+  EXPECT_EQ(first.task.attempt, 0);
+  Actions retry;
+  scheduler_.onStatusUpdate("a", status(first, TaskState::kFailed), now_, retry);
+  auto second = launches(retry).at(0);
+  EXPECT_NE(second.task.task_id, first.task.task_id);
+  EXPECT_EQ(second.task.attempt, 1);
+  EXPECT_EQ(scheduler_.progress().retries, 1u);
+  Actions done;
+  scheduler_.onStatusUpdate("a", status(second, TaskState::kFinished), now_, done);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  EXPECT_EQ(scheduler_.tasks()[0].launches, 2);
+  EXPECT_EQ(scheduler_.tasks()[0].failures, 1);
+}
+
+TEST_F(SchedulerTest, JobFailsAfterMaxAttemptsAndKillsTheOthers) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("bad"), task("slow")}, 2), now_, out);
+  auto l = launches(out);
+  ASSERT_EQ(l.size(), 2u);
+  Action bad = l[0].task.name == "bad" ? l[0] : l[1];
+  Action slow = l[0].task.name == "bad" ? l[1] : l[0];
+
+  Actions retry;
+  scheduler_.onStatusUpdate("a", status(bad, TaskState::kFailed), now_, retry);
+  auto again = launches(retry);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kRunning);
+
+  Actions last;
+  scheduler_.onStatusUpdate("a", status(again[0], TaskState::kFailed), now_, last);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kFailed);
+  EXPECT_NE(scheduler_.failureReason().find("'bad' failed 2 time(s)"), std::string::npos)
+      << scheduler_.failureReason();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].kind, Action::Kind::kKill);
+  EXPECT_EQ(last[0].task_id, slow.task.task_id);
+  EXPECT_EQ(scheduler_.tasks()[0].outcome, TaskOutcome::kFailed);
+  EXPECT_EQ(scheduler_.tasks()[1].outcome, TaskOutcome::kKilled);
+
+  // The killed task's final update frees its core.
+  Actions none;
+  scheduler_.onStatusUpdate("a", status(slow, TaskState::kKilled), now_, none);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(scheduler_.agent("a")->free_cores, 2);
+}
+
+TEST_F(SchedulerTest, UnrequestedKillCountsAsAFailure) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("t")}, 1), now_, out);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(launches(out).at(0), TaskState::kKilled), now_, next);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kFailed);
+}
+
+TEST_F(SchedulerTest, LostTaskIsRelaunchedWithoutCountingAnAttempt) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("t")}, 1), now_, out);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(launches(out).at(0), TaskState::kLost), now_, next);
+  auto again = launches(next);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].task.attempt, 1);
+  EXPECT_EQ(scheduler_.tasks()[0].failures, 0);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kRunning);
+  EXPECT_EQ(scheduler_.progress().relaunches_after_loss, 1u);
+}
+
+TEST_F(SchedulerTest, AgentLossReschedulesItsTasksElsewhereWithoutCountingAttempts) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1")}, 1), now_, out);
+  ASSERT_EQ(launches(out).size(), 1u);
+  EXPECT_EQ(launches(out)[0].agent_id, "a");
+
+  addAgent("b", 2);
+  ASSERT_EQ(launches(pending_).size(), 1u);  // t1 went to b on registration
+  Actions after_loss;
+  EXPECT_TRUE(scheduler_.removeAgent("a", "connection closed", after_loss));
+  auto moved = launches(after_loss);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].agent_id, "b");
+  EXPECT_EQ(moved[0].task.name, "t0");
+  EXPECT_EQ(scheduler_.tasks()[0].failures, 0);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kRunning);
+  EXPECT_EQ(scheduler_.agent("a"), nullptr);
+
+  // A late update from the lost agent about the moved task is ignored.
+  Actions stray;
+  scheduler_.onStatusUpdate("a", status(launches(out)[0], TaskState::kFinished), now_, stray);
+  EXPECT_EQ(scheduler_.strayUpdates(), 1u);
+  EXPECT_EQ(scheduler_.progress().finished, 0u);
+}
+
+TEST_F(SchedulerTest, DuplicateExecutorIdIsRefusedWhileRegistered) {
+  addAgent("a", 1);
+  Actions out;
+  auto again = scheduler_.registerAgent(agentReg("a", 4), now_, out);
+  EXPECT_FALSE(again.ok);
+  EXPECT_EQ(again.code, "duplicate_executor");
+  EXPECT_NE(again.message.find("'a'"), std::string::npos);
+  EXPECT_EQ(scheduler_.agent("a")->cores, 1);  // the first registration stands
+
+  ASSERT_TRUE(scheduler_.removeAgent("a", "gone", out));
+  EXPECT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok);
+}
+
+TEST_F(SchedulerTest, SilentAgentExpiresAndItsTasksMove) {
+  addAgent("quiet", 1);
+  addAgent("chatty", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2")}), now_, out);
+  ASSERT_EQ(launches(out).size(), 2u);
+
+  now_ += std::chrono::seconds(40);
+  scheduler_.touch("chatty", now_);
+  Actions none;
+  EXPECT_TRUE(scheduler_.expireSilentAgents(now_, none).empty());
+
+  now_ += std::chrono::seconds(30);  // quiet: 70 s silent; chatty: 30 s
+  Actions expired;
+  auto ids = scheduler_.expireSilentAgents(now_, expired);
+  EXPECT_EQ(ids, std::vector<std::string>{"quiet"});
+  bool disconnected = false;
+  for (const auto& a : expired) {
+    if (a.kind == Action::Kind::kDisconnect && a.agent_id == "quiet") disconnected = true;
+  }
+  EXPECT_TRUE(disconnected);
+  EXPECT_EQ(scheduler_.agent("quiet"), nullptr);
+  EXPECT_EQ(scheduler_.progress().pending, 2u);  // the quiet agent's task waits for chatty
+  EXPECT_EQ(scheduler_.tasks()[0].failures + scheduler_.tasks()[1].failures, 0);
+}
+
+TEST_F(SchedulerTest, DecommissioningAgentGetsNoNewTasks) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2")}), now_, out);
+  auto l = launches(out);
+  ASSERT_EQ(l.size(), 2u);
+  scheduler_.decommissionAgent("a");
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(l[0], TaskState::kFinished), now_, next);
+  EXPECT_TRUE(launches(next).empty());
+}
+
+TEST_F(SchedulerTest, ReportsATaskNoAgentCanRun) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("huge", 16)}), now_, out);
+  auto why = scheduler_.unschedulableReason();
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("'huge' needs 16 cpus"), std::string::npos) << *why;
+}
+
+TEST_F(SchedulerTest, ManyTasksFlowThroughOneAgent) {
+  addAgent("a", 4);
+  std::vector<TaskSpec> tasks;
+  for (int i = 0; i < 10000; ++i) tasks.push_back(task("t" + std::to_string(i)));
+  Actions out;
+  scheduler_.submit(job(std::move(tasks)), now_, out);
+  std::deque<Action> running(out.begin(), out.end());
+  std::set<std::uint64_t> ids;
+  while (!running.empty()) {
+    Action a = running.front();
+    running.pop_front();
+    ASSERT_TRUE(ids.insert(a.task.task_id).second);
+    Actions next;
+    scheduler_.onStatusUpdate("a", status(a, TaskState::kFinished), now_, next);
+    for (auto& n : next) running.push_back(std::move(n));
+  }
+  EXPECT_EQ(ids.size(), 10000u);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+}
+
+}  // namespace
+}  // namespace dockhand::driver
