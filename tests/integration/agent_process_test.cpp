@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/StreamSocket.h>
 #include <gtest/gtest.h>
 
 #include "dockhand/protocol/messages.h"
@@ -26,9 +28,19 @@ constexpr int kConfigError = 2;
 class AgentProcessTest : public ::testing::Test {
  protected:
   std::vector<std::string> agentArgs(const std::string& driver_url, const std::string& id = "a1") {
-    return {agentBinary(),  "--driver-url", driver_url, "--executor-id", id,
-            "--app-id",     "test-app",     "--cores",  "2",           "--hostname",
-            "127.0.0.1",    "--work-dir",   (dir.path() / ("work-" + id)).string()};
+    return {agentBinary(),
+            "--driver-url",
+            driver_url,
+            "--executor-id",
+            id,
+            "--app-id",
+            "test-app",
+            "--cores",
+            "2",
+            "--hostname",
+            "127.0.0.1",
+            "--work-dir",
+            (dir.path() / ("work-" + id)).string()};
   }
   std::unique_ptr<ChildProcess> startAgent(std::vector<std::string> args,
                                            const std::string& log = "agent.log") {
@@ -176,14 +188,18 @@ TEST_F(AgentProcessTest, ExitsWithBootstrapCodeAfterThreeFailedTries) {
 
 TEST_F(AgentProcessTest, ExitsWhenItsWorkerGoesAway) {
   FakeDriver driver;
-  auto worker = std::make_unique<FakeDriver>();  // any TCP listener serves as a worker
+  Poco::Net::ServerSocket worker(Poco::Net::SocketAddress("127.0.0.1", 0));
   auto args = agentArgs(driver.url());
   args.push_back("--worker-url");
-  args.push_back("tcp://127.0.0.1:" + std::to_string(worker->port()));
+  args.push_back("tcp://127.0.0.1:" + std::to_string(worker.address().port()));
   auto agent = startAgent(args);
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
-  ASSERT_TRUE(waitUntil([&] { return worker->connected(); }, 10s)) << agent->output();
-  worker.reset();
+  ASSERT_TRUE(worker.poll(Poco::Timespan(10, 0), Poco::Net::Socket::SELECT_READ))
+      << agent->output();
+  Poco::Net::StreamSocket connection = worker.acceptConnection();
+  EXPECT_TRUE(agent->running());
+  connection.close();  // the worker goes away
+  worker.close();
   EXPECT_EQ(agent->waitExit(15s), kWorkerLost) << agent->output();
   EXPECT_TRUE(driver.waitForType("RemoveExecutor", 5s).has_value());
 }
@@ -197,8 +213,8 @@ TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
   ASSERT_TRUE(error.has_value()) << agent->output();
   EXPECT_EQ(error->error->code, "malformed_frame");
   driver.sendRaw(R"({"type": "NoSuchMessage", "id": 42, "body": {}})");
-  auto reply = driver.waitFor([](const proto::Envelope& e) { return e.isReply() && e.re == 42; },
-                              5s);
+  auto reply =
+      driver.waitFor([](const proto::Envelope& e) { return e.isReply() && e.re == 42; }, 5s);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->error->code, "unknown_type");
   driver.sendRaw(R"({"type": "LaunchTask", "body": {"task": {"name": "no id"}}})");
@@ -292,9 +308,8 @@ TEST_F(AgentProcessTest, CommandLineOverridesTheConfigFile) {
   auto config = dir.path() / "agent.json";
   writeFile(config, R"({"driver_url": "ws://127.0.0.1:1/", "executor_id": "from-file",
                         "app_id": "a", "cores": 1})");
-  auto agent = startAgent({agentBinary(), "--config", config.string(), "--driver-url",
-                           driver.url(), "--executor-id", "from-cli", "--work-dir",
-                           (dir.path() / "w").string()});
+  auto agent = startAgent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
+                           "--executor-id", "from-cli", "--work-dir", (dir.path() / "w").string()});
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   auto launched = driver.waitForType("Heartbeat", 5s);
   ASSERT_TRUE(launched.has_value());
