@@ -1,0 +1,217 @@
+// PluginExecutor with the real `process` runner: the test thread plays the core thread.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "../plugins/test_processes.h"
+#include "executor/plugin_executor.h"
+#include "plugins/plugin_host.h"
+
+namespace dockhand::agent {
+namespace {
+
+using dockhand::testing::groupGone;
+using dockhand::testing::TempDir;
+using protocol::TaskState;
+
+// The core thread's queue: any thread posts, the test thread runs the closures.
+class QueueSink : public EventSink {
+ public:
+  void post(std::function<void()> event) override {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(event));
+    }
+    posted_.notify_all();
+  }
+
+  // Runs posted closures on this thread until `done` holds or `timeout` passes.
+  template <class Done>
+  bool runUntil(Done&& done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      std::function<void()> next;
+      {
+        std::unique_lock lock(mutex_);
+        if (!posted_.wait_until(lock, deadline, [&] { return !queue_.empty(); })) return done();
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      next();
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable posted_;
+  std::deque<std::function<void()>> queue_;
+};
+
+class PluginExecutorTest : public ::testing::Test {
+ protected:
+  PluginExecutorTest() {
+    std::map<std::string, TaskRunnerFactory> runners;
+    runners["process"] = host_.taskRunnerFactory("process", R"({"kill_grace_ms": 200})");
+    executor_ = std::make_unique<PluginExecutor>(
+        sink_,
+        [this](TaskStatusEvent event) {
+          EXPECT_EQ(std::this_thread::get_id(), core_thread_) << "on_status off the core thread";
+          events_.push_back(std::move(event));
+        },
+        tmp_.path(), "exec-1", std::move(runners));
+  }
+
+  static protocol::TaskDescription shellTask(std::uint64_t id, const std::string& script) {
+    protocol::TaskDescription task;
+    task.task_id = id;
+    task.name = "task " + std::to_string(id);
+    task.payload = Json{{"shell", script}};
+    return task;
+  }
+
+  // The task's terminal event, running the core queue until it comes.
+  std::optional<TaskStatusEvent> terminal(std::uint64_t id) {
+    std::optional<TaskStatusEvent> found;
+    sink_.runUntil([&] {
+      for (const auto& e : events_) {
+        if (e.task_id == id && protocol::isTerminal(e.state)) {
+          found = e;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+  pid_t groupOf(std::uint64_t id, std::size_t processes) {
+    pid_t pgid = -1;
+    EXPECT_TRUE(dockhand::testing::eventually([&] {
+      auto dump = executor_->threadDump(id);
+      if (!dump) return false;
+      pgid = dump->at("pgid").get<pid_t>();
+      return dump->at("processes").size() >= processes;
+    }));
+    return pgid;
+  }
+
+  TempDir tmp_;
+  QueueSink sink_;
+  std::thread::id core_thread_ = std::this_thread::get_id();
+  std::vector<TaskStatusEvent> events_;
+  PluginHost host_{{DOCKHAND_PLUGIN_DIR}};
+  std::unique_ptr<PluginExecutor> executor_;
+};
+
+TEST_F(PluginExecutorTest, RunsTaskAndReportsOnCoreThread) {
+  auto error = executor_->launch(shellTask(1, "echo hi"));
+  ASSERT_FALSE(error) << *error;
+  EXPECT_EQ(executor_->runningTasks(), 1u);
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kFinished);
+  EXPECT_EQ(end->result.at("stdout"), "hi\n");
+  EXPECT_EQ(events_.front().state, TaskState::kRunning);
+  EXPECT_EQ(executor_->runningTasks(), 0u);
+  EXPECT_TRUE(std::filesystem::is_directory(tmp_.path() / "tasks" / "task-1"));
+}
+
+TEST_F(PluginExecutorTest, FailureCarriesExitCodeAndStderr) {
+  ASSERT_FALSE(executor_->launch(shellTask(1, "echo broken >&2; exit 3")));
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kFailed);
+  EXPECT_EQ(end->exit_code, 3);
+  EXPECT_EQ(end->reason, "exited with code 3");
+  EXPECT_EQ(end->stderr_tail, "broken\n");
+}
+
+TEST_F(PluginExecutorTest, TaskEnvironmentNamesTaskAndResources) {
+  auto task =
+      shellTask(7,
+                "echo \"$DOCKHAND_TASK_ID|$DOCKHAND_TASK_ATTEMPT|$DOCKHAND_TASK_NAME|"
+                "$DOCKHAND_PARTITION|$DOCKHAND_EXECUTOR_ID|$DOCKHAND_CPUS|"
+                "$DOCKHAND_RESOURCE_GPU|$CUDA_VISIBLE_DEVICES|$DOCKHAND_RESOURCE_MY_FPGA\"");
+  task.attempt = 2;
+  task.partition = 5;
+  task.cpus = 3;
+  task.resources = {{"gpu", {"0", "2"}}, {"my.fpga", {"7"}}};
+  ASSERT_FALSE(executor_->launch(task));
+  auto end = terminal(7);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->result.at("stdout"), "7|2|task 7|5|exec-1|3|0,2|0,2|7\n");
+}
+
+TEST_F(PluginExecutorTest, UnknownRunnerIsRefused) {
+  auto task = shellTask(1, "true");
+  task.runner = "docker";
+  EXPECT_EQ(executor_->launch(task), "no task runner named 'docker' (loaded runners: process)");
+  EXPECT_EQ(executor_->runningTasks(), 0u);
+}
+
+TEST_F(PluginExecutorTest, RunnerRefusalIsReturnedAndNoStatusFollows) {
+  protocol::TaskDescription task;
+  task.task_id = 1;
+  task.payload = Json{{"command", {"dockhand-no-such-command"}}};
+  EXPECT_EQ(executor_->launch(task),
+            "process: cannot start 'dockhand-no-such-command': No such file or directory");
+  EXPECT_EQ(executor_->runningTasks(), 0u);
+  // A later task's events arrive; none for task 1.
+  ASSERT_FALSE(executor_->launch(shellTask(2, "true")));
+  ASSERT_TRUE(terminal(2));
+  for (const auto& e : events_) EXPECT_NE(e.task_id, 1u);
+}
+
+TEST_F(PluginExecutorTest, KillAndThreadDumpRouteToTheRunner) {
+  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")));
+  pid_t pgid = groupOf(1, 3);
+  EXPECT_TRUE(executor_->kill(1, false, "no longer needed"));
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kKilled);
+  EXPECT_EQ(end->reason, "no longer needed");
+  EXPECT_TRUE(dockhand::testing::eventually([&] { return groupGone(pgid); }));
+  EXPECT_FALSE(executor_->kill(1, false, "again"));
+  EXPECT_FALSE(executor_->threadDump(1));
+}
+
+TEST_F(PluginExecutorTest, StopAllEndsEveryTaskWithinGrace) {
+  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")));
+  ASSERT_FALSE(executor_->launch(shellTask(2, "trap '' TERM; sleep 100")));
+  ASSERT_FALSE(executor_->launch(shellTask(3, "sleep 100")));
+  pid_t g1 = groupOf(1, 3);
+  pid_t g2 = groupOf(2, 2);
+  pid_t g3 = groupOf(3, 1);
+  const auto start = std::chrono::steady_clock::now();
+  executor_->stopAll(std::chrono::seconds(5));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(groupGone(g1));
+  EXPECT_TRUE(groupGone(g2));
+  EXPECT_TRUE(groupGone(g3));
+  for (std::uint64_t id : {1, 2, 3}) {
+    auto end = terminal(id);
+    ASSERT_TRUE(end) << "task " << id;
+    EXPECT_EQ(end->state, TaskState::kKilled);
+  }
+  EXPECT_EQ(executor_->runningTasks(), 0u);
+}
+
+TEST_F(PluginExecutorTest, StopAllGivesUpWaitingAfterGrace) {
+  // The runner's SIGKILL comes after 200 ms; a 50 ms grace ends sooner, then destroy kills.
+  ASSERT_FALSE(executor_->launch(shellTask(1, "trap '' TERM; sleep 100")));
+  pid_t pgid = groupOf(1, 2);
+  executor_->stopAll(std::chrono::milliseconds(50));
+  EXPECT_TRUE(groupGone(pgid));
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kKilled);
+}
+
+}  // namespace
+}  // namespace dockhand::agent

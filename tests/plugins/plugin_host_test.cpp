@@ -1,0 +1,233 @@
+// The plugin host against real libraries: the built-in `process` plugin and one tiny broken
+// fixture plugin per refusal (tests/fixtures/plugins).
+#include <dlfcn.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "plugins/plugin_host.h"
+#include "status_recorder.h"
+
+namespace dockhand::agent {
+namespace {
+
+using dockhand::testing::StatusRecorder;
+using ::testing::HasSubstr;
+
+const std::filesystem::path kPluginDir = DOCKHAND_PLUGIN_DIR;
+const std::filesystem::path kFixtureDir = DOCKHAND_FIXTURE_PLUGIN_DIR;
+
+std::string fixture(const std::string& name) {
+  return (kFixtureDir / ("dockhand-fixture-" + name + ".so")).string();
+}
+
+// The message PluginHost::load() refuses `name_or_path` with ("" when it loads).
+std::string refusal(PluginHost& host, const std::string& name_or_path) {
+  try {
+    host.load(name_or_path);
+  } catch (const PluginLoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string createRefusal(PluginHost& host, const std::string& name_or_path,
+                          const std::string& config = "{}") {
+  try {
+    host.create(name_or_path, config);
+  } catch (const PluginLoadError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginHostTest, FindsPluginByNameInFirstDirectoryThatHasIt) {
+  PluginHost host({kFixtureDir, kPluginDir});
+  auto library = host.load("process");
+  EXPECT_EQ(library->name(), "process");
+  EXPECT_EQ(library->path(), kPluginDir / "dockhand-process.so");
+  EXPECT_FALSE(library->version().empty());
+  EXPECT_TRUE(library->implements(DH_KIND_TASK_RUNNER));
+  EXPECT_EQ(host.load("process"), library) << "a library is loaded once";
+  EXPECT_EQ(host.load((kPluginDir / "dockhand-process.so").string()), library);
+}
+
+TEST(PluginHostTest, UnknownNameListsTheDirectoriesSearched) {
+  PluginHost host({kFixtureDir, kPluginDir});
+  EXPECT_EQ(refusal(host, "nope"), "plugin 'nope': no dockhand-nope.so in " + kFixtureDir.string() +
+                                       ", " + kPluginDir.string());
+  EXPECT_EQ(refusal(host, "/nonexistent/dockhand-x.so"),
+            "plugin '/nonexistent/dockhand-x.so': no such file");
+}
+
+TEST(PluginHostTest, RefusesTextFile) {
+  PluginHost host({});
+  EXPECT_EQ(refusal(host, fixture("not-a-library")),
+            "plugin '" + fixture("not-a-library") + "': not a shared library (no ELF header)");
+}
+
+TEST(PluginHostTest, RefusesLibraryWithoutEntrySymbol) {
+  PluginHost host({});
+  EXPECT_EQ(refusal(host, fixture("missing-entry")),
+            "plugin '" + fixture("missing-entry") +
+                "': missing entry symbol dh_plugin_entry (not a Dockhand plugin?)");
+}
+
+TEST(PluginHostTest, RefusesOtherAbiMajor) {
+  PluginHost host({});
+  EXPECT_EQ(refusal(host, fixture("wrong-major")),
+            "plugin '" + fixture("wrong-major") + "': ABI major " +
+                std::to_string(DH_ABI_MAJOR + 1) + ", host supports " +
+                std::to_string(DH_ABI_MAJOR));
+}
+
+TEST(PluginHostTest, RefusesNewerAbiMinor) {
+  PluginHost host({});
+  EXPECT_THAT(refusal(host, fixture("newer-minor")),
+              HasSubstr("': built against newer ABI minor 1." + std::to_string(DH_ABI_MINOR + 1) +
+                        ", host supports up to 1." + std::to_string(DH_ABI_MINOR)));
+}
+
+TEST(PluginHostTest, RefusesRunnerWithoutRequiredHook) {
+  PluginHost host({});
+  EXPECT_EQ(refusal(host, fixture("no-kill")),
+            "plugin '" + fixture("no-kill") + "': the required task_runner hook kill is missing");
+}
+
+TEST(PluginHostTest, CreateFailureCarriesPluginMessageAndDestroysTheInstance) {
+  PluginHost host({});
+  EXPECT_EQ(createRefusal(host, fixture("create-fails")),
+            "plugin 'create-fails' (" + fixture("create-fails") +
+                "): create failed: no licence for this machine");
+  // The library is still loaded (the host keeps it): ask it how often destroy() ran.
+  void* handle = ::dlopen(fixture("create-fails").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto destroyed = reinterpret_cast<int (*)()>(::dlsym(handle, "dockhand_fixture_destroyed"));
+  ASSERT_NE(destroyed, nullptr);
+  EXPECT_EQ(destroyed(), 1);
+  ::dlclose(handle);
+}
+
+TEST(PluginHostTest, ExceptionFromCreateBecomesAnError) {
+  PluginHost host({});
+  EXPECT_EQ(createRefusal(host, fixture("create-throws")),
+            "plugin 'create-throws' (" + fixture("create-throws") +
+                "): create failed: cannot open /dev/frobnicator");
+}
+
+TEST(PluginHostTest, RefusesDuplicatePluginName) {
+  PluginHost host({kPluginDir});
+  host.load("process");
+  EXPECT_EQ(refusal(host, fixture("dup-process")),
+            "plugin '" + fixture("dup-process") + "': duplicate plugin name 'process' (already " +
+                "loaded from " + (kPluginDir / "dockhand-process.so").string() + ")");
+}
+
+TEST(PluginHostTest, RefusesConfigThatIsNotAnObject) {
+  PluginHost host({});
+  EXPECT_EQ(createRefusal(host, fixture("sdk-echo"), "[1]"),
+            "plugin 'sdk-echo' (" + fixture("sdk-echo") + "): config must be a JSON object");
+}
+
+TEST(PluginHostTest, RefusesWrongKind) {
+  PluginHost host({kPluginDir});
+  try {
+    host.createBlockMigration("process", "{}", {});
+    FAIL() << "process created as a migration plugin";
+  } catch (const PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("): not a block migration plugin"));
+  }
+}
+
+TEST(PluginHostTest, DescriptorChecks) {
+  EXPECT_EQ(checkDescriptor(nullptr), "dh_plugin_entry returned no descriptor");
+  static const dh_task_runner_vtable runner = {
+      sizeof(dh_task_runner_vtable), [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
+      [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr};
+  dh_plugin_descriptor d{};
+  d.struct_size = sizeof d;
+  d.abi_major = DH_ABI_MAJOR;
+  d.abi_minor = DH_ABI_MINOR;
+  d.name = "ok";
+  d.version = "1";
+  d.kinds = DH_KIND_TASK_RUNNER;
+  d.create = [](const dh_host*, const char*, dh_plugin**) -> dh_status { return DH_OK; };
+  d.destroy = [](dh_plugin*) {};
+  d.last_error = [](dh_plugin*) -> const char* { return ""; };
+  d.task_runner = &runner;
+  EXPECT_EQ(checkDescriptor(&d), "");
+
+  auto changed = [&](auto&& change) {
+    dh_plugin_descriptor copy = d;
+    change(copy);
+    return checkDescriptor(&copy);
+  };
+  EXPECT_EQ(changed([](auto& c) { c.name = "Bad Name"; }),
+            "name is missing or not [a-z0-9_-]{1,64}");
+  EXPECT_EQ(changed([](auto& c) { c.version = nullptr; }), "version is missing");
+  EXPECT_EQ(changed([](auto& c) { c.destroy = nullptr; }), "the required hook destroy is missing");
+  EXPECT_EQ(changed([](auto& c) { c.kinds = DH_KIND_BLOCK_MIGRATION; }),
+            "has a task_runner table but does not declare that kind");
+  EXPECT_EQ(changed([](auto& c) { c.kinds |= DH_KIND_RESOURCE_DISCOVERY; }),
+            "declares kind resource_discovery but has no resource_discovery table");
+  EXPECT_EQ(changed([](auto& c) { c.struct_size = 4; }), "descriptor struct_size 4 is too small");
+  EXPECT_EQ(changed([](auto& c) { c.struct_size = 16; }),
+            "descriptor struct_size 16 is smaller than ABI 1.0's " +
+                std::to_string(sizeof(dh_plugin_descriptor)));
+  EXPECT_EQ(changed([](auto& c) {
+              c.kinds = 0;
+              c.task_runner = nullptr;
+            }),
+            "declares no kind");
+}
+
+// A plugin written with plugin.hpp: hooks, exceptions, logs and host callbacks end to end.
+TEST(PluginHostTest, SdkPluginRoundTrip) {
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  StatusRecorder recorder;
+  std::unique_ptr<TaskRunnerPlugin> runner;
+  {
+    PluginHost host({kFixtureDir});
+    runner = host.createTaskRunner(fixture("sdk-echo"), R"({"x":1})", recorder.callback());
+  }  // the host is gone; the runner keeps its library loaded
+  EXPECT_EQ(runner->name(), "sdk-echo");
+  EXPECT_EQ(runner->instance().library().version(), "1.2.3");
+  EXPECT_THAT(log.str(), HasSubstr("[plugin.sdk-echo] [info] echo created with config {\"x\":1}"));
+
+  auto ok = runner->launch(R"({"task_id":5})");
+  EXPECT_TRUE(ok.ok()) << ok.error;
+  auto end = recorder.waitTerminal(5, std::chrono::milliseconds(0));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+  EXPECT_EQ(end->detail.at("result"), "echo");
+
+  auto boom = runner->launch(R"({"task_id":6,"boom":1})");
+  EXPECT_EQ(boom.status, DH_ERROR);
+  EXPECT_EQ(boom.error, "boom happened");
+  auto bad = runner->launch(R"({"task_id":7,"bad":1})");
+  EXPECT_EQ(bad.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error, "payload/bad: not allowed");
+  auto odd = runner->launch(R"({"task_id":8,"int-throw":1})");
+  EXPECT_EQ(odd.status, DH_ERROR);
+  EXPECT_EQ(odd.error, "unknown exception");
+  auto killed = runner->kill(5, false, "x");
+  EXPECT_EQ(killed.status, DH_NOT_FOUND);
+  EXPECT_EQ(killed.error, "no task 5");
+  auto dump = runner->threadDump(5);
+  EXPECT_EQ(dump.status, DH_UNSUPPORTED);
+  EXPECT_EQ(dump.error, "thread dumps are not supported by this runner");
+
+  runner.reset();
+  EXPECT_THAT(log.str(), HasSubstr("[plugin.sdk-echo] [info] echo destroyed"));
+  spdlog::set_default_logger(previous);
+  spdlog::drop("plugin.sdk-echo");
+}
+
+}  // namespace
+}  // namespace dockhand::agent

@@ -1,0 +1,329 @@
+// The built-in `process` runner, loaded by the real plugin host, running real processes.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "plugins/plugin_host.h"
+#include "status_recorder.h"
+#include "test_processes.h"
+
+namespace dockhand::agent {
+namespace {
+
+using dockhand::testing::eventually;
+using dockhand::testing::groupGone;
+using dockhand::testing::StatusRecorder;
+using dockhand::testing::TempDir;
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+class ProcessPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override { runner_ = makeRunner(R"({"kill_grace_ms": 300})"); }
+  void TearDown() override { runner_.reset(); }
+
+  std::unique_ptr<TaskRunnerPlugin> makeRunner(const std::string& config) {
+    return host_.createTaskRunner("process", config, recorder_.callback());
+  }
+
+  // A task_json for `payload`, with its own work directory.
+  std::string task(std::uint64_t id, json payload, json env = json::object()) {
+    auto dir = tmp_.path() / ("task-" + std::to_string(id));
+    std::filesystem::create_directories(dir);
+    return json{{"task_id", id},
+                {"attempt", 0},
+                {"name", "t"},
+                {"partition", 0},
+                {"cpus", 1},
+                {"resources", json::object()},
+                {"properties", json::object()},
+                {"payload", std::move(payload)},
+                {"work_dir", dir.string()},
+                {"env", std::move(env)}}
+        .dump();
+  }
+  static json shell(const std::string& script) { return json{{"shell", script}}; }
+
+  // Launches and waits until the task's group has `count` processes; returns its pgid.
+  pid_t launchAndWaitForProcesses(std::uint64_t id, const std::string& script, std::size_t count) {
+    auto launched = runner_->launch(task(id, shell(script)));
+    EXPECT_TRUE(launched.ok()) << launched.error;
+    pid_t pgid = -1;
+    EXPECT_TRUE(eventually([&] {
+      auto dump = runner_->threadDump(id);
+      if (!dump.ok()) return false;
+      auto parsed = json::parse(dump.json);
+      pgid = parsed.at("pgid").get<pid_t>();
+      return parsed.at("processes").size() >= count;
+    })) << "task "
+        << id << " never had " << count << " processes";
+    return pgid;
+  }
+
+  TempDir tmp_;
+  StatusRecorder recorder_;
+  PluginHost host_{{DOCKHAND_PLUGIN_DIR}};
+  std::unique_ptr<TaskRunnerPlugin> runner_;
+};
+
+TEST_F(ProcessPluginTest, StdoutComesBackAsResult) {
+  auto launched = runner_->launch(task(1, json{{"command", {"/bin/echo", "hello", "world"}}}));
+  ASSERT_TRUE(launched.ok()) << launched.error;
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED) << end->detail;
+  const json& result = end->detail.at("result");
+  EXPECT_EQ(result.at("stdout"), "hello world\n");
+  EXPECT_EQ(result.at("exit_code"), 0);
+  EXPECT_EQ(result.at("stdout_truncated"), false);
+  EXPECT_GE(result.at("duration_ms").get<int>(), 0);
+  auto reports = recorder_.reports(1);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].state, DH_TASK_RUNNING);
+}
+
+TEST_F(ProcessPluginTest, SearchesPathForBareCommand) {
+  ASSERT_TRUE(runner_->launch(task(1, json{{"command", {"echo", "found"}}})).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->detail.at("result").at("stdout"), "found\n");
+}
+
+TEST_F(ProcessPluginTest, ResultIsCutAtLimit) {
+  runner_ = makeRunner(R"({"result_limit_bytes": 4})");
+  ASSERT_TRUE(runner_->launch(task(1, shell("printf 123456789"))).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->detail.at("result").at("stdout"), "1234");
+  EXPECT_EQ(end->detail.at("result").at("stdout_truncated"), true);
+}
+
+TEST_F(ProcessPluginTest, NonZeroExitFailsWithStderrTail) {
+  runner_ = makeRunner(R"({"stderr_tail_bytes": 5})");
+  ASSERT_TRUE(runner_->launch(task(1, shell("echo 'first line' >&2; echo oops >&2; exit 3"))).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FAILED);
+  EXPECT_EQ(end->detail.at("exit_code"), 3);
+  EXPECT_EQ(end->detail.at("reason"), "exited with code 3");
+  EXPECT_EQ(end->detail.at("stderr_tail"), "oops\n");
+}
+
+TEST_F(ProcessPluginTest, DeathBySignalFails) {
+  ASSERT_TRUE(runner_->launch(task(1, shell("kill -9 $$"))).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FAILED);
+  EXPECT_EQ(end->detail.at("signal"), 9);
+  EXPECT_EQ(end->detail.at("reason"), "killed by signal 9 (SIGKILL)");
+}
+
+TEST_F(ProcessPluginTest, MissingCommandIsLaunchError) {
+  auto launched = runner_->launch(task(1, json{{"command", {"dockhand-no-such-command"}}}));
+  EXPECT_EQ(launched.status, DH_ERROR);
+  EXPECT_EQ(launched.error, "cannot start 'dockhand-no-such-command': No such file or directory");
+  launched = runner_->launch(task(2, json{{"command", {"/nonexistent/prog"}}}));
+  EXPECT_EQ(launched.error, "cannot start '/nonexistent/prog': No such file or directory");
+  EXPECT_TRUE(recorder_.reports(1).empty());
+  EXPECT_TRUE(recorder_.reports(2).empty());
+}
+
+TEST_F(ProcessPluginTest, BadPayloadNamesTheField) {
+  auto launched = runner_->launch(task(1, json{{"command", json::array()}}));
+  EXPECT_EQ(launched.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(launched.error, "payload/command: must be a non-empty array of strings");
+  launched = runner_->launch(task(2, json{{"command", {"a", 1}}}));
+  EXPECT_EQ(launched.error, "payload/command: must be a non-empty array of strings");
+  launched = runner_->launch(task(3, json{{"shell", "true"}, {"env", {{"X", 1}}}}));
+  EXPECT_EQ(launched.error, "payload/env/X: must be a string");
+  launched = runner_->launch(task(4, json{{"shel", "true"}}));
+  EXPECT_EQ(launched.error, "payload/shel: unknown key (known keys: command, shell, env, cwd)");
+  launched = runner_->launch(task(5, json{{"shell", "true"}, {"command", {"true"}}}));
+  EXPECT_EQ(launched.error, "payload: needs exactly one of \"command\" or \"shell\"");
+  launched = runner_->launch("not json");
+  EXPECT_EQ(launched.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(launched.error, "task_json: is not valid JSON");
+}
+
+TEST_F(ProcessPluginTest, EnvironmentAndWorkingDirectory) {
+  ::setenv("DOCKHAND_TEST_INHERITED", "inherited", 1);
+  std::filesystem::create_directories(tmp_.path() / "task-1" / "sub");
+  auto payload = json{{"shell", "echo \"$DOCKHAND_TEST_INHERITED $A $B $(pwd)\""},
+                      {"env", {{"B", "payload-b"}, {"A", "payload-a"}}},
+                      {"cwd", "sub"}};
+  ASSERT_TRUE(runner_->launch(task(1, payload, {{"A", "task-a"}, {"C", "c"}})).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->detail.at("result").at("stdout"),
+            "inherited payload-a payload-b " + (tmp_.path() / "task-1" / "sub").string() + "\n");
+  // stdout and stderr are files in the work directory.
+  EXPECT_TRUE(std::filesystem::exists(tmp_.path() / "task-1" / "stdout"));
+  EXPECT_TRUE(std::filesystem::exists(tmp_.path() / "task-1" / "stderr"));
+}
+
+// Descriptors this process got from whoever started it without FD_CLOEXEC: not ours to hide.
+std::set<std::string> inheritedDescriptors() {
+  std::set<std::string> fds;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const std::string name = entry.path().filename().string();
+    int flags = ::fcntl(std::stoi(name), F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) fds.insert(name);
+  }
+  return fds;
+}
+
+TEST_F(ProcessPluginTest, TaskInheritsNoDescriptorOfTheAgent) {
+  // Taken before the runner opens its epoll, eventfd and pidfds, so that those count.
+  runner_.reset();
+  const std::set<std::string> outside = inheritedDescriptors();
+  runner_ = makeRunner("{}");
+  launchAndWaitForProcesses(1, "sleep 100", 1);
+  // ls prints the descriptors it has: 0-2 and the directory it reads.
+  ASSERT_TRUE(runner_->launch(task(2, shell("ls /proc/self/fd"))).ok());
+  auto end = recorder_.waitTerminal(2);
+  ASSERT_TRUE(end);
+  std::istringstream fds(end->detail.at("result").at("stdout").get<std::string>());
+  int extra = 0;
+  for (std::string fd; fds >> fd;) {
+    if (std::stoi(fd) <= 2 || outside.count(fd)) continue;
+    ++extra;
+  }
+  EXPECT_LE(extra, 1) << end->detail.dump();
+  // stdin is /dev/null.
+  ASSERT_TRUE(runner_->launch(task(3, shell("readlink /proc/self/fd/0"))).ok());
+  EXPECT_EQ(recorder_.waitTerminal(3)->detail.at("result").at("stdout"), "/dev/null\n");
+  runner_->kill(1, true, "done");
+}
+
+TEST_F(ProcessPluginTest, KillStopsTheWholeProcessGroup) {
+  pid_t pgid = launchAndWaitForProcesses(1, "sleep 100 & sleep 100; wait", 3);
+  ASSERT_GT(pgid, 0);
+  auto killed = runner_->kill(1, false, "stage cancelled");
+  ASSERT_TRUE(killed.ok()) << killed.error;
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_EQ(end->detail.at("reason"), "stage cancelled");
+  EXPECT_TRUE(eventually([&] { return groupGone(pgid); }));
+  EXPECT_EQ(runner_->kill(1, false, "again").status, DH_NOT_FOUND);
+}
+
+TEST_F(ProcessPluginTest, InterruptKillsAtOnce) {
+  runner_ = makeRunner(R"({"kill_grace_ms": 600000})");
+  pid_t pgid = launchAndWaitForProcesses(1, "trap '' TERM; sleep 100", 2);
+  ASSERT_TRUE(runner_->kill(1, true, "interrupted").ok());
+  auto end = recorder_.waitTerminal(1, std::chrono::seconds(10));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_EQ(end->detail.at("reason"), "interrupted");
+  EXPECT_TRUE(eventually([&] { return groupGone(pgid); }));
+}
+
+TEST_F(ProcessPluginTest, TermIgnoringTaskIsKilledAfterGrace) {
+  pid_t pgid = launchAndWaitForProcesses(1, "trap '' TERM; sleep 100", 2);
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_TRUE(runner_->kill(1, false, "stop").ok());
+  auto end = recorder_.waitTerminal(1, std::chrono::seconds(10));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(300));
+  EXPECT_TRUE(eventually([&] { return groupGone(pgid); }));
+}
+
+TEST_F(ProcessPluginTest, LeaderExitKillsWhatItLeftBehind) {
+  ASSERT_TRUE(runner_->launch(task(1, shell("sleep 100 & echo $$"))).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+  pid_t pgid = std::stoi(end->detail.at("result").at("stdout").get<std::string>());
+  EXPECT_TRUE(eventually([&] { return groupGone(pgid); }));
+}
+
+TEST_F(ProcessPluginTest, ThreadDumpListsTheProcessTree) {
+  pid_t pgid = launchAndWaitForProcesses(1, "sleep 100 & sleep 101; wait", 3);
+  auto dumped = runner_->threadDump(1);
+  ASSERT_TRUE(dumped.ok()) << dumped.error;
+  json dump = json::parse(dumped.json);
+  EXPECT_EQ(dump.at("task_id"), 1);
+  EXPECT_EQ(dump.at("pgid"), pgid);
+  std::set<std::string> commands;
+  for (const auto& process : dump.at("processes")) {
+    EXPECT_TRUE(process.contains("pid"));
+    EXPECT_TRUE(process.contains("ppid"));
+    EXPECT_TRUE(process.contains("state"));
+    ASSERT_FALSE(process.at("threads").empty());
+    const auto& thread = process.at("threads").at(0);
+    EXPECT_EQ(thread.at("tid"), process.at("pid"));
+    EXPECT_TRUE(thread.contains("name"));
+    EXPECT_TRUE(thread.contains("state"));
+    std::string cmdline;
+    for (const auto& arg : process.at("cmdline")) cmdline += arg.get<std::string>() + " ";
+    commands.insert(cmdline);
+  }
+  EXPECT_TRUE(commands.count("sleep 100 ")) << dump.dump();
+  EXPECT_TRUE(commands.count("sleep 101 ")) << dump.dump();
+  EXPECT_EQ(runner_->threadDump(99).status, DH_NOT_FOUND);
+  runner_->kill(1, true, "done");
+}
+
+TEST_F(ProcessPluginTest, DestroyLeavesNoProcessBehind) {
+  pid_t first = launchAndWaitForProcesses(1, "sleep 100 & sleep 100; wait", 3);
+  pid_t second = launchAndWaitForProcesses(2, "trap '' TERM; sleep 100", 2);
+  runner_.reset();
+  EXPECT_TRUE(groupGone(first));
+  EXPECT_TRUE(groupGone(second));
+  auto end = recorder_.waitTerminal(1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_EQ(end->detail.at("reason"), "task runner shut down");
+}
+
+TEST_F(ProcessPluginTest, UnknownTaskIsNotFound) {
+  auto killed = runner_->kill(42, false, "x");
+  EXPECT_EQ(killed.status, DH_NOT_FOUND);
+  EXPECT_EQ(killed.error, "no running task 42");
+}
+
+TEST_F(ProcessPluginTest, DuplicateTaskIdIsRefused) {
+  launchAndWaitForProcesses(1, "sleep 100", 1);
+  auto again = runner_->launch(task(1, shell("true")));
+  EXPECT_EQ(again.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(again.error, "task 1 is already running");
+  runner_->kill(1, true, "done");
+}
+
+TEST_F(ProcessPluginTest, BadConfigIsRefusedAtCreate) {
+  try {
+    makeRunner(R"({"kill_grace": 10})");
+    FAIL() << "created with an unknown key";
+  } catch (const PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("create failed: config/kill_grace: unknown key (known keys: "
+                                    "kill_grace_ms, result_limit_bytes, stderr_tail_bytes)"));
+  }
+  EXPECT_THROW(makeRunner(R"({"kill_grace_ms": -1})"), PluginLoadError);
+}
+
+TEST_F(ProcessPluginTest, ManyShortTasksAllReportOnce) {
+  constexpr int kTasks = 200;
+  for (int i = 1; i <= kTasks; ++i) {
+    auto launched = runner_->launch(task(i, json{{"command", {"/bin/true"}}}));
+    ASSERT_TRUE(launched.ok()) << launched.error;
+  }
+  for (int i = 1; i <= kTasks; ++i) {
+    auto end = recorder_.waitTerminal(i);
+    ASSERT_TRUE(end) << "task " << i;
+    EXPECT_EQ(end->state, DH_TASK_FINISHED);
+    EXPECT_EQ(recorder_.reports(i).size(), 2u);
+  }
+}
+
+}  // namespace
+}  // namespace dockhand::agent
