@@ -96,7 +96,13 @@ class PluginExecutorTest : public ::testing::Test {
       auto dump = executor_->threadDump(id);
       if (!dump) return false;
       pgid = dump->at("pgid").get<pid_t>();
-      return dump->at("processes").size() >= processes;
+      std::size_t ready = 0;  // the leader, and children that have exec'd their program
+      for (const auto& process : dump->at("processes")) {
+        if (process.at("pid") == pgid ||
+            (!process.at("cmdline").empty() && process.at("cmdline").at(0) != "/bin/sh"))
+          ++ready;
+      }
+      return ready >= processes;
     }));
     return pgid;
   }

@@ -62,7 +62,14 @@ class ProcessPluginTest : public ::testing::Test {
       if (!dump.ok()) return false;
       auto parsed = json::parse(dump.json);
       pgid = parsed.at("pgid").get<pid_t>();
-      return parsed.at("processes").size() >= count;
+      // The leader, plus children that have exec'd their own program (not a forked shell).
+      std::size_t ready = 0;
+      for (const auto& process : parsed.at("processes")) {
+        if (process.at("pid") == pgid ||
+            (!process.at("cmdline").empty() && process.at("cmdline").at(0) != "/bin/sh"))
+          ++ready;
+      }
+      return ready >= count;
     })) << "task "
         << id << " never had " << count << " processes";
     return pgid;
