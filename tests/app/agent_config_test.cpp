@@ -1,0 +1,249 @@
+#include "app/agent_config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include <spdlog/spdlog.h>
+
+#include "app/log_setup.h"
+
+namespace dockhand::agent {
+namespace {
+
+std::string errorOf(const std::string& text) {
+  AgentConfig config;
+  try {
+    loadConfigJson(text, "agent.json", config);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AgentConfigTest, ReadsEveryKey) {
+  AgentConfig config;
+  loadConfigJson(R"({
+    "driver_url": "ws://d:1/", "executor_id": "e", "bind_address": "0.0.0.0",
+    "hostname": "h", "cores": 4, "resources_file": "/r.json", "app_id": "a",
+    "worker_url": "tcp://w:2", "resource_profile_id": 3, "work_dir": "/w",
+    "log_level": "debug", "plugin_dirs": ["/p"], "connect_tries": 5,
+    "connect_retry_delay_ms": 10, "ask_timeout_ms": 20, "stop_grace_ms": 30,
+    "max_frame_bytes": 65536,
+    "plugins": [{"name": "process", "config": {"kill_grace_ms": 1}},
+                {"path": "/x/dockhand-y.so", "required": false}]})",
+                 "agent.json", config);
+  EXPECT_EQ(config.driver_url, "ws://d:1/");
+  EXPECT_EQ(config.executor_id, "e");
+  EXPECT_EQ(config.bind_address, "0.0.0.0");
+  EXPECT_EQ(config.hostname, "h");
+  EXPECT_EQ(config.cores, 4);
+  EXPECT_EQ(config.resources_file, "/r.json");
+  EXPECT_EQ(config.app_id, "a");
+  EXPECT_EQ(config.worker_url, "tcp://w:2");
+  EXPECT_EQ(config.resource_profile_id, 3);
+  EXPECT_EQ(config.work_dir, "/w");
+  EXPECT_EQ(config.log_level, "debug");
+  EXPECT_EQ(config.plugin_dirs, std::vector<std::string>{"/p"});
+  EXPECT_EQ(config.connect_tries, 5);
+  EXPECT_EQ(config.connect_retry_delay_ms, 10);
+  EXPECT_EQ(config.ask_timeout_ms, 20);
+  EXPECT_EQ(config.stop_grace_ms, 30);
+  EXPECT_EQ(config.max_frame_bytes, 65536);
+  ASSERT_EQ(config.plugins.size(), 2u);
+  EXPECT_EQ(config.plugins[0].name, "process");
+  EXPECT_EQ(config.plugins[0].config["kill_grace_ms"], 1);
+  EXPECT_TRUE(config.plugins[0].required);
+  EXPECT_EQ(config.plugins[1].path, "/x/dockhand-y.so");
+  EXPECT_FALSE(config.plugins[1].required);
+}
+
+TEST(AgentConfigTest, DefaultsLoadTheProcessRunner) {
+  AgentConfig config;
+  ASSERT_EQ(config.plugins.size(), 1u);
+  EXPECT_EQ(config.plugins[0].name, "process");
+  EXPECT_EQ(config.connect_tries, 3);
+}
+
+TEST(AgentConfigTest, UnknownKeyIsAnErrorNamingFileAndPath) {
+  std::string error = errorOf(R"({"cores": 2, "coress": 3})");
+  EXPECT_NE(error.find("agent.json: /coress: unknown key"), std::string::npos) << error;
+}
+
+TEST(AgentConfigTest, WrongTypeNamesThePath) {
+  EXPECT_NE(errorOf(R"({"cores": "four"})").find("agent.json: /cores: expected an integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"plugins": [{"name": "p", "config": []}]})")
+                .find("/plugins/0/config: expected an object"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"plugin_dirs": ["/a", 3]})").find("/plugin_dirs/1"), std::string::npos);
+}
+
+TEST(AgentConfigTest, OutOfRangeValuesAreRefused) {
+  EXPECT_NE(errorOf(R"({"cores": 0})").find("/cores: 0 is out of range"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"connect_tries": 0})").find("/connect_tries"), std::string::npos);
+}
+
+TEST(AgentConfigTest, InvalidJsonNamesTheLine) {
+  std::string error = errorOf("{\n  \"cores\": 2,\n  oops\n}");
+  EXPECT_NE(error.find("agent.json: line 3: invalid JSON"), std::string::npos) << error;
+}
+
+TEST(AgentConfigTest, TopLevelMustBeAnObject) {
+  EXPECT_NE(errorOf("[1, 2]").find("agent.json: /: expected an object"), std::string::npos);
+}
+
+TEST(AgentConfigTest, PluginEntryNeedsNameOrPath) {
+  EXPECT_NE(errorOf(R"({"plugins": [{"required": true}]})").find("/plugins/0: a plugin entry"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"plugins": [{"name": "x", "extra": 1}]})").find("/plugins/0/extra"),
+            std::string::npos);
+}
+
+TEST(AgentConfigTest, MissingFileIsAClearError) {
+  AgentConfig config;
+  try {
+    loadConfigFile("/nonexistent/agent.json", config);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/agent.json: cannot read"),
+              std::string::npos);
+  }
+}
+
+TEST(AgentConfigTest, CommandLineOptionsOverrideTheFile) {
+  AgentConfig config;
+  loadConfigJson(R"({"cores": 2, "executor_id": "file"})", "agent.json", config);
+  applyOption("cores", "8", config);
+  applyOption("executor-id", "cli", config);
+  applyOption("plugin-dir", "/a", config);
+  applyOption("plugin-dir", "/b", config);
+  applyOption("resourceProfileId", "2", config);
+  EXPECT_EQ(config.cores, 8);
+  EXPECT_EQ(config.executor_id, "cli");
+  EXPECT_EQ(config.plugin_dirs, (std::vector<std::string>{"/a", "/b"}));
+  EXPECT_EQ(config.resource_profile_id, 2);
+}
+
+TEST(AgentConfigTest, BadOptionValuesNameTheOption) {
+  AgentConfig config;
+  try {
+    applyOption("cores", "many", config);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--cores: expected an integer >= 1, got 'many'");
+  }
+  EXPECT_THROW(applyOption("cores", "0", config), ConfigError);
+  EXPECT_THROW(applyOption("cores", "3x", config), ConfigError);
+}
+
+TEST(AgentConfigTest, EnvironmentGivesLogUrlsAndAttributes) {
+  AgentConfig config;
+  applyEnvironment({"DOCKHAND_LOG_URL_STDOUT=http://h/out", "SPARK_LOG_URL_STDERR=http://h/err",
+                    "DOCKHAND_EXECUTOR_ATTRIBUTE_rack=r1", "SPARK_EXECUTOR_ATTRIBUTE_ZONE=z",
+                    "SPARK_LOG_URL_STDOUT=http://spark/out", "PATH=/bin", "BROKEN"},
+                   config);
+  EXPECT_EQ(config.log_urls.at("stdout"), "http://h/out");  // DOCKHAND_ wins over SPARK_
+  EXPECT_EQ(config.log_urls.at("stderr"), "http://h/err");
+  EXPECT_EQ(config.attributes.at("RACK"), "r1");
+  EXPECT_EQ(config.attributes.at("ZONE"), "z");
+  EXPECT_EQ(config.log_urls.size(), 2u);
+}
+
+TEST(AgentConfigTest, DefaultsFollowTheSeed) {
+  AgentConfig config;
+  config.app_id = "app";
+  config.executor_id = "e1";
+  applyDefaults(config);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  EXPECT_EQ(config.hostname, host);
+  EXPECT_EQ(config.bind_address, config.hostname);  // bind address defaults to the hostname
+  EXPECT_NE(config.work_dir.find("dockhand/app/e1"), std::string::npos);
+
+  AgentConfig explicit_host;
+  explicit_host.hostname = "node-3";
+  applyDefaults(explicit_host);
+  EXPECT_EQ(explicit_host.bind_address, "node-3");
+}
+
+TEST(AgentConfigTest, RequiredOptionsAreTheSeeds) {
+  AgentConfig config;
+  EXPECT_EQ(missingRequired(config),
+            (std::vector<std::string>{"--driver-url", "--executor-id", "--cores", "--app-id"}));
+  config.driver_url = "ws://d:1/";
+  config.executor_id = "e";
+  config.cores = 1;
+  config.app_id = "a";
+  EXPECT_TRUE(missingRequired(config).empty());
+}
+
+class ResourcesFileTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    std::ofstream(path_) << text;
+    return path_.string();
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::filesystem::path path_ =
+      std::filesystem::temp_directory_path() / ("resources-" + std::to_string(getpid()) + ".json");
+};
+
+TEST_F(ResourcesFileTest, ReadsSparkFormat) {
+  auto resources = loadResourcesFile(write(R"([
+    {"id": {"componentName": "spark.executor", "resourceName": "gpu"}, "addresses": ["0", "1"]},
+    {"id": {"componentName": "spark.executor", "resourceName": "fpga"}, "addresses": ["f0"]}])"));
+  ASSERT_EQ(resources.size(), 2u);
+  EXPECT_EQ(resources.at("gpu").addresses, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(resources.at("fpga").name, "fpga");
+}
+
+TEST_F(ResourcesFileTest, ErrorsNameFileAndPath) {
+  std::string file = write(R"([{"id": {"componentName": "x"}, "addresses": ["0"]}])");
+  try {
+    loadResourcesFile(file);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), file + ": /0/id/resourceName: is required (a string)");
+  }
+  EXPECT_THROW(loadResourcesFile(write(R"({"not": "an array"})")), ConfigError);
+  EXPECT_THROW(
+      loadResourcesFile(write(R"([{"id": {"resourceName": "gpu"}, "addresses": ["0", "0"]}])")),
+      ConfigError);
+}
+
+TEST(AgentConfigTest, ShippedExampleConfigLoads) {
+  AgentConfig config;
+  loadConfigFile(std::string(DOCKHAND_SOURCE_DIR) + "/configs/agent.example.json", config);
+  EXPECT_EQ(config.cores, 8);
+  EXPECT_TRUE(missingRequired(config).empty());
+}
+
+TEST(LogLevelTest, AcceptsSpdlogAndLog4jNames) {
+  EXPECT_EQ(parseLogLevel("INFO"), spdlog::level::info);
+  EXPECT_EQ(parseLogLevel("warn"), spdlog::level::warn);
+  EXPECT_EQ(parseLogLevel("WARNING"), spdlog::level::warn);
+  EXPECT_EQ(parseLogLevel("fatal"), spdlog::level::critical);
+  EXPECT_EQ(parseLogLevel("ALL"), spdlog::level::trace);
+  EXPECT_EQ(parseLogLevel("off"), spdlog::level::off);
+  EXPECT_FALSE(parseLogLevel("loud").has_value());
+}
+
+TEST(LogLevelTest, ControlChangesTheLevelOfEveryLogger) {
+  SpdlogLevelControl control;
+  auto named = spdlog::default_logger()->clone("level-test");
+  spdlog::register_logger(named);
+  EXPECT_TRUE(control.setLevel("error"));
+  EXPECT_EQ(named->level(), spdlog::level::err);
+  EXPECT_FALSE(control.setLevel("nonsense"));
+  EXPECT_EQ(named->level(), spdlog::level::err);
+  control.setLevel("info");
+  spdlog::drop("level-test");
+}
+
+}  // namespace
+}  // namespace dockhand::agent
