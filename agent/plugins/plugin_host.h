@@ -54,8 +54,8 @@ class PluginHost {
                                                              MigrationProgressCallback on_progress);
 
   // A factory for PluginExecutor: loads the library now (so errors surface at once) and
-  // creates the instance when the executor supplies its status callback. The host must
-  // outlive the factory's use.
+  // creates the instance when the executor supplies its status callback. The factory holds
+  // the library, so it may outlive the host.
   TaskRunnerFactory taskRunnerFactory(const std::string& name_or_path, std::string config_json);
 
   const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
