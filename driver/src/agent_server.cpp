@@ -76,8 +76,8 @@ bool Connection::send(Outbound frame) {
     std::lock_guard lock(mutex_);
     if (closing_.load()) return false;
     if (queue_.size() >= max_queued_) {
-      close_reason_ = fmt::format("more than {} frames queued: the agent stopped reading",
-                                  max_queued_);
+      close_reason_ =
+          fmt::format("more than {} frames queued: the agent stopped reading", max_queued_);
       closing_.store(true);
       cv_.notify_one();
       log()->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
@@ -238,8 +238,8 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     server_.untrack(connection);
   }
 
-  std::string readLoop(WebSocket& socket, Connection& c,
-                       const std::shared_ptr<Connection>& shared, FrameHandler& handler) {
+  std::string readLoop(WebSocket& socket, Connection& c, const std::shared_ptr<Connection>& shared,
+                       FrameHandler& handler) {
     const ServerOptions& options = server_.options();
     Poco::Buffer<char> buffer(0);
     std::string message;  // a text message being assembled from fragments
@@ -253,8 +253,9 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
         n = socket.receiveFrame(buffer, flags);
       } catch (const Poco::TimeoutException&) {
         if (!c.greeted) {
-          c.send(protocol::makeError(protocol::error_code::kTimeout,
-                                     fmt::format("no Hello within {} ms", options.hello_timeout_ms)));
+          c.send(
+              protocol::makeError(protocol::error_code::kTimeout,
+                                  fmt::format("no Hello within {} ms", options.hello_timeout_ms)));
           c.close("no Hello in time");
           drainUntilClosed(socket, std::chrono::seconds(2));
           return "no Hello in time";

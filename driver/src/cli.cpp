@@ -149,8 +149,8 @@ long parseNumber(const std::string& option, const std::string& text, long min, l
   errno = 0;
   long value = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || errno != 0 || value < min || value > max) {
-    throw UsageError(fmt::format("{} expects a whole number in [{}, {}], got '{}'", option, min,
-                                 max, text));
+    throw UsageError(
+        fmt::format("{} expects a whole number in [{}, {}], got '{}'", option, min, max, text));
   }
   return value;
 }
@@ -328,8 +328,8 @@ class TempDir {
     const char* base = std::getenv("TMPDIR");
     std::string templ = fmt::format("{}/dockhand-run-XXXXXX", base && *base ? base : "/tmp");
     if (::mkdtemp(templ.data()) == nullptr) {
-      throw std::runtime_error(fmt::format("cannot create a temp dir from {}: {}", templ,
-                                           std::strerror(errno)));
+      throw std::runtime_error(
+          fmt::format("cannot create a temp dir from {}: {}", templ, std::strerror(errno)));
     }
     path_ = templ;
   }
@@ -373,8 +373,7 @@ int run(const Options& o) {
         agent_bin, std::strerror(errno));
     return static_cast<int>(DriverExit::kConfigError);
   }
-  const std::size_t min_agents =
-      static_cast<std::size_t>(o.min_agents.value_or(o.local_agents));
+  const std::size_t min_agents = static_cast<std::size_t>(o.min_agents.value_or(o.local_agents));
 
   std::atomic<bool> interrupted{false};
   std::unique_ptr<DriverService> service_holder = std::make_unique<DriverService>(config);

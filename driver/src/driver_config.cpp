@@ -49,7 +49,8 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     }
     if (const Json* profile = r.find("resource_profile")) {
       try {
-        c.resource_profile = protocol::fromJson(*profile, protocol::Tag<protocol::ResourceProfile>{});
+        c.resource_profile =
+            protocol::fromJson(*profile, protocol::Tag<protocol::ResourceProfile>{});
       } catch (const JsonPathError& e) {
         throw JsonPathError("/resource_profile" + (e.path() == "/" ? std::string() : e.path()),
                             e.detail());
@@ -62,15 +63,15 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.max_frame_bytes = static_cast<std::size_t>(
         r.optionalInt("max_frame_bytes", static_cast<std::int64_t>(c.max_frame_bytes), 1024,
                       std::int64_t{1} << 30));
-    c.server_threads = static_cast<int>(r.optionalInt("server_threads", c.server_threads, 2, 65536));
+    c.server_threads =
+        static_cast<int>(r.optionalInt("server_threads", c.server_threads, 2, 65536));
     c.hello_timeout_ms = r.optionalInt("hello_timeout_ms", c.hello_timeout_ms, 100, 3600000);
     c.max_queued_frames = static_cast<std::size_t>(
         r.optionalInt("max_queued_frames", static_cast<std::int64_t>(c.max_queued_frames), 16,
                       std::int64_t{1} << 30));
     if (c.heartbeat_interval_ms >= c.agent_timeout_ms) {
-      r.fail("heartbeat_interval_ms",
-             fmt::format("{} must be below agent_timeout_ms ({})", c.heartbeat_interval_ms,
-                         c.agent_timeout_ms));
+      r.fail("heartbeat_interval_ms", fmt::format("{} must be below agent_timeout_ms ({})",
+                                                  c.heartbeat_interval_ms, c.agent_timeout_ms));
     }
     return c;
   } catch (const JsonPathError& e) {

@@ -120,6 +120,7 @@ std::size_t DriverService::stopAgents() {
   std::lock_guard lock(mutex_);
   for (const auto& [id, connection] : agent_connections_) {
     connection->send(protocol::makeMessage(protocol::StopExecutor{}));
+    told_to_stop_.insert(id);
   }
   return agent_connections_.size();
 }
@@ -367,8 +368,7 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
   const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
   if (log()->should_log(level)) {
     log()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
-               protocol::toString(update.state), update.reason.empty() ? "" : ": ",
-               update.reason);
+               protocol::toString(update.state), update.reason.empty() ? "" : ": ", update.reason);
   }
   std::lock_guard lock(mutex_);
   const TimePoint now = now_();
@@ -390,10 +390,13 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
   if (it == agent_connections_.end() || it->second != c) return;  // already dropped
   agent_connections_.erase(it);
   Actions actions;
-  if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
+  if (told_to_stop_.erase(c->agent_id) > 0) {
+    scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
+    log()->info("agent '{}' stopped", c->agent_id);
+  } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     ++agents_lost_;
-    log()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
-                c->agent_id, why);
+    log()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled", c->agent_id,
+                why);
   }
   apply(actions);
   changed_.notify_all();

@@ -105,8 +105,8 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
     if (aggregate == "sum") {
       job.aggregate = Aggregate::kSum;
     } else if (aggregate != "none") {
-      r.fail("aggregate", fmt::format("unknown aggregate '{}' (expected \"sum\" or \"none\")",
-                                      aggregate));
+      r.fail("aggregate",
+             fmt::format("unknown aggregate '{}' (expected \"sum\" or \"none\")", aggregate));
     }
     const Json* tasks = r.find("tasks");
     if (tasks == nullptr) r.fail("tasks", "is required (an array of task objects)");
@@ -124,8 +124,8 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
     }
     return job;
   } catch (const JsonPathError& e) {
-    throw ConfigError(fmt::format("{}: {}: {}", source.empty() ? "job" : source, e.path(),
-                                  e.detail()));
+    throw ConfigError(
+        fmt::format("{}: {}: {}", source.empty() ? "job" : source, e.path(), e.detail()));
   }
 }
 

@@ -39,14 +39,12 @@ void LocalAgents::start() {
       throw std::runtime_error(
           fmt::format("cannot create work dir {}: {}", agent.work_dir, std::strerror(errno)));
     }
-    std::vector<std::string> args = {options_.agent_bin,
-                                     "--driver-url", options_.driver_url,
-                                     "--executor-id", agent.id,
-                                     "--app-id", options_.app_id,
-                                     "--cores", std::to_string(options_.cores),
-                                     "--hostname", "127.0.0.1",
-                                     "--work-dir", agent.work_dir,
-                                     "--log-level", options_.log_level};
+    std::vector<std::string> args = {
+        options_.agent_bin, "--driver-url", options_.driver_url,
+        "--executor-id",    agent.id,       "--app-id",
+        options_.app_id,    "--cores",      std::to_string(options_.cores),
+        "--hostname",       "127.0.0.1",    "--work-dir",
+        agent.work_dir,     "--log-level",  options_.log_level};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -75,8 +73,8 @@ void LocalAgents::start() {
     posix_spawnattr_setsigmask(&attr, &empty);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
     pid_t pid = -1;
     int rc = ::posix_spawn(&pid, options_.agent_bin.c_str(), &files, &attr, argv.data(), environ);
@@ -141,7 +139,8 @@ std::vector<std::string> LocalAgents::stop(std::chrono::milliseconds grace) {
 
 std::string LocalAgents::describeExit(const LocalAgent& agent) {
   if (!agent.exited) return "running";
-  if (WIFEXITED(agent.wait_status)) return fmt::format("exit code {}", WEXITSTATUS(agent.wait_status));
+  if (WIFEXITED(agent.wait_status))
+    return fmt::format("exit code {}", WEXITSTATUS(agent.wait_status));
   if (WIFSIGNALED(agent.wait_status)) {
     return fmt::format("killed by signal {}", WTERMSIG(agent.wait_status));
   }

@@ -78,16 +78,17 @@ SumResult sumStdout(const std::vector<TaskRecord>& tasks) {
 }
 
 std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
-  std::string line = fmt::format("{:<{}}  {:<9}  {:<10}  attempts={}  {:>7}", task.spec.name,
-                                 name_width, toString(task.outcome),
-                                 task.agent_id.empty() ? "-" : task.agent_id, task.launches,
-                                 task.launches > 0 ? formatDuration(task.duration) : "-");
+  std::string line =
+      fmt::format("{:<{}}  {:<9}  {:<10}  attempts={}  {:>7}", task.spec.name, name_width,
+                  toString(task.outcome), task.agent_id.empty() ? "-" : task.agent_id,
+                  task.launches, task.launches > 0 ? formatDuration(task.duration) : "-");
   if (task.outcome == TaskOutcome::kFinished) {
     std::string out = resultStdout(task.result);
     if (!out.empty()) line += "  " + out;
   } else if (task.outcome == TaskOutcome::kFailed || task.outcome == TaskOutcome::kKilled) {
     std::string why = task.reason;
-    if (task.exit_code) why += fmt::format("{}exit code {}", why.empty() ? "" : ", ", *task.exit_code);
+    if (task.exit_code)
+      why += fmt::format("{}exit code {}", why.empty() ? "" : ", ", *task.exit_code);
     if (task.signal) why += fmt::format("{}signal {}", why.empty() ? "" : ", ", *task.signal);
     if (!why.empty()) line += "  " + why;
     std::string err = resultStdout(Json{{"stdout", task.stderr_tail}}, 160);
@@ -102,9 +103,8 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
   std::string line = fmt::format(
       "job {} {}: {} tasks, {} finished, {} failed, {} not run; {} retries, {} relaunched after "
       "agent loss; wall {:.2f}s",
-      job.name, toString(state), p.total, p.finished, p.failed,
-      p.total - p.finished - p.failed, p.retries, p.relaunches_after_loss,
-      static_cast<double>(wall.count()) / 1000.0);
+      job.name, toString(state), p.total, p.finished, p.failed, p.total - p.finished - p.failed,
+      p.retries, p.relaunches_after_loss, static_cast<double>(wall.count()) / 1000.0);
   if (sum) {
     line += fmt::format("; sum={}", formatNumber(sum->sum));
     if (!sum->not_numeric.empty()) {
@@ -112,7 +112,8 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
                           sum->not_numeric.size(), sum->not_numeric.front());
     }
   }
-  if (state == JobState::kFailed && !failure_reason.empty()) line += "\n  reason: " + failure_reason;
+  if (state == JobState::kFailed && !failure_reason.empty())
+    line += "\n  reason: " + failure_reason;
   return line;
 }
 

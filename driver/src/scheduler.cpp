@@ -17,22 +17,32 @@ constexpr int kMaxRelaunchesAfterLoss = 100;
 
 std::string_view toString(TaskOutcome outcome) {
   switch (outcome) {
-    case TaskOutcome::kPending: return "PENDING";
-    case TaskOutcome::kRunning: return "RUNNING";
-    case TaskOutcome::kFinished: return "FINISHED";
-    case TaskOutcome::kFailed: return "FAILED";
-    case TaskOutcome::kKilled: return "KILLED";
-    case TaskOutcome::kCancelled: return "CANCELLED";
+    case TaskOutcome::kPending:
+      return "PENDING";
+    case TaskOutcome::kRunning:
+      return "RUNNING";
+    case TaskOutcome::kFinished:
+      return "FINISHED";
+    case TaskOutcome::kFailed:
+      return "FAILED";
+    case TaskOutcome::kKilled:
+      return "KILLED";
+    case TaskOutcome::kCancelled:
+      return "CANCELLED";
   }
   return "?";
 }
 
 std::string_view toString(JobState state) {
   switch (state) {
-    case JobState::kNone: return "NONE";
-    case JobState::kRunning: return "RUNNING";
-    case JobState::kSucceeded: return "SUCCEEDED";
-    case JobState::kFailed: return "FAILED";
+    case JobState::kNone:
+      return "NONE";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kSucceeded:
+      return "SUCCEEDED";
+    case JobState::kFailed:
+      return "FAILED";
   }
   return "?";
 }
@@ -99,8 +109,7 @@ bool Scheduler::touch(const std::string& agent_id, TimePoint now) {
   return true;
 }
 
-bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reason,
-                            Actions& out) {
+bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reason, Actions& out) {
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
@@ -154,7 +163,8 @@ std::vector<std::string> Scheduler::expireSilentAgents(TimePoint now, Actions& o
     if (now - agent.last_seen > options_.agent_timeout) expired.push_back(id);
   }
   for (const auto& id : expired) {
-    std::string reason = fmt::format("no message for more than {} ms", options_.agent_timeout.count());
+    std::string reason =
+        fmt::format("no message for more than {} ms", options_.agent_timeout.count());
     removeAgent(id, reason, out);
     Action drop;
     drop.kind = Action::Kind::kDisconnect;
@@ -249,8 +259,8 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
       ++t.failures;
       if (t.failures >= maxAttempts()) {
         t.outcome = TaskOutcome::kFailed;
-        std::string why = t.reason.empty() ? std::string(protocol::toString(update.state))
-                                           : t.reason;
+        std::string why =
+            t.reason.empty() ? std::string(protocol::toString(update.state)) : t.reason;
         failJob(fmt::format("task '{}' failed {} time(s), the limit (last on {}: {})", t.spec.name,
                             t.failures, agent_id, why),
                 out);
@@ -305,12 +315,21 @@ Progress Scheduler::progress() const {
   p.total = tasks_.size();
   for (const auto& t : tasks_) {
     switch (t.outcome) {
-      case TaskOutcome::kPending: ++p.pending; break;
-      case TaskOutcome::kRunning: ++p.running; break;
-      case TaskOutcome::kFinished: ++p.finished; break;
-      case TaskOutcome::kFailed: ++p.failed; break;
+      case TaskOutcome::kPending:
+        ++p.pending;
+        break;
+      case TaskOutcome::kRunning:
+        ++p.running;
+        break;
+      case TaskOutcome::kFinished:
+        ++p.finished;
+        break;
+      case TaskOutcome::kFailed:
+        ++p.failed;
+        break;
       case TaskOutcome::kKilled:
-      case TaskOutcome::kCancelled: break;
+      case TaskOutcome::kCancelled:
+        break;
     }
   }
   p.retries = retries_;

@@ -43,8 +43,9 @@ std::string errorOf(const std::string& text) {
 }
 
 TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
-  EXPECT_EQ(errorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
-            0u);
+  EXPECT_EQ(
+      errorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
+      0u);
   EXPECT_NE(errorOf(R"({"max_attempts": 0})").find("/max_attempts"), std::string::npos);
   EXPECT_NE(errorOf(R"({"log_level": "loud"})").find("/log_level"), std::string::npos);
   EXPECT_NE(errorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})")
@@ -58,8 +59,7 @@ TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
 }
 
 TEST(DriverConfigTest, ShippedExampleConfigParses) {
-  DriverConfig c =
-      loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver.json");
+  DriverConfig c = loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver.json");
   EXPECT_GT(c.agent_timeout_ms, c.heartbeat_interval_ms);
 }
 

@@ -41,9 +41,11 @@ class DriverProcess {
     dir_ = templ;
     std::ofstream(dir_ / "driver.json") << config.dump();
     const std::string bin = std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver";
-    std::vector<std::string> args = {bin, "serve", "--listen", "127.0.0.1:0", "--port-file",
-                                     (dir_ / "port").string(), "--config",
-                                     (dir_ / "driver.json").string(), "--log-level", "debug"};
+    std::vector<std::string> args = {bin,           "serve",
+                                     "--listen",    "127.0.0.1:0",
+                                     "--port-file", (dir_ / "port").string(),
+                                     "--config",    (dir_ / "driver.json").string(),
+                                     "--log-level", "debug"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -197,7 +199,9 @@ class Client {
 };
 
 Json baseConfig() {
-  return {{"max_frame_bytes", 4096}, {"heartbeat_interval_ms", 200}, {"agent_timeout_ms", 60000},
+  return {{"max_frame_bytes", 4096},
+          {"heartbeat_interval_ms", 200},
+          {"agent_timeout_ms", 60000},
           {"properties", {{"dockhand.driver.timeout_ms", "30000"}}}};
 }
 
@@ -220,7 +224,7 @@ std::string errorCode(const Json& frame) {
 }
 
 TEST_F(DriverProtocolTest, AnswersHelloWithItsVersion) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client c(port_);
   Json reply = c.hello();
   EXPECT_EQ(reply["type"], "Reply");
@@ -232,7 +236,7 @@ TEST_F(DriverProtocolTest, AnswersHelloWithItsVersion) {
 }
 
 TEST_F(DriverProtocolTest, RefusesAnotherProtocolVersionAndCloses) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client c(port_);
   Json reply = c.hello(99);
   EXPECT_EQ(reply["ok"], false);
@@ -241,7 +245,7 @@ TEST_F(DriverProtocolTest, RefusesAnotherProtocolVersionAndCloses) {
 }
 
 TEST_F(DriverProtocolTest, FirstFrameMustBeHello) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client c(port_);
   Json reply = c.registerAs("early");
   EXPECT_EQ(reply["ok"], false);
@@ -249,7 +253,7 @@ TEST_F(DriverProtocolTest, FirstFrameMustBeHello) {
 }
 
 TEST_F(DriverProtocolTest, RegistersServesAppConfigAndRefusesADuplicateId) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client first(port_);
   ASSERT_EQ(first.hello()["ok"], true);
   Json config = first.ask("RetrieveAppConfig", {{"resource_profile_id", 0}});
@@ -275,7 +279,7 @@ TEST_F(DriverProtocolTest, RegistersServesAppConfigAndRefusesADuplicateId) {
 }
 
 TEST_F(DriverProtocolTest, MalformedFramesGetErrorsAndOtherClientsAreStillServed) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client bad(port_);
   Client good(port_);
   ASSERT_EQ(bad.hello()["ok"], true);
@@ -300,7 +304,9 @@ TEST_F(DriverProtocolTest, MalformedFramesGetErrorsAndOtherClientsAreStillServed
   EXPECT_EQ((*e3)["re"], 40);
   EXPECT_EQ(errorCode(*e3), "unknown_type");
 
-  bad.send({{"type", "RegisterExecutor"}, {"id", 41}, {"body", {{"executor_id", "x"}, {"cores", "many"}}}});
+  bad.send({{"type", "RegisterExecutor"},
+            {"id", 41},
+            {"body", {{"executor_id", "x"}, {"cores", "many"}}}});
   auto e4 = bad.receive();
   ASSERT_TRUE(e4.has_value());
   EXPECT_EQ((*e4)["re"], 41);
@@ -319,7 +325,7 @@ TEST_F(DriverProtocolTest, MalformedFramesGetErrorsAndOtherClientsAreStillServed
 }
 
 TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client big(port_);
   Client bystander(port_);
   ASSERT_EQ(big.hello()["ok"], true);
@@ -338,8 +344,8 @@ TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
 TEST_F(DriverProtocolTest, SilentAgentIsDroppedAndItsIdFreed) {
   Json config = baseConfig();
   config["agent_timeout_ms"] = 800;
-  config["heartbeat_interval_ms"] = 5000;
-  start(config);
+  config["heartbeat_interval_ms"] = 300;
+  ASSERT_NO_FATAL_FAILURE(start(config));
   Client quiet(port_);
   ASSERT_EQ(quiet.hello()["ok"], true);
   ASSERT_EQ(quiet.registerAs("quiet-1")["ok"], true);
@@ -351,7 +357,7 @@ TEST_F(DriverProtocolTest, SilentAgentIsDroppedAndItsIdFreed) {
 }
 
 TEST_F(DriverProtocolTest, ExitsCleanlyOnSigtermWithAgentsConnected) {
-  start();
+  ASSERT_NO_FATAL_FAILURE(start());
   Client agent(port_);
   ASSERT_EQ(agent.hello()["ok"], true);
   ASSERT_EQ(agent.registerAs("exec-1")["ok"], true);

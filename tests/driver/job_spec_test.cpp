@@ -45,8 +45,8 @@ TEST(JobSpecTest, NameDefaultsToTheFileStem) {
 }
 
 TEST(JobSpecTest, ErrorsNameTheFileAndJsonPath) {
-  EXPECT_EQ(errorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})").rfind(
-                "jobs/test.json: /tasks/0/cpu: unknown key", 0),
+  EXPECT_EQ(errorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})")
+                .rfind("jobs/test.json: /tasks/0/cpu: unknown key", 0),
             0u)
       << errorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})");
   EXPECT_NE(errorOf(R"({"tasks": [{"shell": "true", "cpus": 0}]})").find("/tasks/0/cpus"),

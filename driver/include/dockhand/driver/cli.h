@@ -5,10 +5,10 @@ namespace dockhand::driver {
 
 // Exit codes of dockhand-driver.
 enum class DriverExit : int {
-  kSuccess = 0,      // the job succeeded (serve: stopped by a signal)
-  kJobFailed = 1,    // the job failed, timed out, or could not run
-  kConfigError = 2,  // a config or job file is invalid, or the agent program is missing
-  kUsage = 64,       // unknown option or bad option value (EX_USAGE)
+  kSuccess = 0,        // the job succeeded (serve: stopped by a signal)
+  kJobFailed = 1,      // the job failed, timed out, or could not run
+  kConfigError = 2,    // a config or job file is invalid, or the agent program is missing
+  kUsage = 64,         // unknown option or bad option value (EX_USAGE)
   kInterrupted = 130,  // run: stopped by SIGINT/SIGTERM before the job ended
 };
 

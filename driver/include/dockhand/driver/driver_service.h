@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -96,6 +97,7 @@ class DriverService : public FrameHandler {
   std::condition_variable changed_;
   Scheduler scheduler_;
   std::map<std::string, std::shared_ptr<Connection>> agent_connections_;
+  std::set<std::string> told_to_stop_;  // agents sent StopExecutor: their close is expected
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> bad_frames_{0};
   std::uint64_t registrations_ = 0;          // under mutex_

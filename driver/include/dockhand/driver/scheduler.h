@@ -59,8 +59,8 @@ struct AgentInfo {
   std::string host;
   int cores = 0;
   int free_cores = 0;
-  std::map<std::string, std::vector<std::string>> resources;       // as registered
-  std::map<std::string, std::deque<std::string>> free_addresses;   // not assigned now
+  std::map<std::string, std::vector<std::string>> resources;      // as registered
+  std::map<std::string, std::deque<std::string>> free_addresses;  // not assigned now
   std::string block_url;
   AgentState state = AgentState::kRegistered;
   TimePoint registered_at{};
@@ -81,7 +81,7 @@ struct TaskRecord {
   std::uint64_t task_id = 0;  // of the latest launch
   std::string agent_id;       // of the latest launch
   TimePoint launched_at{};
-  Millis duration{0};         // of the latest finished attempt
+  Millis duration{0};  // of the latest finished attempt
   // From the latest terminal status update.
   Json result;
   std::string reason;
@@ -186,7 +186,7 @@ class Scheduler {
   JobState job_state_ = JobState::kNone;
   std::string failure_reason_;
   std::vector<TaskRecord> tasks_;
-  std::deque<std::size_t> pending_;  // indices into tasks_, in launch order
+  std::deque<std::size_t> pending_;                         // indices into tasks_, in launch order
   std::unordered_map<std::uint64_t, RunningTask> running_;  // by task_id
   std::uint64_t next_task_id_ = 1;
   std::size_t finished_ = 0;

@@ -1,0 +1,179 @@
+// End-to-end tests of `dockhand-driver run` with real local agents (the `dockhand` program
+// built next to it), plus its exit codes for bad input. Every run is bounded by --timeout
+// and an outer deadline; each test owns its temp dir.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class DriverRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/dockhand-run-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(templ), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  static bool agentBuilt() { return ::access(DOCKHAND_BIN_DIR "/dockhand", X_OK) == 0; }
+
+  RunResult run(std::vector<std::string> args,
+                std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const std::string bin = std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver";
+    args.insert(args.begin(), bin);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string out = (dir_ / "stdout").string();
+    const std::string err = (dir_ / "stderr").string();
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    RunResult result;
+    if (::posix_spawn(&pid, bin.c_str(), &files, nullptr, argv.data(), environ) != 0) {
+      posix_spawn_file_actions_destroy(&files);
+      return result;
+    }
+    posix_spawn_file_actions_destroy(&files);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);  // ours; its agents notice the closed connection and exit
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "dockhand-driver did not finish within " << limit.count() << " s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    result.out = readFile(out);
+    result.err = readFile(err);
+    return result;
+  }
+
+  fs::path writeJob(const std::string& name, const std::string& json) {
+    fs::path path = dir_ / name;
+    std::ofstream(path) << json;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+std::size_t countWords(const fs::path& dir) {
+  std::size_t words = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::string word;
+    while (in >> word) ++words;
+  }
+  return words;
+}
+
+TEST_F(DriverRunTest, WordcountExampleSumsTheWordsOfAllFiles) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  const fs::path example = fs::path(DOCKHAND_SOURCE_DIR) / "examples/wordcount";
+  RunResult r = run({"run", (example / "job.json").string(), "--timeout", "60"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sum=" + std::to_string(countWords(example / "data"))), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("part-4  FINISHED"), std::string::npos) << r.out;
+}
+
+TEST_F(DriverRunTest, FailingTaskIsRetriedThenFailsTheJob) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  fs::path job = writeJob("fail.json", R"({"name": "failing", "max_attempts": 2, "tasks": [
+      {"name": "bad", "shell": "echo broken >&2; exit 3"},
+      {"name": "good", "command": ["/bin/echo", "fine"]}]})");
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--timeout", "60"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("bad   FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attempts=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("job failing FAILED"), std::string::npos) << r.out;
+}
+
+TEST_F(DriverRunTest, RetriedTaskSucceeds) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  const std::string marker = (dir_ / "marker").string();
+  fs::path job = writeJob("flaky.json", R"({"tasks": [{"name": "flaky", "shell":
+      "if [ -e )" + marker + R"( ]; then echo ok; else touch )" +
+                                            marker + R"(; exit 1; fi"}]})");
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--timeout", "60"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("attempts=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 retries"), std::string::npos) << r.out;
+}
+
+TEST_F(DriverRunTest, InvalidJobFileExits2NamingFileAndPath) {
+  fs::path job = writeJob("bad.json", R"({"tasks": [{"shell": "true", "cpu": 2}]})");
+  RunResult r = run({"run", job.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.json: /tasks/0/cpu: unknown key"), std::string::npos) << r.err;
+}
+
+TEST_F(DriverRunTest, InvalidConfigExits2) {
+  fs::path job = writeJob("ok.json", R"({"tasks": [{"shell": "true"}]})");
+  fs::path config = writeJob("driver.json", R"({"agent_timeout": 5})");
+  RunResult r = run({"run", job.string(), "--config", config.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("driver.json: /agent_timeout: unknown key"), std::string::npos) << r.err;
+}
+
+TEST_F(DriverRunTest, MissingAgentProgramExits2) {
+  fs::path job = writeJob("ok.json", R"({"tasks": [{"shell": "true"}]})");
+  RunResult r = run({"run", job.string(), "--agent-bin", (dir_ / "no-such-agent").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no-such-agent"), std::string::npos) << r.err;
+}
+
+TEST_F(DriverRunTest, UnknownOptionExits64WithUsage) {
+  RunResult r = run({"run", "job.json", "--frobnicate"});
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_NE(r.err.find("unknown option '--frobnicate'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("usage: dockhand-driver"), std::string::npos) << r.err;
+}
+
+TEST_F(DriverRunTest, HelpAndVersion) {
+  RunResult help = run({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: dockhand-driver"), std::string::npos);
+  RunResult version = run({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("dockhand-driver ", 0), 0u) << version.out;
+}
+
+}  // namespace
