@@ -9,6 +9,21 @@
 namespace dockhand::agent {
 namespace {
 
+// The "executor" logger, sharing the default logger's sinks.
+spdlog::logger& log() {
+  static const std::shared_ptr<spdlog::logger> logger = [] {
+    if (auto existing = spdlog::get("executor")) return existing;
+    auto created = spdlog::default_logger()->clone("executor");
+    try {
+      spdlog::register_logger(created);
+    } catch (const spdlog::spdlog_ex&) {
+      if (auto existing = spdlog::get("executor")) return existing;
+    }
+    return created;
+  }();
+  return *logger;
+}
+
 std::optional<protocol::TaskState> stateOf(std::int32_t state) {
   switch (state) {
     case DH_TASK_RUNNING:
@@ -172,8 +187,8 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
   PluginResult result = it->second->kill(task_id, interrupt, reason);
   if (result.ok()) return true;
   if (result.status != DH_NOT_FOUND) {
-    spdlog::warn("task {}: runner {} could not kill it: {}", task_id, it->second->name(),
-                 result.error);
+    log().warn("task {}: runner {} could not kill it: {}", task_id, it->second->name(),
+               result.error);
   }
   // Ended meanwhile: its terminal status is on its way to the core thread.
   return result.status != DH_NOT_FOUND;
@@ -230,7 +245,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                                     std::string_view detail_json) {
   auto event = toTaskStatusEvent(task_id, state, detail_json);
   if (!event) {
-    spdlog::warn("task {}: runner reported unknown state {}; ignored", task_id, state);
+    log().warn("task {}: runner reported unknown state {}; ignored", task_id, state);
     return;
   }
   const bool terminal = protocol::isTerminal(event->state);
@@ -241,8 +256,8 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       erased = live_->tasks.erase(task_id) > 0;
     }
     if (!erased) {
-      spdlog::warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
-                   protocol::toString(event->state));
+      log().warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
+                 protocol::toString(event->state));
       return;
     }
     live_->ended.notify_all();
