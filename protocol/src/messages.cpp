@@ -30,17 +30,19 @@ const std::vector<MessageSpec> kSpecs = {
     {MessageType::kTaskThreadDump, "TaskThreadDump", Direction::kDriverToAgent, true},
     {MessageType::kRemoveExecutor, "RemoveExecutor", Direction::kAgentToDriver, false},
     {MessageType::kHeartbeat, "Heartbeat", Direction::kBoth, false},
+    {MessageType::kGetPeers, "GetPeers", Direction::kAgentToDriver, true},
+    {MessageType::kUpdateBlockInfo, "UpdateBlockInfo", Direction::kAgentToDriver, false},
 };
 
-constexpr std::array<std::string_view, 5> kStateNames = {"RUNNING", "FINISHED", "FAILED",
-                                                         "KILLED", "LOST"};
+constexpr std::array<std::string_view, 5> kStateNames = {"RUNNING", "FINISHED", "FAILED", "KILLED",
+                                                         "LOST"};
 
 int readInt(const JsonReader& r, std::string_view key, int fallback, int min = 0) {
   return static_cast<int>(r.optionalInt(key, fallback, min, kMaxInt));
 }
 
 std::map<std::string, std::vector<std::string>> readAddressMap(const JsonReader& r,
-                                                                std::string_view key) {
+                                                               std::string_view key) {
   std::map<std::string, std::vector<std::string>> out;
   const Json* v = r.find(key);
   if (v == nullptr) return out;
@@ -209,9 +211,18 @@ LaunchedExecutor fromJson(const Json& j, Tag<LaunchedExecutor>) {
 
 // ---- TaskDescription / LaunchTask ----
 Json toJson(const TaskDescription& m) {
-  return {{"task_id", m.task_id},       {"attempt", m.attempt},     {"name", m.name},
-          {"partition", m.partition},   {"runner", m.runner},       {"cpus", m.cpus},
-          {"resources", m.resources},   {"properties", m.properties}, {"payload", m.payload}};
+  Json j = {{"task_id", m.task_id},     {"attempt", m.attempt},       {"name", m.name},
+            {"partition", m.partition}, {"runner", m.runner},         {"cpus", m.cpus},
+            {"resources", m.resources}, {"properties", m.properties}, {"payload", m.payload}};
+  if (!m.inputs.empty()) {
+    Json inputs = Json::array();
+    for (const auto& in : m.inputs) {
+      inputs.push_back(
+          {{"id", in.id}, {"url", in.url}, {"size", in.size}, {"checksum", in.checksum}});
+    }
+    j["inputs"] = std::move(inputs);
+  }
+  return j;
 }
 TaskDescription fromJson(const Json& j, Tag<TaskDescription>) {
   JsonReader r(j, "");
@@ -226,6 +237,18 @@ TaskDescription fromJson(const Json& j, Tag<TaskDescription>) {
   m.resources = readAddressMap(r, "resources");
   m.properties = r.optionalStringMap("properties");
   if (const Json* payload = r.find("payload")) m.payload = *payload;
+  if (const Json* inputs = r.find("inputs")) {
+    if (!inputs->is_array()) r.fail("inputs", "expected an array of input blocks");
+    for (std::size_t i = 0; i < inputs->size(); ++i) {
+      JsonReader in((*inputs)[i], "/inputs/" + std::to_string(i));
+      InputBlock block;
+      block.id = in.requiredString("id");
+      block.url = in.requiredString("url");
+      if (in.has("size")) block.size = in.requiredUnsigned("size");
+      block.checksum = in.optionalString("checksum");
+      m.inputs.push_back(std::move(block));
+    }
+  }
   return m;
 }
 
@@ -348,9 +371,11 @@ RemoveExecutor fromJson(const Json& j, Tag<RemoveExecutor>) {
 }
 
 Json toJson(const Heartbeat& m) {
-  return {{"executor_id", m.executor_id},
-          {"running_tasks", m.running_tasks},
-          {"sent_at_ms", m.sent_at_ms}};
+  Json j = {{"executor_id", m.executor_id},
+            {"running_tasks", m.running_tasks},
+            {"sent_at_ms", m.sent_at_ms}};
+  if (!m.decommission.is_null()) j["decommission"] = m.decommission;
+  return j;
 }
 Heartbeat fromJson(const Json& j, Tag<Heartbeat>) {
   JsonReader r(j, "");
@@ -358,6 +383,79 @@ Heartbeat fromJson(const Json& j, Tag<Heartbeat>) {
   m.executor_id = r.optionalString("executor_id");
   m.running_tasks = readInt(r, "running_tasks", 0);
   if (r.has("sent_at_ms")) m.sent_at_ms = r.requiredUnsigned("sent_at_ms");
+  if (const Json* d = r.find("decommission")) {
+    if (!d->is_object()) r.fail("decommission", "expected an object");
+    m.decommission = *d;
+  }
+  return m;
+}
+
+// ---- Blocks ----
+Json toJson(const BlockInfo& m) {
+  return {{"id", m.id},
+          {"size", m.size},
+          {"checksum", m.checksum},
+          {"executor_id", m.executor_id},
+          {"url", m.url}};
+}
+BlockInfo fromJson(const Json& j, Tag<BlockInfo>) {
+  JsonReader r(j, "");
+  BlockInfo m;
+  m.id = r.requiredString("id");
+  if (r.has("size")) m.size = r.requiredUnsigned("size");
+  m.checksum = r.optionalString("checksum");
+  m.executor_id = r.optionalString("executor_id");
+  m.url = r.requiredString("url");
+  return m;
+}
+
+Json toJson(const GetPeers& m) { return {{"executor_id", m.executor_id}}; }
+GetPeers fromJson(const Json& j, Tag<GetPeers>) {
+  JsonReader r(j, "");
+  return GetPeers{r.requiredString("executor_id")};
+}
+
+Json toJson(const std::vector<Peer>& peers) {
+  Json list = Json::array();
+  for (const auto& p : peers) {
+    list.push_back({{"executor_id", p.executor_id}, {"block_url", p.block_url}});
+  }
+  return {{"peers", list}};
+}
+std::vector<Peer> parsePeers(const Json& reply_body) {
+  JsonReader r(reply_body, "");
+  const Json* list = r.find("peers");
+  std::vector<Peer> out;
+  if (list == nullptr) return out;
+  if (!list->is_array()) r.fail("peers", "expected an array");
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    JsonReader p((*list)[i], "/peers/" + std::to_string(i));
+    out.push_back(Peer{p.requiredString("executor_id"), p.requiredString("block_url")});
+  }
+  return out;
+}
+
+Json toJson(const UpdateBlockInfo& m) {
+  Json added = Json::array();
+  for (const auto& b : m.added) added.push_back(toJson(b));
+  return {{"executor_id", m.executor_id}, {"added", added}, {"removed", m.removed}};
+}
+UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>) {
+  JsonReader r(j, "");
+  UpdateBlockInfo m;
+  m.executor_id = r.requiredString("executor_id");
+  if (const Json* added = r.find("added")) {
+    if (!added->is_array()) r.fail("added", "expected an array of blocks");
+    for (std::size_t i = 0; i < added->size(); ++i) {
+      try {
+        m.added.push_back(fromJson((*added)[i], Tag<BlockInfo>{}));
+      } catch (const JsonPathError& e) {
+        throw JsonPathError("/added/" + std::to_string(i) + (e.path() == "/" ? "" : e.path()),
+                            e.detail());
+      }
+    }
+  }
+  m.removed = r.optionalStringList("removed");
   return m;
 }
 

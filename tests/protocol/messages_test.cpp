@@ -122,13 +122,28 @@ TaskThreadDump sampleTaskThreadDump() { return TaskThreadDump{12}; }
 
 RemoveExecutor sampleRemoveExecutor() { return RemoveExecutor{"exec-7", "decommission finished"}; }
 
-Heartbeat sampleHeartbeat() { return Heartbeat{"exec-7", 4, 1700000000123u}; }
+Heartbeat sampleHeartbeat() {
+  Heartbeat m{"exec-7", 4, 1700000000123u, Json::object()};
+  m.decommission = {{"state", "migrating"}, {"blocks_total", 3}, {"blocks_migrated", 1}};
+  return m;
+}
+
+GetPeers sampleGetPeers() { return GetPeers{"exec-7"}; }
+
+UpdateBlockInfo sampleUpdateBlockInfo() {
+  UpdateBlockInfo m;
+  m.executor_id = "exec-7";
+  m.added.push_back(BlockInfo{"shuffle_0_1_2", 4096, "xxh64:00ff00ff00ff00ff", "exec-9",
+                              "http://10.0.0.9:7337/blocks/shuffle_0_1_2"});
+  m.removed = {"shuffle_0_1_2", "rdd_3_4"};
+  return m;
+}
 
 // ---- The message table --------------------------------------------------------------------
 
 TEST(MessageTest, TableListsEveryTypeOnceInEnumOrder) {
   const auto& all = allMessages();
-  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kHeartbeat) + 1);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kUpdateBlockInfo) + 1);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(all[i].type), i) << all[i].name;
@@ -162,6 +177,8 @@ TEST(MessageTest, DirectionsAndAsksMatchTheContract) {
       {"TaskThreadDump", Direction::kDriverToAgent, true},
       {"RemoveExecutor", Direction::kAgentToDriver, false},
       {"Heartbeat", Direction::kBoth, false},
+      {"GetPeers", Direction::kAgentToDriver, true},
+      {"UpdateBlockInfo", Direction::kAgentToDriver, false},
   };
   ASSERT_EQ(std::size(expected), allMessages().size());
   for (const auto& e : expected) {
@@ -175,7 +192,7 @@ TEST(MessageTest, DirectionsAndAsksMatchTheContract) {
 TEST(MessageTest, FindMessageReturnsNullForUnknownTypes) {
   for (std::string_view name :
        {"", "Reply", "Error", "launchtask", "LAUNCHTASK", "LaunchTask ", " LaunchTask",
-        "LaunchTasks", "GetPeers", "UpdateBlockInfo", "RegisteredExecutor", "AppConfig"}) {
+        "LaunchTasks", "GetPeer", "UpdateBlockInfos", "RegisteredExecutor", "AppConfig"}) {
     EXPECT_EQ(findMessage(name), nullptr) << "'" << name << "'";
   }
 }
@@ -357,6 +374,42 @@ TEST(MessageTest, HeartbeatRoundTrips) {
   EXPECT_EQ(m.executor_id, "exec-7");
   EXPECT_EQ(m.running_tasks, 4);
   EXPECT_EQ(m.sent_at_ms, 1700000000123u);
+  EXPECT_EQ(m.decommission["blocks_migrated"], 1);
+}
+
+TEST(MessageTest, GetPeersAndPeerListRoundTrip) {
+  EXPECT_EQ(roundTrip(sampleGetPeers()).executor_id, "exec-7");
+  std::vector<Peer> peers = {{"a", "http://a:1"}, {"b", "http://b:2"}};
+  auto back = parsePeers(toJson(peers));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].executor_id, "b");
+  EXPECT_EQ(back[1].block_url, "http://b:2");
+  EXPECT_THROW(parsePeers(Json{{"peers", {{{"executor_id", "x"}}}}}), BodyError);
+}
+
+TEST(MessageTest, UpdateBlockInfoRoundTrips) {
+  UpdateBlockInfo m = roundTrip(sampleUpdateBlockInfo());
+  ASSERT_EQ(m.added.size(), 1u);
+  EXPECT_EQ(m.added[0].id, "shuffle_0_1_2");
+  EXPECT_EQ(m.added[0].size, 4096u);
+  EXPECT_EQ(m.added[0].executor_id, "exec-9");
+  EXPECT_EQ(m.removed, (std::vector<std::string>{"shuffle_0_1_2", "rdd_3_4"}));
+  try {
+    decodeBody<UpdateBlockInfo>(Json{{"executor_id", "e"}, {"added", {{{"id", "x"}}}}});
+    FAIL();
+  } catch (const BodyError& e) {
+    EXPECT_EQ(e.path(), "/added/0/url");
+  }
+}
+
+TEST(MessageTest, TaskInputsRoundTrip) {
+  LaunchTask m = sampleLaunchTask();
+  m.task.inputs.push_back(
+      InputBlock{"shuffle_0_1_2", "http://a:1/blocks/shuffle_0_1_2", 10, "xxh64:0000000000000001"});
+  LaunchTask back = roundTrip(m);
+  ASSERT_EQ(back.task.inputs.size(), 1u);
+  EXPECT_EQ(back.task.inputs[0].url, "http://a:1/blocks/shuffle_0_1_2");
+  EXPECT_EQ(back.task.inputs[0].size, 10u);
 }
 
 // The encoded frame of a fully populated sample of `type`. The switch has no default, so a new
@@ -395,6 +448,10 @@ std::string sampleFrame(MessageType type, std::uint64_t id) {
       return encodeEnvelope(makeMessage(sampleRemoveExecutor(), id));
     case MessageType::kHeartbeat:
       return encodeEnvelope(makeMessage(sampleHeartbeat(), id));
+    case MessageType::kGetPeers:
+      return encodeEnvelope(makeMessage(sampleGetPeers(), id));
+    case MessageType::kUpdateBlockInfo:
+      return encodeEnvelope(makeMessage(sampleUpdateBlockInfo(), id));
   }
   return {};
 }
@@ -436,6 +493,10 @@ std::string reencode(const Envelope& env) {
       return encodeEnvelope(makeMessage(decodeBody<RemoveExecutor>(env.body), env.id));
     case MessageType::kHeartbeat:
       return encodeEnvelope(makeMessage(decodeBody<Heartbeat>(env.body), env.id));
+    case MessageType::kGetPeers:
+      return encodeEnvelope(makeMessage(decodeBody<GetPeers>(env.body), env.id));
+    case MessageType::kUpdateBlockInfo:
+      return encodeEnvelope(makeMessage(decodeBody<UpdateBlockInfo>(env.body), env.id));
   }
   return {};
 }

@@ -38,6 +38,8 @@ enum class MessageType {
   kTaskThreadDump,
   kRemoveExecutor,
   kHeartbeat,
+  kGetPeers,
+  kUpdateBlockInfo,
 };
 
 enum class Direction { kAgentToDriver, kDriverToAgent, kBoth };
@@ -81,6 +83,24 @@ struct ResourceInfo {
   std::vector<std::string> addresses;
 };
 
+// A block the task needs: the agent fetches it into the task's input directory first.
+struct InputBlock {
+  std::string id;   // e.g. "shuffle_0_3_1"
+  std::string url;  // where to GET it (a block server URL)
+  std::uint64_t size = 0;
+  std::string checksum;  // "xxh64:<16 hex digits>"; empty = not checked
+};
+
+// Where a block lives. `executor_id` is the holder (empty when the block is in the fallback
+// store); `url` is where a reader GETs it.
+struct BlockInfo {
+  std::string id;
+  std::uint64_t size = 0;
+  std::string checksum;
+  std::string executor_id;
+  std::string url;
+};
+
 struct TaskDescription {
   std::uint64_t task_id = 0;  // unique per launch (a retry gets a new task_id)
   int attempt = 0;
@@ -90,7 +110,8 @@ struct TaskDescription {
   int cpus = 1;
   std::map<std::string, std::vector<std::string>> resources;  // name -> assigned addresses
   std::map<std::string, std::string> properties;
-  Json payload = Json::object();  // runner-specific
+  Json payload = Json::object();   // runner-specific
+  std::vector<InputBlock> inputs;  // fetched before the task starts
 };
 
 // ---- Message bodies -----------------------------------------------------------------------
@@ -150,8 +171,8 @@ struct StatusUpdate {
   std::string executor_id;
   std::uint64_t task_id = 0;
   TaskState state = TaskState::kRunning;
-  Json result;                 // FINISHED: the task's result
-  std::string reason;          // FAILED / KILLED / LOST: why
+  Json result;         // FINISHED: the task's result
+  std::string reason;  // FAILED / KILLED / LOST: why
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string stderr_tail;
@@ -203,6 +224,34 @@ struct Heartbeat {
   std::string executor_id;  // empty when sent by the driver
   int running_tasks = 0;
   std::uint64_t sent_at_ms = 0;  // sender's wall clock, for diagnostics only
+  // While decommissioning: {"state": "...", "blocks_total": N, "blocks_migrated": N,
+  // "blocks_failed": N, "bytes_total": N, "bytes_migrated": N}; null otherwise.
+  Json decommission;
+};
+
+// Ask (agent -> driver): which peers could take this agent's blocks. Reply body:
+// {"peers": [{"executor_id": "...", "block_url": "http://..."}]} (never the asker, never a
+// decommissioning agent).
+struct GetPeers {
+  static constexpr MessageType kType = MessageType::kGetPeers;
+  std::string executor_id;
+};
+
+struct Peer {
+  std::string executor_id;
+  std::string block_url;
+};
+std::vector<Peer> parsePeers(const Json& reply_body);  // throws BodyError
+Json toJson(const std::vector<Peer>& peers);
+
+// One-way (agent -> driver): blocks the sender now knows of. `added` lists blocks and where
+// they live now (the sender's own new blocks, or where it migrated them); `removed` lists
+// ids the sender no longer holds.
+struct UpdateBlockInfo {
+  static constexpr MessageType kType = MessageType::kUpdateBlockInfo;
+  std::string executor_id;
+  std::vector<BlockInfo> added;
+  std::vector<std::string> removed;
 };
 
 // ---- JSON mapping -------------------------------------------------------------------------
@@ -227,6 +276,9 @@ Json toJson(const ExecutorDecommissioning& m);
 Json toJson(const TaskThreadDump& m);
 Json toJson(const RemoveExecutor& m);
 Json toJson(const Heartbeat& m);
+Json toJson(const GetPeers& m);
+Json toJson(const UpdateBlockInfo& m);
+Json toJson(const BlockInfo& m);
 
 template <typename T>
 struct Tag {};
@@ -249,6 +301,9 @@ ExecutorDecommissioning fromJson(const Json& j, Tag<ExecutorDecommissioning>);
 TaskThreadDump fromJson(const Json& j, Tag<TaskThreadDump>);
 RemoveExecutor fromJson(const Json& j, Tag<RemoveExecutor>);
 Heartbeat fromJson(const Json& j, Tag<Heartbeat>);
+GetPeers fromJson(const Json& j, Tag<GetPeers>);
+UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>);
+BlockInfo fromJson(const Json& j, Tag<BlockInfo>);
 
 // Decodes a body of type T; throws BodyError.
 template <typename T>
