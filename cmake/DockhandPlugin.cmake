@@ -3,7 +3,8 @@
 # Builds a Dockhand plugin: a shared library named dockhand-<name>.so with hidden visibility,
 # every undefined symbol resolved at link time, and static dependencies kept private, so that
 # two plugins never see each other's helpers. Built-in plugins, test fixtures and third-party
-# plugins (through the installed CMake package) all use this one function.
+# plugins (through the installed CMake package) all use this one function. The install rule
+# goes into the component named by DOCKHAND_PLUGIN_INSTALL_COMPONENT when that is set.
 function(dockhand_add_plugin name)
   cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR" "SOURCES;LIBRARIES" ${ARGN})
   set(target dockhand-plugin-${name})
@@ -31,6 +32,11 @@ function(dockhand_add_plugin name)
     dockhand_set_warnings(${target})
   endif()
   if(NOT ARG_NO_INSTALL AND DEFINED DOCKHAND_PLUGIN_INSTALL_DIR)
-    install(TARGETS ${target} LIBRARY DESTINATION "${DOCKHAND_PLUGIN_INSTALL_DIR}")
+    if(DEFINED DOCKHAND_PLUGIN_INSTALL_COMPONENT)
+      install(TARGETS ${target} LIBRARY DESTINATION "${DOCKHAND_PLUGIN_INSTALL_DIR}"
+              COMPONENT ${DOCKHAND_PLUGIN_INSTALL_COMPONENT})
+    else()
+      install(TARGETS ${target} LIBRARY DESTINATION "${DOCKHAND_PLUGIN_INSTALL_DIR}")
+    endif()
   endif()
 endfunction()

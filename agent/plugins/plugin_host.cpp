@@ -12,8 +12,8 @@ bool isPath(const std::string& name_or_path) {
 
 }  // namespace
 
-PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs)
-    : plugin_dirs_(std::move(plugin_dirs)) {}
+PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure)
+    : plugin_dirs_(std::move(plugin_dirs)), allow_insecure_(allow_insecure) {}
 
 std::filesystem::path PluginHost::locate(const std::string& name_or_path) const {
   if (name_or_path.empty()) throw PluginLoadError("plugin '': empty plugin name");
@@ -40,7 +40,7 @@ std::shared_ptr<const PluginLibrary> PluginHost::load(const std::string& name_or
 
   std::lock_guard lock(mutex_);
   if (auto it = by_path_.find(key); it != by_path_.end()) return it->second;
-  auto library = PluginLibrary::open(path);
+  auto library = PluginLibrary::open(path, allow_insecure_);
   if (!isPath(name_or_path) && library->name() != name_or_path) {
     throw PluginLoadError("plugin '" + path.string() + "': declares the name '" + library->name() +
                           "', expected '" + name_or_path + "'");

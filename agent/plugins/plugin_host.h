@@ -31,7 +31,9 @@ namespace dockhand::agent {
 
 class PluginHost {
  public:
-  explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs);
+  // `allow_insecure` lets files and directories that group or others may write be loaded
+  // (development only; see PluginLibrary::open).
+  explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure = false);
 
   // The file for a plugin name or path. Throws PluginLoadError when no directory has it.
   std::filesystem::path locate(const std::string& name_or_path) const;
@@ -62,6 +64,7 @@ class PluginHost {
 
  private:
   std::vector<std::filesystem::path> plugin_dirs_;
+  bool allow_insecure_ = false;
   mutable std::mutex mutex_;
   std::map<std::filesystem::path, std::shared_ptr<const PluginLibrary>> by_path_;
   std::map<std::string, std::shared_ptr<const PluginLibrary>> by_name_;

@@ -1,5 +1,7 @@
 #include "plugins/plugin_instance.h"
 
+#include "plugins/config_schema.h"
+
 #include <exception>
 
 #include <spdlog/spdlog.h>
@@ -7,6 +9,8 @@
 
 namespace dockhand::agent {
 namespace {
+
+std::atomic<std::int64_t> gCoreHookWarnLimitMs{100};
 
 std::shared_ptr<spdlog::logger> pluginLogger(const std::string& plugin_name) {
   const std::string logger_name = "plugin." + plugin_name;
@@ -44,6 +48,17 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
   auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_object()) throw PluginLoadError(label + ": config must be a JSON object");
 
+  if (const auto& schema = library->configSchema(); !schema.is_null()) {
+    auto problems = checkAgainstSchema(parsed, schema);
+    if (!problems.empty()) {
+      std::string text;
+      for (const auto& p : problems) {
+        text += (text.empty() ? "" : "; ") + std::string("config ") +
+                (p.path.empty() ? "/" : p.path) + ": " + p.message;
+      }
+      throw PluginLoadError(label + ": " + text);
+    }
+  }
   std::shared_ptr<PluginInstance> instance(
       new PluginInstance(std::move(library), config_json, std::move(callbacks)));
   const dh_plugin_descriptor& d = instance->descriptor();
@@ -73,6 +88,7 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
   host_.task_status = &hostTaskStatus;
   host_.migration_progress = &hostMigrationProgress;
   host_.config = &hostConfig;
+  host_.log_enabled = &hostLogEnabled;
 }
 
 PluginInstance::~PluginInstance() {
@@ -130,6 +146,30 @@ void PluginInstance::hostMigrationProgress(void* ctx, const char* progress_json)
     }
   } catch (...) {
   }
+}
+
+std::int32_t PluginInstance::hostLogEnabled(void* ctx, std::int32_t level) noexcept {
+  return static_cast<PluginInstance*>(ctx)->logger_->should_log(levelOf(level)) ? 1 : 0;
+}
+
+void PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds limit) {
+  gCoreHookWarnLimitMs.store(limit.count());
+}
+
+std::chrono::milliseconds PluginInstance::coreHookWarnLimit() {
+  return std::chrono::milliseconds(gCoreHookWarnLimitMs.load());
+}
+
+void PluginInstance::noteCoreHookDuration(const char* hook,
+                                          std::chrono::steady_clock::duration took) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took);
+  const auto limit = coreHookWarnLimit();
+  if (ms <= limit) return;
+  const auto count = ++slow_calls_;
+  logger_->warn(
+      "{} took {} ms (limit {} ms; slow calls so far: {}): hooks on the core thread must not "
+      "block, every other task waits meanwhile",
+      hook, ms.count(), limit.count(), count);
 }
 
 const char* PluginInstance::hostConfig(void* ctx) noexcept {

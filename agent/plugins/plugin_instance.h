@@ -7,6 +7,8 @@
 // valid (and thread-safe) for the instance's whole life.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,7 +47,9 @@ class PluginInstance {
  public:
   // Calls the plugin's create() with `config_json` (which must be a JSON object) and a
   // dh_host table forwarding to `callbacks`; the plugin's log lines go to the spdlog logger
-  // "plugin.<name>". Throws PluginLoadError "<label>: create failed: <plugin's message>".
+  // "plugin.<name>". Before create(), the config is checked against the plugin's
+  // config_schema: "<label>: config /path: <problem>" (every problem, joined by "; ").
+  // Throws PluginLoadError "<label>: create failed: <plugin's message>".
   static std::shared_ptr<PluginInstance> create(std::shared_ptr<const PluginLibrary> library,
                                                 const std::string& config_json,
                                                 PluginCallbacks callbacks);
@@ -63,6 +67,14 @@ class PluginInstance {
   // (which must happen on the thread that made the call, right after it).
   PluginResult result(dh_status status, const char* out_json = nullptr) const;
 
+  // Core-thread hooks must not block: a call that took longer than the limit is logged as a
+  // warning naming the hook, and counted. Call after each core-thread hook.
+  void noteCoreHookDuration(const char* hook, std::chrono::steady_clock::duration took);
+  std::uint64_t slowCalls() const { return slow_calls_.load(); }
+  // The limit for every instance (default 100 ms; agent config plugin_call_warn_ms).
+  static void setCoreHookWarnLimit(std::chrono::milliseconds limit);
+  static std::chrono::milliseconds coreHookWarnLimit();
+
  private:
   PluginInstance(std::shared_ptr<const PluginLibrary> library, std::string config_json,
                  PluginCallbacks callbacks);
@@ -73,6 +85,7 @@ class PluginInstance {
                              const char* detail_json) noexcept;
   static void hostMigrationProgress(void* ctx, const char* progress_json) noexcept;
   static const char* hostConfig(void* ctx) noexcept;
+  static std::int32_t hostLogEnabled(void* ctx, std::int32_t level) noexcept;
 
   std::shared_ptr<const PluginLibrary> library_;  // first: released last
   std::string config_json_;
@@ -80,6 +93,16 @@ class PluginInstance {
   std::shared_ptr<spdlog::logger> logger_;
   dh_host host_{};
   dh_plugin* handle_ = nullptr;
+  std::atomic<std::uint64_t> slow_calls_{0};
 };
+
+// Runs one core-thread hook and reports its duration to the instance.
+template <class Call>
+auto timedCoreHook(PluginInstance& instance, const char* hook, Call&& call) {
+  const auto start = std::chrono::steady_clock::now();
+  auto status = call();
+  instance.noteCoreHookDuration(hook, std::chrono::steady_clock::now() - start);
+  return status;
+}
 
 }  // namespace dockhand::agent

@@ -1,8 +1,11 @@
 #include "plugins/plugin_library.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <type_traits>
@@ -18,10 +21,42 @@ static_assert(std::is_same_v<EntryFunction*, dh_plugin_entry_fn>,
               "dh_plugin_entry and dh_plugin_entry_fn disagree");
 
 // The size of each ABI struct at minor 0: what every plugin of this major provides at least.
+// (Fields appended since 1.0 are optional and read only when a table's struct_size has them.)
 constexpr std::uint32_t kMinDescriptorSize = sizeof(dh_plugin_descriptor);
-constexpr std::uint32_t kMinRunnerSize = sizeof(dh_task_runner_vtable);
+constexpr std::uint32_t kMinRunnerSize = offsetof(dh_task_runner_vtable, task_stats);
 constexpr std::uint32_t kMinDiscoverySize = sizeof(dh_resource_discovery_vtable);
 constexpr std::uint32_t kMinMigrationSize = sizeof(dh_block_migration_vtable);
+
+// Copies a plugin's table up to its struct_size (at most ours); the rest stays zero (NULL).
+template <class Table>
+const Table* copyTable(const Table* source, Table& target) {
+  if (source == nullptr) return nullptr;
+  target = Table{};
+  std::memcpy(&target, source, std::min<std::size_t>(source->struct_size, sizeof(Table)));
+  return &target;
+}
+
+std::string octal(unsigned mode) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "%04o", mode & 07777u);
+  return buffer;
+}
+
+std::string checkOne(const std::filesystem::path& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};  // a missing file is reported later
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return std::string(what) + " " + path.string() + " is writable by group or others (mode " +
+           octal(st.st_mode) + "); run chmod go-w on it, or set allow_insecure_plugins for " +
+           "development";
+  }
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return std::string(what) + " " + path.string() + " belongs to uid " +
+           std::to_string(st.st_uid) + ", neither root nor this agent's user; chown it, or set " +
+           "allow_insecure_plugins for development";
+  }
+  return {};
+}
 constexpr std::uint32_t kAllKinds =
     DH_KIND_RESOURCE_DISCOVERY | DH_KIND_TASK_RUNNER | DH_KIND_BLOCK_MIGRATION;
 
@@ -122,13 +157,25 @@ std::string checkDescriptor(const dh_plugin_descriptor* raw) {
   return {};
 }
 
-std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path) {
+std::string checkFileSecurity(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) absolute = path;
+  if (auto why = checkOne(absolute, "file"); !why.empty()) return why;
+  return checkOne(absolute.parent_path(), "directory");
+}
+
+std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path,
+                                                         bool allow_insecure) {
   auto fail = [&](const std::string& why) -> PluginLoadError {
     return PluginLoadError("plugin '" + path.string() + "': " + why);
   };
   std::error_code fs_error;
   if (!std::filesystem::is_regular_file(path, fs_error)) {
     throw fail(std::filesystem::exists(path, fs_error) ? "not a regular file" : "no such file");
+  }
+  if (!allow_insecure) {
+    if (std::string why = checkFileSecurity(path); !why.empty()) throw fail("refused: " + why);
   }
   if (!looksLikeElf(path)) throw fail("not a shared library (no ELF header)");
 
@@ -156,9 +203,23 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
 
   std::memcpy(&library->descriptor_, raw,
               std::min<std::size_t>(raw->struct_size, sizeof(dh_plugin_descriptor)));
+  dh_plugin_descriptor& d = library->descriptor_;
+  d.resource_discovery = copyTable(d.resource_discovery, library->discovery_table_);
+  d.task_runner = copyTable(d.task_runner, library->runner_table_);
+  d.block_migration = copyTable(d.block_migration, library->migration_table_);
   library->name_ = raw->name;
   library->version_ = raw->version;
+  if (d.config_schema != nullptr) {
+    library->config_schema_ = nlohmann::json::parse(d.config_schema, nullptr, false);
+    if (library->config_schema_.is_discarded() || !library->config_schema_.is_object()) {
+      throw PluginLoadError(library->label() + ": config_schema is not a JSON object");
+    }
+  }
   return library;
+}
+
+std::string PluginLibrary::abiVersion() const {
+  return std::to_string(descriptor_.abi_major) + "." + std::to_string(descriptor_.abi_minor);
 }
 
 std::string PluginLibrary::label() const {

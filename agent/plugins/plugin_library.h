@@ -13,6 +13,7 @@
 #include <string>
 
 #include <boost/dll/shared_library.hpp>
+#include <nlohmann/json.hpp>
 
 #include "dockhand/plugin.h"
 #include "plugins/plugin_error.h"
@@ -21,8 +22,11 @@ namespace dockhand::agent {
 
 class PluginLibrary {
  public:
-  // Throws PluginLoadError: "plugin '<path>': <reason>".
-  static std::shared_ptr<const PluginLibrary> open(const std::filesystem::path& path);
+  // Throws PluginLoadError: "plugin '<path>': <reason>". Unless `allow_insecure`, a file or
+  // directory that group or others may write (or that belongs to neither root nor this
+  // user) is refused before it is loaded, as sshd refuses such key files.
+  static std::shared_ptr<const PluginLibrary> open(const std::filesystem::path& path,
+                                                   bool allow_insecure = false);
 
   PluginLibrary(const PluginLibrary&) = delete;
   PluginLibrary& operator=(const PluginLibrary&) = delete;
@@ -30,9 +34,14 @@ class PluginLibrary {
   const std::filesystem::path& path() const { return path_; }
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
-  // The plugin's descriptor, copied up to the plugin's struct_size (the rest zeroed). Its
-  // pointers point into the library.
+  // The plugin's descriptor, copied up to the plugin's struct_size (the rest zeroed). Its kind
+  // tables are copies too, each up to its own struct_size, so a hook that an older minor's
+  // table does not reach reads as NULL. Function and string pointers point into the library.
   const dh_plugin_descriptor& descriptor() const { return descriptor_; }
+  // The ABI version the plugin was built against.
+  std::string abiVersion() const;
+  // The plugin's config schema (parsed at open), or null when it publishes none.
+  const nlohmann::json& configSchema() const { return config_schema_; }
   bool implements(std::uint32_t kind) const { return (descriptor_.kinds & kind) != 0; }
 
   // "plugin 'process' (/usr/lib/dockhand/plugins/dockhand-process.so)", for messages.
@@ -44,6 +53,10 @@ class PluginLibrary {
   boost::dll::shared_library library_;
   std::filesystem::path path_;
   dh_plugin_descriptor descriptor_{};
+  dh_resource_discovery_vtable discovery_table_{};
+  dh_task_runner_vtable runner_table_{};
+  dh_block_migration_vtable migration_table_{};
+  nlohmann::json config_schema_;
   std::string name_;
   std::string version_;
 };
@@ -51,5 +64,9 @@ class PluginLibrary {
 // Checks a descriptor against this host's ABI. Returns the reason for refusing it, or an
 // empty string when it is acceptable. Exposed for tests.
 std::string checkDescriptor(const dh_plugin_descriptor* descriptor);
+
+// Why `path` may not be loaded as a plugin (writable by group or others, or owned by another
+// user; the same for its directory), or an empty string when it may. Exposed for tests.
+std::string checkFileSecurity(const std::filesystem::path& path);
 
 }  // namespace dockhand::agent

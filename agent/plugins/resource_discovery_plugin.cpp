@@ -18,12 +18,18 @@ PluginResult ResourceDiscoveryPlugin::discover(const std::string& request_json) 
 
 PluginResult ResourceDiscoveryPlugin::allocate(const std::string& allocation_json) {
   if (table_->allocate == nullptr) return {};
-  return instance_->result(table_->allocate(instance_->handle(), allocation_json.c_str()));
+  dh_status status = timedCoreHook(*instance_, "allocate", [&] {
+    return table_->allocate(instance_->handle(), allocation_json.c_str());
+  });
+  return instance_->result(status);
 }
 
 PluginResult ResourceDiscoveryPlugin::release(const std::string& allocation_json) {
   if (table_->release == nullptr) return {};
-  return instance_->result(table_->release(instance_->handle(), allocation_json.c_str()));
+  dh_status status = timedCoreHook(*instance_, "release", [&] {
+    return table_->release(instance_->handle(), allocation_json.c_str());
+  });
+  return instance_->result(status);
 }
 
 PluginResult ResourceDiscoveryPlugin::describe() {

@@ -10,13 +10,17 @@ TaskRunnerPlugin::TaskRunnerPlugin(std::shared_ptr<PluginInstance> instance)
 }
 
 PluginResult TaskRunnerPlugin::launch(const std::string& task_json) {
-  return instance_->result(table_->launch(instance_->handle(), task_json.c_str()));
+  dh_status status = timedCoreHook(
+      *instance_, "launch", [&] { return table_->launch(instance_->handle(), task_json.c_str()); });
+  return instance_->result(status);
 }
 
 PluginResult TaskRunnerPlugin::kill(std::uint64_t task_id, bool interrupt,
                                     const std::string& reason) {
-  return instance_->result(
-      table_->kill(instance_->handle(), task_id, interrupt ? 1 : 0, reason.c_str()));
+  dh_status status = timedCoreHook(*instance_, "kill", [&] {
+    return table_->kill(instance_->handle(), task_id, interrupt ? 1 : 0, reason.c_str());
+  });
+  return instance_->result(status);
 }
 
 PluginResult TaskRunnerPlugin::threadDump(std::uint64_t task_id) {
@@ -24,7 +28,20 @@ PluginResult TaskRunnerPlugin::threadDump(std::uint64_t task_id) {
     return PluginResult{DH_UNSUPPORTED, {}, name() + " does not support thread dumps"};
   }
   const char* out = nullptr;
-  dh_status status = table_->thread_dump(instance_->handle(), task_id, &out);
+  dh_status status = timedCoreHook(*instance_, "thread_dump", [&] {
+    return table_->thread_dump(instance_->handle(), task_id, &out);
+  });
+  return instance_->result(status, out);
+}
+
+PluginResult TaskRunnerPlugin::taskStats(std::uint64_t task_id) {
+  if (table_->task_stats == nullptr) {
+    return PluginResult{DH_UNSUPPORTED, {}, name() + " does not report task stats"};
+  }
+  const char* out = nullptr;
+  dh_status status = timedCoreHook(*instance_, "task_stats", [&] {
+    return table_->task_stats(instance_->handle(), task_id, &out);
+  });
   return instance_->result(status, out);
 }
 

@@ -26,6 +26,8 @@ class TaskRunnerPlugin {
   PluginResult kill(std::uint64_t task_id, bool interrupt, const std::string& reason);
   // DH_UNSUPPORTED when the plugin has no thread_dump hook.
   PluginResult threadDump(std::uint64_t task_id);
+  // DH_UNSUPPORTED when the plugin has no task_stats hook (e.g. one built against ABI 1.0).
+  PluginResult taskStats(std::uint64_t task_id);
 
  private:
   std::shared_ptr<PluginInstance> instance_;

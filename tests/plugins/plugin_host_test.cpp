@@ -1,6 +1,7 @@
 // The plugin host against real libraries: the built-in `process` plugin and one tiny broken
 // fixture plugin per refusal (tests/fixtures/plugins).
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,6 +24,50 @@ const std::filesystem::path kFixtureDir = DOCKHAND_FIXTURE_PLUGIN_DIR;
 std::string fixture(const std::string& name) {
   return (kFixtureDir / ("dockhand-fixture-" + name + ".so")).string();
 }
+
+// Captures the log lines of everything (the plugin loggers clone the default logger).
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    auto logger = std::make_shared<spdlog::logger>("test", sink);
+    logger->set_level(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() {
+    spdlog::set_default_logger(previous_);
+    for (const char* name : {"plugin.slow-launch", "plugin.older-minor", "plugin.every-call-fails"})
+      spdlog::drop(name);
+  }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// A private copy of a fixture in a fresh directory, to change its permissions.
+class FixtureCopy {
+ public:
+  explicit FixtureCopy(const std::string& name) {
+    char pattern[] = "/tmp/dockhand-perm-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+    std::filesystem::permissions(dir_, std::filesystem::perms(0755));
+    file_ = dir_ / ("dockhand-fixture-" + name + ".so");
+    std::filesystem::copy_file(fixture(name), file_);
+    std::filesystem::permissions(file_, std::filesystem::perms(0755));
+  }
+  ~FixtureCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::filesystem::path& dir() const { return dir_; }
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path file_;
+};
 
 // The message PluginHost::load() refuses `name_or_path` with ("" when it loads).
 std::string refusal(PluginHost& host, const std::string& name_or_path) {
@@ -146,7 +191,8 @@ TEST(PluginHostTest, DescriptorChecks) {
   EXPECT_EQ(checkDescriptor(nullptr), "dh_plugin_entry returned no descriptor");
   static const dh_task_runner_vtable runner = {
       sizeof(dh_task_runner_vtable), [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
-      [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr};
+      [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr,
+      nullptr};
   dh_plugin_descriptor d{};
   d.struct_size = sizeof d;
   d.abi_major = DH_ABI_MAJOR;
@@ -227,6 +273,111 @@ TEST(PluginHostTest, SdkPluginRoundTrip) {
   EXPECT_THAT(log.str(), HasSubstr("[plugin.sdk-echo] [info] echo destroyed"));
   spdlog::set_default_logger(previous);
   spdlog::drop("plugin.sdk-echo");
+}
+
+TEST(PluginHostTest, OlderMinorPluginLoadsAndRuns) {
+  PluginHost host({});
+  StatusRecorder recorder;
+  auto runner = host.createTaskRunner(fixture("older-minor"), "{}", recorder.callback());
+  EXPECT_EQ(runner->instance().library().abiVersion(), "1.0");
+  EXPECT_EQ(runner->instance().descriptor().task_runner->task_stats, nullptr)
+      << "a hook beyond the plugin's struct_size reads as NULL";
+  auto launched = runner->launch(R"({"task_id":11})");
+  ASSERT_TRUE(launched.ok()) << launched.error;
+  auto end = recorder.waitTerminal(11, std::chrono::milliseconds(0));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+  EXPECT_EQ(end->detail.at("result"), "old plugin ran task 11");
+  // The hook appended in 1.1 is absent: the host says so instead of reading past the table.
+  auto stats = runner->taskStats(11);
+  EXPECT_EQ(stats.status, DH_UNSUPPORTED);
+  EXPECT_EQ(stats.error, "older-minor does not report task stats");
+}
+
+TEST(PluginHostTest, EveryFailingCallReturnsThePluginsMessage) {
+  PluginHost host({});
+  StatusRecorder recorder;
+  auto runner = host.createTaskRunner(fixture("every-call-fails"), "{}", recorder.callback());
+  auto expectError = [](const PluginResult& r, const std::string& message) {
+    EXPECT_EQ(r.status, DH_ERROR);
+    EXPECT_EQ(r.error, message);
+  };
+  expectError(runner->launch(R"({"task_id":1})"), "launch: no capacity");
+  expectError(runner->kill(1, true, "x"), "kill: refused");
+  expectError(runner->threadDump(1), "thread_dump: refused");
+  expectError(runner->taskStats(1), "task_stats: refused");
+  auto discovery = host.createResourceDiscovery(fixture("every-call-fails"), "{}");
+  expectError(discovery->discover(R"({"name":"gpu","amount":1})"),
+              "discover: the device registry is unreachable");
+  expectError(discovery->allocate(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
+              "allocate: device is busy");
+  expectError(discovery->release(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
+              "release: device did not reset");
+  expectError(discovery->describe(), "describe: no data");
+  auto migration = host.createBlockMigration(fixture("every-call-fails"), "{}", {});
+  expectError(migration->migrate(R"({"blocks":[],"peers":[]})"), "migrate: disk full");
+  migration->cancel();  // not implemented: a no-op
+  EXPECT_TRUE(recorder.reports(1).empty()) << "a failed launch reports nothing";
+}
+
+TEST(PluginHostTest, SlowCoreThreadHookIsWarnedAboutAndStillWorks) {
+  LogCapture log;
+  PluginHost host({});
+  StatusRecorder recorder;
+  auto runner =
+      host.createTaskRunner(fixture("slow-launch"), R"({"launch_ms":250})", recorder.callback());
+  const auto limit = PluginInstance::coreHookWarnLimit();
+  PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(50));
+  auto launched = runner->launch(R"({"task_id":3})");
+  PluginInstance::setCoreHookWarnLimit(limit);
+  ASSERT_TRUE(launched.ok()) << launched.error;
+  EXPECT_EQ(runner->instance().slowCalls(), 1u);
+  EXPECT_THAT(log.text(), HasSubstr("[plugin.slow-launch] [warning] launch took "));
+  EXPECT_THAT(log.text(), HasSubstr(" ms (limit 50 ms; slow calls so far: 1): hooks on the core "
+                                    "thread must not block"));
+  auto end = recorder.waitTerminal(3, std::chrono::milliseconds(0));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+}
+
+TEST(PluginHostTest, ConfigIsCheckedAgainstThePluginsSchemaBeforeCreate) {
+  PluginHost host({});
+  const std::string label = "plugin 'schema-discovery' (" + fixture("schema-discovery") + "): ";
+  EXPECT_EQ(createRefusal(host, fixture("schema-discovery"), R"({"resource":"fpga"})"),
+            label + "config /addresses: is required");
+  EXPECT_EQ(createRefusal(host, fixture("schema-discovery"),
+                          R"({"resource":"fpga","addresses":["0",1],"mode":"turbo","limit":9,
+                              "colour":"red"})"),
+            label +
+                "config /addresses/1: expected string, got integer; config /colour: unknown key "
+                "(not allowed by the schema); config /limit: must be <= 8, got 9; config /mode: "
+                "expected one of \"fast\", \"safe\", got \"turbo\"");
+  EXPECT_EQ(createRefusal(host, fixture("schema-discovery"),
+                          R"({"resource":"fpga","addresses":["0"],"mode":"safe"})"),
+            "");
+  EXPECT_FALSE(host.load(fixture("schema-discovery"))->configSchema().is_null());
+}
+
+TEST(PluginHostTest, RefusesFileWritableByGroupOrOthers) {
+  FixtureCopy copy("sdk-echo");
+  std::filesystem::permissions(copy.file(), std::filesystem::perms(0775));
+  PluginHost strict({});
+  EXPECT_EQ(refusal(strict, copy.file().string()),
+            "plugin '" + copy.file().string() + "': refused: file " + copy.file().string() +
+                " is writable by group or others (mode 0775); run chmod go-w on it, or set "
+                "allow_insecure_plugins for development");
+  PluginHost relaxed({}, /*allow_insecure=*/true);
+  EXPECT_EQ(refusal(relaxed, copy.file().string()), "");
+}
+
+TEST(PluginHostTest, RefusesFileInDirectoryWritableByOthers) {
+  FixtureCopy copy("sdk-echo");
+  std::filesystem::permissions(copy.dir(), std::filesystem::perms(0777));
+  PluginHost strict({});
+  EXPECT_EQ(refusal(strict, copy.file().string()),
+            "plugin '" + copy.file().string() + "': refused: directory " + copy.dir().string() +
+                " is writable by group or others (mode 0777); run chmod go-w on it, or set "
+                "allow_insecure_plugins for development");
 }
 
 }  // namespace

@@ -10,14 +10,23 @@
  *   dh_plugin_*  hooks the plugin implements and the host calls.
  *   dh_host_*    callbacks the host implements and the plugin calls (struct dh_host).
  *
- * VERSIONING
+ * VERSIONING (the rule)
  *   DH_ABI_MAJOR changes when an existing function or field changes meaning or place. The
  *   host loads a plugin only when its abi_major equals the host's. DH_ABI_MINOR grows when
  *   something is appended: a new field at the END of a struct, a new hook at the END of a
- *   table. The host supports every minor up to its own; it refuses a plugin built against a
- *   newer minor than it knows. Every table starts with `struct_size` (sizeof the struct the
- *   plugin was compiled with), so the host never reads past what the plugin provided, and a
- *   plugin reads a host table only up to the host's `struct_size`.
+ *   table, never anywhere else. The host supports every minor up to its own; it refuses a
+ *   plugin built against a newer minor than it knows. Every table starts with `struct_size`
+ *   (sizeof the struct as its provider compiled it):
+ *     - the host copies a plugin's table up to the plugin's struct_size and treats every
+ *       field beyond it as NULL ("not implemented"), so a plugin built against an older
+ *       minor keeps loading and working;
+ *     - a plugin reads a host table only up to the host's struct_size (plugin.hpp's Host
+ *       does this for you), so a plugin may run on a host of the same or a newer minor.
+ *   Every field added after 1.0 says "Since 1.N" and is optional. The test suite records
+ *   the layout of every struct at each minor and fails when the header changes without a
+ *   version bump (tests/plugins/abi_layout_test.cpp).
+ *
+ *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -41,6 +50,10 @@
  *   start-up/shutdown thread; task-runner hooks run on the agent's core thread and must not
  *   block (return in well under a millisecond: spawn, then report later); migration runs on
  *   a migration thread and may block. Host callbacks may be called from any thread.
+ *   The host measures every core-thread hook (launch, kill, thread_dump, task_stats,
+ *   allocate, release) and logs a warning naming the plugin and the hook when one takes
+ *   longer than its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow
+ *   hook delays every other task's launch and every status update.
  */
 #ifndef DOCKHAND_PLUGIN_H
 #define DOCKHAND_PLUGIN_H
@@ -53,7 +66,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 0
+#define DH_ABI_MINOR 1
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -124,6 +137,10 @@ typedef struct dh_host {
   /* Returns the plugin's own config object as JSON text (the `config` of its entry in the
    * agent's config; "{}" when none). Owned by the host, valid until destroy(). */
   const char* (*config)(void* ctx);
+
+  /* Since 1.1. Non-zero when a line at `level` would be written: skip building expensive
+   * debug lines when it returns 0. Any thread, never blocks. */
+  int32_t (*log_enabled)(void* ctx, int32_t level);
 } dh_host;
 
 /* ---------------------------------------------------------------------------------------
@@ -176,6 +193,11 @@ typedef struct dh_task_runner_vtable {
   /* Optional. What a task is doing now: *out_json = {"task_id": 7, "processes": [...]}.
    * DH_NOT_FOUND when the task is unknown. Core thread; must not block long. */
   dh_status (*thread_dump)(dh_plugin* self, uint64_t task_id, const char** out_json);
+
+  /* Since 1.1, optional. What a running task uses now, for metrics:
+   * *out_json = {"task_id": 7, "cpu_time_ms": N, "rss_bytes": N} (fields the runner cannot
+   * tell are left out). DH_NOT_FOUND when the task is unknown. Core thread; must not block. */
+  dh_status (*task_stats)(dh_plugin* self, uint64_t task_id, const char** out_json);
 } dh_task_runner_vtable;
 
 /* ---------------------------------------------------------------------------------------

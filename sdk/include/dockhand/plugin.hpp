@@ -62,6 +62,13 @@ class Host {
   void log(std::int32_t level, const std::string& message) const noexcept {
     if (has(offsetof(dh_host, log)) && host_->log) host_->log(host_->ctx, level, message.c_str());
   }
+  // Whether a line at `level` would be written (true on a host older than ABI 1.1).
+  bool logEnabled(std::int32_t level) const noexcept {
+    if (has(offsetof(dh_host, log_enabled)) && host_->log_enabled) {
+      return host_->log_enabled(host_->ctx, level) != 0;
+    }
+    return host_ != nullptr;
+  }
   void trace(const std::string& message) const noexcept { log(DH_LOG_TRACE, message); }
   void debug(const std::string& message) const noexcept { log(DH_LOG_DEBUG, message); }
   void info(const std::string& message) const noexcept { log(DH_LOG_INFO, message); }
@@ -122,6 +129,11 @@ class TaskRunner : public virtual Plugin {
   // What the task is doing now, as a JSON object. Unsupported unless overridden.
   virtual std::string threadDump(std::uint64_t /*task_id*/) {
     throw Error(DH_UNSUPPORTED, "thread dumps are not supported by this runner");
+  }
+  // What the task uses now, {"task_id": N, "cpu_time_ms": N, "rss_bytes": N}. Unsupported
+  // unless overridden.
+  virtual std::string taskStats(std::uint64_t /*task_id*/) {
+    throw Error(DH_UNSUPPORTED, "task stats are not supported by this runner");
   }
 };
 
@@ -266,6 +278,10 @@ struct Glue {
                               const char** out_json) noexcept {
     return guarded([&] { return setOut(runner(self).threadDump(task_id), out_json); });
   }
+  static dh_status taskStats(dh_plugin* self, std::uint64_t task_id,
+                             const char** out_json) noexcept {
+    return guarded([&] { return setOut(runner(self).taskStats(task_id), out_json); });
+  }
 
   // --- resource discovery ---
   static dh_status discover(dh_plugin* self, const char* request_json,
@@ -310,7 +326,7 @@ struct Glue {
   static const dh_task_runner_vtable* taskRunnerTable() noexcept {
     if constexpr (kIsRunner) {
       static const dh_task_runner_vtable table = {sizeof(dh_task_runner_vtable), &launch, &kill,
-                                                  &threadDump};
+                                                  &threadDump, &taskStats};
       return &table;
     } else {
       return nullptr;

@@ -1,0 +1,213 @@
+#include "plugins/config_schema.h"
+
+#include <algorithm>
+
+namespace dockhand::agent {
+namespace {
+
+using nlohmann::json;
+
+std::string typeOf(const json& value) {
+  switch (value.type()) {
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "number";
+    case json::value_t::null:
+      return "null";
+    default:
+      return "unknown";
+  }
+}
+
+bool hasType(const json& value, const std::string& type) {
+  if (type == "number") return value.is_number();
+  if (type == "integer") {
+    if (value.is_number_integer()) return true;
+    // 2.0 is an integer in JSON Schema.
+    if (value.is_number_float()) {
+      const double d = value.get<double>();
+      return d == static_cast<double>(static_cast<long long>(d));
+    }
+    return false;
+  }
+  return typeOf(value) == type;
+}
+
+// Escapes a property name for a JSON pointer (RFC 6901).
+std::string pointerToken(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A count keyword's value: a non-negative integer (parsed JSON holds it unsigned, JSON built
+// in C++ may hold it signed).
+bool isCount(const json& value) {
+  return value.is_number_unsigned() || (value.is_number_integer() && value.get<long long>() >= 0);
+}
+
+std::string shortJson(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+class Checker {
+ public:
+  std::vector<SchemaProblem> problems;
+
+  void check(const json& value, const json& schema, const std::string& path) {
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) add(path, "no value is allowed here");
+      return;
+    }
+    if (!schema.is_object()) return;
+    if (auto it = schema.find("type"); it != schema.end() && !checkType(value, *it, path)) {
+      return;  // the rest would only repeat the type mismatch
+    }
+    if (auto it = schema.find("enum"); it != schema.end() && it->is_array()) {
+      if (std::find(it->begin(), it->end(), value) == it->end()) {
+        std::string allowed;
+        for (const auto& option : *it) allowed += (allowed.empty() ? "" : ", ") + option.dump();
+        add(path, "expected one of " + allowed + ", got " + shortJson(value));
+      }
+    }
+    if (auto it = schema.find("const"); it != schema.end() && value != *it) {
+      add(path, "expected " + it->dump() + ", got " + shortJson(value));
+    }
+    if (value.is_number()) checkNumber(value, schema, path);
+    if (value.is_string()) checkString(value, schema, path);
+    if (value.is_array()) checkArray(value, schema, path);
+    if (value.is_object()) checkObject(value, schema, path);
+  }
+
+ private:
+  void add(const std::string& path, std::string message) {
+    problems.push_back(SchemaProblem{path, std::move(message)});
+  }
+
+  bool checkType(const json& value, const json& type, const std::string& path) {
+    std::vector<std::string> types;
+    if (type.is_string()) {
+      types.push_back(type.get<std::string>());
+    } else if (type.is_array()) {
+      for (const auto& t : type) {
+        if (t.is_string()) types.push_back(t.get<std::string>());
+      }
+    }
+    if (types.empty()) return true;
+    for (const auto& t : types) {
+      if (hasType(value, t)) return true;
+    }
+    std::string expected;
+    for (std::size_t i = 0; i < types.size(); ++i) {
+      if (i > 0) expected += i + 1 == types.size() ? " or " : ", ";
+      expected += types[i];
+    }
+    add(path, "expected " + expected + ", got " + typeOf(value));
+    return false;
+  }
+
+  void checkNumber(const json& value, const json& schema, const std::string& path) {
+    const double v = value.get<double>();
+    if (auto it = schema.find("minimum"); it != schema.end() && it->is_number()) {
+      if (v < it->get<double>()) add(path, "must be >= " + it->dump() + ", got " + value.dump());
+    }
+    if (auto it = schema.find("maximum"); it != schema.end() && it->is_number()) {
+      if (v > it->get<double>()) add(path, "must be <= " + it->dump() + ", got " + value.dump());
+    }
+  }
+
+  void checkString(const json& value, const json& schema, const std::string& path) {
+    const auto length = value.get_ref<const std::string&>().size();
+    if (auto it = schema.find("minLength"); it != schema.end() && isCount(*it)) {
+      if (length < it->get<std::size_t>()) {
+        add(path, "must be at least " + it->dump() + " characters long");
+      }
+    }
+    if (auto it = schema.find("maxLength"); it != schema.end() && isCount(*it)) {
+      if (length > it->get<std::size_t>()) {
+        add(path, "must be at most " + it->dump() + " characters long");
+      }
+    }
+  }
+
+  void checkArray(const json& value, const json& schema, const std::string& path) {
+    if (auto it = schema.find("minItems"); it != schema.end() && isCount(*it)) {
+      if (value.size() < it->get<std::size_t>()) {
+        add(path,
+            "expected at least " + it->dump() + " items, got " + std::to_string(value.size()));
+      }
+    }
+    if (auto it = schema.find("maxItems"); it != schema.end() && isCount(*it)) {
+      if (value.size() > it->get<std::size_t>()) {
+        add(path, "expected at most " + it->dump() + " items, got " + std::to_string(value.size()));
+      }
+    }
+    if (auto it = schema.find("items"); it != schema.end()) {
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        check(value[i], *it, path + "/" + std::to_string(i));
+      }
+    }
+  }
+
+  void checkObject(const json& value, const json& schema, const std::string& path) {
+    if (auto it = schema.find("required"); it != schema.end() && it->is_array()) {
+      for (const auto& name : *it) {
+        if (name.is_string() && !value.contains(name.get<std::string>())) {
+          add(path + "/" + pointerToken(name.get<std::string>()), "is required");
+        }
+      }
+    }
+    const json* properties = nullptr;
+    if (auto it = schema.find("properties"); it != schema.end() && it->is_object()) {
+      properties = &*it;
+    }
+    const json* additional = nullptr;
+    if (auto it = schema.find("additionalProperties"); it != schema.end()) additional = &*it;
+    for (const auto& [name, member] : value.items()) {
+      const std::string member_path = path + "/" + pointerToken(name);
+      if (properties != nullptr) {
+        if (auto p = properties->find(name); p != properties->end()) {
+          check(member, *p, member_path);
+          continue;
+        }
+      }
+      if (additional == nullptr) continue;
+      if (additional->is_boolean()) {
+        if (!additional->get<bool>()) add(member_path, "unknown key (not allowed by the schema)");
+      } else {
+        check(member, *additional, member_path);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<SchemaProblem> checkAgainstSchema(const nlohmann::json& value,
+                                              const nlohmann::json& schema) {
+  Checker checker;
+  checker.check(value, schema, "");
+  return std::move(checker.problems);
+}
+
+}  // namespace dockhand::agent
