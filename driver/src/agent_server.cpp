@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <istream>
+#include <vector>
 
 #include <Poco/Buffer.h>
 #include <Poco/Net/HTTPRequestHandler.h>
@@ -17,6 +19,7 @@
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/ThreadPool.h>
+#include <Poco/URI.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -183,11 +186,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
                      Poco::Net::HTTPServerResponse& response) override {
     const std::string peer = request.clientAddress().toString();
     if (Poco::icompare(request.get("Upgrade", ""), "websocket") != 0) {
-      const bool health = request.getURI() == "/healthz";
-      response.setStatus(health ? Poco::Net::HTTPResponse::HTTP_OK
-                                : Poco::Net::HTTPResponse::HTTP_UPGRADE_REQUIRED);
-      response.setContentType("text/plain");
-      response.send() << (health ? "ok\n" : "dockhand-driver: agents connect with a WebSocket\n");
+      servePlain(request, response);
       return;
     }
     std::unique_ptr<WebSocket> socket;
@@ -206,6 +205,46 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
   }
 
  private:
+  // Control requests are small: a larger body is refused rather than read.
+  static constexpr std::streamsize kMaxControlBody = 64 * 1024;
+
+  void servePlain(Poco::Net::HTTPServerRequest& request, Poco::Net::HTTPServerResponse& response) {
+    const std::string path = Poco::URI(request.getURI()).getPath();
+    if (path == "/healthz") {
+      response.setStatus(Poco::Net::HTTPResponse::HTTP_OK);
+      response.setContentType("text/plain");
+      response.send() << "ok\n";
+      return;
+    }
+    std::string body;
+    if (request.hasContentLength() && request.getContentLength64() > kMaxControlBody) {
+      response.setStatus(Poco::Net::HTTPResponse::HTTP_REQUESTENTITYTOOLARGE);
+      response.setContentType("text/plain");
+      response.send() << "request body too large\n";
+      return;
+    }
+    if (request.getMethod() == Poco::Net::HTTPRequest::HTTP_POST) {
+      std::vector<char> chunk(4096);
+      std::istream& in = request.stream();
+      while (in && static_cast<std::streamsize>(body.size()) <= kMaxControlBody) {
+        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        body.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+      }
+    }
+    std::optional<HttpReply> reply =
+        server_.handler_.onHttpRequest(request.getMethod(), path, body);
+    if (!reply) {
+      response.setStatus(Poco::Net::HTTPResponse::HTTP_UPGRADE_REQUIRED);
+      response.setContentType("text/plain");
+      response.send() << "dockhand-driver: agents connect with a WebSocket\n";
+      return;
+    }
+    response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(reply->status));
+    response.setContentType(reply->content_type);
+    response.setContentLength64(static_cast<Poco::Int64>(reply->body.size()));
+    response.send() << reply->body;
+  }
+
   void serve(WebSocket& socket, const std::string& peer) {
     const ServerOptions& options = server_.options();
     socket.setMaxPayloadSize(static_cast<int>(options.max_frame_bytes));

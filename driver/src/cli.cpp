@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,10 @@
 #include <vector>
 
 #include <Poco/Exception.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/URI.h>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -44,6 +49,8 @@ constexpr const char* kUsage = R"(usage: dockhand-driver [--help] [--version] <c
 commands:
   run JOB.json [options]   run a job on local agents (started here) and report each task
   serve [options]          serve agents with no job until SIGINT/SIGTERM
+  decommission EXECUTOR_ID --driver HOST:PORT [--reason TEXT]
+                           ask a running driver to decommission one of its agents
 
 run options:
   --local-agents N     agents to start on this machine (default 2; 0: only external agents)
@@ -54,6 +61,9 @@ run options:
   --port-file F        write the bound port to F once listening
   --config FILE        driver config (JSON; see docs/driver.md)
   --timeout SECONDS    fail the job if it has not ended by then (default: no limit)
+  --agent-config FILE  config file passed to every local agent (dockhand --config FILE)
+  --decommission ID    decommission agent ID while the job runs ...
+  --decommission-after-ms N  ... N ms after the job starts (default 0)
   --keep-work-dirs     keep the agents' work dirs and logs (their path is printed)
   --quiet              print only the summary line
   --log-level LEVEL    driver log level on stderr (default warn)
@@ -62,8 +72,9 @@ serve options:
   --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info)
 
 exit codes:
-  0    the job succeeded (serve: stopped by a signal)
-  1    the job failed, timed out, or could not run (agents did not register)
+  0    the job succeeded (serve: stopped by a signal; decommission: accepted)
+  1    the job failed, timed out, or could not run (agents did not register);
+       decommission: no such executor, or the driver cannot be reached
   2    a config or job file is invalid, or the agent program is missing
   64   unknown option or bad option value
   130  run: interrupted by SIGINT/SIGTERM
@@ -169,6 +180,11 @@ struct Options {
   bool keep_work_dirs = false;
   bool quiet = false;
   std::string log_level;
+  std::string agent_config;
+  std::string decommission_id;  // run: agent to decommission; decommission: the executor
+  long decommission_after_ms = 0;
+  std::string driver;  // decommission: HOST:PORT
+  std::string reason = "dockhand-driver decommission";
   bool help = false;
   bool version = false;
 };
@@ -214,6 +230,17 @@ Options parseArgs(int argc, char** argv) {
       o.config_file = value();
     } else if (arg == "--timeout") {
       o.timeout_s = parseNumber(arg, value(), 1, 100L * 365 * 86400);
+    } else if (arg == "--agent-config") {
+      o.agent_config = value();
+    } else if (arg == "--decommission") {
+      o.decommission_id = value();
+      if (o.decommission_id.empty()) throw UsageError("--decommission needs an executor id");
+    } else if (arg == "--decommission-after-ms") {
+      o.decommission_after_ms = parseNumber(arg, value(), 0, 365L * 86400 * 1000);
+    } else if (arg == "--driver") {
+      o.driver = value();
+    } else if (arg == "--reason") {
+      o.reason = value();
     } else if (arg == "--keep-work-dirs") {
       flag();
       o.keep_work_dirs = true;
@@ -232,23 +259,43 @@ Options parseArgs(int argc, char** argv) {
     }
   }
   if (o.help || o.version) return o;
-  if (positional.empty()) throw UsageError("missing command (run or serve)");
+  if (positional.empty()) throw UsageError("missing command (run, serve or decommission)");
   o.command = positional[0];
-  if (o.command == "run") {
-    if (positional.size() != 2) throw UsageError("run takes exactly one job file");
-    o.job_file = positional[1];
-  } else if (o.command == "serve") {
-    if (positional.size() != 1) throw UsageError("serve takes no arguments");
+  auto rejectOptions = [&](std::initializer_list<const char*> options, const char* owner) {
     for (const auto& arg : args) {
-      for (const char* run_only : {"--local-agents", "--cores", "--min-agents", "--agent-bin",
-                                   "--timeout", "--keep-work-dirs", "--quiet"}) {
-        if (arg == run_only || arg.rfind(std::string(run_only) + "=", 0) == 0) {
-          throw UsageError(fmt::format("{} is an option of run, not serve", run_only));
+      for (const char* option : options) {
+        if (arg == option || arg.rfind(std::string(option) + "=", 0) == 0) {
+          throw UsageError(fmt::format("{} is an option of {}, not {}", option, owner, o.command));
         }
       }
     }
+  };
+  if (o.command == "run") {
+    if (positional.size() != 2) throw UsageError("run takes exactly one job file");
+    o.job_file = positional[1];
+    rejectOptions({"--driver", "--reason"}, "decommission");
+    if (o.decommission_after_ms > 0 && o.decommission_id.empty()) {
+      throw UsageError("--decommission-after-ms needs --decommission EXECUTOR_ID");
+    }
+  } else if (o.command == "serve") {
+    if (positional.size() != 1) throw UsageError("serve takes no arguments");
+    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                   "--keep-work-dirs", "--quiet", "--agent-config", "--decommission",
+                   "--decommission-after-ms"},
+                  "run");
+    rejectOptions({"--driver", "--reason"}, "decommission");
+  } else if (o.command == "decommission") {
+    if (positional.size() != 2) throw UsageError("decommission takes exactly one executor id");
+    o.decommission_id = positional[1];
+    if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
+    parseListen(o.driver);  // validates HOST:PORT
+    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                   "--keep-work-dirs", "--agent-config", "--decommission",
+                   "--decommission-after-ms", "--listen", "--port-file", "--config"},
+                  "run or serve");
   } else {
-    throw UsageError(fmt::format("unknown command '{}' (expected run or serve)", o.command));
+    throw UsageError(
+        fmt::format("unknown command '{}' (expected run, serve or decommission)", o.command));
   }
   return o;
 }
@@ -318,6 +365,48 @@ int serve(const Options& o) {
   service.stopAgents();
   service.stop();
   return static_cast<int>(DriverExit::kSuccess);
+}
+
+// ---- decommission -------------------------------------------------------------------------
+
+// Percent-encodes what may not stand in a URL path segment as is.
+std::string encodePathSegment(const std::string& text) {
+  std::string out;
+  Poco::URI::encode(text, "/?#%", out);
+  return out;
+}
+
+int decommissionCommand(const Options& o) {
+  const Listen driver = parseListen(o.driver);
+  const std::string path =
+      fmt::format("/v1/executors/{}/decommission", encodePathSegment(o.decommission_id));
+  try {
+    Poco::Net::HTTPClientSession session(driver.host, driver.port);
+    session.setTimeout(Poco::Timespan(10, 0));
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_POST, path,
+                                   Poco::Net::HTTPMessage::HTTP_1_1);
+    const std::string body = Json{{"reason", o.reason}}.dump();
+    request.setContentType("application/json");
+    request.setContentLength64(static_cast<Poco::Int64>(body.size()));
+    session.sendRequest(request) << body;
+    Poco::Net::HTTPResponse response;
+    std::istream& in = session.receiveResponse(response);
+    std::string answer{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (response.getStatus() == Poco::Net::HTTPResponse::HTTP_OK) {
+      std::cout << fmt::format("executor {} is decommissioning\n", o.decommission_id);
+      return static_cast<int>(DriverExit::kSuccess);
+    }
+    Json parsed = Json::parse(answer, nullptr, /*allow_exceptions=*/false);
+    std::string why = parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()
+                          ? parsed["error"].get<std::string>()
+                          : answer;
+    std::cerr << fmt::format("dockhand-driver: the driver at {} refused: HTTP {}: {}\n", o.driver,
+                             static_cast<int>(response.getStatus()), why);
+  } catch (const Poco::Exception& e) {
+    std::cerr << fmt::format("dockhand-driver: cannot reach the driver at {}: {}\n", o.driver,
+                             e.displayText());
+  }
+  return static_cast<int>(DriverExit::kJobFailed);
 }
 
 // ---- run ----------------------------------------------------------------------------------
@@ -404,6 +493,7 @@ int run(const Options& o) {
   agent_options.count = o.local_agents;
   agent_options.cores = o.cores;
   agent_options.base_dir = work.path();
+  agent_options.config_file = o.agent_config.empty() ? "" : fs::absolute(o.agent_config).string();
   LocalAgents agents(agent_options);
 
   const auto started = SteadyClock::now();
@@ -454,9 +544,21 @@ int run(const Options& o) {
   service.submit(std::move(job));
   bool warned_unschedulable = false;
   std::size_t progress_width = 0;
+  // When to decommission --decommission's agent; max(): not (or no longer) to do.
+  TimePoint decommission_at = o.decommission_id.empty()
+                                  ? TimePoint::max()
+                                  : job_started + milliseconds(o.decommission_after_ms);
   for (;;) {
     auto slice = SteadyClock::now() + milliseconds(tty ? 200 : 500);
-    slice = std::min(slice, deadline);
+    slice = std::min({slice, deadline, decommission_at});
+    if (SteadyClock::now() >= decommission_at) {
+      decommission_at = TimePoint::max();
+      if (service.decommission(o.decommission_id, "--decommission")) {
+        log->info("asked agent '{}' to decommission (--decommission)", o.decommission_id);
+      } else {
+        log->warn("--decommission {}: no agent of that id is registered", o.decommission_id);
+      }
+    }
     if (service.waitForJob(slice) != JobState::kRunning) break;
     if (has_deadline && SteadyClock::now() >= deadline) {
       service.cancel(fmt::format("timed out after {} s (--timeout)", *o.timeout_s));
@@ -533,6 +635,7 @@ int runCli(int argc, char** argv) {
     return 0;
   }
   try {
+    if (options.command == "decommission") return decommissionCommand(options);
     return options.command == "serve" ? serve(options) : run(options);
   } catch (const ConfigError& e) {
     std::cerr << "dockhand-driver: " << e.what() << "\n";

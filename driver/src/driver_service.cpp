@@ -1,5 +1,6 @@
 #include "dockhand/driver/driver_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -28,6 +29,25 @@ std::uint64_t wallClockMs() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
+}
+
+// The RemoveExecutor reason of an agent that decommissioned itself to the end: a clean leave.
+constexpr std::string_view kDecommissionFinished = "decommission finished";
+
+std::string describeDecommission(const DecommissionProgress& p) {
+  const std::uint64_t blocks_left =
+      p.blocks_total - std::min(p.blocks_total, p.blocks_migrated + p.blocks_failed);
+  return fmt::format("{}: {} of {} block(s) moved, {} left, {} failed; {} of {} bytes moved",
+                     p.state.empty() ? "state unknown" : p.state, p.blocks_migrated, p.blocks_total,
+                     blocks_left, p.blocks_failed, p.bytes_migrated, p.bytes_total);
+}
+
+HttpReply jsonReply(int status, const Json& body) {
+  return HttpReply{status, "application/json", body.dump() + "\n"};
+}
+
+HttpReply errorReply(int status, const std::string& message) {
+  return jsonReply(status, Json{{"error", message}});
 }
 
 std::string describeResources(const protocol::RegisterExecutor& reg) {
@@ -123,6 +143,82 @@ std::size_t DriverService::stopAgents() {
     told_to_stop_.insert(id);
   }
   return agent_connections_.size();
+}
+
+bool DriverService::decommission(const std::string& executor_id, const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  auto it = agent_connections_.find(executor_id);
+  if (it == agent_connections_.end() || scheduler_.agent(executor_id) == nullptr) return false;
+  protocol::DecommissionExecutor message;
+  message.reason = reason;
+  it->second->send(protocol::makeMessage(message));
+  markDecommissioning(executor_id, "the driver asked it: " + reason);
+  changed_.notify_all();
+  return true;
+}
+
+Json DriverService::executorsJson() const {
+  std::lock_guard lock(mutex_);
+  Json list = Json::array();
+  for (const auto& [id, agent] : scheduler_.agents()) {
+    list.push_back({{"executor_id", id},
+                    {"host", agent.host},
+                    {"state", std::string(toString(agent.state))},
+                    {"cores", agent.cores},
+                    {"free_cores", agent.free_cores},
+                    {"running_tasks", agent.running},
+                    {"tasks_launched", agent.tasks_launched},
+                    {"block_url", agent.block_url},
+                    {"blocks", scheduler_.blocksHeldBy(id)},
+                    {"decommission", agent.decommission}});
+  }
+  return Json{{"executors", std::move(list)},
+              {"fallback_blocks", scheduler_.blocksHeldBy("")},
+              {"blocks", scheduler_.blocks().size()}};
+}
+
+std::optional<HttpReply> DriverService::onHttpRequest(const std::string& method,
+                                                      const std::string& path,
+                                                      const std::string& body) {
+  constexpr std::string_view kExecutors = "/v1/executors";
+  constexpr std::string_view kDecommission = "/decommission";
+  if (path.rfind("/v1/", 0) != 0) return std::nullopt;
+  try {
+    if (path == kExecutors || path == std::string(kExecutors) + "/") {
+      if (method != "GET") return errorReply(405, "use GET /v1/executors");
+      return jsonReply(200, executorsJson());
+    }
+    // "/v1/executors/<id>/decommission"
+    const std::string prefix = std::string(kExecutors) + "/";
+    if (path.size() > prefix.size() + kDecommission.size() && path.rfind(prefix, 0) == 0 &&
+        path.compare(path.size() - kDecommission.size(), kDecommission.size(), kDecommission) ==
+            0) {
+      const std::string id =
+          path.substr(prefix.size(), path.size() - prefix.size() - kDecommission.size());
+      if (method != "POST") return errorReply(405, "use POST /v1/executors/<id>/decommission");
+      std::string reason = "requested through the control API";
+      if (!body.empty()) {
+        Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_object() && parsed.contains("reason") && parsed["reason"].is_string()) {
+          reason = parsed["reason"].get<std::string>();
+        }
+      }
+      if (!decommission(id, reason)) {
+        return errorReply(404, fmt::format("no executor '{}' is registered", id));
+      }
+      return jsonReply(200, Json{{"executor_id", id}, {"decommissioning", true}});
+    }
+    return errorReply(404, fmt::format("no such resource: {}", path));
+  } catch (const std::exception& e) {
+    return errorReply(500, e.what());
+  }
+}
+
+void DriverService::markDecommissioning(const std::string& agent_id, const std::string& why) {
+  const AgentInfo* agent = scheduler_.agent(agent_id);
+  if (agent == nullptr || agent->state == AgentState::kDecommissioning) return;
+  scheduler_.decommissionAgent(agent_id);
+  log()->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id, why);
 }
 
 void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) const {
@@ -255,10 +351,33 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       log()->info("agent '{}' is ready for tasks", c->agent_id);
       return;
     }
-    case MessageType::kHeartbeat: {
-      protocol::decodeBody<protocol::Heartbeat>(env.body);
+    case MessageType::kHeartbeat:
+      handleHeartbeat(c, env);
+      return;
+    case MessageType::kGetPeers: {
+      protocol::decodeBody<protocol::GetPeers>(env.body);
+      std::vector<protocol::Peer> peers;
+      {
+        std::lock_guard lock(mutex_);
+        scheduler_.touch(c->agent_id, now_());
+        peers = scheduler_.peersFor(c->agent_id);
+      }
+      log()->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
+      c->send(protocol::makeReply(env.id, protocol::toJson(peers)));
+      return;
+    }
+    case MessageType::kUpdateBlockInfo: {
+      auto update = protocol::decodeBody<protocol::UpdateBlockInfo>(env.body);
       std::lock_guard lock(mutex_);
-      scheduler_.touch(c->agent_id, now_());
+      const TimePoint now = now_();
+      scheduler_.touch(c->agent_id, now);
+      const JobState before = scheduler_.jobState();
+      Actions actions;
+      scheduler_.updateBlocks(c->agent_id, update, now, actions);
+      apply(actions);
+      log()->debug("agent '{}': {} block(s) added, {} removed", c->agent_id, update.added.size(),
+                   update.removed.size());
+      if (scheduler_.jobState() != before) changed_.notify_all();
       return;
     }
     case MessageType::kRemoveExecutor: {
@@ -268,11 +387,20 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
           it != agent_connections_.end() && it->second == c) {
         agent_connections_.erase(it);
       }
+      const bool clean = removal.reason == kDecommissionFinished;
+      const std::size_t held = scheduler_.blocksHeldBy(c->agent_id);
       Actions actions;
       scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
       apply(actions);
-      log()->info("agent '{}' removed itself: {}", c->agent_id,
-                  removal.reason.empty() ? "no reason given" : removal.reason);
+      if (clean) {
+        log()->info(
+            "agent '{}' finished decommissioning and left ({} block(s) still listed on "
+            "it went with it)",
+            c->agent_id, held);
+      } else {
+        log()->info("agent '{}' removed itself: {}", c->agent_id,
+                    removal.reason.empty() ? "no reason given" : removal.reason);
+      }
       c->agent_id.clear();
       changed_.notify_all();
       return;
@@ -281,10 +409,11 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       protocol::decodeBody<protocol::ExecutorDecommissioning>(env.body);
       {
         std::lock_guard lock(mutex_);
-        scheduler_.decommissionAgent(c->agent_id);
+        scheduler_.touch(c->agent_id, now_());
+        markDecommissioning(c->agent_id, "it said ExecutorDecommissioning");
+        changed_.notify_all();
       }
-      log()->info("agent '{}' is decommissioning: no new tasks go to it", c->agent_id);
-      c->send(protocol::makeReply(env.id, protocol::Json::object()));
+      c->send(protocol::makeReply(env.id, protocol::Json{{"accepted", true}}));
       return;
     }
     default:
@@ -378,6 +507,23 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
   scheduler_.onStatusUpdate(c->agent_id, update, now, actions);
   apply(actions);
   if (scheduler_.jobState() != before) changed_.notify_all();
+}
+
+void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
+                                    const protocol::Envelope& env) {
+  auto beat = protocol::decodeBody<protocol::Heartbeat>(env.body);
+  std::lock_guard lock(mutex_);
+  scheduler_.touch(c->agent_id, now_());
+  if (beat.decommission.is_null()) {
+    scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission);
+    return;
+  }
+  // Progress means it decommissions, whoever started it (SIGPWR, the driver).
+  markDecommissioning(c->agent_id, "its heartbeat reports a decommission");
+  if (scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission)) {
+    log()->info("agent '{}' decommission {}", c->agent_id,
+                describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
+  }
 }
 
 void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {

@@ -1,6 +1,8 @@
 #include "dockhand/driver/job_spec.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -27,7 +29,7 @@ void substituteAll(Json& value, const std::string& job_dir) {
 
 TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& job_dir) {
   r.rejectUnknown({"name", "runner", "cpus", "partition", "resources", "properties", "payload",
-                   "command", "shell", "env", "cwd"});
+                   "command", "shell", "env", "cwd", "inputs", "outputs"});
   TaskSpec t;
   t.name = r.optionalString("name", fmt::format("task-{}", index));
   if (t.name.empty()) r.fail("name", "must not be empty");
@@ -77,10 +79,112 @@ TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& jo
     if (r.has("cwd")) t.payload["cwd"] = r.requiredString("cwd");
   }
   substituteAll(t.payload, job_dir);
+  for (const char* key : {"inputs", "outputs"}) {
+    std::vector<std::string> ids = r.optionalStringList(key);
+    std::set<std::string, std::less<>> seen;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::string where = fmt::format("{}/{}", r.childPath(key), i);
+      if (!isValidBlockId(ids[i])) {
+        throw JsonPathError(where, fmt::format("'{}' is not a block id (expected "
+                                               "shuffle_<s>_<m>_<r>, rdd_<r>_<p> or "
+                                               "task_<n>_<name>)",
+                                               ids[i]));
+      }
+      if (!seen.insert(ids[i]).second) {
+        throw JsonPathError(where, fmt::format("'{}' is listed twice", ids[i]));
+      }
+    }
+    (std::string_view(key) == "inputs" ? t.inputs : t.outputs) = std::move(ids);
+  }
   return t;
 }
 
+// Every input has a producer, every block one producer, and no task waits on itself through
+// a chain of blocks. Throws JsonPathError at the offending entry.
+void checkBlockGraph(const std::vector<TaskSpec>& tasks) {
+  std::map<std::string, std::size_t, std::less<>> producer;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    for (std::size_t k = 0; k < tasks[i].outputs.size(); ++k) {
+      const std::string& id = tasks[i].outputs[k];
+      auto [it, fresh] = producer.emplace(id, i);
+      if (!fresh) {
+        throw JsonPathError(fmt::format("/tasks/{}/outputs/{}", i, k),
+                            fmt::format("block '{}' is already an output of task '{}'", id,
+                                        tasks[it->second].name));
+      }
+    }
+  }
+  // Kahn's algorithm over "producer before consumer" edges.
+  std::vector<std::vector<std::size_t>> consumers(tasks.size());
+  std::vector<std::size_t> waiting(tasks.size(), 0);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    for (std::size_t k = 0; k < tasks[i].inputs.size(); ++k) {
+      const std::string& id = tasks[i].inputs[k];
+      auto it = producer.find(id);
+      if (it == producer.end()) {
+        throw JsonPathError(fmt::format("/tasks/{}/inputs/{}", i, k),
+                            fmt::format("no task lists block '{}' in its \"outputs\"", id));
+      }
+      consumers[it->second].push_back(i);
+      ++waiting[i];
+    }
+  }
+  std::vector<std::size_t> ready;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (waiting[i] == 0) ready.push_back(i);
+  }
+  std::size_t ordered = 0;
+  while (!ready.empty()) {
+    std::size_t i = ready.back();
+    ready.pop_back();
+    ++ordered;
+    for (std::size_t c : consumers[i]) {
+      if (--waiting[c] == 0) ready.push_back(c);
+    }
+  }
+  if (ordered == tasks.size()) return;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (waiting[i] > 0) {
+      throw JsonPathError(fmt::format("/tasks/{}/inputs", i),
+                          fmt::format("task '{}' depends on its own outputs through its inputs "
+                                      "(a cycle); no order can run it",
+                                      tasks[i].name));
+    }
+  }
+}
+
 }  // namespace
+
+bool isValidBlockId(std::string_view id) {
+  // The agents' block store accepts exactly these forms (agent/blocks/block_id.h).
+  auto isNumber = [](std::string_view text) {
+    return !text.empty() && text.size() <= 19 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  auto numbers = [&](std::string_view rest, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      std::size_t sep = i + 1 < count ? rest.find('_') : rest.size();
+      if (sep == std::string_view::npos || !isNumber(rest.substr(0, sep))) return false;
+      rest = i + 1 < count ? rest.substr(sep + 1) : std::string_view();
+    }
+    return true;
+  };
+  if (id.size() > 255) return false;
+  if (id.rfind("shuffle_", 0) == 0) return numbers(id.substr(8), 3);
+  if (id.rfind("rdd_", 0) == 0) return numbers(id.substr(4), 2);
+  if (id.rfind("task_", 0) == 0) {
+    std::string_view rest = id.substr(5);
+    std::size_t sep = rest.find('_');
+    if (sep == std::string_view::npos || !isNumber(rest.substr(0, sep))) return false;
+    std::string_view name = rest.substr(sep + 1);
+    if (name.empty() || name.size() > 200 || name.front() == '.') return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
+    });
+  }
+  return false;
+}
 
 std::string substituteJobDir(std::string text, const std::string& job_dir) {
   for (std::size_t pos = text.find(kJobDirToken); pos != std::string::npos;
@@ -122,6 +226,7 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
       }
       job.tasks.push_back(std::move(t));
     }
+    checkBlockGraph(job.tasks);
     return job;
   } catch (const JsonPathError& e) {
     throw ConfigError(

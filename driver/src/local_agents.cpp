@@ -45,6 +45,9 @@ void LocalAgents::start() {
         options_.app_id,    "--cores",      std::to_string(options_.cores),
         "--hostname",       "127.0.0.1",    "--work-dir",
         agent.work_dir,     "--log-level",  options_.log_level};
+    if (!options_.config_file.empty()) {
+      args.insert(args.begin() + 1, {"--config", options_.config_file});
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,8 +1,10 @@
 #include "dockhand/driver/report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -22,6 +24,11 @@ std::string rawStdout(const Json& result) {
   auto it = result.find("stdout");
   if (it == result.end() || !it->is_string()) return {};
   return it->get<std::string>();
+}
+
+bool writesBlocks(const JobSpec& job) {
+  return std::any_of(job.tasks.begin(), job.tasks.end(),
+                     [](const TaskSpec& t) { return !t.outputs.empty(); });
 }
 
 std::string formatDuration(std::chrono::milliseconds d) {
@@ -62,7 +69,7 @@ std::string resultStdout(const Json& result, std::size_t max_chars) {
 SumResult sumStdout(const std::vector<TaskRecord>& tasks) {
   SumResult sum;
   for (const auto& t : tasks) {
-    if (t.outcome != TaskOutcome::kFinished) continue;
+    if (t.outcome != TaskOutcome::kFinished || !t.spec.outputs.empty()) continue;
     std::string text = trim(rawStdout(t.result));
     char* end = nullptr;
     errno = 0;
@@ -102,9 +109,13 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
                           const std::optional<SumResult>& sum) {
   std::string line = fmt::format(
       "job {} {}: {} tasks, {} finished, {} failed, {} not run; {} retries, {} relaunched after "
-      "agent loss; wall {:.2f}s",
+      "agent loss{}; wall {:.2f}s",
       job.name, toString(state), p.total, p.finished, p.failed, p.total - p.finished - p.failed,
-      p.retries, p.relaunches_after_loss, static_cast<double>(wall.count()) / 1000.0);
+      p.retries, p.relaunches_after_loss,
+      writesBlocks(job)
+          ? fmt::format(", {} map tasks rerun for lost blocks", p.reruns_for_lost_blocks)
+          : std::string(),
+      static_cast<double>(wall.count()) / 1000.0);
   if (sum) {
     line += fmt::format("; sum={}", formatNumber(sum->sum));
     if (!sum->not_numeric.empty()) {
@@ -118,8 +129,34 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
 }
 
 std::string formatProgress(const std::string& job_name, const Progress& p) {
-  return fmt::format("[{}] {}/{} done, {} running, {} failed, {} retried", job_name, p.finished,
-                     p.total, p.running, p.failed, p.retries);
+  std::string line = fmt::format("[{}] {}/{} done, {} running, {} failed, {} retried", job_name,
+                                 p.finished, p.total, p.running, p.failed, p.retries);
+  if (p.waiting_for_inputs > 0)
+    line += fmt::format(", {} waiting for blocks", p.waiting_for_inputs);
+  if (p.reruns_for_lost_blocks > 0) {
+    line += fmt::format(", {} rerun for lost blocks", p.reruns_for_lost_blocks);
+  }
+  for (const auto& d : p.decommissions) {
+    const std::uint64_t done = d.blocks_migrated + d.blocks_failed;
+    line +=
+        fmt::format(" | {} decommissioning{}: {}/{} blocks moved, {} left, {} failed, {}/{} moved",
+                    d.agent_id, d.state.empty() ? "" : " (" + d.state + ")", d.blocks_migrated,
+                    d.blocks_total, d.blocks_total - std::min(d.blocks_total, done),
+                    d.blocks_failed, formatBytes(d.bytes_migrated), formatBytes(d.bytes_total));
+  }
+  return line;
+}
+
+std::string formatBytes(std::uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(units)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, units[unit]);
 }
 
 }  // namespace dockhand::driver

@@ -47,6 +47,38 @@ std::string_view toString(JobState state) {
   return "?";
 }
 
+std::string_view toString(AgentState state) {
+  switch (state) {
+    case AgentState::kRegistered:
+      return "registered";
+    case AgentState::kActive:
+      return "active";
+    case AgentState::kDecommissioning:
+      return "decommissioning";
+  }
+  return "?";
+}
+
+DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report) {
+  DecommissionProgress p;
+  p.agent_id = agent_id;
+  if (!report.is_object()) return p;
+  auto number = [&](const char* key) -> std::uint64_t {
+    auto it = report.find(key);
+    if (it == report.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return 0;
+    return it->get<std::uint64_t>();
+  };
+  if (auto it = report.find("state"); it != report.end() && it->is_string()) {
+    p.state = it->get<std::string>();
+  }
+  p.blocks_total = number("blocks_total");
+  p.blocks_migrated = number("blocks_migrated");
+  p.blocks_failed = number("blocks_failed");
+  p.bytes_total = number("bytes_total");
+  p.bytes_migrated = number("bytes_migrated");
+  return p;
+}
+
 Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
 
 // ---- agents -------------------------------------------------------------------------------
@@ -114,6 +146,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
   agents_.erase(it);
+  const std::vector<std::string> gone = dropHolder(agent_id);
 
   // Its tasks are lost with it: run them elsewhere without counting an attempt.
   std::vector<std::size_t> lost;
@@ -144,6 +177,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
     pending_.push_front(*index);
     ++relaunches_after_loss_;
   }
+  onBlocksLost(gone, fmt::format("agent {} left: {}", agent_id, reason));
   schedule(now_, out);
   return true;
 }
@@ -154,6 +188,27 @@ bool Scheduler::decommissionAgent(const std::string& agent_id) {
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
   it->second.state = AgentState::kDecommissioning;
   return true;
+}
+
+bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json& report) {
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return false;
+  const std::string before = parseDecommissionProgress(agent_id, it->second.decommission).state;
+  const bool had = !it->second.decommission.is_null();
+  it->second.decommission = report;
+  const std::string after = parseDecommissionProgress(agent_id, report).state;
+  return had != !report.is_null() || before != after;
+}
+
+std::vector<protocol::Peer> Scheduler::peersFor(const std::string& asker) const {
+  std::vector<protocol::Peer> peers;
+  for (const auto& [id, agent] : agents_) {
+    if (id == asker || agent.block_url.empty() || agent.state == AgentState::kDecommissioning) {
+      continue;
+    }
+    peers.push_back(protocol::Peer{id, agent.block_url});
+  }
+  return peers;
 }
 
 std::vector<std::string> Scheduler::expireSilentAgents(TimePoint now, Actions& out) {
@@ -180,6 +235,132 @@ const AgentInfo* Scheduler::agent(const std::string& id) const {
   return it == agents_.end() ? nullptr : &it->second;
 }
 
+// ---- blocks -------------------------------------------------------------------------------
+
+void Scheduler::updateBlocks(const std::string& agent_id, const protocol::UpdateBlockInfo& update,
+                             TimePoint now, Actions& out) {
+  now_ = now;
+  for (const auto& info : update.added) {
+    // A holder the driver does not know could never be read from nor dropped.
+    if (!info.executor_id.empty() && agents_.count(info.executor_id) == 0) continue;
+    BlockLocation& block = blocks_[info.id];
+    block.id = info.id;
+    block.size = info.size;
+    if (!info.checksum.empty() || block.holders.empty()) block.checksum = info.checksum;
+    block.holders[info.executor_id] = info.url;
+  }
+  std::vector<std::string> gone;
+  for (const auto& id : update.removed) {
+    auto it = blocks_.find(id);
+    if (it == blocks_.end()) continue;
+    // An id both added and removed in one update moved away from the sender: it stays
+    // wherever `added` put it.
+    it->second.holders.erase(agent_id);
+    if (it->second.holders.empty()) {
+      blocks_.erase(it);
+      gone.push_back(id);
+    }
+  }
+  onBlocksLost(gone, fmt::format("agent {} dropped it", agent_id));
+  schedule(now, out);
+}
+
+std::size_t Scheduler::blocksHeldBy(const std::string& agent_id) const {
+  return static_cast<std::size_t>(
+      std::count_if(blocks_.begin(), blocks_.end(),
+                    [&](const auto& entry) { return entry.second.holders.count(agent_id) > 0; }));
+}
+
+std::vector<std::string> Scheduler::dropHolder(const std::string& holder) {
+  std::vector<std::string> gone;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    if (it->second.holders.erase(holder) > 0 && it->second.holders.empty()) {
+      gone.push_back(it->first);
+      it = blocks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
+void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::string& why) {
+  if (job_state_ != JobState::kRunning) return;
+  std::vector<std::size_t> rerun;
+  for (const auto& id : ids) {
+    auto producer = producer_.find(id);
+    if (producer == producer_.end()) continue;
+    TaskRecord& p = tasks_[producer->second];
+    if (p.outcome != TaskOutcome::kFinished) continue;  // it will write the block again
+    auto readers = consumers_.find(id);
+    if (readers == consumers_.end()) continue;
+    const bool needed =
+        std::any_of(readers->second.begin(), readers->second.end(),
+                    [&](std::size_t c) { return tasks_[c].outcome != TaskOutcome::kFinished; });
+    if (!needed) continue;
+    p.outcome = TaskOutcome::kPending;
+    p.reason = fmt::format("rerun: its block {} was lost ({})", id, why);
+    --finished_;
+    ++reruns_for_lost_blocks_;
+    rerun.push_back(producer->second);
+  }
+  std::sort(rerun.begin(), rerun.end());
+  for (auto index = rerun.rbegin(); index != rerun.rend(); ++index) pending_.push_front(*index);
+}
+
+const AgentInfo* Scheduler::fallbackReader(const AgentInfo* preferred) const {
+  auto usable = [](const AgentInfo& a) {
+    return a.state == AgentState::kActive && !a.block_url.empty();
+  };
+  if (preferred != nullptr && usable(*preferred)) return preferred;
+  for (const auto& [id, agent] : agents_) {
+    if (usable(agent)) return &agent;
+  }
+  return nullptr;
+}
+
+bool Scheduler::inputsReady(const TaskSpec& spec) const {
+  if (spec.inputs.empty()) return true;
+  const AgentInfo* placeholder = nullptr;  // any active agent serves as the target here
+  for (const auto& [id, agent] : agents_) {
+    if (agent.state == AgentState::kActive) {
+      placeholder = &agent;
+      break;
+    }
+  }
+  if (placeholder == nullptr) return false;
+  for (const auto& id : spec.inputs) {
+    auto it = blocks_.find(id);
+    if (it == blocks_.end() || inputUrl(it->second, *placeholder).empty()) return false;
+  }
+  return true;
+}
+
+std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& target) const {
+  // A decommissioning holder is about to leave: its blocks are read once they have moved
+  // (to a peer or the fallback store), or recomputed if they never do.
+  const std::string* on_active = nullptr;
+  bool in_fallback = false;
+  for (const auto& [holder, url] : block.holders) {
+    if (holder.empty()) {
+      in_fallback = true;
+      continue;
+    }
+    auto agent = agents_.find(holder);
+    if (agent == agents_.end() || agent->second.state == AgentState::kDecommissioning) continue;
+    if (on_active == nullptr || holder == target.id) on_active = &url;  // its own copy wins
+  }
+  if (on_active != nullptr) return *on_active;
+  if (in_fallback) {
+    if (const AgentInfo* reader = fallbackReader(&target)) {
+      std::string base = reader->block_url;
+      while (!base.empty() && base.back() == '/') base.pop_back();
+      return fmt::format("{}/blocks/{}", base, block.id);
+    }
+  }
+  return {};
+}
+
 // ---- the job ------------------------------------------------------------------------------
 
 int Scheduler::maxAttempts() const {
@@ -200,10 +381,15 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   finished_ = 0;
   retries_ = 0;
   relaunches_after_loss_ = 0;
+  reruns_for_lost_blocks_ = 0;
+  producer_.clear();
+  consumers_.clear();
   tasks_.reserve(job_.tasks.size());
   for (std::size_t i = 0; i < job_.tasks.size(); ++i) {
     TaskRecord record;
     record.spec = job_.tasks[i];
+    for (const auto& id : record.spec.outputs) producer_[id] = i;
+    for (const auto& id : record.spec.inputs) consumers_[id].push_back(i);
     tasks_.push_back(std::move(record));
     pending_.push_back(i);
   }
@@ -334,6 +520,17 @@ Progress Scheduler::progress() const {
   }
   p.retries = retries_;
   p.relaunches_after_loss = relaunches_after_loss_;
+  p.reruns_for_lost_blocks = reruns_for_lost_blocks_;
+  if (job_state_ == JobState::kRunning) {
+    for (std::size_t index : pending_) {
+      if (!inputsReady(tasks_[index].spec)) ++p.waiting_for_inputs;
+    }
+  }
+  for (const auto& [id, agent] : agents_) {
+    if (agent.state == AgentState::kDecommissioning) {
+      p.decommissions.push_back(parseDecommissionProgress(id, agent.decommission));
+    }
+  }
   return p;
 }
 
@@ -399,6 +596,10 @@ void Scheduler::schedule(TimePoint now, Actions& out) {
   };
   for (auto it = pending_.begin(); it != pending_.end() && total_free_cores_ > 0;) {
     const TaskSpec& spec = tasks_[*it].spec;
+    if (!inputsReady(spec)) {
+      ++it;  // waits for a block; UpdateBlockInfo or a producer's rerun brings it
+      continue;
+    }
     bool known_misfit = std::any_of(misfits.begin(), misfits.end(),
                                     [&](const TaskSpec* m) { return sameShape(*m, spec); });
     AgentInfo* agent = known_misfit ? nullptr : pickAgent(spec);
@@ -427,6 +628,11 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   d.cpus = t.spec.cpus;
   d.properties = t.spec.properties;
   d.payload = t.spec.payload;
+  for (const auto& id : t.spec.inputs) {
+    const BlockLocation& block = blocks_.at(id);  // inputsReady() held
+    d.inputs.push_back(
+        protocol::InputBlock{block.id, inputUrl(block, agent), block.size, block.checksum});
+  }
   for (const auto& [name, count] : t.spec.resources) {
     auto& free = agent.free_addresses[name];
     auto& assigned = d.resources[name];

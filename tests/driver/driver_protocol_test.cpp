@@ -9,10 +9,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
@@ -187,9 +189,10 @@ class Client {
     return ask("Hello", {{"protocol_version", version}, {"role", "agent"}, {"software", "test"}});
   }
 
-  Json registerAs(const std::string& id, int cores = 2) {
-    return ask("RegisterExecutor",
-               {{"executor_id", id}, {"hostname", "127.0.0.1"}, {"cores", cores}});
+  Json registerAs(const std::string& id, int cores = 2, const std::string& block_url = "") {
+    Json body = {{"executor_id", id}, {"hostname", "127.0.0.1"}, {"cores", cores}};
+    if (!block_url.empty()) body["block_url"] = block_url;
+    return ask("RegisterExecutor", std::move(body));
   }
 
  private:
@@ -218,6 +221,41 @@ class DriverProtocolTest : public ::testing::Test {
   std::unique_ptr<DriverProcess> driver_;
   std::uint16_t port_ = 0;
 };
+
+struct HttpResult {
+  int status = 0;
+  Json body;
+};
+
+// One request to the driver's control API.
+HttpResult http(std::uint16_t port, const std::string& method, const std::string& path,
+                const std::string& body = "") {
+  Poco::Net::HTTPClientSession session("127.0.0.1", port);
+  session.setTimeout(Poco::Timespan(5, 0));
+  Poco::Net::HTTPRequest request(method, path, Poco::Net::HTTPMessage::HTTP_1_1);
+  request.setContentLength64(static_cast<Poco::Int64>(body.size()));
+  session.sendRequest(request) << body;
+  Poco::Net::HTTPResponse response;
+  std::istream& in = session.receiveResponse(response);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return {static_cast<int>(response.getStatus()), Json::parse(text, nullptr, false)};
+}
+
+// The entry of `id` in GET /v1/executors, or null.
+Json executor(std::uint16_t port, const std::string& id) {
+  HttpResult r = http(port, "GET", "/v1/executors");
+  if (r.status != 200 || !r.body.contains("executors")) return nullptr;
+  for (const auto& e : r.body["executors"]) {
+    if (e.value("executor_id", "") == id) return e;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> peerIds(const Json& reply) {
+  std::vector<std::string> ids;
+  for (const auto& p : reply["body"]["peers"]) ids.push_back(p["executor_id"]);
+  return ids;
+}
 
 std::string errorCode(const Json& frame) {
   return frame.contains("error") ? frame["error"].value("code", "") : "";
@@ -354,6 +392,101 @@ TEST_F(DriverProtocolTest, SilentAgentIsDroppedAndItsIdFreed) {
   Client again(port_);
   ASSERT_EQ(again.hello()["ok"], true);
   EXPECT_EQ(again.registerAs("quiet-1")["ok"], true);
+}
+
+TEST_F(DriverProtocolTest, PeersAreOtherAgentsWithABlockServerThatAreNotLeaving) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  Client a(port_);
+  Client b(port_);
+  Client c(port_);
+  Client plain(port_);
+  for (Client* client : {&a, &b, &c, &plain}) ASSERT_EQ(client->hello()["ok"], true);
+  ASSERT_EQ(a.registerAs("a", 2, "http://127.0.0.1:1001/")["ok"], true);
+  ASSERT_EQ(b.registerAs("b", 2, "http://127.0.0.1:1002/")["ok"], true);
+  ASSERT_EQ(c.registerAs("c", 2, "http://127.0.0.1:1003/")["ok"], true);
+  ASSERT_EQ(plain.registerAs("plain", 2)["ok"], true);
+
+  Json peers = a.ask("GetPeers", {{"executor_id", "a"}});
+  ASSERT_EQ(peers["ok"], true) << peers;
+  EXPECT_EQ(peerIds(peers), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(peers["body"]["peers"][0]["block_url"], "http://127.0.0.1:1002/");
+
+  Json accepted = c.ask("ExecutorDecommissioning", {{"executor_id", "c"}});
+  ASSERT_EQ(accepted["ok"], true) << accepted;
+  EXPECT_EQ(accepted["body"]["accepted"], true);
+  EXPECT_EQ(peerIds(a.ask("GetPeers", {{"executor_id", "a"}})), std::vector<std::string>{"b"});
+  // The leaving agent itself still gets the others.
+  EXPECT_EQ(peerIds(c.ask("GetPeers", {{"executor_id", "c"}})),
+            (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(executor(port_, "c")["state"], "decommissioning");
+}
+
+TEST_F(DriverProtocolTest, ControlApiListsExecutorsAndDecommissionsOne) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  Client agent(port_);
+  ASSERT_EQ(agent.hello()["ok"], true);
+  ASSERT_EQ(agent.registerAs("exec-1", 2, "http://127.0.0.1:1001/")["ok"], true);
+  agent.send({{"type", "LaunchedExecutor"}, {"body", {{"executor_id", "exec-1"}}}});
+  agent.send({{"type", "UpdateBlockInfo"},
+              {"body",
+               {{"executor_id", "exec-1"},
+                {"added",
+                 {{{"id", "shuffle_0_0_0"},
+                   {"size", 10},
+                   {"executor_id", "exec-1"},
+                   {"url", "http://127.0.0.1:1001/blocks/shuffle_0_0_0"}},
+                  {{"id", "shuffle_0_0_1"},
+                   {"size", 12},
+                   {"executor_id", ""},
+                   {"url", "fallback:shuffle_0_0_1"}}}}}}});
+
+  // UpdateBlockInfo is one-way: poll the listing until it shows.
+  Json listed;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < deadline) {
+    listed = executor(port_, "exec-1");
+    if (!listed.is_null() && listed["state"] == "active" && listed["blocks"] == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(listed.is_null());
+  EXPECT_EQ(listed["state"], "active");
+  EXPECT_EQ(listed["blocks"], 1);
+  EXPECT_EQ(listed["cores"], 2);
+  EXPECT_EQ(listed["block_url"], "http://127.0.0.1:1001/");
+  EXPECT_EQ(http(port_, "GET", "/v1/executors").body["fallback_blocks"], 1);
+
+  HttpResult done =
+      http(port_, "POST", "/v1/executors/exec-1/decommission", R"({"reason": "spot reclaim"})");
+  EXPECT_EQ(done.status, 200) << done.body;
+  auto order = agent.receive();
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ((*order)["type"], "DecommissionExecutor");
+  EXPECT_EQ((*order)["body"]["reason"], "spot reclaim");
+  EXPECT_EQ(executor(port_, "exec-1")["state"], "decommissioning");
+
+  HttpResult unknown = http(port_, "POST", "/v1/executors/nobody/decommission");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_NE(unknown.body.value("error", "").find("nobody"), std::string::npos) << unknown.body;
+  EXPECT_EQ(http(port_, "GET", "/v1/executors/exec-1/decommission").status, 405);
+  EXPECT_EQ(http(port_, "GET", "/v1/nothing").status, 404);
+
+  // Progress in heartbeats, then a clean leave.
+  agent.send({{"type", "Heartbeat"},
+              {"body",
+               {{"executor_id", "exec-1"},
+                {"running_tasks", 0},
+                {"decommission",
+                 {{"state", "migrating"}, {"blocks_total", 1}, {"blocks_migrated", 0}}}}}});
+  agent.send({{"type", "RemoveExecutor"},
+              {"body", {{"executor_id", "exec-1"}, {"reason", "decommission finished"}}}});
+  const auto gone_by = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < gone_by && !executor(port_, "exec-1").is_null()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(executor(port_, "exec-1").is_null());
+  const std::string log = driver_->log();
+  EXPECT_NE(log.find("agent 'exec-1' decommission migrating"), std::string::npos) << log;
+  EXPECT_NE(log.find("agent 'exec-1' finished decommissioning and left"), std::string::npos) << log;
 }
 
 TEST_F(DriverProtocolTest, ExitsCleanlyOnSigtermWithAgentsConnected) {

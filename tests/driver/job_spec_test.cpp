@@ -67,12 +67,63 @@ TEST(JobSpecTest, ErrorsNameTheFileAndJsonPath) {
   EXPECT_NE(errorOf(R"([1])").find("jobs/test.json: /: expected an object"), std::string::npos);
 }
 
+TEST(JobSpecTest, InputsAndOutputsNameBlocks) {
+  JobSpec job = parse(R"({"tasks": [
+    {"name": "map-0", "shell": "x", "outputs": ["shuffle_0_0_0", "shuffle_0_0_1"]},
+    {"name": "reduce-0", "shell": "y", "inputs": ["shuffle_0_0_0"]},
+    {"name": "reduce-1", "shell": "y", "inputs": ["shuffle_0_0_1"]}]})");
+  EXPECT_EQ(job.tasks[0].outputs, (std::vector<std::string>{"shuffle_0_0_0", "shuffle_0_0_1"}));
+  EXPECT_TRUE(job.tasks[0].inputs.empty());
+  EXPECT_EQ(job.tasks[2].inputs, std::vector<std::string>{"shuffle_0_0_1"});
+}
+
+TEST(JobSpecTest, BlockErrorsNameTheirPath) {
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
+                                  {"shell": "b", "inputs": ["rdd_1_1", "rdd_9_9"]}]})")
+                .find("jobs/test.json: /tasks/1/inputs/1: no task lists block 'rdd_9_9'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
+                                  {"shell": "b", "outputs": ["rdd_1_1"]}]})")
+                .find("/tasks/1/outputs/0: block 'rdd_1_1' is already an output of task 'task-0'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["../x"]}]})")
+                .find("/tasks/0/outputs/0: '../x' is not a block id"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1", "rdd_1_1"]}]})")
+                .find("/tasks/0/outputs/1: 'rdd_1_1' is listed twice"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "inputs": "rdd_1_1"}]})").find("/tasks/0/inputs"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"tasks": [{"name": "p", "shell": "a", "inputs": ["rdd_2_2"], "outputs": ["rdd_1_1"]},
+                            {"name": "q", "shell": "b", "inputs": ["rdd_1_1"], "outputs": ["rdd_2_2"]}]})")
+          .find("a cycle"),
+      std::string::npos);
+}
+
+TEST(JobSpecTest, BlockIdsAreSafeFileNames) {
+  EXPECT_TRUE(isValidBlockId("shuffle_0_3_1"));
+  EXPECT_TRUE(isValidBlockId("rdd_4_12"));
+  EXPECT_TRUE(isValidBlockId("task_17_summary.csv"));
+  EXPECT_FALSE(isValidBlockId(""));
+  EXPECT_FALSE(isValidBlockId("shuffle_0_3"));
+  EXPECT_FALSE(isValidBlockId("shuffle_0_3_1_2"));
+  EXPECT_FALSE(isValidBlockId("shuffle_0_x_1"));
+  EXPECT_FALSE(isValidBlockId("rdd_1"));
+  EXPECT_FALSE(isValidBlockId("task_1_.hidden"));
+  EXPECT_FALSE(isValidBlockId("task_1_a/b"));
+  EXPECT_FALSE(isValidBlockId("b0"));
+  EXPECT_FALSE(isValidBlockId("task_1_" + std::string(201, 'a')));
+}
+
 TEST(JobSpecTest, LoadReportsUnreadableAndInvalidFiles) {
   EXPECT_THROW(loadJobFile("/nonexistent/job.json"), ConfigError);
 }
 
 TEST(JobSpecTest, ShippedExamplesParse) {
-  for (const char* path : {"/examples/wordcount/job.json", "/examples/flaky/job.json"}) {
+  for (const char* path : {"/examples/wordcount/job.json", "/examples/flaky/job.json",
+                           "/examples/decommission/job.json"}) {
     JobSpec job = loadJobFile(std::string(DOCKHAND_SOURCE_DIR) + path);
     EXPECT_FALSE(job.tasks.empty()) << path;
     for (const auto& t : job.tasks) {

@@ -33,6 +33,54 @@ TEST(ReportTest, TaskLineShowsStateAgentAttemptsAndTrimmedStdout) {
   EXPECT_NE(line.find("line one | line two"), std::string::npos);
 }
 
+TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
+  std::vector<TaskRecord> tasks = {finished("map", ""), finished("reduce-0", "7"),
+                                   finished("reduce-1", "5")};
+  tasks[0].spec.outputs = {"shuffle_0_0_0"};
+  SumResult sum = sumStdout(tasks);
+  EXPECT_EQ(sum.sum, 12);
+  EXPECT_TRUE(sum.not_numeric.empty());
+}
+
+TEST(ReportTest, SummaryCountsMapRerunsOnlyForJobsWithBlocks) {
+  JobSpec plain;
+  plain.name = "plain";
+  plain.tasks.resize(1);
+  Progress p;
+  p.total = 1;
+  p.finished = 1;
+  std::string line = formatSummary(plain, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
+  EXPECT_EQ(line.find("rerun"), std::string::npos) << line;
+
+  JobSpec staged = plain;
+  staged.tasks[0].outputs = {"b0"};
+  p.reruns_for_lost_blocks = 2;
+  line = formatSummary(staged, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
+  EXPECT_NE(line.find("2 map tasks rerun for lost blocks"), std::string::npos) << line;
+}
+
+TEST(ReportTest, ProgressShowsWaitingTasksAndDecommissions) {
+  Progress p;
+  p.total = 6;
+  p.finished = 2;
+  p.waiting_for_inputs = 2;
+  DecommissionProgress d;
+  d.agent_id = "agent-1";
+  d.state = "migrating";
+  d.blocks_total = 4;
+  d.blocks_migrated = 1;
+  d.blocks_failed = 1;
+  d.bytes_total = 4096;
+  d.bytes_migrated = 1536;
+  p.decommissions.push_back(d);
+  std::string line = formatProgress("wc", p);
+  EXPECT_NE(line.find("2 waiting for blocks"), std::string::npos) << line;
+  EXPECT_NE(line.find("agent-1 decommissioning (migrating): 1/4 blocks moved, 2 left, 1 failed, "
+                      "1.5 KiB/4.0 KiB moved"),
+            std::string::npos)
+      << line;
+}
+
 TEST(ReportTest, NumbersPrintWithoutNeedlessDecimals) {
   EXPECT_EQ(formatNumber(1234567), "1234567");
   EXPECT_EQ(formatNumber(2.5), "2.5");

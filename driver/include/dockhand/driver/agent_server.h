@@ -1,6 +1,8 @@
 // AgentServer: the WebSocket endpoint agents connect to (Poco HTTPServer; the upgrade is
-// accepted on any path). It owns transport only: frame size limit, ping/pong, close, and
-// one outbound queue per connection; what the frames mean is the FrameHandler's business.
+// accepted on any path). Plain HTTP requests go to FrameHandler::onHttpRequest (the
+// driver's control API), except GET /healthz. It owns transport only: frame size limit, ping/pong,
+// close, and one outbound queue per connection; what the frames mean is the FrameHandler's
+// business.
 //
 // Threads: each connection is served by one pool thread that reads frames and calls the
 // handler (onOpen, onFrame..., onClose: in that order, on that thread), and one writer
@@ -16,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -93,10 +96,26 @@ class Connection {
   std::thread writer_;
 };
 
+// The answer to a plain HTTP request (one that is not a WebSocket upgrade).
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
 // What the frames mean: implemented by DriverService (and by tests).
 class FrameHandler {
  public:
   virtual ~FrameHandler() = default;
+  // A plain HTTP request other than GET /healthz, on a pool thread; nullopt: not handled
+  // (answered 426, agents connect with a WebSocket). Must not throw.
+  virtual std::optional<HttpReply> onHttpRequest(const std::string& method, const std::string& path,
+                                                 const std::string& body) {
+    (void)method;
+    (void)path;
+    (void)body;
+    return std::nullopt;
+  }
   virtual void onOpen(const std::shared_ptr<Connection>& connection) = 0;
   virtual void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) = 0;
   // No frame within the receive timeout. Return false to close the connection.

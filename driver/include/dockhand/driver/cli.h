@@ -1,4 +1,5 @@
-// The dockhand-driver command line: `run` (a job on local agents) and `serve`.
+// The dockhand-driver command line: `run` (a job on local agents), `serve`, and
+// `decommission` (a client of a running driver's control API).
 #pragma once
 
 namespace dockhand::driver {

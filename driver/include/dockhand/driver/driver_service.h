@@ -1,6 +1,10 @@
 // DriverService: the driver's protocol endpoint. It speaks the wire protocol on every agent
-// connection (Hello, app config, registration, status updates, heartbeats), feeds the
-// Scheduler, and carries out the Scheduler's actions on the right connections.
+// connection (Hello, app config, registration, status updates, heartbeats, block locations,
+// peers, decommissioning), feeds the Scheduler, and carries out the Scheduler's actions on
+// the right connections. It also answers the control API on the same HTTP server:
+//
+//   GET  /v1/executors                    {"executors": [{executor_id, state, blocks, ...}]}
+//   POST /v1/executors/<id>/decommission  sends DecommissionExecutor; 404 for an unknown id
 //
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
 // driver's heartbeats and expires silent agents. All scheduler state is behind one mutex,
@@ -64,6 +68,12 @@ class DriverService : public FrameHandler {
   // Sends StopExecutor to every registered agent; returns how many were told.
   std::size_t stopAgents();
 
+  // Sends DecommissionExecutor to the agent and stops launching tasks on it. False when no
+  // agent of that id is registered.
+  bool decommission(const std::string& executor_id, const std::string& reason);
+  // The registered agents, as GET /v1/executors answers.
+  Json executorsJson() const;
+
   // Runs `fn` with the scheduler under the lock (for reports and progress).
   void inspect(const std::function<void(const Scheduler&)>& fn) const;
   ServiceCounters counters() const;
@@ -74,6 +84,8 @@ class DriverService : public FrameHandler {
   void onOpen(const std::shared_ptr<Connection>& connection) override;
   void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override;
   bool onIdle(const std::shared_ptr<Connection>& connection) override;
+  std::optional<HttpReply> onHttpRequest(const std::string& method, const std::string& path,
+                                         const std::string& body) override;
   void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
 
  private:
@@ -82,6 +94,9 @@ class DriverService : public FrameHandler {
   void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  void handleHeartbeat(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // Marks the agent decommissioning and logs it once; the caller holds mutex_.
+  void markDecommissioning(const std::string& agent_id, const std::string& why);
   // Answers a frame that could not be handled: a Reply to its ask id, else an Error frame.
   void refuse(Connection& c, std::uint64_t id, std::string_view code, std::string message);
   // Carries out scheduler actions; the caller holds mutex_.

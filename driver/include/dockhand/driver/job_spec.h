@@ -3,6 +3,9 @@
 //   {"name": "wordcount", "max_attempts": 4, "aggregate": "sum", "properties": {...},
 //    "tasks": [{"name": "part-1", "shell": "wc -w < ${JOB_DIR}/data/part-1.txt"}, ...]}
 //
+// A task may name the blocks it writes ("outputs") and the blocks it reads ("inputs"): every
+// input must be some task's output, each block has one producer, and the graph has no cycle.
+//
 // docs/driver.md documents every key. Parsing validates everything up front and throws
 // ConfigError naming the file and the JSON path of the first problem.
 #pragma once
@@ -10,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dockhand/protocol/envelope.h"
@@ -34,8 +38,15 @@ struct TaskSpec {
   int partition = 0;
   std::map<std::string, int> resources;  // resource name -> number of addresses
   std::map<std::string, std::string> properties;
-  Json payload = Json::object();  // runner-specific
+  Json payload = Json::object();     // runner-specific
+  std::vector<std::string> inputs;   // block ids read (fetched into DOCKHAND_INPUT_DIR)
+  std::vector<std::string> outputs;  // block ids written (into DOCKHAND_OUTPUT_DIR)
 };
+
+// True when `id` names a block as the agents' block store accepts it: shuffle_<s>_<m>_<r>,
+// rdd_<r>_<p> or task_<n>_<name> (numbers of 1-19 digits; a name of 1-200 characters of
+// [A-Za-z0-9._-], not starting with '.').
+bool isValidBlockId(std::string_view id);
 
 struct JobSpec {
   std::string name;

@@ -19,6 +19,7 @@ struct LocalAgentOptions {
   int cores = 2;
   std::string base_dir;  // work dirs and logs go here
   std::string log_level = "info";
+  std::string config_file;  // passed as --config when not empty
 };
 
 struct LocalAgent {

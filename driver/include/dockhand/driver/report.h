@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ struct SumResult {
   std::size_t numeric = 0;
   std::vector<std::string> not_numeric;  // task names whose stdout is not a number
 };
-// Sums the finished tasks' stdout parsed as numbers.
+// Sums the finished tasks' stdout parsed as numbers. Tasks that declare "outputs" write
+// blocks for other tasks; they are an earlier stage and do not count.
 SumResult sumStdout(const std::vector<TaskRecord>& tasks);
 
 // "part-1  FINISHED  agent-1  attempts=1  12ms  4302"
@@ -29,7 +31,12 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& pr
                           const std::string& failure_reason, std::chrono::milliseconds wall,
                           const std::optional<SumResult>& sum);
 
+// "[job] 3/8 done, 2 running, 0 failed, 0 retried", then tasks waiting for blocks and
+// every decommission in progress ("| agent-1 decommissioning: 3/8 blocks moved, ...").
 std::string formatProgress(const std::string& job_name, const Progress& progress);
+
+// 512 -> "512 B", 1536 -> "1.5 KiB".
+std::string formatBytes(std::uint64_t bytes);
 
 // 1234567.0 -> "1234567", 2.5 -> "2.5".
 std::string formatNumber(double value);

@@ -19,6 +19,18 @@
 //    agent_timeout), reschedules the task without counting an attempt.
 //  * An executor id may be registered once at a time (duplicate_executor otherwise).
 //
+// Blocks (after Spark's BlockManagerMaster): UpdateBlockInfo tells where each block lives, at
+// one or more holders (an agent, or "" for the fallback store). A task that lists "inputs"
+// waits until every input has a holder it can be read from, and is launched with
+// TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an active holder (the
+// target agent's own copy first), or for a fallback block "<block_url of an active agent>/
+// blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
+// reader waits until the block has moved (UpdateBlockInfo) or is lost. When an agent leaves (lost,
+// stopped, or after its decommission) its holdings go with it; a block left with no holder is lost,
+// and if a task that reads it has not finished yet, the task that produced it runs again (counted
+// in reruns_for_lost_blocks). A decommissioning agent takes no new tasks and is no peer for block
+// migration.
+//
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
 #pragma once
 
@@ -54,6 +66,30 @@ using Actions = std::vector<Action>;
 // kRegistered: known, but takes no task until it says LaunchedExecutor (its executor is up).
 enum class AgentState { kRegistered, kActive, kDecommissioning };
 
+// Where one block lives: holder executor id -> the URL a reader GETs it from. The holder ""
+// is the fallback store (URL "fallback:<id>"), read through any agent's block server.
+struct BlockLocation {
+  std::string id;
+  std::uint64_t size = 0;
+  std::string checksum;
+  std::map<std::string, std::string> holders;
+};
+
+// An agent's decommission as its heartbeats report it (missing numbers are 0).
+struct DecommissionProgress {
+  std::string agent_id;
+  std::string state;
+  std::uint64_t blocks_total = 0;
+  std::uint64_t blocks_migrated = 0;
+  std::uint64_t blocks_failed = 0;
+  std::uint64_t bytes_total = 0;
+  std::uint64_t bytes_migrated = 0;
+};
+// Reads Heartbeat.decommission leniently (wrong types count as absent).
+DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report);
+
+std::string_view toString(AgentState state);
+
 struct AgentInfo {
   std::string id;
   std::string host;
@@ -67,6 +103,7 @@ struct AgentInfo {
   TimePoint last_seen{};
   std::size_t running = 0;
   std::uint64_t tasks_launched = 0;
+  Json decommission;  // the latest Heartbeat.decommission; null when none was reported
 };
 
 // What became of one task of the job.
@@ -101,6 +138,9 @@ struct Progress {
   std::size_t failed = 0;   // tasks that ran out of attempts
   std::size_t retries = 0;  // relaunches after a failed attempt
   std::size_t relaunches_after_loss = 0;
+  std::size_t waiting_for_inputs = 0;               // pending tasks with an input nowhere to read
+  std::size_t reruns_for_lost_blocks = 0;           // finished producers run again
+  std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
 struct RegistrationResult {
@@ -128,14 +168,31 @@ class Scheduler {
   // The agent is gone (it said RemoveExecutor, or its connection closed): its running tasks
   // are rescheduled without counting an attempt. False when it was not registered.
   bool removeAgent(const std::string& agent_id, const std::string& reason, Actions& out);
-  // Stops new launches on the agent (it is decommissioning); running tasks go on.
+  // Stops new launches on the agent (it is decommissioning); running tasks go on. False when
+  // the agent is unknown.
   bool decommissionAgent(const std::string& agent_id);
+  // Notes the agent's Heartbeat.decommission; true when its "state" differs from the last
+  // one noted (a change worth a log line).
+  bool noteDecommissionProgress(const std::string& agent_id, const Json& report);
+  // The block servers that may take `asker`'s blocks: registered agents with a block_url,
+  // not decommissioning, not the asker.
+  std::vector<protocol::Peer> peersFor(const std::string& asker) const;
   // Removes every agent silent for longer than agent_timeout (a kDisconnect action each)
   // and returns their ids.
   std::vector<std::string> expireSilentAgents(TimePoint now, Actions& out);
 
   const std::map<std::string, AgentInfo>& agents() const { return agents_; }
   const AgentInfo* agent(const std::string& id) const;
+
+  // ---- blocks ----
+  // UpdateBlockInfo from `agent_id`: `added` blocks live where each entry says, the sender
+  // holds none of `removed` any more. May launch tasks that waited for these blocks, or
+  // rerun a producer whose block is gone.
+  void updateBlocks(const std::string& agent_id, const protocol::UpdateBlockInfo& update,
+                    TimePoint now, Actions& out);
+  const std::map<std::string, BlockLocation>& blocks() const { return blocks_; }
+  // Blocks that have `agent_id` among their holders ("" = the fallback store).
+  std::size_t blocksHeldBy(const std::string& agent_id) const;
 
   // ---- the job ----
   // Starts a job; the previous one, if any, must be over. Throws std::logic_error otherwise.
@@ -169,6 +226,17 @@ class Scheduler {
   };
 
   bool fits(const TaskSpec& spec, const AgentInfo& agent) const;
+  // True when every input of `spec` can be read from somewhere now (by any active agent).
+  bool inputsReady(const TaskSpec& spec) const;
+  // The URL a task on `target` reads the block from, or "" when nowhere.
+  std::string inputUrl(const BlockLocation& block, const AgentInfo& target) const;
+  // An active agent with a block server to read fallback blocks through (`preferred` first).
+  const AgentInfo* fallbackReader(const AgentInfo* preferred) const;
+  // Drops `holder` from every block; returns the blocks left with no holder (now erased).
+  std::vector<std::string> dropHolder(const std::string& holder);
+  // Blocks that no longer exist anywhere: reruns their finished producers when a task that
+  // reads them has not finished.
+  void onBlocksLost(const std::vector<std::string>& ids, const std::string& why);
   AgentInfo* pickAgent(const TaskSpec& spec);
   void launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out);
   void schedule(TimePoint now, Actions& out);
@@ -194,6 +262,11 @@ class Scheduler {
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;
   TimePoint now_{};
+
+  std::map<std::string, BlockLocation> blocks_;  // by block id
+  std::map<std::string, std::size_t> producer_;  // block id -> index into tasks_ (this job)
+  std::map<std::string, std::vector<std::size_t>> consumers_;  // block id -> readers
+  std::size_t reruns_for_lost_blocks_ = 0;
 };
 
 }  // namespace dockhand::driver
