@@ -1,0 +1,63 @@
+#include "resources/resource_guard.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+
+ResourceGuard::ResourceGuard(Executor& inner) : inner_(inner), ledger_({}, {}) {}
+
+void ResourceGuard::setResources(const std::map<std::string, DiscoveredResource>& resources,
+                                 const std::map<std::string, double>& amount_per_task) {
+  ledger_ = ResourceLedger(resources, amount_per_task);
+  owners_.clear();
+  for (const auto& [name, r] : resources) owners_[name] = r.owner;
+}
+
+std::optional<std::string> ResourceGuard::launch(const protocol::TaskDescription& task) {
+  if (!task.resources.empty()) {
+    if (auto why = ledger_.acquire(task.task_id, task.resources)) {
+      return "resource assignment refused: " + *why;
+    }
+    auto& done = allocations_[task.task_id];
+    for (const auto& [name, addresses] : task.resources) {
+      Discoverer* owner = owners_[name];
+      if (owner == nullptr) continue;  // from the resources file: no plugin to call
+      const std::string allocation = nlohmann::json{
+          {"task_id", task.task_id},
+          {"name", name},
+          {"addresses", addresses}}.dump();
+      PluginResult result = owner->allocate(allocation);
+      if (!result.ok()) {
+        releaseTask(task.task_id);
+        return "plugin '" + owner->name() + "' could not allocate " + name + " " + allocation +
+               ": " + result.error;
+      }
+      done.emplace_back(owner, allocation);
+    }
+  }
+  auto failure = inner_.launch(task);
+  if (failure) releaseTask(task.task_id);
+  return failure;
+}
+
+void ResourceGuard::onStatus(const TaskStatusEvent& event) {
+  if (protocol::isTerminal(event.state)) releaseTask(event.task_id);
+}
+
+void ResourceGuard::releaseTask(std::uint64_t task_id) {
+  if (auto it = allocations_.find(task_id); it != allocations_.end()) {
+    for (auto a = it->second.rbegin(); a != it->second.rend(); ++a) {
+      PluginResult result = a->first->release(a->second);
+      if (!result.ok()) {
+        logger("agent")->warn("task {}: plugin '{}' could not release {}: {}", task_id,
+                              a->first->name(), a->second, result.error);
+      }
+    }
+    allocations_.erase(it);
+  }
+  ledger_.release(task_id);
+}
+
+}  // namespace dockhand::agent

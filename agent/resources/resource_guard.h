@@ -1,0 +1,53 @@
+// ResourceGuard: the agent's side of resource assignment, as an Executor in front of the real
+// one. Before a task starts it checks the addresses the LaunchTask carries against the
+// ResourceLedger (never more tasks on an address than its share allows) and calls the owning
+// discovery plugin's allocate hook; once the task ended, however it ended, it calls release
+// and gives the addresses back. A violation fails the task before it starts, with the reason.
+//
+// Everything runs on the core thread: launch() there, and taskEnded() from the status
+// handler, which the executor calls there too.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/ports.h"
+#include "resources/resource_discovery.h"
+
+namespace dockhand::agent {
+
+class ResourceGuard final : public Executor {
+ public:
+  // `inner` must outlive the guard. Until setResources(), no task may have any resource.
+  explicit ResourceGuard(Executor& inner);
+  // The resources this agent registered, and the profile's amount per task. The owners in
+  // `resources` must outlive the guard. Call before the first launch.
+  void setResources(const std::map<std::string, DiscoveredResource>& resources,
+                    const std::map<std::string, double>& amount_per_task);
+
+  std::optional<std::string> launch(const protocol::TaskDescription& task) override;
+  bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override {
+    return inner_.kill(task_id, interrupt, reason);
+  }
+  std::optional<Json> threadDump(std::uint64_t task_id) override {
+    return inner_.threadDump(task_id);
+  }
+  void stopAll(Millis grace) override { inner_.stopAll(grace); }
+
+  // Call for every status event before passing it on: a terminal one releases the task.
+  void onStatus(const TaskStatusEvent& event);
+
+  const ResourceLedger& ledger() const { return ledger_; }
+
+ private:
+  void releaseTask(std::uint64_t task_id);
+
+  Executor& inner_;
+  std::map<std::string, Discoverer*> owners_;  // resource -> the plugin that found it
+  ResourceLedger ledger_;
+  // Allocations made per task: (plugin, allocation JSON), released in reverse.
+  std::map<std::uint64_t, std::vector<std::pair<Discoverer*, std::string>>> allocations_;
+};
+
+}  // namespace dockhand::agent
