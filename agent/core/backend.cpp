@@ -2,10 +2,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <stdexcept>
 
 #include "core/logging.h"
 
 namespace dockhand::agent {
+namespace {
+// The discovery hook's refusal, carried out of applyAppConfig.
+struct ResourcesUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+}  // namespace
 
 namespace proto = dockhand::protocol;
 
@@ -52,13 +59,14 @@ std::string_view toString(Backend::State state) {
 }
 
 Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, Timers& timers,
-                 LogControl& log_control, Exiter& exiter)
+                 LogControl& log_control, Exiter& exiter, Decommissioner* decommissioner)
     : options_(std::move(options)),
       link_(link),
       executor_(executor),
       timers_(timers),
       log_control_(log_control),
-      exiter_(exiter) {}
+      exiter_(exiter),
+      decommissioner_(decommissioner) {}
 
 void Backend::setState(State next) {
   // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
@@ -68,7 +76,10 @@ void Backend::setState(State next) {
     return;
   }
   log().debug("state {} -> {}", toString(state_), toString(next));
+  bool stopping = next == State::kStopping && state_ != State::kStopping;
   state_ = next;
+  if (next == State::kRunning && options_.on_running) options_.on_running();
+  if (stopping && options_.on_stopping) options_.on_stopping();
 }
 
 void Backend::start() {
@@ -125,6 +136,9 @@ void Backend::fetchAppConfig() {
                    fmt::format("the driver sent an invalid app config: {}", e.what()),
                    /*notify_driver=*/false);
       return;
+    } catch (const ResourcesUnavailable& e) {
+      exitExecutor(ExitCode::kResourcesUnavailable, e.what(), /*notify_driver=*/false);
+      return;
     }
     setState(State::kRegistering);
     registerWithDriver();
@@ -133,6 +147,10 @@ void Backend::fetchAppConfig() {
 
 void Backend::applyAppConfig(const Json& body) {
   proto::AppConfig config = proto::decodeBody<proto::AppConfig>(body);
+  if (options_.discover_resources) {
+    std::string refusal = options_.discover_resources(config.resource_profile, options_.resources);
+    if (!refusal.empty()) throw ResourcesUnavailable(refusal);
+  }
   properties_ = std::move(config.properties);
   properties_["dockhand.app.id"] = options_.app_id;
   if (config.log_level) {
@@ -211,6 +229,7 @@ void Backend::heartbeat() {
   proto::Heartbeat beat;
   beat.executor_id = options_.executor_id;
   beat.running_tasks = static_cast<int>(running_.size());
+  beat.decommission = decommissionProgress();
   beat.sent_at_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
           .count());
@@ -292,12 +311,11 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
         }
         break;
       }
-      case proto::MessageType::kDecommissionExecutor:
-        proto::decodeBody<proto::DecommissionExecutor>(frame.body);
-        log().warn(
-            "received a decommission request, but decommission is not enabled on this "
-            "agent; ignoring it");
+      case proto::MessageType::kDecommissionExecutor: {
+        auto msg = proto::decodeBody<proto::DecommissionExecutor>(frame.body);
+        decommissionSelf(msg.reason.empty() ? "requested by the driver" : msg.reason);
         break;
+      }
       case proto::MessageType::kTaskThreadDump:
         handleThreadDump(frame);
         break;
@@ -346,12 +364,21 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     update.reason = kill->second.reason;
     early_kills_.erase(kill);
     last_task_finish_ = timers_.now();
+    ++task_finishes_;
     sendStatus(std::move(update));
     return;
   }
   if (exiting_) {
     update.state = proto::TaskState::kKilled;
     update.reason = "executor is stopping";
+    sendStatus(std::move(update));
+    return;
+  }
+  if (decommissioning_) {
+    // LOST, not FAILED: the driver reschedules it elsewhere without counting a failure.
+    log().info("refusing task {}: decommissioning", task.task_id);
+    update.state = proto::TaskState::kLost;
+    update.reason = fmt::format("executor {} is decommissioning", options_.executor_id);
     sendStatus(std::move(update));
     return;
   }
@@ -363,6 +390,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     update.state = proto::TaskState::kFailed;
     update.reason = *error;
     last_task_finish_ = timers_.now();
+    ++task_finishes_;
     sendStatus(std::move(update));
   }
 }
@@ -447,14 +475,27 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   if (proto::isTerminal(status.state)) {
     running_.erase(it);
     last_task_finish_ = timers_.now();
+    ++task_finishes_;
+  }
+  if (!status.blocks.empty()) {
+    // Before the status: the driver must know the blocks when it learns the task finished.
+    proto::UpdateBlockInfo info;
+    info.executor_id = options_.executor_id;
+    info.added = status.blocks;
+    sendInOrder(proto::makeMessage(info), status.task_id);
   }
   sendStatus(std::move(update));
 }
 
 void Backend::sendStatus(proto::StatusUpdate update) {
+  std::uint64_t task_id = update.task_id;
+  sendInOrder(proto::makeMessage(update), task_id);
+}
+
+void Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
   // Keep order: once something waits in the outbox, everything queues behind it.
-  if (outbox_.empty() && link_.connected() && link_.send(proto::makeMessage(update))) return;
-  outbox_.push_back(std::move(update));
+  if (outbox_.empty() && link_.connected() && link_.send(frame)) return;
+  outbox_.push_back(Outgoing{std::move(frame), task_id});
   if (outbox_.size() == 1) {
     log().warn("cannot send status updates to the driver right now; queueing them");
   }
@@ -462,7 +503,7 @@ void Backend::sendStatus(proto::StatusUpdate update) {
 
 void Backend::flushOutbox() {
   while (!outbox_.empty() && link_.connected()) {
-    if (!link_.send(proto::makeMessage(outbox_.front()))) return;
+    if (!link_.send(outbox_.front().frame)) return;
     outbox_.pop_front();
   }
 }
@@ -505,6 +546,15 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     timers_.cancel(*heartbeat_timer_);
     heartbeat_timer_.reset();
   }
+  if (decommission_timer_) {
+    timers_.cancel(*decommission_timer_);
+    decommission_timer_.reset();
+  }
+  if (deadline_timer_) {
+    timers_.cancel(*deadline_timer_);
+    deadline_timer_.reset();
+  }
+  if (pass_running_ && decommissioner_ != nullptr) decommissioner_->cancel();
   if (notify_driver && link_.connected()) {
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
@@ -521,12 +571,254 @@ void Backend::finishExit(ExitCode code) {
   flushOutbox();
   if (!outbox_.empty()) {
     std::string ids;
-    for (const auto& u : outbox_) ids += (ids.empty() ? "" : ", ") + std::to_string(u.task_id);
-    log().error("{} status update(s) could not be delivered (driver unreachable): tasks {}",
-                outbox_.size(), ids);
+    std::size_t statuses = 0;
+    std::string others;
+    for (const auto& u : outbox_) {
+      if (u.frame.type == "StatusUpdate") {
+        ++statuses;
+        ids += (ids.empty() ? "" : ", ") + std::to_string(u.task_id);
+      } else {
+        others += (others.empty() ? "" : ", ") + u.frame.type;
+      }
+    }
+    if (statuses > 0) {
+      log().error("{} status update(s) could not be delivered (driver unreachable): tasks {}",
+                  statuses, ids);
+    }
+    if (!others.empty()) {
+      log().error("also undelivered (driver unreachable): {}", others);
+    }
   }
   link_.close();
   exiter_.exit(toInt(code));
+}
+
+// ---- Decommission --------------------------------------------------------------------------
+
+void Backend::onDecommissionSignal() {
+  if (!options_.decommission.enabled) {
+    log().warn(
+        "received the decommission signal, but decommission is disabled on this agent "
+        "(decommission.enabled is false); ignoring it");
+    return;
+  }
+  if (decommissioning_ || decommission_asked_) {
+    log().warn("executor {} already started decommissioning; ignoring the signal",
+               options_.executor_id);
+    return;
+  }
+  if (exiting_) {
+    log().info("decommission signal ignored: the executor is stopping");
+    return;
+  }
+  if (state_ != State::kRunning) {
+    log().warn("decommission signal before executor {} registered; ignoring it",
+               options_.executor_id);
+    return;
+  }
+  decommission_asked_ = true;
+  log().info("decommission signal received: telling the driver that executor {} decommissions",
+             options_.executor_id);
+  link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{options_.executor_id}),
+            options_.ask_timeout, [this](AskResult result) {
+              decommission_asked_ = false;
+              if (exiting_) return;
+              if (!result.ok) {
+                log().error(
+                    "cannot tell the driver that executor {} starts decommissioning ({}); not "
+                    "decommissioning",
+                    options_.executor_id, result.error.message);
+                return;
+              }
+              last_driver_message_ = timers_.now();
+              bool accepted = true;
+              if (result.body.is_object()) {
+                auto it = result.body.find("accepted");
+                if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
+              }
+              if (!accepted) {
+                log().warn("the driver did not accept the decommissioning of executor {}",
+                           options_.executor_id);
+                return;
+              }
+              decommissionSelf("decommission signal");
+            });
+}
+
+void Backend::decommissionSelf(const std::string& reason) {
+  if (!options_.decommission.enabled) {
+    log().warn("received a decommission request ({}), but decommission is disabled; ignoring it",
+               reason);
+    return;
+  }
+  if (decommissioning_) {
+    log().warn("executor {} already started decommissioning; ignoring ({})", options_.executor_id,
+               reason);
+    return;
+  }
+  if (exiting_) {
+    log().info("decommission request ignored: the executor is stopping");
+    return;
+  }
+  if (state_ != State::kRunning) {
+    log().warn("decommission request before executor {} registered; ignoring it",
+               options_.executor_id);
+    return;
+  }
+  decommissioning_ = true;
+  const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
+  log().info("Decommission executor {} ({}); {} running task(s), block migration {}",
+             options_.executor_id, reason, running_.size(), migrate ? "on" : "off");
+  if (decommissioner_ != nullptr) decommissioner_->begin();
+  if (options_.decommission.deadline.count() > 0) {
+    deadline_timer_ =
+        timers_.schedule(options_.decommission.deadline, [this] { decommissionDeadlinePassed(); });
+  }
+  // As in the seed, blocks start moving at once, while running tasks go on.
+  if (migrate) startMigrationPass();
+  scheduleDecommissionCheck();
+  log().info("Will exit when finished decommissioning");
+}
+
+void Backend::scheduleDecommissionCheck() {
+  decommission_timer_ =
+      timers_.schedule(options_.decommission.check_interval, [this] { decommissionCheck(); });
+}
+
+void Backend::decommissionCheck() {
+  decommission_timer_.reset();
+  if (exiting_) return;
+  const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
+  // A pass proves every block moved only if no task finished (and so added blocks) since it
+  // started: the seed's "migration time > last task finish time".
+  const bool conclusive = last_pass_conclusive_ && last_pass_finishes_ == task_finishes_;
+  if (running_.empty()) {
+    if (!migrate) {
+      log().info("No running tasks, no block migration configured, stopping.");
+      decommission_phase_ = "finished";
+      exitExecutor(ExitCode::kSuccess, "decommission finished", /*notify_driver=*/true);
+      return;
+    }
+    if (conclusive) {
+      log().info("No running tasks, all blocks migrated, stopping.");
+      decommission_phase_ = "finished";
+      exitExecutor(ExitCode::kSuccess, "decommission finished", /*notify_driver=*/true);
+      return;
+    }
+    log().debug("No running tasks; blocks not yet all migrated");
+  } else {
+    log().debug("Blocked from shutdown by {} running task(s)", running_.size());
+  }
+  if (migrate && !pass_running_ && !conclusive) startMigrationPass();
+  scheduleDecommissionCheck();
+}
+
+void Backend::startMigrationPass() {
+  pass_running_ = true;
+  ++passes_;
+  const std::uint64_t finishes_at_start = task_finishes_;
+  link_.ask(proto::makeMessage(proto::GetPeers{options_.executor_id}), options_.ask_timeout,
+            [this, finishes_at_start](AskResult result) {
+              if (exiting_) {
+                pass_running_ = false;
+                return;
+              }
+              std::vector<proto::Peer> peers;
+              if (result.ok) {
+                last_driver_message_ = timers_.now();
+                try {
+                  peers = proto::parsePeers(result.body);
+                } catch (const proto::BodyError& e) {
+                  log().warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
+                             e.detail());
+                }
+              } else {
+                log().warn("cannot get peers from the driver: {}", result.error.message);
+              }
+              log().debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              decommissioner_->startPass(std::move(peers),
+                                         [this, finishes_at_start](MigrationPassResult pass) {
+                                           onMigrationPass(std::move(pass), finishes_at_start);
+                                         });
+            });
+}
+
+void Backend::onMigrationPass(MigrationPassResult result, std::uint64_t finishes_at_start) {
+  pass_running_ = false;
+  if (exiting_) return;
+  bool told = true;
+  if (!result.moved.empty()) {
+    proto::UpdateBlockInfo info;
+    info.executor_id = options_.executor_id;
+    info.added = result.moved;
+    for (const auto& block : result.moved) info.removed.push_back(block.id);
+    sendInOrder(proto::makeMessage(info), 0);
+    // Only once the driver has been told may the local copies go.
+    told = outbox_.empty();
+    if (told) {
+      decommissioner_->release(info.removed);
+      blocks_migrated_ += result.moved.size();
+      bytes_migrated_ += result.bytes_moved;
+    } else {
+      log().warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
+                 result.moved.size());
+    }
+  }
+  for (const auto& [id, why] : result.failed) log().warn("block {} not migrated: {}", id, why);
+  blocks_failed_ = result.failed.size();
+  blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
+  bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
+  last_pass_conclusive_ = result.complete && told;
+  last_pass_finishes_ = finishes_at_start;
+  log().info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
+             result.moved.size(), result.failed.size(), blocks_left_);
+}
+
+void Backend::decommissionDeadlinePassed() {
+  deadline_timer_.reset();
+  if (exiting_) return;
+  std::vector<std::string> left;
+  if (decommissioner_ != nullptr && decommissioner_->migrationEnabled()) {
+    left = decommissioner_->blocksLeft();
+  }
+  for (const auto& id : left) log().error("block {} was not migrated before the deadline", id);
+  if (!running_.empty()) {
+    log().error("{} task(s) still running at the decommission deadline", running_.size());
+  }
+  decommission_phase_ = "deadline-passed";
+  exitExecutor(ExitCode::kDecommissionIncomplete,
+               fmt::format("decommission deadline ({} ms) passed: {} block(s) not migrated, {} "
+                           "task(s) running",
+                           options_.decommission.deadline.count(), left.size(), running_.size()),
+               /*notify_driver=*/true);
+}
+
+Json Backend::decommissionProgress() const {
+  if (!decommissioning_) return nullptr;
+  std::string phase = decommission_phase_;
+  if (phase.empty()) {
+    const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
+    phase = !running_.empty() ? "waiting-for-tasks" : (migrate ? "migrating" : "finishing");
+  }
+  return Json{{"state", phase},
+              {"running_tasks", running_.size()},
+              {"blocks_total", blocks_migrated_ + blocks_left_},
+              {"blocks_migrated", blocks_migrated_},
+              {"blocks_failed", blocks_failed_},
+              {"blocks_left", blocks_left_},
+              {"bytes_total", bytes_migrated_ + bytes_left_},
+              {"bytes_migrated", bytes_migrated_},
+              {"bytes_left", bytes_left_},
+              {"passes", passes_}};
+}
+
+Json Backend::statusJson() const {
+  return Json{{"executor_id", options_.executor_id},
+              {"state", decommissioning_ && !exiting_ ? std::string("decommissioning")
+                                                      : std::string(toString(state_))},
+              {"running_tasks", running_.size()},
+              {"queued_updates", outbox_.size()},
+              {"decommission", decommissionProgress()}};
 }
 
 }  // namespace dockhand::agent

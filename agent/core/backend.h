@@ -15,12 +15,22 @@
 //   tasks are stopped, the driver is told (RemoveExecutor) when that makes sense, and the
 //   Exiter ends the process with the exit code.
 //
+// Decommission (the seed's decommissionSelf and its wait loop): a signal (onDecommissionSignal,
+// which first asks the driver ExecutorDecommissioning) or the driver's DecommissionExecutor
+// starts it, once. From then on LaunchTask is answered LOST ("executor <id> is
+// decommissioning"), running tasks go on, and the Decommissioner migrates blocks in passes.
+// A timer on the core thread checks every check_interval: the agent exits 0 ("decommission
+// finished") once no task runs and a pass that STARTED after the last task finished moved
+// every block (with migration off: once no task runs). Past the optional deadline it logs
+// what was not moved and exits kDecommissionIncomplete.
+//
 // Every method runs on the core thread; the Backend never blocks except in the final
 // Executor::stopAll() on the exit path, and never touches a socket itself.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +41,12 @@
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
+
+struct DecommissionOptions {
+  bool enabled = true;
+  Millis check_interval{1000};  // the wait loop's period (the seed sleeps 1 s)
+  Millis deadline{0};           // 0: wait as long as it takes
+};
 
 struct BackendOptions {
   std::string driver_url;
@@ -52,14 +68,31 @@ struct BackendOptions {
   Millis kill_memory{600000};        // how long a kill for a not-yet-launched task is kept
   std::size_t max_remembered_kills = 100000;
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
+
+  // Called on the core thread with the app's resource profile once the app config arrived,
+  // before registering: fills `resources` with what to register, or returns why this agent
+  // cannot offer what the profile asks (the agent then exits with resources-unavailable). It
+  // may block (discovery scripts run here; nothing else runs before registration). Empty:
+  // register `resources` as given.
+  std::function<std::string(const protocol::ResourceProfile& profile,
+                            std::map<std::string, protocol::ResourceInfo>& resources)>
+      discover_resources;
+
+  // Called on the core thread when the agent has registered and runs (the program tells the
+  // service manager it is ready), and once when it begins to stop. Either may be empty.
+  std::function<void()> on_running;
+  std::function<void()> on_stopping;
+
+  DecommissionOptions decommission;
 };
 
 class Backend {
  public:
   enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
 
+  // `decommissioner` may be null: decommission then only waits for running tasks.
   Backend(BackendOptions options, DriverLink& link, Executor& executor, Timers& timers,
-          LogControl& log_control, Exiter& exiter);
+          LogControl& log_control, Exiter& exiter, Decommissioner* decommissioner = nullptr);
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
@@ -76,6 +109,8 @@ class Backend {
   void onWorkerLost(const std::string& reason);
   // A stop asked for locally (SIGTERM/SIGINT): stop tasks, tell the driver, exit 0.
   void onStopRequested(const std::string& reason);
+  // The decommission signal (SIGPWR by default): ask the driver, then decommission.
+  void onDecommissionSignal();
 
   // The single exit path. Runs once; later calls only log. notify_driver sends
   // RemoveExecutor(reason) when a driver is connected.
@@ -91,6 +126,12 @@ class Backend {
   Millis heartbeatInterval() const { return options_.heartbeat_interval; }
   Millis driverTimeout() const { return options_.driver_timeout; }
   std::optional<TimePoint> lastTaskFinish() const { return last_task_finish_; }
+  bool decommissioning() const { return decommissioning_; }
+  // {"state", "blocks_total", "blocks_migrated", "blocks_failed", "bytes_total",
+  //  "bytes_migrated", "passes"} while decommissioning, null otherwise.
+  Json decommissionProgress() const;
+  // The agent's state for /v1/status: {"executor_id", "state", "running_tasks", ...}.
+  Json statusJson() const;
 
  private:
   struct RunningTask {
@@ -116,7 +157,15 @@ class Backend {
   void handleThreadDump(const protocol::Envelope& frame);
   void replyError(const protocol::Envelope& frame, std::string_view code, std::string message);
 
+  void decommissionSelf(const std::string& reason);
+  void scheduleDecommissionCheck();
+  void decommissionCheck();
+  void startMigrationPass();
+  void onMigrationPass(MigrationPassResult result, std::uint64_t finishes_at_start);
+  void decommissionDeadlinePassed();
+
   void sendStatus(protocol::StatusUpdate update);
+  void sendInOrder(protocol::Envelope frame, std::uint64_t task_id);
   void flushOutbox();
   void rememberKill(std::uint64_t task_id, const std::string& reason);
   void pruneEarlyKills();
@@ -128,6 +177,7 @@ class Backend {
   Timers& timers_;
   LogControl& log_control_;
   Exiter& exiter_;
+  Decommissioner* decommissioner_;
 
   State state_ = State::kIdle;
   bool exiting_ = false;
@@ -138,8 +188,31 @@ class Backend {
   std::string delegation_tokens_;  // never logged
   std::unordered_map<std::uint64_t, RunningTask> running_;
   std::unordered_map<std::uint64_t, EarlyKill> early_kills_;
-  std::deque<protocol::StatusUpdate> outbox_;
+  // Frames that must reach the driver in order (status updates, block info), queued while
+  // they cannot be sent; task_id names the task for the log (0: none).
+  struct Outgoing {
+    protocol::Envelope frame;
+    std::uint64_t task_id = 0;
+  };
+  std::deque<Outgoing> outbox_;
   std::optional<TimePoint> last_task_finish_;
+  std::uint64_t task_finishes_ = 0;  // terminal task statuses seen: orders passes and finishes
+
+  // Decommission.
+  bool decommissioning_ = false;
+  bool decommission_asked_ = false;  // ExecutorDecommissioning ask in flight
+  std::optional<Timers::TimerId> decommission_timer_;
+  std::optional<Timers::TimerId> deadline_timer_;
+  bool pass_running_ = false;
+  bool last_pass_conclusive_ = false;     // the last pass moved every block it saw
+  std::uint64_t last_pass_finishes_ = 0;  // task_finishes_ when that pass started
+  std::uint64_t passes_ = 0;
+  std::uint64_t blocks_migrated_ = 0;
+  std::uint64_t bytes_migrated_ = 0;
+  std::size_t blocks_failed_ = 0;  // in the last pass
+  std::size_t blocks_left_ = 0;
+  std::uint64_t bytes_left_ = 0;
+  std::string decommission_phase_;
 };
 
 std::string_view toString(Backend::State state);

@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
@@ -82,6 +84,9 @@ struct TaskStatusEvent {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string stderr_tail;
+  // FINISHED only: the blocks the task left (already in the block store). The Backend tells
+  // the driver about them (UpdateBlockInfo) before it reports the task finished.
+  std::vector<protocol::BlockInfo> blocks;
 };
 
 // Runs tasks through runner plugins. Status reports are posted to Backend::onTaskStatus().
@@ -106,6 +111,44 @@ class LogControl {
   virtual ~LogControl() = default;
   // False when `level` is not a known level name.
   virtual bool setLevel(std::string_view level) = 0;
+};
+
+// The outcome of one migration pass (see Decommissioner).
+struct MigrationPassResult {
+  // Blocks with a complete, verified copy elsewhere now: where (executor_id, "" for the
+  // fallback store) and url. Their local copies are still here until release().
+  std::vector<protocol::BlockInfo> moved;
+  // Blocks no plugin could move this pass: id and why.
+  std::vector<std::pair<std::string, std::string>> failed;
+  std::uint64_t bytes_moved = 0;
+  std::size_t blocks_left = 0;  // blocks to migrate still held once `moved` are released
+  std::uint64_t bytes_left = 0;
+  // True when every block to migrate that the store held when the pass started was moved.
+  bool complete = false;
+};
+
+// Moves this agent's blocks away when it decommissions (migration plugins, on a thread of
+// its own). The Backend drives it: begin() once, then passes, one at a time; after each pass
+// it tells the driver where the moved blocks went and only then calls release() to delete
+// the local copies, so that no block is ever without a complete copy.
+class Decommissioner {
+ public:
+  virtual ~Decommissioner() = default;
+  // False when block migration is off (no plugin, or no kind of block to migrate): the agent
+  // then only waits for its tasks.
+  virtual bool migrationEnabled() const = 0;
+  // Decommissioning starts: refuse blocks pushed by peers from now on.
+  virtual void begin() = 0;
+  // Starts a pass over the blocks held now; `done` is posted to the core thread when it ends.
+  // At most one pass runs at a time.
+  virtual void startPass(std::vector<protocol::Peer> peers,
+                         std::function<void(MigrationPassResult)> done) = 0;
+  // Deletes the local copies of moved blocks (the driver has been told).
+  virtual void release(const std::vector<std::string>& block_ids) = 0;
+  // The ids of blocks to migrate still held here.
+  virtual std::vector<std::string> blocksLeft() const = 0;
+  // Asks a running pass to stop early (its result still follows).
+  virtual void cancel() = 0;
 };
 
 // Ends the process's main loop with an exit code (the real one returns from main()).

@@ -196,6 +196,44 @@ class FakeExiter : public Exiter {
   std::vector<int> codes;
 };
 
+// Records what the Backend asks of the decommissioner; passes end when the test says so.
+class FakeDecommissioner : public Decommissioner {
+ public:
+  struct Pass {
+    std::vector<proto::Peer> peers;
+    std::function<void(MigrationPassResult)> done;
+  };
+  bool migrationEnabled() const override { return migration_enabled; }
+  void begin() override { ++begins; }
+  void startPass(std::vector<proto::Peer> peers,
+                 std::function<void(MigrationPassResult)> done) override {
+    passes.push_back(Pass{std::move(peers), std::move(done)});
+  }
+  void release(const std::vector<std::string>& ids) override {
+    released.insert(released.end(), ids.begin(), ids.end());
+  }
+  std::vector<std::string> blocksLeft() const override { return left; }
+  void cancel() override { ++cancels; }
+
+  // Ends the oldest running pass with `result`.
+  void finishPass(MigrationPassResult result) {
+    if (passes.empty()) {
+      ADD_FAILURE() << "no migration pass is running";
+      return;
+    }
+    Pass pass = std::move(passes.front());
+    passes.pop_front();
+    pass.done(std::move(result));
+  }
+
+  bool migration_enabled = true;
+  int begins = 0;
+  int cancels = 0;
+  std::deque<Pass> passes;
+  std::vector<std::string> released;
+  std::vector<std::string> left;
+};
+
 // Collects everything the Backend's logger writes, at every level, while it lives.
 class LogCapture {
  public:
@@ -268,7 +306,7 @@ AskResult errorResult(std::string_view code, std::string message) {
 
 struct Harness {
   explicit Harness(BackendOptions options = testOptions())
-      : backend(std::move(options), link, executor, timers, log_control, exiter) {}
+      : backend(std::move(options), link, executor, timers, log_control, exiter, &decommissioner) {}
 
   // start() and a successful connect: the Backend is then fetching the app config.
   void connect() {
@@ -345,6 +383,7 @@ struct Harness {
   FakeTimers timers;
   FakeLogControl log_control;
   FakeExiter exiter;
+  FakeDecommissioner decommissioner;
   Backend backend;
 };
 
@@ -1471,6 +1510,280 @@ TEST(BackendTest, ErrorFrameFromDriverIsNotAnswered) {
   h.deliver(proto::makeError(proto::error_code::kMalformedFrame, "bad frame from agent"));
   EXPECT_EQ(h.link.sent.size(), frames_before) << "answering an Error invites a ping-pong";
   EXPECT_EQ(h.backend.state(), State::kRunning);
+}
+
+// ---- Decommission -------------------------------------------------------------------------
+
+proto::BlockInfo blockAt(std::string id, std::string executor_id, std::uint64_t size = 100) {
+  proto::BlockInfo info;
+  info.id = std::move(id);
+  info.size = size;
+  info.checksum = "xxh64:0000000000000001";
+  info.executor_id = std::move(executor_id);
+  info.url = "http://peer:1/blocks/" + info.id;
+  return info;
+}
+
+MigrationPassResult completePass(std::vector<proto::BlockInfo> moved = {}) {
+  MigrationPassResult result;
+  for (const auto& b : moved) result.bytes_moved += b.size;
+  result.moved = std::move(moved);
+  result.complete = true;
+  return result;
+}
+
+BackendOptions decommissionOptions() {
+  BackendOptions o = testOptions();
+  o.decommission.check_interval = Millis(1000);
+  return o;
+}
+
+void answerPeers(Harness& h) {
+  h.link.takeAsk("GetPeers").done(
+      okResult(proto::toJson(std::vector<proto::Peer>{{"exec-2", "http://peer:1"}})));
+}
+
+TEST(BackendDecommissionTest, SignalAsksTheDriverThenDecommissions) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.backend.onDecommissionSignal();
+  EXPECT_FALSE(h.backend.decommissioning()) << "not before the driver answered";
+  PendingAsk ask = h.link.takeAsk("ExecutorDecommissioning");
+  EXPECT_EQ(proto::decodeBody<proto::ExecutorDecommissioning>(ask.message.body).executor_id,
+            kExecutorId);
+  ask.done(okResult(Json{{"accepted", true}}));
+  EXPECT_TRUE(h.backend.decommissioning());
+  EXPECT_EQ(h.decommissioner.begins, 1);
+  PendingAsk peers = h.link.takeAsk("GetPeers");
+  EXPECT_EQ(proto::decodeBody<proto::GetPeers>(peers.message.body).executor_id, kExecutorId);
+}
+
+TEST(BackendDecommissionTest, DriverThatDoesNotAcceptLeavesTheAgentRunning) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.backend.onDecommissionSignal();
+  h.link.takeAsk("ExecutorDecommissioning").done(okResult(Json{{"accepted", false}}));
+  EXPECT_FALSE(h.backend.decommissioning());
+  h.launch(3);
+  EXPECT_EQ(h.executor.launchCount(3), 1u);
+}
+
+TEST(BackendDecommissionTest, LaunchTaskWhileDecommissioningIsLostNotStarted) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.deliverMessage(proto::DecommissionExecutor{"scale down"});
+  ASSERT_TRUE(h.backend.decommissioning());
+  h.launch(5);
+  EXPECT_EQ(h.executor.launchCount(5), 0u);
+  auto updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].task_id, 5u);
+  EXPECT_EQ(updates[0].state, TaskState::kLost);
+  EXPECT_EQ(updates[0].reason, "executor exec-17 is decommissioning");
+}
+
+TEST(BackendDecommissionTest, WaitsForRunningTasksThenExitsZeroAfterACompletePass) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.launch(1);
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  ASSERT_EQ(h.decommissioner.passes.size(), 1u);
+  EXPECT_EQ(h.decommissioner.passes[0].peers.size(), 1u);
+  // The first pass ends while the task still runs: no exit, however long.
+  h.decommissioner.finishPass(completePass());
+  h.timers.advance(Millis(5000));
+  EXPECT_TRUE(h.exiter.codes.empty());
+  EXPECT_EQ(h.backend.state(), State::kRunning);
+
+  h.report(1, TaskState::kFinished);
+  h.timers.advance(Millis(1000));
+  EXPECT_TRUE(h.exiter.codes.empty()) << "the last pass started before the task finished";
+  answerPeers(h);
+  ASSERT_EQ(h.decommissioner.passes.size(), 1u);
+  h.decommissioner.finishPass(completePass());
+  h.timers.advance(Millis(1000));
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kSuccess}));
+  auto removes = h.removeExecutors();
+  ASSERT_EQ(removes.size(), 1u);
+  EXPECT_EQ(removes[0].reason, "decommission finished");
+}
+
+TEST(BackendDecommissionTest, TaskFinishingDuringAPassForcesAnotherPass) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.launch(1);
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  // The task finishes (leaving a block) while pass 1 runs; pass 1 then reports complete.
+  TaskStatusEvent done;
+  done.task_id = 1;
+  done.state = TaskState::kFinished;
+  done.blocks = {blockAt("shuffle_0_1_0", kExecutorId)};
+  h.backend.onTaskStatus(done);
+  h.decommissioner.finishPass(completePass({blockAt("shuffle_0_0_0", "exec-2")}));
+  EXPECT_EQ(h.decommissioner.released, std::vector<std::string>{"shuffle_0_0_0"});
+
+  h.timers.advance(Millis(1000));
+  EXPECT_TRUE(h.exiter.codes.empty()) << "pass 1 started before the task finished";
+  answerPeers(h);
+  ASSERT_EQ(h.decommissioner.passes.size(), 1u) << "a second pass starts";
+  h.decommissioner.finishPass(completePass({blockAt("shuffle_0_1_0", "exec-2")}));
+  h.timers.advance(Millis(1000));
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kSuccess}));
+  EXPECT_EQ(h.decommissioner.released,
+            (std::vector<std::string>{"shuffle_0_0_0", "shuffle_0_1_0"}));
+}
+
+TEST(BackendDecommissionTest, MovedBlocksAreReportedBeforeTheirLocalCopiesGo) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  h.decommissioner.finishPass(
+      completePass({blockAt("rdd_2_0", "exec-2"), blockAt("task_9_out", "")}));
+  auto infos = h.link.sentOfType("UpdateBlockInfo");
+  ASSERT_EQ(infos.size(), 1u);
+  auto info = proto::decodeBody<proto::UpdateBlockInfo>(infos[0].body);
+  EXPECT_EQ(info.executor_id, kExecutorId);
+  ASSERT_EQ(info.added.size(), 2u);
+  EXPECT_EQ(info.added[0].executor_id, "exec-2");
+  EXPECT_EQ(info.added[1].executor_id, "");
+  EXPECT_EQ(info.removed, (std::vector<std::string>{"rdd_2_0", "task_9_out"}));
+  EXPECT_EQ(h.decommissioner.released.size(), 2u);
+}
+
+TEST(BackendDecommissionTest, IncompletePassIsRetriedUntilComplete) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  MigrationPassResult partial;
+  partial.failed = {{"rdd_1_1", "peer: HTTP 507"}};
+  partial.blocks_left = 1;
+  partial.bytes_left = 10;
+  h.decommissioner.finishPass(partial);
+  h.timers.advance(Millis(1000));
+  EXPECT_TRUE(h.exiter.codes.empty());
+  EXPECT_EQ(h.backend.decommissionProgress()["blocks_failed"], 1);
+  answerPeers(h);
+  h.decommissioner.finishPass(completePass({blockAt("rdd_1_1", "")}));
+  h.timers.advance(Millis(1000));
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kSuccess}));
+}
+
+TEST(BackendDecommissionTest, WithoutMigrationExitsOnceNoTaskRuns) {
+  Harness h(decommissionOptions());
+  h.decommissioner.migration_enabled = false;
+  h.runToRunning();
+  h.launch(1);
+  h.deliverMessage(proto::DecommissionExecutor{});
+  EXPECT_EQ(h.link.attemptedOfType("GetPeers"), 0u);
+  h.timers.advance(Millis(3000));
+  EXPECT_TRUE(h.exiter.codes.empty());
+  h.report(1, TaskState::kFinished);
+  h.timers.advance(Millis(1000));
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kSuccess}));
+  EXPECT_TRUE(h.decommissioner.passes.empty());
+}
+
+TEST(BackendDecommissionTest, DisabledOnlyWarns) {
+  BackendOptions options = decommissionOptions();
+  options.decommission.enabled = false;
+  Harness h(options);
+  LogCapture log;
+  h.runToRunning();
+  h.backend.onDecommissionSignal();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  EXPECT_FALSE(h.backend.decommissioning());
+  EXPECT_EQ(h.link.attemptedOfType("ExecutorDecommissioning"), 0u);
+  EXPECT_EQ(h.decommissioner.begins, 0);
+  EXPECT_THAT(log.text(), HasSubstr("decommission is disabled"));
+  h.launch(2);
+  EXPECT_EQ(h.executor.launchCount(2), 1u);
+  h.timers.advance(Millis(30000));
+  EXPECT_TRUE(h.exiter.codes.empty());
+}
+
+TEST(BackendDecommissionTest, SecondTriggerOnlyWarns) {
+  Harness h(decommissionOptions());
+  LogCapture log;
+  h.runToRunning();
+  h.backend.onDecommissionSignal();
+  h.backend.onDecommissionSignal();  // while the first ask is pending
+  EXPECT_EQ(h.link.attemptedOfType("ExecutorDecommissioning"), 1u);
+  h.link.takeAsk("ExecutorDecommissioning").done(okResult(Json{{"accepted", true}}));
+  h.backend.onDecommissionSignal();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  EXPECT_EQ(h.link.attemptedOfType("ExecutorDecommissioning"), 1u);
+  EXPECT_EQ(h.decommissioner.begins, 1);
+  EXPECT_EQ(h.link.attemptedOfType("GetPeers"), 1u);
+  EXPECT_THAT(log.text(), HasSubstr("already started decommissioning"));
+}
+
+TEST(BackendDecommissionTest, DeadlineExitsIncompleteNamingEveryBlockLeft) {
+  BackendOptions options = decommissionOptions();
+  options.decommission.deadline = Millis(5000);
+  Harness h(options);
+  LogCapture log;
+  h.runToRunning();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  h.decommissioner.left = {"rdd_7_1", "shuffle_3_0_2"};
+  MigrationPassResult failed;
+  failed.failed = {{"rdd_7_1", "no peers"}, {"shuffle_3_0_2", "no peers"}};
+  failed.blocks_left = 2;
+  h.decommissioner.finishPass(failed);
+  h.timers.advance(Millis(4999));
+  EXPECT_TRUE(h.exiter.codes.empty());
+  h.timers.advance(Millis(1));
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kDecommissionIncomplete}));
+  EXPECT_THAT(log.text(), HasSubstr("rdd_7_1"));
+  EXPECT_THAT(log.text(), HasSubstr("shuffle_3_0_2"));
+  auto removes = h.removeExecutors();
+  ASSERT_EQ(removes.size(), 1u);
+  EXPECT_THAT(removes[0].reason, HasSubstr("deadline"));
+}
+
+TEST(BackendDecommissionTest, HeartbeatCarriesDecommissionProgress) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.timers.advance(h.backend.heartbeatInterval());
+  auto beats = h.link.sentOfType("Heartbeat");
+  ASSERT_FALSE(beats.empty());
+  EXPECT_TRUE(proto::decodeBody<proto::Heartbeat>(beats.back().body).decommission.is_null());
+  h.launch(1);
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  h.decommissioner.finishPass(completePass({blockAt("rdd_1_0", "exec-2", 4096)}));
+  h.timers.advance(h.backend.heartbeatInterval());
+  beats = h.link.sentOfType("Heartbeat");
+  auto progress = proto::decodeBody<proto::Heartbeat>(beats.back().body).decommission;
+  ASSERT_TRUE(progress.is_object());
+  EXPECT_EQ(progress["state"], "waiting-for-tasks");
+  EXPECT_EQ(progress["blocks_migrated"], 1);
+  EXPECT_EQ(progress["bytes_migrated"], 4096);
+}
+
+TEST(BackendTest, FinishedTaskBlocksAreAnnouncedBeforeItsStatus) {
+  Harness h;
+  h.runToRunning();
+  h.launch(4);
+  TaskStatusEvent done;
+  done.task_id = 4;
+  done.state = TaskState::kFinished;
+  done.blocks = {blockAt("task_4_result", kExecutorId)};
+  h.backend.onTaskStatus(done);
+  ASSERT_GE(h.link.sent.size(), 2u);
+  const auto& info = h.link.sent[h.link.sent.size() - 2];
+  EXPECT_EQ(info.type, "UpdateBlockInfo");
+  EXPECT_EQ(proto::decodeBody<proto::UpdateBlockInfo>(info.body).added.at(0).id, "task_4_result");
+  EXPECT_EQ(h.lastSent().type, "StatusUpdate");
 }
 
 }  // namespace

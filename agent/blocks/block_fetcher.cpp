@@ -1,0 +1,86 @@
+#include "blocks/block_fetcher.h"
+
+#include <fstream>
+#include <vector>
+
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/URI.h>
+
+#include "blocks/checksum.h"
+
+namespace dockhand::agent {
+
+void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
+                const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout) {
+  const std::string where = "block " + input.id + " from " + input.url;
+  auto fail = [&](const std::string& why) { return FetchError(where + ": " + why); };
+  std::filesystem::path part = dest;
+  part += ".part";
+  try {
+    Poco::URI uri(input.url);
+    if (uri.getScheme() != "http" || uri.getHost().empty()) {
+      throw fail("expected an http://HOST:PORT/blocks/<id> URL");
+    }
+    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+    session.setTimeout(Poco::Timespan(static_cast<long>(timeout.count() / 1000),
+                                      static_cast<long>((timeout.count() % 1000) * 1000)));
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
+                                   Poco::Net::HTTPMessage::HTTP_1_1);
+    session.sendRequest(request);
+    Poco::Net::HTTPResponse response;
+    std::istream& in = session.receiveResponse(response);
+    if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) {
+      std::string body;
+      body.resize(512);
+      in.read(body.data(), static_cast<std::streamsize>(body.size()));
+      body.resize(static_cast<std::size_t>(in.gcount()));
+      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+      throw fail("HTTP " + std::to_string(static_cast<int>(response.getStatus())) + " " +
+                 response.getReason() + (body.empty() ? "" : ": " + body));
+    }
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    if (!out) throw fail("cannot create " + part.string());
+    Xxh64 hash;
+    std::uint64_t size = 0;
+    std::vector<char> buffer(1 << 20);
+    while (in) {
+      if (cancelled) {
+        out.close();
+        std::filesystem::remove(part);
+        throw fail("cancelled");
+      }
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      std::streamsize n = in.gcount();
+      if (n <= 0) break;
+      hash.update(buffer.data(), static_cast<std::size_t>(n));
+      out.write(buffer.data(), n);
+      size += static_cast<std::uint64_t>(n);
+    }
+    out.close();
+    if (!out) throw fail("cannot write " + part.string());
+    if (input.size > 0 && size != input.size) {
+      throw fail("got " + std::to_string(size) + " bytes, expected " + std::to_string(input.size));
+    }
+    if (!input.checksum.empty() && hash.text() != input.checksum) {
+      throw fail("checksum mismatch: expected " + input.checksum + ", got " + hash.text());
+    }
+    std::filesystem::rename(part, dest);
+  } catch (const FetchError&) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    throw;
+  } catch (const Poco::Exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    throw fail(e.displayText());
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    throw fail(e.what());
+  }
+}
+
+}  // namespace dockhand::agent

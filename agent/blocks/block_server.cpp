@@ -1,0 +1,339 @@
+#include "blocks/block_server.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/ServerSocket.h>
+
+#include "blocks/block_id.h"
+#include "blocks/checksum.h"
+#include "core/logging.h"
+
+namespace dockhand::agent {
+namespace {
+
+using Poco::Net::HTTPRequest;
+using Poco::Net::HTTPResponse;
+using Poco::Net::HTTPServerRequest;
+using Poco::Net::HTTPServerResponse;
+
+constexpr std::size_t kChunk = 1 << 20;
+constexpr std::string_view kBlocksPrefix = "/blocks/";
+constexpr char kChecksumHeader[] = "X-Dockhand-Checksum";
+
+spdlog::logger& log() {
+  static auto instance = logger("blocks");
+  return *instance;
+}
+
+void sendText(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
+              const std::string& text) {
+  response.setStatus(status);
+  response.setContentType("text/plain; charset=utf-8");
+  std::string body = text + "\n";
+  response.setContentLength(static_cast<std::streamsize>(body.size()));
+  response.send() << body;
+}
+
+// A parsed "Range: bytes=..." for a block of `size` bytes: [first, last], or unsatisfiable.
+struct ByteRange {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  bool satisfiable = true;
+};
+
+bool parseNumber(std::string_view text, std::uint64_t& out) {
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+// nullopt: no usable single range (serve the whole block, as RFC 9110 allows).
+std::optional<ByteRange> parseRange(const std::string& header, std::uint64_t size) {
+  constexpr std::string_view kUnit = "bytes=";
+  std::string_view spec(header);
+  if (spec.substr(0, kUnit.size()) != kUnit) return std::nullopt;
+  spec.remove_prefix(kUnit.size());
+  if (spec.find(',') != std::string_view::npos) return std::nullopt;
+  auto dash = spec.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  std::string_view a = spec.substr(0, dash);
+  std::string_view b = spec.substr(dash + 1);
+  ByteRange range;
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  if (a.empty()) {  // suffix: the last n bytes
+    std::uint64_t n = 0;
+    if (!parseNumber(b, n)) return std::nullopt;
+    if (n == 0 || size == 0) {
+      range.satisfiable = false;
+      return range;
+    }
+    range.first = n >= size ? 0 : size - n;
+    range.last = size - 1;
+    return range;
+  }
+  if (!parseNumber(a, first)) return std::nullopt;
+  if (b.empty()) {
+    last = size == 0 ? 0 : size - 1;
+  } else if (!parseNumber(b, last) || last < first) {
+    return std::nullopt;
+  }
+  if (first >= size) {
+    range.satisfiable = false;
+    return range;
+  }
+  range.first = first;
+  range.last = std::min(last, size - 1);
+  return range;
+}
+
+class BlockHandler : public Poco::Net::HTTPRequestHandler {
+ public:
+  explicit BlockHandler(BlockServer& server) : server_(server) {}
+
+  void handleRequest(HTTPServerRequest& request, HTTPServerResponse& response) override {
+    try {
+      route(request, response);
+    } catch (const std::exception& e) {
+      log().warn("{} {}: {}", request.getMethod(), request.getURI(), e.what());
+      if (!response.sent()) {
+        sendText(response, HTTPResponse::HTTP_INTERNAL_SERVER_ERROR, e.what());
+      }
+    }
+  }
+
+ private:
+  void route(HTTPServerRequest& request, HTTPServerResponse& response) {
+    std::string path = request.getURI();
+    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    const std::string& method = request.getMethod();
+    if (path == "/healthz") {
+      if (method != HTTPRequest::HTTP_GET && method != HTTPRequest::HTTP_HEAD) {
+        return notAllowed(response, "GET, HEAD");
+      }
+      return sendText(response, HTTPResponse::HTTP_OK, "ok");
+    }
+    if (path == "/v1/status") {
+      if (method != HTTPRequest::HTTP_GET) return notAllowed(response, "GET");
+      std::string body = server_.status().dump(2) + "\n";
+      response.setContentType("application/json");
+      response.setContentLength(static_cast<std::streamsize>(body.size()));
+      response.send() << body;
+      return;
+    }
+    if (path.compare(0, kBlocksPrefix.size(), kBlocksPrefix) != 0) {
+      return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
+                      "no such resource: " + path + " (try /blocks/<id>, /healthz, /v1/status)");
+    }
+    std::string id = path.substr(kBlocksPrefix.size());
+    if (!isValidBlockId(id)) {
+      return sendText(
+          response, HTTPResponse::HTTP_BAD_REQUEST,
+          "invalid block id '" + id + "' (expected " + std::string(kBlockIdForms) + ")");
+    }
+    if (method == HTTPRequest::HTTP_GET || method == HTTPRequest::HTTP_HEAD) {
+      return get(request, response, id);
+    }
+    if (method == HTTPRequest::HTTP_PUT) return put(request, response, id);
+    notAllowed(response, "GET, HEAD, PUT");
+  }
+
+  static void notAllowed(HTTPServerResponse& response, const std::string& allowed) {
+    response.set("Allow", allowed);
+    sendText(response, HTTPResponse::HTTP_METHOD_NOT_ALLOWED, "method not allowed; use " + allowed);
+  }
+
+  void get(HTTPServerRequest& request, HTTPServerResponse& response, const std::string& id) {
+    std::filesystem::path file;
+    std::string checksum;
+    if (auto meta = server_.store().find(id)) {
+      file = server_.store().pathOf(id);
+      checksum = meta->checksum;
+    } else if (!server_.options().fallback_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::path candidate = server_.options().fallback_dir / id;
+      if (std::filesystem::is_regular_file(candidate, ec)) file = candidate;
+    }
+    if (file.empty()) {
+      return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "block " + id + " is not here");
+    }
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      // Removed (migrated) between the lookup and the open.
+      return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "block " + id + " is not here");
+    }
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    const auto size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
+    std::uint64_t first = 0;
+    std::uint64_t count = size;
+    response.set("Accept-Ranges", "bytes");
+    if (!checksum.empty()) response.set(kChecksumHeader, checksum);
+    if (request.has("Range")) {
+      if (auto range = parseRange(request.get("Range"), size)) {
+        if (!range->satisfiable) {
+          response.set("Content-Range", "bytes */" + std::to_string(size));
+          return sendText(
+              response, HTTPResponse::HTTP_REQUESTED_RANGE_NOT_SATISFIABLE,
+              "range not satisfiable for block " + id + " of " + std::to_string(size) + " bytes");
+        }
+        first = range->first;
+        count = range->last - range->first + 1;
+        response.setStatus(HTTPResponse::HTTP_PARTIAL_CONTENT);
+        response.set("Content-Range", "bytes " + std::to_string(range->first) + "-" +
+                                          std::to_string(range->last) + "/" + std::to_string(size));
+      }
+    }
+    response.setContentType("application/octet-stream");
+    response.setContentLength64(static_cast<Poco::Int64>(count));
+    std::ostream& out = response.send();
+    if (request.getMethod() == HTTPRequest::HTTP_HEAD) return;
+    std::vector<char> buffer(kChunk);
+    std::uint64_t offset = first;
+    std::uint64_t left = count;
+    while (left > 0 && out) {
+      ssize_t n = ::pread(fd, buffer.data(), std::min<std::uint64_t>(left, buffer.size()),
+                          static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the length header is then wrong: the client sees a short body
+      out.write(buffer.data(), n);
+      offset += static_cast<std::uint64_t>(n);
+      left -= static_cast<std::uint64_t>(n);
+    }
+  }
+
+  void put(HTTPServerRequest& request, HTTPServerResponse& response, const std::string& id) {
+    if (!server_.acceptingWrites()) {
+      return sendText(
+          response, HTTPResponse::HTTP_SERVICE_UNAVAILABLE,
+          "this agent is decommissioning and takes no new blocks; push " + id + " to another peer");
+    }
+    if (!request.has(kChecksumHeader) || !parseChecksum(request.get(kChecksumHeader))) {
+      return sendText(response, HTTPResponse::HTTP_BAD_REQUEST,
+                      std::string("PUT needs header ") + kChecksumHeader + ": xxh64:<16 hex>");
+    }
+    const std::string expected = request.get(kChecksumHeader);
+    const bool has_length = request.hasContentLength();
+    const auto length = has_length ? static_cast<std::uint64_t>(request.getContentLength64()) : 0;
+    if (has_length) {
+      struct statvfs fs {};
+      if (::statvfs(server_.store().dir().c_str(), &fs) == 0 &&
+          static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize < length) {
+        return sendText(
+            response, HTTPResponse::HTTP_INSUFFICIENT_STORAGE,
+            "not enough disk space for block " + id + " (" + std::to_string(length) + " bytes)");
+      }
+    }
+    std::istream& in = request.stream();
+    std::unique_ptr<BlockStore::Writer> writer;
+    try {
+      writer = server_.store().create(id);
+      std::vector<char> buffer(kChunk);
+      while (in) {
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        std::streamsize n = in.gcount();
+        if (n <= 0) break;
+        writer->write(buffer.data(), static_cast<std::size_t>(n));
+      }
+      if (has_length && writer->written() != length) {
+        // The sender went away mid-body: nothing is committed.
+        log().warn("PUT {}: body ended after {} of {} bytes; discarded", id, writer->written(),
+                   length);
+        return sendText(response, HTTPResponse::HTTP_BAD_REQUEST,
+                        "block " + id + ": body ended after " + std::to_string(writer->written()) +
+                            " of " + std::to_string(length) + " bytes");
+      }
+      BlockMeta meta = writer->commit(expected);
+      log().debug("stored block {} ({} bytes) from {}", id, meta.size,
+                  request.clientAddress().toString());
+      std::string body =
+          nlohmann::json{{"id", meta.id}, {"size", meta.size}, {"checksum", meta.checksum}}.dump() +
+          "\n";
+      response.setStatus(HTTPResponse::HTTP_CREATED);
+      response.setContentType("application/json");
+      response.setContentLength(static_cast<std::streamsize>(body.size()));
+      response.send() << body;
+    } catch (const BlockStoreError& e) {
+      using Kind = BlockStoreError::Kind;
+      switch (e.kind()) {
+        case Kind::kDiskFull:
+          return sendText(response, HTTPResponse::HTTP_INSUFFICIENT_STORAGE, e.what());
+        case Kind::kChecksumMismatch:
+        case Kind::kInvalidId:
+          return sendText(response, HTTPResponse::HTTP_BAD_REQUEST, e.what());
+        case Kind::kConflict:
+          return sendText(response, HTTPResponse::HTTP_CONFLICT, e.what());
+        case Kind::kIo:
+          break;
+      }
+      log().warn("PUT {}: {}", id, e.what());
+      return sendText(response, HTTPResponse::HTTP_INTERNAL_SERVER_ERROR, e.what());
+    }
+  }
+
+  BlockServer& server_;
+};
+
+class HandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
+ public:
+  explicit HandlerFactory(BlockServer& server) : server_(server) {}
+  Poco::Net::HTTPRequestHandler* createRequestHandler(const HTTPServerRequest&) override {
+    return new BlockHandler(server_);
+  }
+
+ private:
+  BlockServer& server_;
+};
+
+}  // namespace
+
+BlockServer::BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status)
+    : options_(std::move(options)), store_(store), status_(std::move(status)) {}
+
+BlockServer::~BlockServer() { stop(); }
+
+void BlockServer::start() {
+  if (server_) return;
+  try {
+    Poco::Net::ServerSocket socket(
+        Poco::Net::SocketAddress(options_.bind_address, static_cast<Poco::UInt16>(options_.port)),
+        128);
+    port_ = socket.address().port();
+    auto* params = new Poco::Net::HTTPServerParams;
+    params->setMaxThreads(options_.max_threads);
+    params->setMaxQueued(options_.max_queued);
+    params->setKeepAlive(true);
+    params->setTimeout(Poco::Timespan(60, 0));
+    server_ = std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(*this), socket, params);
+    server_->start();
+  } catch (const Poco::Exception& e) {
+    server_.reset();
+    throw std::runtime_error("block server: cannot listen on " + options_.bind_address + ":" +
+                             std::to_string(options_.port) + ": " + e.displayText());
+  }
+  log().info("block server listening on {}:{}", options_.bind_address, port_);
+}
+
+void BlockServer::stop() {
+  if (!server_) return;
+  server_->stopAll(true);
+  server_.reset();
+}
+
+}  // namespace dockhand::agent

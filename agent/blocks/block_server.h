@@ -1,0 +1,80 @@
+// BlockServer: the agent's HTTP endpoint for blocks (Poco HTTPServer, a bounded thread pool).
+//
+//   GET  /blocks/<id>   the block's bytes (Range: bytes=a-b, a- or -n answered with 206);
+//                       when the block is not held here and a fallback directory is set, the
+//                       copy in that directory. Headers: Content-Length, X-Dockhand-Checksum.
+//   HEAD /blocks/<id>   the same headers, no body.
+//   PUT  /blocks/<id>   stores a block a peer pushes (decommission migration). The body streams
+//                       to a temporary file; the X-Dockhand-Checksum header (required) is
+//                       checked over what arrived, then the file is fsynced and renamed into
+//                       the store. 201 with {"id", "size", "checksum"} once it is durable.
+//                       503 while this agent decommissions, 507 when the disk is full, 400 for
+//                       a checksum or length mismatch, 409 when the id is held with other bytes.
+//   GET  /healthz       "ok"
+//   GET  /v1/status     JSON from the status provider (agent state, tasks, blocks,
+//                       decommission progress).
+//
+// An error body is one line of text saying what went wrong. Bodies stream in 1 MiB pieces;
+// no block is ever held in memory whole.
+//
+// Threads: the server's own pool (max_threads, with max_queued connections waiting). The
+// status provider is called on those threads and must be thread-safe.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "blocks/block_store.h"
+
+namespace Poco::Net {
+class HTTPServer;
+}  // namespace Poco::Net
+
+namespace dockhand::agent {
+
+struct BlockServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 0;  // 0: an ephemeral port, read back with port()
+  int max_threads = 16;
+  int max_queued = 64;
+  std::filesystem::path fallback_dir;  // empty: no fallback store
+};
+
+class BlockServer {
+ public:
+  using StatusProvider = std::function<nlohmann::json()>;
+
+  BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status);
+  ~BlockServer();
+  BlockServer(const BlockServer&) = delete;
+  BlockServer& operator=(const BlockServer&) = delete;
+
+  // Binds and starts serving. Throws std::runtime_error naming the address on failure.
+  void start();
+  void stop();
+  int port() const { return port_; }
+
+  // False: PUT is refused with 503 (the agent is decommissioning).
+  void setAcceptingWrites(bool accepting) { accepting_writes_ = accepting; }
+  bool acceptingWrites() const { return accepting_writes_; }
+
+  // For the handlers.
+  BlockStore& store() { return store_; }
+  const BlockServerOptions& options() const { return options_; }
+  nlohmann::json status() const { return status_ ? status_() : nlohmann::json::object(); }
+
+ private:
+  BlockServerOptions options_;
+  BlockStore& store_;
+  StatusProvider status_;
+  std::atomic<bool> accepting_writes_{true};
+  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  int port_ = 0;
+};
+
+}  // namespace dockhand::agent

@@ -1,0 +1,249 @@
+#include "blocks/block_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+#include "blocks/block_id.h"
+#include "blocks/checksum.h"
+
+namespace dockhand::agent {
+namespace {
+
+using Kind = BlockStoreError::Kind;
+
+BlockStoreError ioError(const std::string& what, int error) {
+  return BlockStoreError(error == ENOSPC || error == EDQUOT ? Kind::kDiskFull : Kind::kIo,
+                         what + ": " + std::strerror(error));
+}
+
+void fsyncPath(const std::filesystem::path& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw ioError("cannot open " + path.string(), errno);
+  int rc = ::fsync(fd);
+  int error = errno;
+  ::close(fd);
+  if (rc != 0) throw ioError("cannot fsync " + path.string(), error);
+}
+
+}  // namespace
+
+BlockStore::BlockStore(std::filesystem::path dir)
+    : dir_(std::move(dir)), incoming_(dir_ / ".incoming") {
+  std::error_code ec;
+  std::filesystem::remove_all(incoming_, ec);  // half-written blocks of an earlier agent
+  std::filesystem::create_directories(incoming_, ec);
+  if (ec) {
+    throw BlockStoreError(
+        Kind::kIo, "cannot create block directory " + incoming_.string() + ": " + ec.message());
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || !isValidBlockId(name)) continue;
+    try {
+      BlockMeta meta{name, static_cast<std::uint64_t>(entry.file_size()),
+                     checksumOfFile(entry.path())};
+      blocks_.emplace(name, std::move(meta));
+    } catch (const std::exception&) {
+      // unreadable: not offered
+    }
+  }
+}
+
+std::filesystem::path BlockStore::pathOf(std::string_view id) const {
+  if (!isValidBlockId(id)) {
+    throw BlockStoreError(Kind::kInvalidId, "invalid block id '" + std::string(id) +
+                                                "' (expected " + std::string(kBlockIdForms) + ")");
+  }
+  return dir_ / std::string(id);
+}
+
+void BlockStore::syncDir() const { fsyncPath(dir_, O_RDONLY | O_DIRECTORY); }
+
+// ---- Writer --------------------------------------------------------------------------------
+
+std::unique_ptr<BlockStore::Writer> BlockStore::create(const std::string& id) {
+  pathOf(id);  // validates
+  std::uint64_t n;
+  {
+    std::lock_guard lock(mutex_);
+    n = ++next_temp_;
+  }
+  std::filesystem::path temp = incoming_ / (id + "." + std::to_string(n));
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw ioError("cannot create " + temp.string(), errno);
+  return std::unique_ptr<Writer>(new Writer(*this, id, std::move(temp), fd));
+}
+
+BlockStore::Writer::Writer(BlockStore& store, std::string id, std::filesystem::path temp, int fd)
+    : store_(store), id_(std::move(id)), temp_(std::move(temp)), fd_(fd), hash_(new Xxh64()) {}
+
+BlockStore::Writer::~Writer() {
+  abort();
+  delete static_cast<Xxh64*>(hash_);
+}
+
+void BlockStore::Writer::abort() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!done_) {
+    ::unlink(temp_.c_str());
+    done_ = true;
+  }
+}
+
+void BlockStore::Writer::write(const char* data, std::size_t size) {
+  if (done_ || fd_ < 0) throw BlockStoreError(Kind::kIo, "block " + id_ + ": writer is closed");
+  static_cast<Xxh64*>(hash_)->update(data, size);
+  while (size > 0) {
+    ssize_t n = ::write(fd_, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ioError("block " + id_ + ": cannot write", errno);
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    written_ += static_cast<std::uint64_t>(n);
+  }
+}
+
+BlockMeta BlockStore::Writer::commit(std::string_view expected_checksum) {
+  if (done_ || fd_ < 0) throw BlockStoreError(Kind::kIo, "block " + id_ + ": writer is closed");
+  std::string actual = static_cast<Xxh64*>(hash_)->text();
+  if (!expected_checksum.empty() && expected_checksum != actual) {
+    abort();
+    throw BlockStoreError(Kind::kChecksumMismatch,
+                          "block " + id_ + ": checksum mismatch: expected " +
+                              std::string(expected_checksum) + ", got " + actual);
+  }
+  if (::fsync(fd_) != 0) {
+    int error = errno;
+    abort();
+    throw ioError("block " + id_ + ": cannot fsync", error);
+  }
+  ::close(fd_);
+  fd_ = -1;
+  try {
+    BlockMeta meta = store_.install(id_, temp_, written_, actual);
+    done_ = true;
+    return meta;
+  } catch (...) {
+    abort();
+    throw;
+  }
+}
+
+// ---- Adding, finding, removing -------------------------------------------------------------
+
+BlockMeta BlockStore::install(const std::string& id, const std::filesystem::path& temp,
+                              std::uint64_t size, const std::string& checksum) {
+  std::filesystem::path target = pathOf(id);
+  BlockMeta meta{id, size, checksum};
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = blocks_.find(id); it != blocks_.end()) {
+      if (it->second.checksum != checksum) {
+        throw BlockStoreError(Kind::kConflict, "block " + id + " already exists with checksum " +
+                                                   it->second.checksum + ", not " + checksum);
+      }
+      ::unlink(temp.c_str());
+      return it->second;
+    }
+    if (::rename(temp.c_str(), target.c_str()) != 0) {
+      throw ioError("block " + id + ": cannot rename " + temp.string() + " into the store", errno);
+    }
+    blocks_[id] = meta;
+  }
+  // The block is complete and fsynced; make its name durable too.
+  syncDir();
+  return meta;
+}
+
+BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& file) {
+  pathOf(id);  // validates
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ioError("block " + id + ": cannot open " + file.string(), errno);
+  Xxh64 hash;
+  std::uint64_t size = 0;
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      throw ioError("block " + id + ": cannot read " + file.string(), error);
+    }
+    if (n == 0) break;
+    hash.update(buffer.data(), static_cast<std::size_t>(n));
+    size += static_cast<std::uint64_t>(n);
+  }
+  int rc = ::fsync(fd);
+  int error = errno;
+  ::close(fd);
+  if (rc != 0) throw ioError("block " + id + ": cannot fsync " + file.string(), error);
+  struct stat file_stat {};
+  struct stat dir_stat {};
+  if (::stat(file.c_str(), &file_stat) == 0 && ::stat(dir_.c_str(), &dir_stat) == 0 &&
+      file_stat.st_dev == dir_stat.st_dev) {
+    return install(id, file, size, hash.text());
+  }
+  // On another file system: copy it in through a writer.
+  auto writer = create(id);
+  fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ioError("block " + id + ": cannot open " + file.string(), errno);
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    writer->write(buffer.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  BlockMeta meta = writer->commit(hash.text());
+  ::unlink(file.c_str());
+  return meta;
+}
+
+std::optional<BlockMeta> BlockStore::find(std::string_view id) const {
+  std::lock_guard lock(mutex_);
+  auto it = blocks_.find(id);
+  if (it == blocks_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<BlockMeta> BlockStore::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<BlockMeta> out;
+  out.reserve(blocks_.size());
+  for (const auto& [id, meta] : blocks_) out.push_back(meta);
+  return out;
+}
+
+std::size_t BlockStore::count() const {
+  std::lock_guard lock(mutex_);
+  return blocks_.size();
+}
+
+std::uint64_t BlockStore::totalBytes() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t total = 0;
+  for (const auto& [id, meta] : blocks_) total += meta.size;
+  return total;
+}
+
+bool BlockStore::remove(std::string_view id) {
+  std::filesystem::path path = pathOf(id);
+  std::lock_guard lock(mutex_);
+  auto it = blocks_.find(id);
+  if (it == blocks_.end()) return false;
+  blocks_.erase(it);
+  ::unlink(path.c_str());
+  return true;
+}
+
+}  // namespace dockhand::agent

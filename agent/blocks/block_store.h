@@ -1,0 +1,110 @@
+// BlockStore: the blocks this agent holds, as immutable files <dir>/<block id>.
+//
+// A block appears in the directory only complete: every write goes to a temporary file under
+// <dir>/.incoming/, is fsynced, its checksum checked, and is then renamed into place (and the
+// directory fsynced). A reader — the block server, a migration — therefore never sees half a
+// block, and an agent killed mid-write leaves only a temporary file, which the next store on
+// that directory removes. Blocks are immutable: writing an id that exists with the same
+// checksum is a no-op, with a different one an error.
+//
+// Thread-safe: the block server's threads, the executor's I/O threads and the decommissioner
+// use one store at once. The index (id -> size, checksum) is in memory; a store opened on a
+// directory with blocks in it indexes them (reading each once to checksum it).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dockhand::agent {
+
+struct BlockMeta {
+  std::string id;
+  std::uint64_t size = 0;
+  std::string checksum;  // "xxh64:..."
+};
+
+// Why a store operation failed; what() is one line naming the block.
+class BlockStoreError : public std::runtime_error {
+ public:
+  enum class Kind { kInvalidId, kDiskFull, kChecksumMismatch, kConflict, kIo };
+  BlockStoreError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+class BlockStore {
+ public:
+  // Creates `dir` when missing, removes what an earlier agent left in dir/.incoming, and
+  // indexes the blocks already there. Throws BlockStoreError (kIo).
+  explicit BlockStore(std::filesystem::path dir);
+  BlockStore(const BlockStore&) = delete;
+  BlockStore& operator=(const BlockStore&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // Where block `id` lives (whether or not it exists). Throws kInvalidId for a bad id.
+  std::filesystem::path pathOf(std::string_view id) const;
+
+  // Writes one block: create(), write() the bytes, commit(). Destroying a writer that was not
+  // committed removes its temporary file. One writer per thread; any number at once.
+  class Writer {
+   public:
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+    // Throws kDiskFull (no space left) or kIo.
+    void write(const char* data, std::size_t size);
+    std::uint64_t written() const { return written_; }
+    // fsyncs, checks the checksum when `expected` is not empty (kChecksumMismatch), renames
+    // the file into place and fsyncs the directory. Returns the block's meta.
+    BlockMeta commit(std::string_view expected_checksum = {});
+
+   private:
+    friend class BlockStore;
+    Writer(BlockStore& store, std::string id, std::filesystem::path temp, int fd);
+    void abort();
+    BlockStore& store_;
+    std::string id_;
+    std::filesystem::path temp_;
+    int fd_ = -1;
+    std::uint64_t written_ = 0;
+    void* hash_;  // Xxh64
+    bool done_ = false;
+  };
+  std::unique_ptr<Writer> create(const std::string& id);
+
+  // Adds a complete file (a task's output) as block `id`: checksums and fsyncs it, then
+  // renames it into the store (copies it when it is on another file system). Returns the
+  // block's meta. An id already held with the same content is not an error (the file is
+  // removed); with other content it is kConflict.
+  BlockMeta adopt(const std::string& id, const std::filesystem::path& file);
+
+  std::optional<BlockMeta> find(std::string_view id) const;
+  std::vector<BlockMeta> list() const;
+  std::size_t count() const;
+  std::uint64_t totalBytes() const;
+  // Deletes a block; false when it was not there.
+  bool remove(std::string_view id);
+
+ private:
+  BlockMeta install(const std::string& id, const std::filesystem::path& temp, std::uint64_t size,
+                    const std::string& checksum);
+  void syncDir() const;
+
+  std::filesystem::path dir_;
+  std::filesystem::path incoming_;
+  mutable std::mutex mutex_;
+  std::map<std::string, BlockMeta, std::less<>> blocks_;
+  std::uint64_t next_temp_ = 0;
+};
+
+}  // namespace dockhand::agent

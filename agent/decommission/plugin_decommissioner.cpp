@@ -1,0 +1,169 @@
+#include "decommission/plugin_decommissioner.h"
+
+#include <map>
+#include <set>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+namespace {
+
+spdlog::logger& log() {
+  static auto instance = logger("decommission");
+  return *instance;
+}
+
+}  // namespace
+
+bool MigrationKinds::includes(BlockKind kind) const {
+  switch (kind) {
+    case BlockKind::kShuffle:
+      return shuffle;
+    case BlockKind::kRdd:
+      return rdd;
+    case BlockKind::kTask:
+      return task;
+  }
+  return false;
+}
+
+PluginDecommissioner::PluginDecommissioner(
+    EventSink& events, BlockStore& store,
+    std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins, MigrationKinds kinds,
+    std::function<void()> on_begin)
+    : events_(events),
+      store_(store),
+      plugins_(std::move(plugins)),
+      kinds_(kinds),
+      on_begin_(std::move(on_begin)) {}
+
+PluginDecommissioner::~PluginDecommissioner() {
+  cancel();
+  if (pass_thread_.joinable()) pass_thread_.join();
+}
+
+void PluginDecommissioner::begin() {
+  if (on_begin_) on_begin_();
+}
+
+void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
+                                     std::function<void(MigrationPassResult)> done) {
+  // One pass at a time: the previous one has posted its result, so its thread is ending.
+  if (pass_thread_.joinable()) pass_thread_.join();
+  pass_thread_ = std::thread([this, peers = std::move(peers), done = std::move(done)]() mutable {
+    MigrationPassResult result;
+    try {
+      result = runPass(peers);
+    } catch (const std::exception& e) {
+      log().error("migration pass failed: {}", e.what());
+      result.complete = false;
+    }
+    events_.post([done = std::move(done), result = std::move(result)]() mutable {
+      done(std::move(result));
+    });
+  });
+}
+
+std::vector<BlockMeta> PluginDecommissioner::blocksToMigrate() const {
+  std::vector<BlockMeta> out;
+  for (auto& meta : store_.list()) {
+    auto kind = parseBlockId(meta.id);
+    if (kind && kinds_.includes(*kind)) out.push_back(std::move(meta));
+  }
+  return out;
+}
+
+MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Peer>& peers) {
+  MigrationPassResult result;
+  std::map<std::string, BlockMeta> remaining;
+  for (auto& meta : blocksToMigrate()) remaining.emplace(meta.id, std::move(meta));
+  std::map<std::string, std::string> reasons;
+  Json peer_list = protocol::toJson(peers)["peers"];
+  for (auto& plugin : plugins_) {
+    if (remaining.empty() || cancelled_) break;
+    Json blocks = Json::array();
+    for (const auto& [id, meta] : remaining) {
+      blocks.push_back(Json{{"id", id},
+                            {"path", store_.pathOf(id).string()},
+                            {"size", meta.size},
+                            {"checksum", meta.checksum}});
+    }
+    Json request{{"blocks", std::move(blocks)}, {"peers", peer_list}};
+    log().info("{}: migrating {} block(s)", plugin->name(), remaining.size());
+    PluginResult answer = plugin->migrate(request.dump());
+    if (!answer.ok()) {
+      log().warn("{}: migration failed: {}", plugin->name(), answer.error);
+      for (const auto& [id, meta] : remaining) reasons[id] = plugin->name() + ": " + answer.error;
+      continue;
+    }
+    Json out = Json::parse(answer.json, nullptr, /*allow_exceptions=*/false);
+    if (!out.is_object()) {
+      log().warn("{}: migrate returned malformed JSON", plugin->name());
+      continue;
+    }
+    if (auto it = out.find("migrated"); it != out.end() && it->is_array()) {
+      for (const auto& item : *it) {
+        if (!item.is_object() || !item.contains("id") || !item["id"].is_string()) continue;
+        auto found = remaining.find(item["id"].get<std::string>());
+        if (found == remaining.end()) continue;
+        protocol::BlockInfo info;
+        info.id = found->first;
+        info.size = found->second.size;
+        info.checksum = found->second.checksum;
+        info.executor_id = item.value("executor_id", std::string());
+        info.url = item.value("location", std::string());
+        result.bytes_moved += info.size;
+        result.moved.push_back(std::move(info));
+        reasons.erase(found->first);
+        remaining.erase(found);
+      }
+    }
+    if (auto it = out.find("failed"); it != out.end() && it->is_array()) {
+      for (const auto& item : *it) {
+        if (!item.is_object() || !item.contains("id") || !item["id"].is_string()) continue;
+        std::string id = item["id"].get<std::string>();
+        if (remaining.count(id) != 0) {
+          reasons[id] = plugin->name() + ": " + item.value("reason", std::string("failed"));
+        }
+      }
+    }
+  }
+  for (const auto& [id, meta] : remaining) {
+    auto why = reasons.find(id);
+    result.failed.emplace_back(id, why != reasons.end() ? why->second
+                                   : cancelled_         ? std::string("cancelled")
+                                                        : std::string("no plugin moved it"));
+  }
+  std::set<std::string> moved;
+  for (const auto& info : result.moved) moved.insert(info.id);
+  for (const auto& meta : blocksToMigrate()) {
+    if (moved.count(meta.id) != 0) continue;
+    ++result.blocks_left;
+    result.bytes_left += meta.size;
+  }
+  result.complete = remaining.empty() && !cancelled_;
+  return result;
+}
+
+void PluginDecommissioner::release(const std::vector<std::string>& block_ids) {
+  for (const auto& id : block_ids) {
+    try {
+      store_.remove(id);
+    } catch (const BlockStoreError& e) {
+      log().warn("cannot delete migrated block {}: {}", id, e.what());
+    }
+  }
+}
+
+std::vector<std::string> PluginDecommissioner::blocksLeft() const {
+  std::vector<std::string> out;
+  for (const auto& meta : blocksToMigrate()) out.push_back(meta.id);
+  return out;
+}
+
+void PluginDecommissioner::cancel() {
+  cancelled_ = true;
+  for (auto& plugin : plugins_) plugin->cancel();
+}
+
+}  // namespace dockhand::agent

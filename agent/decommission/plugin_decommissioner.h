@@ -1,0 +1,71 @@
+// PluginDecommissioner: the Decommissioner port over block-migration plugins.
+//
+// A pass runs on a thread of its own: it takes the blocks of the kinds to migrate that the
+// store holds, hands them to the first plugin in the configured order (with the peers the
+// Backend got from the driver), then what that plugin could not move to the next one, and so
+// on ("peer" first, "fallback" for the rest). A plugin reports a block migrated only once a
+// complete, verified copy exists at the destination. The result is posted to the core
+// thread; local copies are deleted only when the Backend calls release() after telling the
+// driver where they went.
+//
+// Lifetime: the EventSink, the store and the plugins must outlive this object; the destructor
+// cancels a running pass and joins its thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "blocks/block_id.h"
+#include "blocks/block_store.h"
+#include "core/ports.h"
+#include "plugins/block_migration_plugin.h"
+
+namespace dockhand::agent {
+
+struct MigrationKinds {
+  bool shuffle = true;
+  bool rdd = true;
+  bool task = true;
+  bool includes(BlockKind kind) const;
+  bool any() const { return shuffle || rdd || task; }
+};
+
+class PluginDecommissioner final : public Decommissioner {
+ public:
+  // on_begin runs (on the core thread) when decommissioning starts: the app stops the block
+  // server from taking new blocks there.
+  PluginDecommissioner(EventSink& events, BlockStore& store,
+                       std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins,
+                       MigrationKinds kinds, std::function<void()> on_begin);
+  ~PluginDecommissioner() override;
+  PluginDecommissioner(const PluginDecommissioner&) = delete;
+  PluginDecommissioner& operator=(const PluginDecommissioner&) = delete;
+
+  bool migrationEnabled() const override { return !plugins_.empty() && kinds_.any(); }
+  void begin() override;
+  void startPass(std::vector<protocol::Peer> peers,
+                 std::function<void(MigrationPassResult)> done) override;
+  void release(const std::vector<std::string>& block_ids) override;
+  std::vector<std::string> blocksLeft() const override;
+  void cancel() override;
+
+  // Runs one pass on the calling thread (what the pass thread does; exposed for tests).
+  MigrationPassResult runPass(const std::vector<protocol::Peer>& peers);
+
+ private:
+  std::vector<BlockMeta> blocksToMigrate() const;
+
+  EventSink& events_;
+  BlockStore& store_;
+  std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins_;
+  MigrationKinds kinds_;
+  std::function<void()> on_begin_;
+  std::atomic<bool> cancelled_{false};
+  std::thread pass_thread_;
+};
+
+}  // namespace dockhand::agent

@@ -1,0 +1,139 @@
+// Shared by the built-in block-migration plugins (peer, fallback), header-only so that each
+// plugin library stays self-contained: the migrate request's blocks, xxh64 checksums, a
+// bandwidth limit shared by a plugin's transfer threads, and durable file writes.
+#ifndef DOCKHAND_PLUGINS_BLOCK_TRANSFER_H
+#define DOCKHAND_PLUGINS_BLOCK_TRANSFER_H
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dockhand/plugin.hpp"
+
+namespace dockhand::plugins {
+
+struct BlockToMove {
+  std::string id;
+  std::string path;
+  std::uint64_t size = 0;
+  std::string checksum;
+};
+
+struct PeerTarget {
+  std::string executor_id;
+  std::string block_url;
+};
+
+// Reads {"blocks": [...], "peers": [...]}; throws sdk::Error(DH_INVALID_ARGUMENT).
+inline void parseMigrateRequest(std::string_view text, std::vector<BlockToMove>& blocks,
+                                std::vector<PeerTarget>& peers) {
+  nlohmann::json request = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!request.is_object() || !request.contains("blocks") || !request["blocks"].is_array()) {
+    throw sdk::Error(DH_INVALID_ARGUMENT, "migrate request: expected {\"blocks\": [...]}");
+  }
+  for (const auto& b : request["blocks"]) {
+    if (!b.is_object() || !b.contains("id") || !b.contains("path")) {
+      throw sdk::Error(DH_INVALID_ARGUMENT, "migrate request: a block needs an id and a path");
+    }
+    blocks.push_back(BlockToMove{b.value("id", ""), b.value("path", ""),
+                                 b.value("size", std::uint64_t{0}), b.value("checksum", "")});
+  }
+  if (request.contains("peers") && request["peers"].is_array()) {
+    for (const auto& p : request["peers"]) {
+      if (!p.is_object()) continue;
+      peers.push_back(PeerTarget{p.value("executor_id", ""), p.value("block_url", "")});
+    }
+  }
+}
+
+inline std::string formatXxh64(std::uint64_t value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "xxh64:";
+  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(kHex[(value >> shift) & 0xf]);
+  return out;
+}
+
+class Hasher {
+ public:
+  Hasher() : state_(XXH64_createState()) { XXH64_reset(state_, 0); }
+  ~Hasher() { XXH64_freeState(state_); }
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  void update(const void* data, std::size_t size) { XXH64_update(state_, data, size); }
+  std::string text() const { return formatXxh64(XXH64_digest(state_)); }
+
+ private:
+  XXH64_state_t* state_;
+};
+
+// A bandwidth limit shared by several threads: each reserves a slot for its next piece and
+// waits for it. 0 bytes per second: no limit.
+class RateLimiter {
+ public:
+  explicit RateLimiter(std::uint64_t bytes_per_second) : rate_(bytes_per_second) {}
+  bool limited() const { return rate_ > 0; }
+  void acquire(std::uint64_t bytes) {
+    if (rate_ == 0) return;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start;
+    {
+      std::lock_guard lock(mutex_);
+      Clock::time_point now = Clock::now();
+      start = std::max(next_, now);
+      next_ = start + std::chrono::nanoseconds(bytes * 1000000000ULL / rate_);
+    }
+    std::this_thread::sleep_until(start);
+  }
+
+ private:
+  std::uint64_t rate_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point next_{};
+};
+
+inline std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// fsyncs a directory, so that a rename in it is durable.
+inline bool syncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The xxh64 of a whole file, or "" when it cannot be read.
+inline std::string checksumOfFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  Hasher hash;
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return {};
+    }
+    if (n == 0) break;
+    hash.update(buffer.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return hash.text();
+}
+
+}  // namespace dockhand::plugins
+
+#endif  // DOCKHAND_PLUGINS_BLOCK_TRANSFER_H

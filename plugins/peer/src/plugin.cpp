@@ -1,0 +1,345 @@
+// The `peer` block-migration plugin: pushes each block to a peer agent's block server with
+// HTTP PUT (the file goes out with sendfile, never whole in memory), several blocks at once,
+// and reports a block migrated only once the peer answered 201, which it does after it has
+// checked the checksum and made the block durable. A peer that fails or refuses (503: it is
+// decommissioning too, 507: its disk is full) is avoided for that block and tried last for
+// the others; a block gets max_failures_per_block tries before it is left to the next plugin.
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "block_transfer.h"
+
+namespace dockhand::plugins {
+namespace {
+
+using nlohmann::json;
+
+struct PeerConfig {
+  int max_concurrent = 4;
+  std::uint64_t bandwidth_bytes_per_s = 0;
+  int max_failures_per_block = 3;
+  int timeout_ms = 30000;
+  int retry_delay_ms = 100;
+};
+
+PeerConfig parseConfig(std::string_view text) {
+  json j = json::parse(text.empty() ? std::string_view("{}") : text, nullptr, false);
+  if (!j.is_object()) throw sdk::Error(DH_INVALID_ARGUMENT, "peer: config must be an object");
+  static const std::set<std::string> kKeys = {"max_concurrent", "bandwidth_bytes_per_s",
+                                              "max_failures_per_block", "timeout_ms",
+                                              "retry_delay_ms"};
+  PeerConfig c;
+  for (const auto& [key, value] : j.items()) {
+    if (kKeys.count(key) == 0) {
+      throw sdk::Error(DH_INVALID_ARGUMENT, "peer: config: unknown key '" + key + "'");
+    }
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
+      throw sdk::Error(DH_INVALID_ARGUMENT,
+                       "peer: config: /" + key + ": expected a non-negative integer");
+    }
+  }
+  c.max_concurrent = std::max(1, j.value("max_concurrent", c.max_concurrent));
+  c.bandwidth_bytes_per_s = j.value("bandwidth_bytes_per_s", c.bandwidth_bytes_per_s);
+  c.max_failures_per_block = std::max(1, j.value("max_failures_per_block", 3));
+  c.timeout_ms = std::max(1, j.value("timeout_ms", c.timeout_ms));
+  c.retry_delay_ms = j.value("retry_delay_ms", c.retry_delay_ms);
+  return c;
+}
+
+// http://HOST:PORT[/prefix] split up.
+struct Endpoint {
+  std::string host;
+  std::string port = "80";
+  std::string prefix;
+};
+
+bool parseUrl(const std::string& url, Endpoint& out) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.compare(0, kScheme.size(), kScheme) != 0) return false;
+  std::string rest = url.substr(kScheme.size());
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) out.prefix = rest.substr(slash);
+  while (!out.prefix.empty() && out.prefix.back() == '/') out.prefix.pop_back();
+  auto colon = authority.rfind(':');
+  if (colon != std::string::npos && authority.find(']') == std::string::npos) {
+    out.host = authority.substr(0, colon);
+    out.port = authority.substr(colon + 1);
+  } else {
+    out.host = authority;
+  }
+  if (out.host.size() > 2 && out.host.front() == '[')
+    out.host = out.host.substr(1, out.host.size() - 2);
+  return !out.host.empty() && !out.port.empty();
+}
+
+struct PutOutcome {
+  bool ok = false;
+  int status = 0;  // HTTP status, 0 when no answer came
+  std::string message;
+};
+
+class Socket {
+ public:
+  explicit Socket(int fd = -1) : fd_(fd) {}
+  ~Socket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  int fd() const { return fd_; }
+  void reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+bool sendAll(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+class PeerMigration : public sdk::BlockMigration {
+ public:
+  PeerMigration(sdk::Host host, std::string_view config_json)
+      : host_(host), config_(parseConfig(config_json)), limiter_(config_.bandwidth_bytes_per_s) {}
+
+  void cancel() override { cancelled_ = true; }
+
+  std::string migrate(std::string_view request_json) override {
+    cancelled_ = false;
+    std::vector<BlockToMove> blocks;
+    std::vector<PeerTarget> peers;
+    parseMigrateRequest(request_json, blocks, peers);
+    json migrated = json::array();
+    json failed = json::array();
+    std::vector<PeerTarget> usable;
+    for (const auto& p : peers) {
+      Endpoint e;
+      if (parseUrl(p.block_url, e)) {
+        usable.push_back(p);
+      } else {
+        host_.warn("peer " + p.executor_id + ": unusable block_url '" + p.block_url + "'");
+      }
+    }
+    if (usable.empty()) {
+      for (const auto& b : blocks) failed.push_back({{"id", b.id}, {"reason", "no peers"}});
+      return json{{"migrated", migrated}, {"failed", failed}}.dump();
+    }
+    peer_failures_ = std::vector<int>(usable.size(), 0);
+    std::mutex results_mutex;
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      // A peer that goes away mid-body must be an error here, never a signal.
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      for (;;) {
+        std::size_t i = next++;
+        if (i >= blocks.size()) return;
+        const BlockToMove& block = blocks[i];
+        if (cancelled_) {
+          std::lock_guard lock(results_mutex);
+          failed.push_back({{"id", block.id}, {"reason", "cancelled"}});
+          continue;
+        }
+        std::string why;
+        std::optional<std::size_t> target = moveBlock(block, usable, i, why);
+        std::lock_guard lock(results_mutex);
+        if (target) {
+          const PeerTarget& peer = usable[*target];
+          std::string location = peer.block_url + "/blocks/" + block.id;
+          while (location.find("//blocks/") != std::string::npos) {
+            location.replace(location.find("//blocks/"), 9, "/blocks/");
+          }
+          migrated.push_back(
+              {{"id", block.id}, {"location", location}, {"executor_id", peer.executor_id}});
+          host_.migrationProgress(json{
+              {"block", block.id},
+              {"bytes", block.size},
+              {"done", true},
+              {"location", location}}.dump());
+        } else {
+          failed.push_back({{"id", block.id}, {"reason", why}});
+        }
+      }
+    };
+    std::size_t threads =
+        std::min<std::size_t>(static_cast<std::size_t>(config_.max_concurrent), blocks.size());
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    return json{{"migrated", migrated}, {"failed", failed}}.dump();
+  }
+
+ private:
+  // Tries peers until one takes the block; returns its index, or nullopt with `why`.
+  std::optional<std::size_t> moveBlock(const BlockToMove& block,
+                                       const std::vector<PeerTarget>& peers, std::size_t salt,
+                                       std::string& why) {
+    std::set<std::size_t> tried;
+    std::string reasons;
+    for (int attempt = 0; attempt < config_.max_failures_per_block && !cancelled_; ++attempt) {
+      if (tried.size() == peers.size()) tried.clear();
+      std::size_t pick = pickPeer(peers.size(), salt, tried);
+      tried.insert(pick);
+      PutOutcome outcome = put(block, peers[pick]);
+      if (outcome.ok) {
+        std::lock_guard lock(peers_mutex_);
+        peer_failures_[pick] = 0;
+        return pick;
+      }
+      {
+        std::lock_guard lock(peers_mutex_);
+        ++peer_failures_[pick];
+      }
+      std::string line = peers[pick].executor_id + ": " + outcome.message;
+      host_.warn("block " + block.id + " to peer " + line);
+      reasons += (reasons.empty() ? "" : "; ") + line;
+      if (config_.retry_delay_ms > 0 && attempt + 1 < config_.max_failures_per_block) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(config_.retry_delay_ms));
+      }
+    }
+    why = cancelled_ && reasons.empty() ? "cancelled" : reasons;
+    return std::nullopt;
+  }
+
+  // The untried peer with the fewest recent failures, spreading blocks by `salt`.
+  std::size_t pickPeer(std::size_t count, std::size_t salt, const std::set<std::size_t>& tried) {
+    std::lock_guard lock(peers_mutex_);
+    std::size_t best = salt % count;
+    int best_failures = -1;
+    for (std::size_t k = 0; k < count; ++k) {
+      std::size_t p = (salt + k) % count;
+      if (tried.count(p) != 0) continue;
+      if (best_failures < 0 || peer_failures_[p] < best_failures) {
+        best = p;
+        best_failures = peer_failures_[p];
+      }
+    }
+    return best;
+  }
+
+  PutOutcome put(const BlockToMove& block, const PeerTarget& peer) {
+    PutOutcome out;
+    Endpoint endpoint;
+    parseUrl(peer.block_url, endpoint);
+    int file = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file < 0) {
+      out.message = errnoText("cannot open " + block.path);
+      return out;
+    }
+    Socket file_guard(file);
+    struct stat st {};
+    ::fstat(file, &st);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int rc = ::getaddrinfo(endpoint.host.c_str(), endpoint.port.c_str(), &hints, &found);
+        rc != 0) {
+      out.message = "cannot resolve " + endpoint.host + ": " + gai_strerror(rc);
+      return out;
+    }
+    Socket sock;
+    timeval tv{config_.timeout_ms / 1000, (config_.timeout_ms % 1000) * 1000};
+    std::string connect_error = "no address";
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        sock.reset(fd);
+        break;
+      }
+      connect_error = std::strerror(errno);
+      ::close(fd);
+    }
+    ::freeaddrinfo(found);
+    if (sock.fd() < 0) {
+      out.message = "cannot connect to " + peer.block_url + ": " + connect_error;
+      return out;
+    }
+    std::string head =
+        "PUT " + endpoint.prefix + "/blocks/" + block.id + " HTTP/1.1\r\nHost: " + endpoint.host +
+        ":" + endpoint.port +
+        "\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(size) +
+        "\r\nX-Dockhand-Checksum: " + block.checksum + "\r\nConnection: close\r\n\r\n";
+    if (!sendAll(sock.fd(), head.data(), head.size())) {
+      out.message = errnoText("cannot send to " + peer.block_url);
+      return out;
+    }
+    const std::uint64_t piece = limiter_.limited() ? (256u << 10) : (8u << 20);
+    off_t offset = 0;
+    while (static_cast<std::uint64_t>(offset) < size) {
+      if (cancelled_) {
+        out.message = "cancelled";
+        return out;
+      }
+      std::uint64_t n = std::min<std::uint64_t>(piece, size - static_cast<std::uint64_t>(offset));
+      limiter_.acquire(n);
+      ssize_t sent = ::sendfile(sock.fd(), file, &offset, n);
+      if (sent < 0 && errno == EINTR) continue;
+      if (sent <= 0) {
+        out.message = errnoText("sending block to " + peer.block_url + " failed after " +
+                                std::to_string(offset) + " of " + std::to_string(size) + " bytes");
+        return out;
+      }
+    }
+    // The answer: the status line, and a short body saying why when it is a refusal.
+    std::string answer;
+    char buffer[4096];
+    while (answer.size() < 16384) {
+      ssize_t n = ::recv(sock.fd(), buffer, sizeof buffer, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      answer.append(buffer, static_cast<std::size_t>(n));
+    }
+    if (answer.compare(0, 5, "HTTP/") != 0 || answer.find(' ') == std::string::npos) {
+      out.message = "no valid answer from " + peer.block_url;
+      return out;
+    }
+    out.status = std::atoi(answer.c_str() + answer.find(' ') + 1);
+    out.ok = out.status == 201 || out.status == 200;
+    std::string body;
+    if (auto end = answer.find("\r\n\r\n"); end != std::string::npos) body = answer.substr(end + 4);
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+    out.message = "HTTP " + std::to_string(out.status) + (body.empty() ? "" : ": " + body);
+    return out;
+  }
+
+  sdk::Host host_;
+  PeerConfig config_;
+  RateLimiter limiter_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex peers_mutex_;
+  std::vector<int> peer_failures_;
+};
+
+}  // namespace
+}  // namespace dockhand::plugins
+
+DOCKHAND_PLUGIN(dockhand::plugins::PeerMigration, "peer", "0.1.0",
+                "Moves blocks to peer agents' block servers with HTTP PUT")
