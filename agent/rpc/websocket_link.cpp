@@ -1,5 +1,7 @@
 #include "rpc/websocket_link.h"
 
+#include <sys/socket.h>
+
 #include <vector>
 
 #include <Poco/Buffer.h>
@@ -322,6 +324,9 @@ void WebSocketLink::close() {
     if (socket_) {
       try {
         socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, "agent exiting");
+        // Wake the reader now rather than at its next poll timeout: the agent is leaving and
+        // has nothing more to read.
+        ::shutdown(socket_->impl()->sockfd(), SHUT_RD);
       } catch (const Poco::Exception&) {
         // nothing to tell a peer that is gone
       }
