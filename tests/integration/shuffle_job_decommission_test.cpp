@@ -1,0 +1,223 @@
+// End to end: a two-stage job (examples/decommission: maps write shuffle blocks, reduces read
+// them) on two real agents under the real driver. One agent is decommissioned while its map
+// tasks still run; it must let them finish, migrate their blocks, and exit 0, and the
+// reduces must read the migrated blocks: the job succeeds with the right sum and without
+// running any map task twice.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/process.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono_literals::operator""s;
+
+constexpr int kMaps = 4;
+constexpr int kReducers = 2;
+
+// Words in the example's input, counted the way `wc -w` does.
+long countWords(const fs::path& dir) {
+  long words = 0;
+  for (int m = 1; m <= kMaps; ++m) {
+    std::ifstream in(dir / ("part-" + std::to_string(m) + ".txt"));
+    std::string word;
+    while (in >> word) ++words;
+  }
+  return words;
+}
+
+// Lines of `text` that start with `prefix`.
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+std::string quotedBlockId(int map, int reduce) {
+  return "\"shuffle_0_" + std::to_string(map) + "_" + std::to_string(reduce) + "\"";
+}
+
+class ShuffleJobDecommissionTest : public ::testing::Test {
+ protected:
+  const fs::path example_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "decommission";
+  const fs::path data_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "wordcount" / "data";
+
+  // The example's job, with each map first leaving a marker (so that the test knows the
+  // maps run) and taking a few seconds (so that they still run when the agent is told).
+  fs::path writeJob() {
+    std::string tasks;
+    for (int m = 0; m < kMaps; ++m) {
+      std::string outputs;
+      for (int r = 0; r < kReducers; ++r) outputs += (r ? ", " : "") + quotedBlockId(m, r);
+      tasks += "{\"name\": \"map-" + std::to_string(m) + "\", \"shell\": \"touch '" +
+               (dir.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
+               (example_ / "map.sh").string() + "' '" +
+               (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
+               std::to_string(m) + " " + std::to_string(kReducers) +
+               "\", \"env\": {\"MAP_SECONDS\": \"4\"}, \"outputs\": [" + outputs + "]},\n";
+    }
+    for (int r = 0; r < kReducers; ++r) {
+      std::string inputs;
+      for (int m = 0; m < kMaps; ++m) inputs += (m ? ", " : "") + quotedBlockId(m, r);
+      tasks += "{\"name\": \"reduce-" + std::to_string(r) + "\", \"shell\": \"sh '" +
+               (example_ / "reduce.sh").string() + "' " + std::to_string(r) + " " +
+               std::to_string(kMaps) + "\", \"inputs\": [" + inputs + "]}" +
+               (r + 1 < kReducers ? ",\n" : "\n");
+    }
+    fs::path job = dir.path() / "job.json";
+    writeFile(job,
+              "{\"name\": \"shuffle\", \"max_attempts\": 2, \"aggregate\": \"sum\",\n"
+              "\"tasks\": [\n" +
+                  tasks + "]}\n");
+    return job;
+  }
+
+  // The agents' config: decommission on, blocks migrated by `plugin`; a fallback store
+  // shared by both agents (the fallback plugin writes it, every block server reads it).
+  fs::path writeAgentConfig(const std::string& plugin) {
+    fs::create_directories(fallback_);
+    fs::path config = dir.path() / "agent.json";
+    writeFile(config, "{\"block_port\": 0, \"fallback_dir\": \"" + fallback_.string() +
+                          "\",\n \"decommission\": {\"enabled\": true, \"migration\": [\"" +
+                          plugin + "\"], \"deadline_ms\": 60000, \"check_interval_ms\": 100}}\n");
+    return config;
+  }
+
+  std::unique_ptr<ChildProcess> startDriver(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {driverBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.push_back(extra);
+    argv.push_back(port_file_.string());
+    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
+    EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
+    port_ = std::stoi(readFile(port_file_));
+    return driver;
+  }
+
+  std::unique_ptr<ChildProcess> startJob(const fs::path& job) {
+    return startDriver({"run", job.string(), "--local-agents", "0", "--min-agents", "2",
+                        "--timeout", "120", "--log-level", "info"});
+  }
+
+  std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config) {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
+                                 "ws://127.0.0.1:" + std::to_string(port_) + "/", "--executor-id",
+                                 id, "--app-id", "shuffle-decommission-test", "--cores", "2",
+                                 "--hostname", "127.0.0.1", "--work-dir",
+                                 (dir.path() / ("work-" + id)).string()},
+        (dir.path() / (id + ".log")).string());
+  }
+
+  bool allMapsStarted() const {
+    for (int m = 0; m < kMaps; ++m) {
+      if (!fs::exists(dir.path() / ("started-" + std::to_string(m)))) return false;
+    }
+    return true;
+  }
+
+  // What every variant checks once the driver has exited.
+  void expectJobSucceededWithoutMapReruns(const ChildProcess& driver, const std::string& logs) {
+    const std::string out = driver.output();
+    EXPECT_NE(out.find("job shuffle SUCCEEDED"), std::string::npos) << out << logs;
+    EXPECT_NE(out.find("sum=" + std::to_string(countWords(data_))), std::string::npos)
+        << out << logs;
+    EXPECT_NE(out.find("0 map tasks rerun for lost blocks"), std::string::npos) << out << logs;
+    EXPECT_NE(out.find("0 relaunched after agent loss"), std::string::npos) << out << logs;
+    EXPECT_NE(out.find("agent 'agent-a' finished decommissioning and left"), std::string::npos)
+        << out << logs;
+
+    const auto maps = linesStartingWith(out, "map-");
+    ASSERT_EQ(maps.size(), static_cast<std::size_t>(kMaps)) << out;
+    int on_a = 0;
+    for (const auto& line : maps) {
+      EXPECT_NE(line.find("FINISHED"), std::string::npos) << line;
+      EXPECT_NE(line.find("attempts=1"), std::string::npos) << "a map ran twice: " << line;
+      if (line.find("agent-a") != std::string::npos) ++on_a;
+    }
+    EXPECT_GT(on_a, 0) << "no map ran on the decommissioned agent: nothing was migrated\n" << out;
+    const auto reduces = linesStartingWith(out, "reduce-");
+    ASSERT_EQ(reduces.size(), static_cast<std::size_t>(kReducers)) << out;
+    for (const auto& line : reduces) {
+      EXPECT_NE(line.find("FINISHED"), std::string::npos) << line;
+      EXPECT_NE(line.find("agent-b"), std::string::npos) << "a reduce ran on the leaving agent";
+    }
+  }
+
+  static std::string logs(const ChildProcess& a, const ChildProcess& b) {
+    return "\n--- agent-a:\n" + a.output() + "\n--- agent-b:\n" + b.output();
+  }
+
+  TempDir dir;
+  fs::path port_file_ = dir.path() / "port";
+  fs::path fallback_ = dir.path() / "fallback";
+  int port_ = 0;
+};
+
+TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
+  const fs::path job = writeJob();
+  const fs::path config = writeAgentConfig("peer");
+  auto driver = startJob(job);
+  auto a = startAgent("agent-a", config);
+  auto b = startAgent("agent-b", config);
+  ASSERT_TRUE(waitUntil([&] { return allMapsStarted(); }, 30s)) << driver->output() << logs(*a, *b);
+
+  a->signal(SIGPWR);
+  EXPECT_EQ(a->waitExit(60s), 0) << logs(*a, *b);
+  EXPECT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
+  expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
+  EXPECT_TRUE(fs::is_empty(fallback_))
+      << "peer migration wrote to the fallback store" << logs(*a, *b);
+}
+
+TEST_F(ShuffleJobDecommissionTest, DriverDecommissionWithFallbackMigrationNeedsNoMapRerun) {
+  const fs::path job = writeJob();
+  const fs::path config = writeAgentConfig("fallback");
+  auto driver = startJob(job);
+  auto a = startAgent("agent-a", config);
+  auto b = startAgent("agent-b", config);
+  ASSERT_TRUE(waitUntil([&] { return allMapsStarted(); }, 30s)) << driver->output() << logs(*a, *b);
+
+  ChildProcess command(
+      {driverBinary(), "decommission", "agent-a", "--driver", "127.0.0.1:" + std::to_string(port_)},
+      (dir.path() / "command.log").string());
+  EXPECT_EQ(command.waitExit(15s), 0) << command.output();
+  EXPECT_NE(command.output().find("agent-a is decommissioning"), std::string::npos)
+      << command.output();
+
+  EXPECT_EQ(a->waitExit(60s), 0) << logs(*a, *b);
+  EXPECT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
+  expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
+  std::size_t stored = 0;
+  for (const auto& entry : fs::directory_iterator(fallback_)) {
+    if (entry.path().filename().string().rfind("shuffle_0_", 0) == 0) ++stored;
+  }
+  EXPECT_GE(stored, static_cast<std::size_t>(kReducers))
+      << "agent-a's map outputs are not in the fallback store" << logs(*a, *b);
+}
+
+TEST_F(ShuffleJobDecommissionTest, DecommissionOfAnUnknownExecutorIsRefused) {
+  auto driver = startDriver({"serve"});
+  ChildProcess command(
+      {driverBinary(), "decommission", "nobody", "--driver", "127.0.0.1:" + std::to_string(port_)},
+      (dir.path() / "command.log").string());
+  EXPECT_EQ(command.waitExit(15s), 1) << command.output();
+  EXPECT_NE(command.output().find("no executor 'nobody' is registered"), std::string::npos)
+      << command.output();
+}
+
+}  // namespace
+}  // namespace dockhand::testing
