@@ -80,6 +80,9 @@ exit codes:
   130  run: interrupted by SIGINT/SIGTERM
 )";
 
+// How long `run` lets a decommission under way finish once the job has ended.
+constexpr seconds kDecommissionGraceAtEnd{10};
+
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -500,6 +503,17 @@ int run(const Options& o) {
   const bool has_deadline = o.timeout_s.has_value();
   const TimePoint deadline = has_deadline ? started + seconds(*o.timeout_s) : TimePoint::max();
   auto finish = [&](int code, bool show_logs) {
+    if (!interrupted) {
+      // A decommission under way is let finish (its blocks move, the agent leaves on its
+      // own) before the rest are stopped; bounded, as it may be stuck.
+      const std::size_t left = service.waitForDecommissions(
+          SteadyClock::now() +
+          std::chrono::duration_cast<SteadyClock::duration>(kDecommissionGraceAtEnd));
+      if (left > 0) {
+        log->warn("{} agent(s) still decommissioning after {} s; stopping them", left,
+                  kDecommissionGraceAtEnd.count());
+      }
+    }
     service.stopAgents();
     std::vector<std::string> killed = agents.stop(seconds(5));
     if (!killed.empty()) {

@@ -136,6 +136,18 @@ std::size_t DriverService::waitForAgents(std::size_t count, TimePoint deadline) 
   return scheduler_.agents().size();
 }
 
+std::size_t DriverService::waitForDecommissions(TimePoint deadline) {
+  auto leaving = [&] {
+    const auto& agents = scheduler_.agents();
+    return static_cast<std::size_t>(std::count_if(agents.begin(), agents.end(), [](const auto& a) {
+      return a.second.state == AgentState::kDecommissioning;
+    }));
+  };
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return leaving() == 0; });
+  return leaving();
+}
+
 std::size_t DriverService::stopAgents() {
   std::lock_guard lock(mutex_);
   for (const auto& [id, connection] : agent_connections_) {

@@ -65,6 +65,9 @@ class DriverService : public FrameHandler {
   JobState waitForJob(TimePoint deadline);
   // Waits until at least `count` agents are registered or `deadline`; returns the count.
   std::size_t waitForAgents(std::size_t count, TimePoint deadline);
+  // Waits until no registered agent is decommissioning (each has left) or `deadline`;
+  // returns how many still are.
+  std::size_t waitForDecommissions(TimePoint deadline);
   // Sends StopExecutor to every registered agent; returns how many were told.
   std::size_t stopAgents();
 
