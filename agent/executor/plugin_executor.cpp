@@ -6,6 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "blocks/block_fetcher.h"
+#include "blocks/block_id.h"
+
 namespace dockhand::agent {
 namespace {
 
@@ -60,6 +63,44 @@ std::string joined(const std::vector<std::string>& items) {
   return out;
 }
 
+constexpr std::chrono::milliseconds kFetchTimeout{30000};
+
+// Turns the files a task left in `output_dir` into blocks of `store`. Every name is checked
+// before any file is taken, so that a task with one bad name leaves no half-taken outputs.
+// Returns why the outputs cannot be taken, or nullopt.
+std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
+                                         const std::string& block_url,
+                                         const std::string& executor_id,
+                                         std::vector<protocol::BlockInfo>& blocks) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(output_dir, ec)) return std::nullopt;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(output_dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file()) {
+      return "output '" + name + "' in DOCKHAND_OUTPUT_DIR is not a regular file";
+    }
+    if (!isValidBlockId(name)) {
+      return "output file '" + name + "' in DOCKHAND_OUTPUT_DIR is not a valid block id (" +
+             std::string(kBlockIdForms) + ")";
+    }
+    files.push_back(entry.path());
+  }
+  if (ec) return "cannot list " + output_dir.string() + ": " + ec.message();
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    std::string id = file.filename().string();
+    try {
+      BlockMeta meta = store.adopt(id, file);
+      blocks.push_back(protocol::BlockInfo{meta.id, meta.size, meta.checksum, executor_id,
+                                           block_url + "/blocks/" + meta.id});
+    } catch (const BlockStoreError& e) {
+      return "cannot store output block " + id + ": " + e.what();
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int32_t state,
@@ -98,7 +139,8 @@ PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
       work_dir_(std::move(work_dir)),
       executor_id_(std::move(executor_id)),
       registry_(std::make_shared<Registry>()),
-      live_(std::make_shared<Live>()) {
+      live_(std::make_shared<Live>()),
+      io_(std::make_unique<IoPool>(2)) {
   registry_->on_status = std::move(on_status);
   for (auto& [name, factory] : runners) {
     runners_.emplace(name, factory([this](std::uint64_t task_id, std::int32_t state,
@@ -110,6 +152,15 @@ PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
 }
 
 PluginExecutor::~PluginExecutor() { destroyRunners(); }
+
+void PluginExecutor::attachBlockStore(BlockStore& store, std::string block_url) {
+  block_store_ = &store;
+  block_url_ = std::move(block_url);
+}
+
+std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
+  return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
+}
 
 std::vector<std::string> PluginExecutor::runnerNames() const {
   std::vector<std::string> names;
@@ -124,7 +175,9 @@ Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
               {"DOCKHAND_TASK_NAME", task.name},
               {"DOCKHAND_PARTITION", std::to_string(task.partition)},
               {"DOCKHAND_EXECUTOR_ID", executor_id_},
-              {"DOCKHAND_CPUS", std::to_string(task.cpus)}};
+              {"DOCKHAND_CPUS", std::to_string(task.cpus)},
+              {"DOCKHAND_OUTPUT_DIR", (task_dir / "output").string()},
+              {"DOCKHAND_INPUT_DIR", (task_dir / "input").string()}};
   Json resources = Json::object();
   for (const auto& [name, addresses] : task.resources) {
     std::string list = joined(addresses);
@@ -151,14 +204,16 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
            "' (loaded runners: " + (runner_list_.empty() ? std::string("none") : runner_list_) +
            ")";
   }
-  if (registry_->tasks.count(task.task_id)) {
+  if (registry_->tasks.count(task.task_id) || registry_->fetching.count(task.task_id)) {
     return "task " + std::to_string(task.task_id) + " is already running";
   }
-  std::filesystem::path task_dir = work_dir_ / "tasks" / ("task-" + std::to_string(task.task_id));
+  std::filesystem::path task_dir = taskDir(task.task_id);
   std::error_code ec;
-  std::filesystem::create_directories(task_dir, ec);
-  if (ec) {
-    return "cannot create task directory '" + task_dir.string() + "': " + ec.message();
+  for (const char* sub : {"output", "input"}) {
+    std::filesystem::create_directories(task_dir / sub, ec);
+    if (ec) {
+      return "cannot create task directory '" + (task_dir / sub).string() + "': " + ec.message();
+    }
   }
   const std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -168,6 +223,10 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
     live_->tasks.insert(task.task_id);
   }
   TaskRunnerPlugin* runner = runner_it->second.get();
+  if (!task.inputs.empty()) {
+    startFetch(task, runner, task_json, task_dir / "input");
+    return std::nullopt;
+  }
   PluginResult result = runner->launch(task_json);
   if (!result.ok()) {
     {
@@ -181,7 +240,75 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
   return std::nullopt;
 }
 
+void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunnerPlugin* runner,
+                                std::string task_json, const std::filesystem::path& input_dir) {
+  auto fetch = std::make_shared<Fetch>();
+  fetch->runner = runner;
+  fetch->task_json = std::move(task_json);
+  registry_->fetching[task.task_id] = fetch;
+  log().debug("task {}: fetching {} input block(s)", task.task_id, task.inputs.size());
+  io_->submit([events = &events_, registry = registry_, live = live_, fetch, inputs = task.inputs,
+               input_dir, task_id = task.task_id] {
+    std::string error;
+    for (const auto& input : inputs) {
+      if (fetch->cancelled) break;
+      if (!isValidBlockId(input.id)) {
+        error = "input block id '" + input.id + "' is invalid (" + std::string(kBlockIdForms) + ")";
+        break;
+      }
+      try {
+        fetchBlock(input, input_dir / input.id, fetch->cancelled, kFetchTimeout);
+      } catch (const FetchError& e) {
+        error = std::string("cannot fetch input ") + e.what();
+        break;
+      }
+    }
+    const bool failed = fetch->cancelled || !error.empty();
+    if (failed) {
+      // Off the live set here, so that stopAll() on the core thread need not wait for this.
+      {
+        std::lock_guard lock(live->mutex);
+        live->tasks.erase(task_id);
+      }
+      live->ended.notify_all();
+    }
+    events->post([registry, live, fetch, task_id, error, failed] {
+      auto it = registry->fetching.find(task_id);
+      if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
+      registry->fetching.erase(it);
+      TaskStatusEvent event;
+      event.task_id = task_id;
+      if (!failed) {
+        PluginResult result = fetch->runner->launch(fetch->task_json);
+        if (result.ok()) {
+          registry->tasks[task_id] = fetch->runner;
+          return;
+        }
+        {
+          std::lock_guard lock(live->mutex);
+          live->tasks.erase(task_id);
+        }
+        live->ended.notify_all();
+        event.state = protocol::TaskState::kFailed;
+        event.reason = fetch->runner->name() + ": " + result.error;
+      } else if (fetch->cancelled) {
+        event.state = protocol::TaskState::kKilled;
+        event.reason = fetch->kill_reason;
+      } else {
+        event.state = protocol::TaskState::kFailed;
+        event.reason = error;
+      }
+      if (registry->on_status) registry->on_status(std::move(event));
+    });
+  });
+}
+
 bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::string& reason) {
+  if (auto fetching = registry_->fetching.find(task_id); fetching != registry_->fetching.end()) {
+    fetching->second->kill_reason = reason;
+    fetching->second->cancelled = true;
+    return true;
+  }
   auto it = registry_->tasks.find(task_id);
   if (it == registry_->tasks.end()) return false;
   PluginResult result = it->second->kill(task_id, interrupt, reason);
@@ -213,9 +340,14 @@ void PluginExecutor::stopAll(Millis grace) {
   for (const auto& [task_id, runner] : registry_->tasks) {
     runner->kill(task_id, /*interrupt=*/false, "executor stopping");
   }
+  for (auto& [task_id, fetch] : registry_->fetching) {
+    fetch->kill_reason = "executor stopping";
+    fetch->cancelled = true;
+  }
   {
     std::unique_lock lock(live_->mutex);
-    live_->ended.wait_for(lock, grace, [&] { return live_->tasks.empty(); });
+    live_->ended.wait_for(lock, grace,
+                          [&] { return live_->tasks.empty() && live_->ingesting.empty(); });
   }
   destroyRunners();
 }
@@ -225,9 +357,12 @@ void PluginExecutor::destroyRunners() {
   runners_.clear();  // destroy(): kills what is left; no report follows
   registry_->tasks.clear();
   std::unordered_set<std::uint64_t> left;
+  for (const auto& [task_id, fetch] : registry_->fetching) left.insert(task_id);
+  registry_->fetching.clear();
   {
     std::lock_guard lock(live_->mutex);
-    left.swap(live_->tasks);
+    left.insert(live_->tasks.begin(), live_->tasks.end());
+    live_->tasks.clear();
   }
   // A runner that ended without reporting some task: report them so none stays running.
   for (std::uint64_t task_id : left) {
@@ -261,6 +396,33 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       return;
     }
     live_->ended.notify_all();
+    if (event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
+      // Its outputs become blocks on an I/O thread; the event follows once they are stored.
+      {
+        std::lock_guard lock(live_->mutex);
+        live_->ingesting.insert(task_id);
+      }
+      io_->submit([events = &events_, registry = registry_, live = live_, store = block_store_,
+                   output_dir = taskDir(task_id) / "output", block_url = block_url_,
+                   executor_id = executor_id_, event = std::move(*event)]() mutable {
+        if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
+          log().warn("task {}: {}", event.task_id, *error);
+          event.state = protocol::TaskState::kFailed;
+          event.reason = *error;
+          event.blocks.clear();
+        }
+        {
+          std::lock_guard lock(live->mutex);
+          live->ingesting.erase(event.task_id);
+        }
+        live->ended.notify_all();
+        events->post([registry, event = std::move(event)]() mutable {
+          registry->tasks.erase(event.task_id);
+          if (registry->on_status) registry->on_status(std::move(event));
+        });
+      });
+      return;
+    }
   }
   events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
     if (terminal) registry->tasks.erase(event.task_id);

@@ -7,8 +7,16 @@
 //                           work_dir, executor_id, std::move(runners));
 //
 // The constructor creates one instance of each runner, wired to this executor's status
-// callback. launch() makes <work_dir>/tasks/task-<id>/, builds the runner's task_json (with
-// the DOCKHAND_* environment) and hands it to the runner named by the task.
+// callback. launch() makes <work_dir>/tasks/task-<id>/ with output/ and input/ in it, builds
+// the runner's task_json (with the DOCKHAND_* environment, DOCKHAND_OUTPUT_DIR and
+// DOCKHAND_INPUT_DIR included) and hands it to the runner named by the task.
+//
+// Blocks: a task's inputs (TaskDescription.inputs) are fetched into input/<id>, verified, on
+// an I/O thread before the runner gets the task; a failed fetch reports FAILED naming the
+// block and URL, a kill during the fetch reports KILLED and the task never starts. With a
+// block store attached, the files a FINISHED task left in output/ become blocks (named by
+// their block ids) on an I/O thread; the FINISHED event then carries them, or the task is
+// FAILED when an output is not a valid block id.
 //
 // Threads: launch/kill/threadDump/stopAll run on the core thread. Runners report from their
 // own threads; each report is turned into a TaskStatusEvent there and posted to the core
@@ -20,6 +28,7 @@
 // shared_ptr, so one that runs after the executor is gone is harmless.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -33,6 +42,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "blocks/block_store.h"
+#include "blocks/io_pool.h"
 #include "core/ports.h"
 #include "plugins/task_runner_plugin.h"
 
@@ -46,6 +57,10 @@ class PluginExecutor final : public Executor {
   PluginExecutor(EventSink& events, StatusHandler on_status, std::filesystem::path work_dir,
                  std::string executor_id, std::map<std::string, TaskRunnerFactory> runners);
   ~PluginExecutor() override;
+
+  // Makes FINISHED tasks' outputs blocks of `store`, advertised at <block_url>/blocks/<id>.
+  // Call before the first launch. The store must outlive the executor.
+  void attachBlockStore(BlockStore& store, std::string block_url);
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
@@ -64,8 +79,16 @@ class PluginExecutor final : public Executor {
 
  private:
   // Core-thread state, shared with the closures posted to the core thread.
+  // A task whose inputs are being fetched: the runner gets it once they are all here.
+  struct Fetch {
+    TaskRunnerPlugin* runner = nullptr;
+    std::string task_json;
+    std::atomic<bool> cancelled{false};
+    std::string kill_reason;  // core thread
+  };
   struct Registry {
     std::unordered_map<std::uint64_t, TaskRunnerPlugin*> tasks;
+    std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
     StatusHandler on_status;
   };
   // Tasks a runner accepted and has not reported ended; guarded by live_mutex_.
@@ -73,10 +96,14 @@ class PluginExecutor final : public Executor {
     std::mutex mutex;
     std::condition_variable ended;
     std::unordered_set<std::uint64_t> tasks;
+    std::unordered_set<std::uint64_t> ingesting;  // ended, outputs becoming blocks
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
+  void startFetch(const protocol::TaskDescription& task, TaskRunnerPlugin* runner,
+                  std::string task_json, const std::filesystem::path& input_dir);
   void destroyRunners();
+  std::filesystem::path taskDir(std::uint64_t task_id) const;
 
   EventSink& events_;
   std::filesystem::path work_dir_;
@@ -85,6 +112,9 @@ class PluginExecutor final : public Executor {
   std::shared_ptr<Live> live_;
   std::map<std::string, std::unique_ptr<TaskRunnerPlugin>> runners_;
   std::string runner_list_;  // "process, x" for messages
+  BlockStore* block_store_ = nullptr;
+  std::string block_url_;
+  std::unique_ptr<IoPool> io_;  // input fetches and output ingestion; joined first
 };
 
 // Turns a runner's report into a TaskStatusEvent; nullopt for an unknown state.

@@ -101,7 +101,20 @@ void FakeDriver::serve(WebSocket& ws) {
         proto::AppConfig config;
         config.properties = options_.properties;
         send(proto::makeReply(env.id, proto::toJson(config)));
+      } else if (env.type == "GetPeers") {
+        std::vector<proto::Peer> peers;
+        {
+          std::lock_guard lock(mutex_);
+          peers = peers_;
+        }
+        send(proto::makeReply(env.id, proto::toJson(peers)));
+      } else if (env.type == "ExecutorDecommissioning") {
+        send(proto::makeReply(env.id, proto::Json{{"accepted", options_.accept_decommission}}));
       } else if (env.type == "RegisterExecutor") {
+        {
+          std::lock_guard lock(mutex_);
+          block_url_ = env.body.value("block_url", std::string());
+        }
         if (options_.refuse_registration) {
           send(proto::makeErrorReply(env.id, proto::error_code::kRegistrationRefused,
                                      "refused by the test"));
@@ -122,8 +135,24 @@ void FakeDriver::serve(WebSocket& ws) {
   changed_.notify_all();
 }
 
+std::vector<proto::Envelope> FakeDriver::history() const {
+  std::lock_guard lock(mutex_);
+  return history_;
+}
+
+void FakeDriver::setPeers(std::vector<proto::Peer> peers) {
+  std::lock_guard lock(mutex_);
+  peers_ = std::move(peers);
+}
+
+std::string FakeDriver::agentBlockUrl() const {
+  std::lock_guard lock(mutex_);
+  return block_url_;
+}
+
 void FakeDriver::record(proto::Envelope frame) {
   std::lock_guard lock(mutex_);
+  history_.push_back(frame);
   received_.push_back(std::move(frame));
   changed_.notify_all();
 }

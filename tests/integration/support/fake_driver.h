@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dockhand/protocol/envelope.h"
+#include "dockhand/protocol/messages.h"
 #include "support/process.h"
 
 namespace Poco::Net {
@@ -27,6 +28,8 @@ class FakeDriver {
   struct Options {
     std::map<std::string, std::string> properties = {{"dockhand.heartbeat.interval_ms", "200"}};
     bool refuse_registration = false;
+    // The answer to ExecutorDecommissioning: {"accepted": accept_decommission}.
+    bool accept_decommission = true;
   };
 
   FakeDriver();
@@ -43,6 +46,13 @@ class FakeDriver {
   std::optional<protocol::Envelope> waitFor(
       const std::function<bool(const protocol::Envelope&)>& match, Millis timeout);
   std::optional<protocol::Envelope> waitForType(const std::string& type, Millis timeout);
+
+  // Every frame the agent sent so far, in order (waitFor does not remove from this).
+  std::vector<protocol::Envelope> history() const;
+  // The peers GetPeers is answered with ({"peers": [...]}); none at first.
+  void setPeers(std::vector<protocol::Peer> peers);
+  // The block_url of the agent's RegisterExecutor ("" before it registered).
+  std::string agentBlockUrl() const;
 
   bool send(const protocol::Envelope& frame);
   bool sendRaw(const std::string& text);
@@ -63,6 +73,9 @@ class FakeDriver {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<protocol::Envelope> received_;
+  std::vector<protocol::Envelope> history_;
+  std::vector<protocol::Peer> peers_;
+  std::string block_url_;
   bool registered_ = false;
   bool stopping_ = false;
   std::shared_ptr<Poco::Net::WebSocket> socket_;
