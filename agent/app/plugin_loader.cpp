@@ -1,0 +1,147 @@
+#include "app/plugin_loader.h"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+
+using nlohmann::json;
+
+std::vector<std::filesystem::path> manifestFiles(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const auto& p = entry.path();
+    // Editors' and dpkg's leftovers (x.json.dpkg-old, .#x.json) are not manifests.
+    if (p.extension() != ".json" || p.filename().string().front() == '.') continue;
+    if (!entry.is_regular_file(ec)) continue;
+    files.push_back(p);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+PluginSpec readManifest(const std::filesystem::path& file) {
+  const std::string origin = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(origin + ": cannot read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  json root = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) throw ConfigError(origin + ": invalid JSON");
+  if (!root.is_object()) throw ConfigError(origin + ": /: expected a plugin entry object");
+  static const std::set<std::string> kKeys = {"name", "path", "required", "config"};
+  PluginSpec spec;
+  spec.origin = origin;
+  for (const auto& [key, value] : root.items()) {
+    if (kKeys.count(key) == 0) {
+      throw ConfigError(origin + ": /" + key + ": unknown key (known keys: config, name, path, " +
+                        "required)");
+    }
+  }
+  auto stringAt = [&](const char* key) -> std::string {
+    auto it = root.find(key);
+    if (it == root.end()) return {};
+    if (!it->is_string()) throw ConfigError(origin + ": /" + key + ": expected a string");
+    return it->get<std::string>();
+  };
+  const std::string name = stringAt("name");
+  const std::string path = stringAt("path");
+  if (name.empty() && path.empty()) {
+    throw ConfigError(origin + ": /: a plugin entry needs a name or a path");
+  }
+  spec.target = path.empty() ? name : path;
+  if (auto it = root.find("required"); it != root.end()) {
+    if (!it->is_boolean()) throw ConfigError(origin + ": /required: expected true or false");
+    spec.required = it->get<bool>();
+  }
+  if (auto it = root.find("config"); it != root.end()) {
+    if (!it->is_object()) throw ConfigError(origin + ": /config: expected an object");
+    spec.config = *it;
+  }
+  return spec;
+}
+
+std::vector<PluginSpec> pluginSpecs(const AgentConfig& config) {
+  std::vector<PluginSpec> specs;
+  for (std::size_t i = 0; i < config.plugins.size(); ++i) {
+    const PluginEntry& entry = config.plugins[i];
+    specs.push_back(PluginSpec{entry.path.empty() ? entry.name : entry.path, entry.required,
+                               entry.config, "config /plugins/" + std::to_string(i)});
+  }
+  for (const auto& file : manifestFiles(config.plugin_manifest_dir)) {
+    specs.push_back(readManifest(file));
+  }
+  return specs;
+}
+
+std::vector<std::string> kindNames(std::uint32_t kinds) {
+  std::vector<std::string> names;
+  if (kinds & DH_KIND_RESOURCE_DISCOVERY) names.emplace_back("resource_discovery");
+  if (kinds & DH_KIND_TASK_RUNNER) names.emplace_back("task_runner");
+  if (kinds & DH_KIND_BLOCK_MIGRATION) names.emplace_back("block_migration");
+  return names;
+}
+
+std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
+                                      bool create) {
+  auto log = logger("agent");
+  std::vector<LoadedPlugin> loaded;
+  for (const PluginSpec& spec : specs) {
+    LoadedPlugin plugin;
+    plugin.spec = spec;
+    try {
+      plugin.path = host.locate(spec.target);
+      plugin.library = host.load(spec.target);
+      if (create) {
+        auto target = std::make_shared<StatusTarget>();
+        PluginCallbacks callbacks;
+        callbacks.task_status = [target](std::uint64_t id, std::int32_t state,
+                                         std::string_view detail) {
+          target->report(id, state, detail);
+        };
+        plugin.instance =
+            PluginInstance::create(plugin.library, spec.config.dump(), std::move(callbacks));
+        plugin.status_target = std::move(target);
+      }
+    } catch (const PluginLoadError& e) {
+      plugin.error = e.what();
+      plugin.instance.reset();
+      if (spec.required) {
+        throw PluginLoadError(fmt::format("{} (required, from {})", e.what(), spec.origin));
+      }
+      log->warn("optional plugin left out: {} (from {})", e.what(), spec.origin);
+    }
+    loaded.push_back(std::move(plugin));
+  }
+  return loaded;
+}
+
+json pluginReport(const std::vector<LoadedPlugin>& plugins) {
+  json out = json::array();
+  for (const LoadedPlugin& p : plugins) {
+    json entry = {{"target", p.spec.target},
+                  {"origin", p.spec.origin},
+                  {"required", p.spec.required},
+                  {"status", p.ok() ? "loaded" : "failed"}};
+    if (!p.path.empty()) entry["path"] = p.path.string();
+    if (p.library) {
+      entry["name"] = p.library->name();
+      entry["version"] = p.library->version();
+      entry["abi"] = p.library->abiVersion();
+      entry["kinds"] = kindNames(p.library->descriptor().kinds);
+    }
+    if (!p.ok()) entry["error"] = p.error;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace dockhand::agent

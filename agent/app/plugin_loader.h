@@ -1,0 +1,82 @@
+// The plugins an agent's config asks for, and loading them.
+//
+// Plugins come from two places, in this order: the config's `plugins` list, then the drop-in
+// manifests in `plugin_manifest_dir` (/etc/dockhand/plugins.d by default), one plugin entry
+// per *.json file ({"name" | "path", "required", "config"}), in file-name order. A package
+// that ships a plugin drops its manifest there instead of editing agent.json.
+//
+// loadPlugins() loads each one (PluginHost: search path, ABI, file permissions), checks its
+// config against its schema and creates one instance. A required plugin that fails stops the
+// load with PluginLoadError; an optional one is recorded with its error and left out.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/agent_config.h"
+#include "plugins/plugin_host.h"
+
+namespace dockhand::agent {
+
+struct PluginSpec {
+  std::string target;  // a plugin name (searched in the plugin directories) or a path
+  bool required = true;
+  nlohmann::json config = nlohmann::json::object();
+  std::string origin;  // where it was asked for: "config /plugins/0" or a manifest's path
+};
+
+// The *.json files of a manifest directory, in name order (none when it does not exist).
+std::vector<std::filesystem::path> manifestFiles(const std::filesystem::path& dir);
+// Reads one manifest. Throws ConfigError "FILE: /path: what".
+PluginSpec readManifest(const std::filesystem::path& file);
+// The config's plugins, then the manifests'. Throws ConfigError for a bad manifest.
+std::vector<PluginSpec> pluginSpecs(const AgentConfig& config);
+
+// Where a task runner instance's status reports go. Set by the executor's factory before the
+// first launch; cleared when the executor is gone, after which reports are dropped. Thread-safe.
+class StatusTarget {
+ public:
+  void set(TaskStatusCallback callback) {
+    std::lock_guard lock(mutex_);
+    callback_ = std::move(callback);
+  }
+  void clear() { set(nullptr); }
+  void report(std::uint64_t task_id, std::int32_t state, std::string_view detail) {
+    std::lock_guard lock(mutex_);
+    if (callback_) callback_(task_id, state, detail);
+  }
+
+ private:
+  std::mutex mutex_;
+  TaskStatusCallback callback_;
+};
+
+// One plugin as loaded (or not).
+struct LoadedPlugin {
+  PluginSpec spec;
+  std::filesystem::path path;                    // the file, once located
+  std::shared_ptr<const PluginLibrary> library;  // null when loading failed
+  std::shared_ptr<PluginInstance> instance;      // null when not created
+  // Where a task runner's status reports go; set before the first launch.
+  std::shared_ptr<StatusTarget> status_target;
+  std::string error;  // why it failed; empty when it is loaded
+  bool ok() const { return error.empty(); }
+};
+
+// Loads every spec in order; with `create`, also creates its instance. Throws PluginLoadError
+// (the first required plugin that failed, with its origin); optional failures are logged as
+// warnings and returned with their error.
+std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
+                                      bool create = true);
+
+// "task_runner,resource_discovery" for a descriptor's kinds.
+std::vector<std::string> kindNames(std::uint32_t kinds);
+// A report of what was loaded from where, for `dockhand plugins list --json` and the log.
+nlohmann::json pluginReport(const std::vector<LoadedPlugin>& plugins);
+
+}  // namespace dockhand::agent

@@ -1,0 +1,211 @@
+#include "app/plugins_command.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "app/agent_config.h"
+#include "app/agent_runtime.h"
+#include "app/plugin_loader.h"
+#include "core/exit_codes.h"
+
+namespace dockhand::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kUsage =
+    "usage: dockhand plugins list [--config FILE]... [--json]\n"
+    "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n";
+
+int usage(std::ostream& err, const std::string& problem) {
+  err << "dockhand plugins: " << problem << "\n" << kUsage;
+  return toInt(ExitCode::kUsage);
+}
+
+// The config files to read: those given, or the installed agent.json when it exists.
+std::vector<std::string> configFiles(const std::vector<std::string>& given) {
+  std::vector<std::string> files;
+  std::vector<std::string> roots = given;
+  std::error_code ec;
+  if (roots.empty() && std::filesystem::exists(DOCKHAND_DEFAULT_CONFIG, ec)) {
+    roots.emplace_back(DOCKHAND_DEFAULT_CONFIG);
+  }
+  for (const auto& root : roots) {
+    for (auto& file : configFilesFor(root)) files.push_back(std::move(file));
+  }
+  return files;
+}
+
+// Plugin log lines would interleave with the listing; keep only warnings and worse on stderr.
+void quietLogging() { spdlog::set_level(spdlog::level::warn); }
+
+json hooksOf(const dh_plugin_descriptor& d) {
+  json hooks = json::object();
+  if (const auto* t = d.resource_discovery) {
+    std::vector<std::string> names = {"discover"};
+    if (t->allocate) names.emplace_back("allocate");
+    if (t->release) names.emplace_back("release");
+    if (t->describe) names.emplace_back("describe");
+    hooks["resource_discovery"] = names;
+  }
+  if (const auto* t = d.task_runner) {
+    std::vector<std::string> names = {"launch", "kill"};
+    if (t->thread_dump) names.emplace_back("thread_dump");
+    if (t->task_stats) names.emplace_back("task_stats");
+    hooks["task_runner"] = names;
+  }
+  if (const auto* t = d.block_migration) {
+    std::vector<std::string> names = {"migrate"};
+    if (t->cancel) names.emplace_back("cancel");
+    hooks["block_migration"] = names;
+  }
+  return hooks;
+}
+
+int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> given;
+  bool as_json = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--json") {
+      as_json = true;
+    } else if (args[i] == "--config" && i + 1 < args.size()) {
+      given.push_back(args[++i]);
+    } else {
+      return usage(err, "unexpected argument '" + args[i] + "'");
+    }
+  }
+  AgentConfig config;
+  std::vector<PluginSpec> specs;
+  try {
+    for (const auto& file : configFiles(given)) loadConfigFile(file, config);
+    specs = pluginSpecs(config);
+  } catch (const ConfigError& e) {
+    err << "dockhand: config error: " << e.what() << "\n";
+    return toInt(ExitCode::kConfigError);
+  }
+  quietLogging();
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins);
+  std::vector<LoadedPlugin> loaded;
+  std::string required_failure;
+  // Load every plugin, required or not, to report on all of them.
+  for (auto spec : specs) {
+    const bool required = spec.required;
+    spec.required = false;
+    auto one = loadPlugins(host, {spec});
+    one.front().spec.required = required;
+    if (required && !one.front().ok() && required_failure.empty()) {
+      required_failure = one.front().error;
+    }
+    loaded.push_back(std::move(one.front()));
+  }
+  json report = pluginReport(loaded);
+  if (as_json) {
+    json dirs = json::array();
+    for (const auto& d : host.pluginDirs()) dirs.push_back(d.string());
+    out << json{{"plugin_dirs", dirs},
+                {"manifest_dir", config.plugin_manifest_dir},
+                {"plugins", report}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "plugin directories:";
+    for (const auto& d : host.pluginDirs()) out << " " << d.string();
+    out << "\nmanifests: " << config.plugin_manifest_dir << "\n";
+    if (report.empty()) out << "no plugins configured\n";
+    for (const auto& p : report) {
+      if (p["status"] == "loaded") {
+        out << fmt::format("{:<16} {:<8} ABI {}  {}\n", p["name"].get<std::string>(),
+                           p["version"].get<std::string>(), p["abi"].get<std::string>(),
+                           fmt::join(p["kinds"].get<std::vector<std::string>>(), ","));
+        out << fmt::format("    file {}\n", p["path"].get<std::string>());
+      } else {
+        out << fmt::format("{:<16} FAILED ({})\n", p["target"].get<std::string>(),
+                           p["required"].get<bool>() ? "required" : "optional");
+        out << fmt::format("    error: {}\n", p["error"].get<std::string>());
+      }
+      out << fmt::format("    from {}\n", p["origin"].get<std::string>());
+    }
+  }
+  if (!required_failure.empty()) {
+    err << "dockhand: a required plugin failed: " << required_failure << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  return toInt(ExitCode::kSuccess);
+}
+
+int inspect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string file;
+  bool as_json = false;
+  bool allow_insecure = false;
+  for (const auto& arg : args) {
+    if (arg == "--json") {
+      as_json = true;
+    } else if (arg == "--allow-insecure") {
+      allow_insecure = true;
+    } else if (file.empty() && arg.rfind("--", 0) != 0) {
+      file = arg;
+    } else {
+      return usage(err, "unexpected argument '" + arg + "'");
+    }
+  }
+  if (file.empty()) return usage(err, "inspect needs a plugin FILE");
+  quietLogging();
+  std::shared_ptr<const PluginLibrary> library;
+  try {
+    library = PluginLibrary::open(file, allow_insecure);
+  } catch (const PluginLoadError& e) {
+    err << "dockhand: " << e.what() << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  const dh_plugin_descriptor& d = library->descriptor();
+  json info = {{"file", std::filesystem::absolute(file).string()},
+               {"name", library->name()},
+               {"version", library->version()},
+               {"description", d.description ? d.description : ""},
+               {"abi", library->abiVersion()},
+               {"host_abi", std::to_string(DH_ABI_MAJOR) + "." + std::to_string(DH_ABI_MINOR)},
+               {"kinds", kindNames(d.kinds)},
+               {"hooks", hooksOf(d)},
+               {"config_schema", library->configSchema()}};
+  if (as_json) {
+    out << info.dump(2) << "\n";
+    return toInt(ExitCode::kSuccess);
+  }
+  out << "name:        " << library->name() << "\n"
+      << "version:     " << library->version() << "\n"
+      << "description: " << info["description"].get<std::string>() << "\n"
+      << "file:        " << info["file"].get<std::string>() << "\n"
+      << "ABI:         " << library->abiVersion()
+      << " (this agent: " << info["host_abi"].get<std::string>() << ")\n"
+      << "kinds:       " << fmt::format("{}", fmt::join(kindNames(d.kinds), ", ")) << "\n";
+  for (const auto& [kind, hooks] : info["hooks"].items()) {
+    out << "hooks:       " << kind << ": "
+        << fmt::format("{}", fmt::join(hooks.get<std::vector<std::string>>(), ", ")) << "\n";
+  }
+  if (library->configSchema().is_null()) {
+    out << "config schema: none (the plugin checks its config itself)\n";
+  } else {
+    out << "config schema:\n" << library->configSchema().dump(2) << "\n";
+  }
+  return toInt(ExitCode::kSuccess);
+}
+
+}  // namespace
+
+int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args.front() == "--help" || args.front() == "-h") {
+    (args.empty() ? err : out) << kUsage;
+    return toInt(args.empty() ? ExitCode::kUsage : ExitCode::kSuccess);
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args.front() == "list") return list(rest, out, err);
+  if (args.front() == "inspect") return inspect(rest, out, err);
+  return usage(err, "unknown subcommand '" + args.front() + "'");
+}
+
+}  // namespace dockhand::agent

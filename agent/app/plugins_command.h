@@ -1,0 +1,23 @@
+// `dockhand plugins ...`: what plugins an agent would run with, and what a plugin file is.
+//
+//   dockhand plugins list [--config FILE]... [--json]
+//       Resolves the plugins the config (and the drop-in manifests) ask for, loads and
+//       creates each one exactly as the agent would (then destroys it again), and prints
+//       for each: its name, version, ABI, kinds, the file it came from, where it was asked
+//       for, and, for one that failed, why. Exits 0, or 8 when a required plugin failed.
+//   dockhand plugins inspect FILE [--json] [--allow-insecure]
+//       Loads one plugin file and prints its descriptor: name, version, description, ABI,
+//       kinds, the hooks it implements and its config schema. Never calls create().
+//       Exits 0, or 8 when the file is refused (the reason is printed).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace dockhand::agent {
+
+// Runs `dockhand plugins ARGS...` (args excludes "dockhand" and "plugins").
+int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace dockhand::agent

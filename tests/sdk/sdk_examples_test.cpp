@@ -1,0 +1,134 @@
+// The sdk/examples plugins, built out of tree against the installed SDK (the
+// sdk_examples_build fixture), loaded and exercised the way the agent uses them.
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "dockhand/protocol/messages.h"
+#include "plugins/plugin_host.h"
+#include "support/fake_driver.h"
+#include "support/process.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace proto = dockhand::protocol;
+using agent::PluginHost;
+using nlohmann::json;
+using std::chrono_literals::operator""s;
+using ::testing::HasSubstr;
+
+const std::filesystem::path kExamples = DOCKHAND_SDK_EXAMPLES_BUILD_DIR;
+
+std::string examplePlugin(const std::string& example, const std::string& name) {
+  return (kExamples / example / ("dockhand-" + name + ".so")).string();
+}
+
+TEST(SdkExamplesTest, EchoRunnerRunsATaskInARealAgent) {
+  TempDir dir;
+  const auto manifests = dir.path() / "plugins.d";
+  std::filesystem::create_directories(manifests);
+  // The echo runner comes from a drop-in manifest, the way a package would install it.
+  writeFile(
+      manifests / "50-echo.json",
+      json{{"path", examplePlugin("echo-runner", "echo")}, {"config", {{"prefix", "> "}}}}.dump());
+  writeFile(dir.path() / "agent.json", json{{"plugin_manifest_dir", manifests.string()}}.dump());
+  FakeDriver driver;
+  ChildProcess agent(
+      {agentBinary(), "--config", (dir.path() / "agent.json").string(), "--driver-url",
+       driver.url(), "--executor-id", "e1", "--app-id", "sdk", "--cores", "1", "--hostname",
+       "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
+      (dir.path() / "agent.log").string());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent.output();
+  proto::LaunchTask launch;
+  launch.task.task_id = 4;
+  launch.task.name = "hello";
+  launch.task.runner = "echo";
+  launch.task.payload = {{"message", "hello from a plugin"}};
+  driver.send(proto::makeMessage(launch));
+  auto done = driver.waitFor(
+      [](const proto::Envelope& e) {
+        return e.type == "StatusUpdate" &&
+               proto::decodeBody<proto::StatusUpdate>(e.body).state == proto::TaskState::kFinished;
+      },
+      10s);
+  ASSERT_TRUE(done) << agent.output();
+  auto update = proto::decodeBody<proto::StatusUpdate>(done->body);
+  EXPECT_EQ(update.task_id, 4u);
+  EXPECT_EQ(update.result, "> hello from a plugin");
+  // The plugin's line goes through the agent's logger, under the plugin's name.
+  EXPECT_THAT(agent.output(), ::testing::ContainsRegex("plugin\\.echo.*echo runner ready"));
+  EXPECT_THAT(agent.output(), HasSubstr("from " + (manifests / "50-echo.json").string()));
+  EXPECT_TRUE(agent.running());
+}
+
+TEST(SdkExamplesTest, ListedAddressesAnswersItsResourceAndDeclinesOthers) {
+  PluginHost host({});
+  auto discovery =
+      host.createResourceDiscovery(examplePlugin("listed-addresses", "listed-addresses"),
+                                   R"({"resource":"fpga","addresses":["f0","f1"]})");
+  auto fpga = discovery->discover(R"({"name":"fpga","amount":2})");
+  ASSERT_TRUE(fpga.ok()) << fpga.error;
+  EXPECT_EQ(json::parse(fpga.json), json::parse(R"({"name":"fpga","addresses":["f0","f1"]})"));
+  EXPECT_EQ(discovery->discover(R"({"name":"gpu","amount":1})").status, DH_DECLINED);
+  EXPECT_TRUE(discovery->allocate(R"({"task_id":1,"name":"fpga","addresses":["f1"]})").ok());
+  EXPECT_TRUE(discovery->release(R"({"task_id":1,"name":"fpga","addresses":["f1"]})").ok());
+  EXPECT_EQ(json::parse(discovery->describe().json)["count"], 2);
+  // Its schema is enforced by the host before create.
+  try {
+    host.createResourceDiscovery(examplePlugin("listed-addresses", "listed-addresses"),
+                                 R"({"resource":"fpga"})");
+    FAIL() << "created without the required addresses";
+  } catch (const agent::PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("): config /addresses: is required"));
+  }
+}
+
+TEST(SdkExamplesTest, CopyToDirMigratesBlocksAndReportsProgress) {
+  TempDir dir;
+  writeFile(dir.path() / "rdd_1_2", "block bytes");
+  PluginHost host({});
+  std::vector<std::string> progress;
+  auto migration =
+      host.createBlockMigration(examplePlugin("copy-to-dir", "copy-to-dir"),
+                                json{{"directory", (dir.path() / "fallback").string()}}.dump(),
+                                [&](std::string_view p) { progress.emplace_back(p); });
+  auto result = migration->migrate(json{
+      {"blocks", {{{"id", "rdd_1_2"}, {"path", (dir.path() / "rdd_1_2").string()}}}},
+      {"peers", json::array()}}.dump());
+  ASSERT_TRUE(result.ok()) << result.error;
+  auto answer = json::parse(result.json);
+  ASSERT_EQ(answer["migrated"].size(), 1u) << result.json;
+  EXPECT_EQ(answer["migrated"][0]["location"], (dir.path() / "fallback" / "rdd_1_2").string());
+  EXPECT_EQ(readFile(dir.path() / "fallback" / "rdd_1_2"), "block bytes");
+  ASSERT_EQ(progress.size(), 1u);
+  EXPECT_EQ(json::parse(progress[0])["done"], true);
+}
+
+TEST(SdkExamplesTest, InspectDescribesEachExampleWithoutCreatingIt) {
+  TempDir dir;
+  struct Expected {
+    std::string example, name, kind;
+  };
+  for (const auto& e : {Expected{"echo-runner", "echo", "task_runner"},
+                        Expected{"listed-addresses", "listed-addresses", "resource_discovery"},
+                        Expected{"copy-to-dir", "copy-to-dir", "block_migration"}}) {
+    const auto out = dir.path() / (e.name + ".json");
+    ChildProcess inspect(
+        {agentBinary(), "plugins", "inspect", examplePlugin(e.example, e.name), "--json"},
+        out.string());
+    ASSERT_EQ(inspect.waitExit(10s), 0) << inspect.output();
+    auto info = json::parse(readFile(out));
+    EXPECT_EQ(info["name"], e.name);
+    EXPECT_EQ(info["version"], "1.0.0");
+    EXPECT_EQ(info["abi"], std::to_string(DH_ABI_MAJOR) + "." + std::to_string(DH_ABI_MINOR));
+    EXPECT_EQ(info["kinds"], json::array({e.kind}));
+    EXPECT_EQ(info["config_schema"]["type"], "object") << e.name;
+  }
+}
+
+}  // namespace
+}  // namespace dockhand::testing
