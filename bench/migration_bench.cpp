@@ -4,7 +4,7 @@
 //   dockhand-migration-bench [--dir DIR] [--blocks N] [--block-mib M] [--concurrency C]
 //
 // In one run, on one file system (DIR, default $TMPDIR or /tmp):
-//   1. disk:      N files of M MiB written and fsynced (what a durable copy costs at best);
+//   1. disk:      N files of M MiB written and fsynced, C at once (a durable copy at best);
 //   2. loopback:  N x M MiB sent over one TCP connection on 127.0.0.1;
 //   3. migration: N blocks of M MiB moved by the `peer` plugin (HTTP PUT, sendfile) into a
 //                 BlockServer + BlockStore on 127.0.0.1: received, checksummed, fsynced and
@@ -67,19 +67,26 @@ void writeAll(int fd, const char* data, std::size_t size) {
   }
 }
 
-// N files of the block size, each written, fsynced and renamed, as a block store does.
+// N files of the block size, each written, fsynced and renamed, as a block store does, by as
+// many threads as the migration runs blocks at once (so that fsyncs overlap the same way).
 double diskRate(const Options& o, const std::vector<char>& data) {
   fs::path dir = o.dir / "disk";
   fs::create_directories(dir);
   auto start = Clock::now();
-  for (int i = 0; i < o.blocks; ++i) {
-    fs::path temp = dir / ("tmp-" + std::to_string(i));
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    writeAll(fd, data.data(), data.size());
-    ::fsync(fd);
-    ::close(fd);
-    fs::rename(temp, dir / ("block-" + std::to_string(i)));
+  std::vector<std::thread> writers;
+  for (int t = 0; t < o.concurrency; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = t; i < o.blocks; i += o.concurrency) {
+        fs::path temp = dir / ("tmp-" + std::to_string(i));
+        int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        writeAll(fd, data.data(), data.size());
+        ::fsync(fd);
+        ::close(fd);
+        fs::rename(temp, dir / ("block-" + std::to_string(i)));
+      }
+    });
   }
+  for (auto& w : writers) w.join();
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   ::fsync(dfd);
   ::close(dfd);
