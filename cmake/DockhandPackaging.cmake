@@ -1,0 +1,167 @@
+# Install layout and OS packages. Included last from the top CMakeLists.txt.
+#
+# Two packages, built with CPack from one install tree (configure with
+# -DCMAKE_INSTALL_PREFIX=/usr for packages; packaging/ci-package-check.sh does):
+#
+#   dockhand      (install component `dockhand`, the default component of every install rule
+#                  outside sdk/): /usr/bin/{dockhand,dockhand-driver},
+#                  /usr/lib/dockhand/plugins/*.so, /etc/dockhand/agent.json (a conffile) and
+#                  agent.d/, the JSON Schema in /usr/share/dockhand, the systemd units, the man
+#                  pages, docs and examples in /usr/share/doc/dockhand.
+#   dockhand-dev  (component `dev`, the default of every install rule under sdk/; rpm:
+#                  dockhand-devel): the SDK headers and the CMake package for plugin authors.
+#
+#   cmake --build build/pkg && (cd build/pkg && cpack)      # .deb, and .rpm with rpmbuild
+find_package(Python3 COMPONENTS Interpreter)
+
+set(DOCKHAND_SYSTEMD_UNIT_DIR "lib/systemd/system" CACHE STRING
+    "Where the systemd units install, relative to the prefix (/usr/lib/systemd/system)")
+set(_etc "${CMAKE_INSTALL_FULL_SYSCONFDIR}/dockhand")
+set(_doc "${CMAKE_INSTALL_DATADIR}/doc/dockhand")
+
+# ---- configuration --------------------------------------------------------------------------
+install(FILES configs/agent.json DESTINATION "${_etc}" COMPONENT dockhand)
+install(DIRECTORY DESTINATION "${_etc}/agent.d" COMPONENT dockhand)
+install(FILES configs/agent.schema.json DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand"
+        COMPONENT dockhand)
+
+# ---- systemd --------------------------------------------------------------------------------
+install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
+        DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
+
+# ---- docs, examples, Debian's per-package files ---------------------------------------------
+install(FILES README.md docs/operations.md docs/driver.md DESTINATION "${_doc}"
+        COMPONENT dockhand)
+install(FILES packaging/debian/copyright DESTINATION "${_doc}" COMPONENT dockhand)
+install(FILES configs/agent.example.json DESTINATION "${_doc}/examples" COMPONENT dockhand)
+install(DIRECTORY examples/wordcount examples/flaky DESTINATION "${_doc}/examples"
+        COMPONENT dockhand)
+install(FILES packaging/debian/dockhand.lintian-overrides
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/lintian/overrides" RENAME dockhand
+        COMPONENT dockhand)
+
+# ---- generated at build time: man pages, the compressed changelog ----------------------------
+set(_gen "${CMAKE_BINARY_DIR}/packaging")
+set(_generated)
+if(Python3_Interpreter_FOUND)
+  foreach(page dockhand.8 dockhand-driver.1)
+    string(REGEX MATCH "[0-9]$" section "${page}")
+    string(REGEX REPLACE "\\.[0-9]$" "" name "${page}")
+    add_custom_command(OUTPUT "${_gen}/${page}.gz"
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${_gen}"
+      COMMAND ${Python3_EXECUTABLE} "${PROJECT_SOURCE_DIR}/docs/man/md2man.py"
+              "${PROJECT_SOURCE_DIR}/docs/man/${page}.md" "${_gen}/${page}.gz"
+              --name ${name} --section ${section} --version ${PROJECT_VERSION}
+      DEPENDS "${PROJECT_SOURCE_DIR}/docs/man/${page}.md" "${PROJECT_SOURCE_DIR}/docs/man/md2man.py"
+      COMMENT "Generating man page ${page}")
+    list(APPEND _generated "${_gen}/${page}.gz")
+    install(FILES "${_gen}/${page}.gz" DESTINATION "${CMAKE_INSTALL_MANDIR}/man${section}"
+            COMPONENT dockhand)
+  endforeach()
+else()
+  message(WARNING "python3 not found: the man pages are not built or installed")
+endif()
+add_custom_command(OUTPUT "${_gen}/changelog.Debian.gz"
+  COMMAND ${CMAKE_COMMAND} -E make_directory "${_gen}"
+  COMMAND gzip -9n -c "${PROJECT_SOURCE_DIR}/packaging/debian/changelog" > "${_gen}/changelog.Debian.gz"
+  DEPENDS "${PROJECT_SOURCE_DIR}/packaging/debian/changelog")
+list(APPEND _generated "${_gen}/changelog.Debian.gz")
+install(FILES "${_gen}/changelog.Debian.gz" DESTINATION "${_doc}" COMPONENT dockhand)
+# Debian: every package has its own doc directory with copyright and changelog.
+install(FILES packaging/debian/copyright "${_gen}/changelog.Debian.gz"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/dockhand-dev" COMPONENT dev)
+add_custom_target(dockhand-packaging-files ALL DEPENDS ${_generated})
+
+# ---- the SDK, when sdk/ installs nothing itself ---------------------------------------------
+# sdk/CMakeLists.txt owns the SDK's install rules (headers, the Dockhand CMake package); they
+# land in the `dev` component. Until it has any, the headers are installed from here.
+file(READ "${PROJECT_SOURCE_DIR}/sdk/CMakeLists.txt" _sdk_cmake)
+if(NOT _sdk_cmake MATCHES "install\\(")
+  install(DIRECTORY sdk/include/dockhand DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+          COMPONENT dev FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+endif()
+
+# ---- CPack ----------------------------------------------------------------------------------
+set(CPACK_PACKAGE_NAME dockhand)
+set(CPACK_PACKAGE_VENDOR "The Dockhand authors")
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_CONTACT "Dockhand Maintainers <maintainers@dockhand.dev>")
+set(CPACK_PACKAGE_HOMEPAGE_URL "${PROJECT_HOMEPAGE_URL}")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
+set(CPACK_PACKAGE_DIRECTORY "${CMAKE_BINARY_DIR}/packages")
+set(CPACK_STRIP_FILES ON)
+# Install rules with absolute destinations (/etc/dockhand) go into the package, not onto the
+# building machine.
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_COMPONENTS_ALL dockhand dev)
+set(CPACK_COMPONENT_DOCKHAND_DISPLAY_NAME "Dockhand node agent")
+set(CPACK_COMPONENT_DOCKHAND_DESCRIPTION
+"Dockhand node agent and reference driver
+ Dockhand runs on every worker machine of a cluster: it connects to a driver,
+ registers the machine's cores and resources, runs the driver's tasks through
+ plugins and reports their status. Its behaviour follows the executor backend
+ of Apache Spark.
+ .
+ This package holds the agent (dockhand), the reference driver
+ (dockhand-driver), the built-in plugins, the default configuration in
+ /etc/dockhand and the systemd units dockhand.service and dockhand@.service.")
+set(CPACK_COMPONENT_DEV_DISPLAY_NAME "Dockhand plugin SDK")
+set(CPACK_COMPONENT_DEV_DESCRIPTION
+"Dockhand plugin SDK
+ Dockhand runs a cluster's tasks on worker machines through plugins loaded
+ by a stable C ABI.
+ .
+ This package holds the SDK plugin authors build against: the C ABI header,
+ the header-only C++ helper and the CMake package (find_package(Dockhand)).")
+
+set(CPACK_GENERATOR DEB)
+find_program(DOCKHAND_RPMBUILD rpmbuild)
+if(DOCKHAND_RPMBUILD)
+  list(APPEND CPACK_GENERATOR RPM)
+endif()
+
+# Debian
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${CPACK_PACKAGE_CONTACT}")
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${PROJECT_HOMEPAGE_URL}")
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_NAME dockhand)
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_DEPENDS "adduser")
+configure_file(packaging/debian/conffiles.in "${_gen}/debian/conffiles" @ONLY)
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_CONTROL_EXTRA
+    "${_gen}/debian/conffiles;${PROJECT_SOURCE_DIR}/packaging/debian/postinst;${PROJECT_SOURCE_DIR}/packaging/debian/prerm;${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME dockhand-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "dockhand (= ${PROJECT_VERSION}-1), cmake")
+
+# RPM (Fedora names: dockhand, dockhand-devel)
+set(CPACK_RPM_COMPONENT_INSTALL ON)
+set(CPACK_RPM_FILE_NAME RPM-DEFAULT)
+set(CPACK_RPM_PACKAGE_RELEASE 1)
+set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
+set(CPACK_RPM_PACKAGE_URL "${PROJECT_HOMEPAGE_URL}")
+set(CPACK_RPM_DOCKHAND_PACKAGE_NAME dockhand)
+set(CPACK_RPM_DOCKHAND_PACKAGE_GROUP "System Environment/Daemons")
+set(CPACK_RPM_DEV_PACKAGE_NAME dockhand-devel)
+set(CPACK_RPM_DEV_PACKAGE_ARCHITECTURE noarch)
+set(CPACK_RPM_DOCKHAND_USER_FILELIST
+    "%config(noreplace) ${_etc}/agent.json"
+    "%exclude ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/lintian")
+set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
+    /etc /lib /lib/systemd /lib/systemd/system /usr/lib/systemd /usr/lib/systemd/system
+    /usr/share/man /usr/share/man/man1 /usr/share/man/man8 /usr/share/doc /usr/share/lintian
+    /usr/share/lintian/overrides /usr/include)
+set(CPACK_RPM_DOCKHAND_PRE_INSTALL_SCRIPT_FILE "${PROJECT_SOURCE_DIR}/packaging/rpm/pre-install.sh")
+set(CPACK_RPM_DOCKHAND_POST_INSTALL_SCRIPT_FILE "${PROJECT_SOURCE_DIR}/packaging/rpm/post-install.sh")
+set(CPACK_RPM_DOCKHAND_PRE_UNINSTALL_SCRIPT_FILE "${PROJECT_SOURCE_DIR}/packaging/rpm/pre-uninstall.sh")
+set(CPACK_RPM_DOCKHAND_POST_UNINSTALL_SCRIPT_FILE "${PROJECT_SOURCE_DIR}/packaging/rpm/post-uninstall.sh")
+
+include(CPack)

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Builds the dockhand and dockhand-dev packages and uses them the way an administrator does:
+# lintian, systemd-analyze verify, install with dpkg, validate the shipped config, run a real
+# job with the installed agent and driver (readiness through sd_notify included), build an SDK
+# example out of tree against dockhand-dev, purge, and check that nothing is left behind.
+#
+# Usage: packaging/ci-package-check.sh [BUILD_DIR]     (default: build/package)
+# Runs as root on Debian 12: it installs packages and adds/removes the dockhand user. CI runs
+# it after the tests (.ci/run); it is safe to run by hand on a machine you can do that on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src="$PWD"
+build="${1:-build/package}"
+jobs="${DOCKHAND_JOBS:-$(nproc)}"
+
+step() { echo "== package-check: $*"; }
+fail() { echo "package-check: FAIL: $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || fail "run as root: the check installs and purges the package"
+
+work="$(mktemp -d /tmp/dockhand-package-check.XXXXXX)"
+chmod 0755 "$work"
+cleanup() {
+  for pid in ${bg_pids:-}; do kill "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step "tools"
+tools=(lintian rpm python3-jsonschema adduser man-db gzip)
+missing=()
+for p in "${tools[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# A package left installed by an earlier run would hide what this one installs.
+if dpkg-query -W dockhand >/dev/null 2>&1 || dpkg-query -W dockhand-dev >/dev/null 2>&1; then
+  step "purging a dockhand installed before this check"
+  dpkg --purge dockhand-dev dockhand >/dev/null
+fi
+
+step "build (Release, prefix /usr) in $build"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DDOCKHAND_BUILD_TESTS=OFF -DDOCKHAND_BUILD_BENCH=OFF -DDOCKHAND_WERROR=ON >/dev/null
+cmake --build "$build" -j"$jobs"
+rm -rf "$build/packages"
+(cd "$build" && cpack >/dev/null)
+deb="$(ls "$build"/packages/dockhand_*.deb)"
+dev_deb="$(ls "$build"/packages/dockhand-dev_*.deb)"
+ls -l "$build"/packages/
+
+step "package contents"
+dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
+dpkg-deb --contents "$deb"
+dpkg-deb --contents "$dev_deb"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/dockhand/agent.json \
+  || fail "/etc/dockhand/agent.json is not a conffile"
+if ls "$build"/packages/*.rpm >/dev/null 2>&1; then
+  for r in "$build"/packages/*.rpm; do
+    rpm -qp --qf '%{NAME} %{VERSION}-%{RELEASE} %{ARCH} %{LICENSE}\n' "$r"
+  done
+  rpm -qp --configfiles "$build"/packages/dockhand-[0-9]*.rpm | grep -qx /etc/dockhand/agent.json \
+    || fail "the rpm does not mark /etc/dockhand/agent.json as %config"
+fi
+
+step "lintian"
+# Errors and warnings both fail; the justified exceptions are in
+# packaging/debian/dockhand.lintian-overrides (installed with the package).
+lintian --fail-on error,warning --no-tag-display-limit "$deb" "$dev_deb"
+
+step "install with dpkg"
+dpkg -i "$deb" "$dev_deb" || { apt-get install -f -y -qq; dpkg -i "$deb" "$dev_deb"; }
+getent passwd dockhand >/dev/null || fail "no dockhand user after install"
+[ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 750" ] \
+  || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 750"
+
+step "systemd-analyze verify"
+cp /lib/systemd/system/dockhand@.service "$work/dockhand@ci.service" 2>/dev/null \
+  || cp /usr/lib/systemd/system/dockhand@.service "$work/dockhand@ci.service"
+unit_dir="$(dirname "$(dpkg -L dockhand | grep '/dockhand.service$')")"
+systemd-analyze verify "$unit_dir/dockhand.service" "$work/dockhand@ci.service"
+
+step "installed programs"
+dockhand --version
+dockhand-driver --version
+man -w dockhand >/dev/null && man -w dockhand-driver >/dev/null || fail "man pages not found"
+dockhand config validate /etc/dockhand/agent.json
+if dockhand plugins list >/dev/null 2>&1; then
+  dockhand plugins list
+else
+  echo "(dockhand plugins list: not in this version)"
+fi
+
+step "a real job: installed driver, installed agent started as the unit starts it"
+# The agent runs as the dockhand user with the unit's command line and a notify socket that
+# stands in for systemd's; the driver waits for it, runs wordcount, then stops it.
+jobdir=/usr/share/doc/dockhand/examples/wordcount
+notify="$work/notify.sock"
+python3 - "$notify" "$work/notify.log" <<'PY' &
+import os, socket, sys
+path, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+os.chmod(path, 0o777)
+s.settimeout(120)
+with open(log, "w") as out:
+    while True:
+        try:
+            msg = s.recv(4096).decode()
+        except socket.timeout:
+            break
+        out.write(msg + "\n")
+        out.flush()
+        if "STOPPING=1" in msg:
+            break
+PY
+bg_pids="$!"
+dockhand-driver run "$jobdir/job.json" --local-agents 0 --min-agents 1 --listen 127.0.0.1:0 \
+  --port-file "$work/port" --timeout 120 > "$work/job.out" 2>&1 &
+driver_pid=$!
+bg_pids="$bg_pids $driver_pid"
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || fail "the driver did not write its port"
+agent_rc=0
+runuser -u dockhand -- env NOTIFY_SOCKET="$notify" JOURNAL_STREAM= \
+  DOCKHAND_DRIVER_URL="ws://127.0.0.1:$(cat "$work/port")/" DOCKHAND_APP_ID=package-check \
+  /usr/bin/dockhand --config /etc/dockhand/agent.json > "$work/agent.log" 2>&1 || agent_rc=$?
+driver_rc=0
+wait "$driver_pid" || driver_rc=$?
+cat "$work/job.out"
+if [ "$driver_rc" -ne 0 ] || [ "$agent_rc" -ne 0 ]; then
+  cat "$work/agent.log"
+  fail "job: driver exited $driver_rc, agent exited $agent_rc"
+fi
+grep -q "sum=406" "$work/job.out" || fail "wordcount did not sum to 406"
+wait 2>/dev/null || true
+grep -qx "READY=1" "$work/notify.log" || fail "the agent did not send READY=1: $(cat "$work/notify.log")"
+grep -qx "STOPPING=1" "$work/notify.log" || fail "the agent did not send STOPPING=1"
+echo "sd_notify: $(tr '\n' ' ' < "$work/notify.log")"
+
+step "a real job: the installed driver starting installed agents"
+dockhand-driver run "$jobdir/job.json" --local-agents 1 --timeout 120 --quiet
+
+step "an SDK example built out of tree against dockhand-dev"
+if [ -d sdk/examples ] && ls sdk/examples/*/CMakeLists.txt >/dev/null 2>&1; then
+  for example in sdk/examples/*/; do
+    name="$(basename "$example")"
+    cp -r "$example" "$work/example-$name"
+    cmake -S "$work/example-$name" -B "$work/example-$name/build" -G Ninja >/dev/null
+    cmake --build "$work/example-$name/build"
+    ls "$work/example-$name/build"/*.so >/dev/null 2>&1 \
+      || find "$work/example-$name/build" -name '*.so' | grep -q . \
+      || fail "SDK example $name built no plugin"
+    echo "built SDK example $name"
+  done
+else
+  echo "(no sdk/examples in this version: skipped)"
+fi
+
+step "purge"
+dpkg -L dockhand dockhand-dev | sort -u > "$work/files"
+dpkg --purge dockhand-dev dockhand
+left=()
+for path in /etc/dockhand /var/lib/dockhand; do [ -e "$path" ] && left+=("$path"); done
+getent passwd dockhand >/dev/null && left+=("user dockhand")
+getent group dockhand >/dev/null && left+=("group dockhand")
+while read -r f; do
+  # Directories every system has (/usr/bin, /usr/share/man/man8, ...) stay; nothing of ours may.
+  if [ -e "$f" ] && { [ ! -d "$f" ] || [ -z "$(dpkg -S "$f" 2>/dev/null)" ] && [[ "$f" == *dockhand* ]]; }; then
+    left+=("$f")
+  fi
+done < "$work/files"
+[ ${#left[@]} -eq 0 ] || fail "left after purge: ${left[*]}"
+
+step "OK"
