@@ -21,6 +21,7 @@
 #include "core/exit_codes.h"
 #include "core/logging.h"
 #include "dockhand/plugin.h"
+#include "host_info.h"
 #include "rpc/websocket_link.h"
 #include "rpc/worker_watcher.h"
 
@@ -114,7 +115,10 @@ void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
                            "(required)")
                         .argument("ID"));
   options.addOption(Option("app-id", "", "the application id (required)").argument("ID"));
-  options.addOption(Option("cores", "", "cores offered to tasks (required, > 0)").argument("N"));
+  options.addOption(Option("cores", "",
+                           "cores offered to tasks (default: the CPUs this process may use, "
+                           "under its cgroup's quota)")
+                        .argument("N"));
   options.addOption(Option("hostname", "",
                            "the host name to advertise (default: this "
                            "machine's name)")
@@ -222,6 +226,15 @@ int AgentApplication::runAgent(AgentConfig config) {
   }
   setupLogging(*level);
   auto log = agent::logger("agent");
+  if (config.cores <= 0) {
+    const auto host = dockhand::host::probeHost();
+    config.cores = host.effective_cpus;
+    log->info(
+        "no --cores given: offering {} core(s), this host's effective CPU count ({} online, "
+        "{} in the affinity mask, cgroup quota {})",
+        config.cores, host.online_cpus, host.affinity_cpus,
+        host.cgroup_cpu_limit ? fmt::format("{:g}", *host.cgroup_cpu_limit) : "none");
+  }
 
   BackendOptions options;
   try {

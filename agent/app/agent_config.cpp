@@ -214,7 +214,6 @@ std::vector<std::string> missingRequired(const AgentConfig& config) {
   std::vector<std::string> missing;
   if (config.driver_url.empty()) missing.emplace_back("--driver-url");
   if (config.executor_id.empty()) missing.emplace_back("--executor-id");
-  if (config.cores <= 0) missing.emplace_back("--cores");
   if (config.app_id.empty()) missing.emplace_back("--app-id");
   return missing;
 }
