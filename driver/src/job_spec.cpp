@@ -1,6 +1,7 @@
 #include "dockhand/driver/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -41,9 +42,17 @@ TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& jo
   if (const Json* res = r.find("resources")) {
     JsonReader rr(*res, r.childPath("resources"));
     for (const auto& [name, value] : res->items()) {
-      (void)value;
       if (name.empty()) rr.fail(name, "a resource name must not be empty");
-      t.resources.emplace(name, static_cast<int>(rr.requiredInt(name, 1, 1 << 20)));
+      if (!value.is_number())
+        rr.fail(name, "expected a number of addresses (or a fraction below 1)");
+      const double amount = value.get<double>();
+      if (!(amount > 0) || amount > (1 << 20)) {
+        rr.fail(name, fmt::format("{} is out of range (above 0, at most {})", amount, 1 << 20));
+      }
+      if (amount > 1 && amount != std::floor(amount)) {
+        rr.fail(name, fmt::format("{} is above 1 but not a whole number of addresses", amount));
+      }
+      t.resources.emplace(name, amount);
     }
   }
   t.properties = r.optionalStringMap("properties");

@@ -1,6 +1,7 @@
 #include "dockhand/driver/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -112,7 +113,7 @@ RegistrationResult Scheduler::registerAgent(const protocol::RegisterExecutor& re
         unique.push_back(address);
       }
     }
-    agent.free_addresses[name] = std::deque<std::string>(unique.begin(), unique.end());
+    agent.free_units[name] = std::vector<std::int64_t>(unique.size(), kResourceUnits);
     agent.resources[name] = std::move(unique);
   }
   agents_.emplace(agent.id, std::move(agent));
@@ -543,7 +544,8 @@ std::optional<std::string> Scheduler::unschedulableReason() const {
       bool enough = agent.cores >= spec.cpus;
       for (const auto& [name, count] : spec.resources) {
         auto res = agent.resources.find(name);
-        if (res == agent.resources.end() || static_cast<int>(res->second.size()) < count) {
+        if (res == agent.resources.end() ||
+            static_cast<int>(res->second.size()) < resourceAddressCount(count)) {
           enough = false;
         }
       }
@@ -562,15 +564,28 @@ std::optional<std::string> Scheduler::unschedulableReason() const {
   return std::nullopt;
 }
 
+std::int64_t resourceUnitsPerAddress(double amount) {
+  if (amount >= 1) return kResourceUnits;
+  // floor(1 / amount) tasks share an address; the epsilon keeps 1 / 0.2 at 5, not 4.999...
+  const auto shares = static_cast<std::int64_t>(std::floor(1.0 / amount + 1e-9));
+  return kResourceUnits / std::max<std::int64_t>(1, shares);
+}
+
+int resourceAddressCount(double amount) {
+  return amount >= 1 ? static_cast<int>(std::llround(amount)) : 1;
+}
+
 // ---- placement ----------------------------------------------------------------------------
 
 bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
   if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
-  for (const auto& [name, count] : spec.resources) {
-    auto it = agent.free_addresses.find(name);
-    if (it == agent.free_addresses.end() || static_cast<int>(it->second.size()) < count) {
-      return false;
-    }
+  for (const auto& [name, amount] : spec.resources) {
+    auto it = agent.free_units.find(name);
+    if (it == agent.free_units.end()) return false;
+    const std::int64_t units = resourceUnitsPerAddress(amount);
+    const auto usable = std::count_if(it->second.begin(), it->second.end(),
+                                      [&](std::int64_t free) { return free >= units; });
+    if (usable < resourceAddressCount(amount)) return false;
   }
   return true;
 }
@@ -633,13 +648,29 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
     d.inputs.push_back(
         protocol::InputBlock{block.id, inputUrl(block, agent), block.size, block.checksum});
   }
-  for (const auto& [name, count] : t.spec.resources) {
-    auto& free = agent.free_addresses[name];
+  std::map<std::string, std::int64_t> units_each;
+  for (const auto& [name, amount] : t.spec.resources) {
+    auto& free = agent.free_units[name];
+    const auto& addresses = agent.resources[name];
     auto& assigned = d.resources[name];
-    for (int i = 0; i < count; ++i) {
-      assigned.push_back(std::move(free.front()));
-      free.pop_front();
+    const std::int64_t units = resourceUnitsPerAddress(amount);
+    const int count = resourceAddressCount(amount);
+    // A fraction goes to the fullest address it still fits on, so shares pack together and
+    // whole addresses stay free for whole-address tasks; whole addresses in registration
+    // order.
+    std::vector<std::size_t> order(free.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (units < kResourceUnits) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return free[a] < free[b]; });
     }
+    for (std::size_t i : order) {
+      if (static_cast<int>(assigned.size()) == count) break;
+      if (free[i] < units) continue;
+      free[i] -= units;
+      assigned.push_back(addresses[i]);
+    }
+    units_each[name] = units;
   }
   agent.free_cores -= t.spec.cpus;
   total_free_cores_ -= t.spec.cpus;
@@ -658,6 +689,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   run.agent_id = agent.id;
   run.cpus = t.spec.cpus;
   run.resources = d.resources;
+  run.units_each = std::move(units_each);
   running_.emplace(d.task_id, std::move(run));
   out.push_back(std::move(action));
 }
@@ -670,8 +702,16 @@ void Scheduler::release(const RunningTask& run) {
   if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
   if (agent.running > 0) --agent.running;
   for (const auto& [name, addresses] : run.resources) {
-    auto& free = agent.free_addresses[name];
-    for (const auto& address : addresses) free.push_back(address);
+    auto& free = agent.free_units[name];
+    const auto& registered = agent.resources[name];
+    const std::int64_t units =
+        run.units_each.count(name) ? run.units_each.at(name) : kResourceUnits;
+    for (const auto& address : addresses) {
+      auto at = std::find(registered.begin(), registered.end(), address);
+      if (at == registered.end()) continue;
+      auto& slot = free[static_cast<std::size_t>(at - registered.begin())];
+      slot = std::min(kResourceUnits, slot + units);
+    }
   }
 }
 

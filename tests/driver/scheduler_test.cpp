@@ -19,7 +19,7 @@ protocol::RegisterExecutor agentReg(const std::string& id, int cores,
   return r;
 }
 
-TaskSpec task(const std::string& name, int cpus = 1, std::map<std::string, int> res = {}) {
+TaskSpec task(const std::string& name, int cpus = 1, std::map<std::string, double> res = {}) {
   TaskSpec t;
   t.name = name;
   t.cpus = cpus;
@@ -143,6 +143,55 @@ TEST_F(SchedulerTest, AssignsResourceAddressesWithoutOverlap) {
   const auto& got = l2[0].task.resources.at("gpu")[0];
   EXPECT_TRUE(got == l[1].task.resources.at("gpu")[0] || got == l[1].task.resources.at("gpu")[1]);
   EXPECT_NE(got, l[0].task.resources.at("gpu")[0]);
+}
+
+TEST_F(SchedulerTest, FractionalAmountsShareAnAddressExactly) {
+  addAgent("a", 16, {{"gpu", {"0", "1"}}});
+  Actions out;
+  std::vector<TaskSpec> specs;
+  for (int i = 0; i < 9; ++i) specs.push_back(task("q" + std::to_string(i), 1, {{"gpu", 0.25}}));
+  scheduler_.submit(job(specs), now_, out);
+  auto l = launches(out);
+  // Two GPUs, a quarter each: eight run, four per address; the ninth waits.
+  ASSERT_EQ(l.size(), 8u);
+  std::map<std::string, int> per_address;
+  for (const auto& a : l) {
+    ASSERT_EQ(a.task.resources.at("gpu").size(), 1u);
+    ++per_address[a.task.resources.at("gpu")[0]];
+  }
+  EXPECT_EQ(per_address, (std::map<std::string, int>{{"0", 4}, {"1", 4}}));
+
+  // One quarter of GPU 1 comes back: the ninth task takes exactly that share.
+  const Action* on_one = nullptr;
+  for (const auto& a : l) {
+    if (a.task.resources.at("gpu")[0] == "1") on_one = &a;
+  }
+  ASSERT_NE(on_one, nullptr);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(*on_one, TaskState::kFinished), now_, next);
+  auto l2 = launches(next);
+  ASSERT_EQ(l2.size(), 1u);
+  EXPECT_EQ(l2[0].task.name, "q8");
+  EXPECT_EQ(l2[0].task.resources.at("gpu"), std::vector<std::string>{"1"});
+}
+
+TEST_F(SchedulerTest, FractionsPackSoWholeAddressesStayFree) {
+  addAgent("a", 16, {{"gpu", {"0", "1"}}});
+  Actions out;
+  scheduler_.submit(job({task("third-a", 1, {{"gpu", 0.3}}), task("third-b", 1, {{"gpu", 0.3}}),
+                         task("whole", 1, {{"gpu", 1}})}),
+                    now_, out);
+  auto l = launches(out);
+  // floor(1 / 0.3) = 3 shares per address: both fractions go on GPU 0, GPU 1 stays whole.
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].task.resources.at("gpu"), std::vector<std::string>{"0"});
+  EXPECT_EQ(l[1].task.resources.at("gpu"), std::vector<std::string>{"0"});
+  EXPECT_EQ(l[2].task.resources.at("gpu"), std::vector<std::string>{"1"});
+  EXPECT_EQ(resourceUnitsPerAddress(0.3) * 3, kResourceUnits - kResourceUnits % 3);
+  EXPECT_EQ(resourceUnitsPerAddress(0.2), kResourceUnits / 5) << "1 / 0.2 is 5 shares, not 4";
+  EXPECT_EQ(resourceUnitsPerAddress(2), kResourceUnits);
+  EXPECT_EQ(resourceAddressCount(2), 2);
+  EXPECT_EQ(resourceAddressCount(0.5), 1);
 }
 
 TEST_F(SchedulerTest, ResourceTaskGoesToTheAgentThatHasTheResource) {

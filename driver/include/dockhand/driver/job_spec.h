@@ -36,7 +36,9 @@ struct TaskSpec {
   std::string runner = "process";
   int cpus = 1;
   int partition = 0;
-  std::map<std::string, int> resources;  // resource name -> number of addresses
+  // Resource name -> amount per task: a whole number of addresses (1, 2, ...), or a fraction
+  // below 1 (0.25: a share of one address, which floor(1 / amount) such tasks can hold).
+  std::map<std::string, double> resources;
   std::map<std::string, std::string> properties;
   Json payload = Json::object();     // runner-specific
   std::vector<std::string> inputs;   // block ids read (fetched into DOCKHAND_INPUT_DIR)

@@ -9,7 +9,10 @@
 // Rules (after Spark's CoarseGrainedSchedulerBackend and TaskSetManager):
 //  * A task needs `cpus` free cores and, per requested resource, that many free addresses
 //    of the agent; the addresses are assigned and passed in TaskDescription.resources. No
-//    two running tasks share an address.
+//    two running tasks share an address, except for fractional amounts (Spark's rule): a
+//    task asking for 0.25 takes a quarter of one address, so floor(1 / amount) such tasks
+//    share it. Shares are counted in whole units (kResourceUnits per address), so the
+//    accounting is exact.
 //  * Every launch gets a fresh task_id; TaskDescription.attempt counts the launches of that
 //    job task (0 for the first).
 //  * FAILED, or KILLED when the driver did not ask for it, counts as a failed attempt; the
@@ -90,13 +93,23 @@ DecommissionProgress parseDecommissionProgress(const std::string& agent_id, cons
 
 std::string_view toString(AgentState state);
 
+// The units one address of a resource holds: a task asking for a whole address takes all of
+// them, one asking for a fraction `a` below 1 takes kResourceUnits / floor(1 / a).
+constexpr std::int64_t kResourceUnits = 1'000'000'000'000;
+// The units per address a task asking for `amount` takes (all of them when amount >= 1).
+std::int64_t resourceUnitsPerAddress(double amount);
+// The number of addresses it takes (1 for a fraction).
+int resourceAddressCount(double amount);
+
 struct AgentInfo {
   std::string id;
   std::string host;
   int cores = 0;
   int free_cores = 0;
-  std::map<std::string, std::vector<std::string>> resources;      // as registered
-  std::map<std::string, std::deque<std::string>> free_addresses;  // not assigned now
+  std::map<std::string, std::vector<std::string>> resources;  // as registered
+  // Per resource, the free units of each address, in the order of `resources`: an address
+  // is whole (kResourceUnits), partly taken by fractional tasks, or fully taken (0).
+  std::map<std::string, std::vector<std::int64_t>> free_units;
   std::string block_url;
   AgentState state = AgentState::kRegistered;
   TimePoint registered_at{};
@@ -222,6 +235,7 @@ class Scheduler {
     std::string agent_id;
     int cpus = 0;
     std::map<std::string, std::vector<std::string>> resources;
+    std::map<std::string, std::int64_t> units_each;  // units taken from each of those addresses
     bool kill_requested = false;
   };
 
