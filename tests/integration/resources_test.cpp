@@ -1,0 +1,150 @@
+// Resource discovery and assignment with the real programs: an agent that cannot find what
+// its config asks for refuses to start; a Spark resources file is taken as given and its
+// addresses are registered; and a real driver runs GPU tasks on an agent with two fake GPUs
+// without ever giving one GPU to two tasks at once.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "dockhand/protocol/messages.h"
+#include "support/fake_driver.h"
+#include "support/process.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace proto = dockhand::protocol;
+using nlohmann::json;
+using std::chrono_literals::operator""s;
+using ::testing::HasSubstr;
+
+constexpr int kResourcesUnavailable = 9;
+
+class ResourcesTest : public ::testing::Test {
+ protected:
+  // An agent config loading the process runner and the static plugin with `statics`, asking
+  // for `resources`.
+  std::string agentConfig(const json& statics, const json& resources) {
+    const auto path = dir.path() / "agent.json";
+    writeFile(
+        path,
+        json{{"plugins",
+              {{{"name", "process"}}, {{"name", "static"}, {"config", {{"resources", statics}}}}}},
+             {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+             {"resources", resources}}
+            .dump(2));
+    return path.string();
+  }
+  std::vector<std::string> agentArgs(const std::string& config, const FakeDriver& driver) {
+    return {agentBinary(),  "--config",   config,
+            "--driver-url", driver.url(), "--executor-id",
+            "r1",           "--app-id",   "resources",
+            "--cores",      "2",          "--hostname",
+            "127.0.0.1",    "--work-dir", (dir.path() / "work").string()};
+  }
+
+  TempDir dir;
+};
+
+TEST_F(ResourcesTest, TooFewAddressesStopTheAgentNamingResourceFoundAndRequested) {
+  FakeDriver driver;
+  const auto config = agentConfig({{"gpu", {"0"}}}, {{"gpu", {{"amount", 2}}}});
+  ChildProcess agent(agentArgs(config, driver), (dir.path() / "agent.log").string());
+  ASSERT_EQ(agent.waitExit(20s), kResourcesUnavailable) << agent.output();
+  EXPECT_THAT(agent.output(),
+              HasSubstr("resource 'gpu': 2 requested, but static found only 1 address(es): [0]"));
+  for (const auto& frame : driver.history()) {
+    EXPECT_NE(frame.type, "RegisterExecutor") << "registered without the resources it needs";
+  }
+}
+
+TEST_F(ResourcesTest, SparkResourcesFileIsTakenAsGivenAndRegistered) {
+  FakeDriver driver;
+  // The static plugin would find only one GPU: the file's two must be used as they are, and
+  // only what the file does not cover (the FPGA) is discovered.
+  const auto config = agentConfig({{"gpu", {"0"}}, {"fpga", {"f0"}}},
+                                  {{"gpu", {{"amount", 2}}}, {"fpga", {{"amount", 1}}}});
+  const auto file = dir.path() / "resources.json";
+  writeFile(file, R"([{"id": {"componentName": "spark.executor", "resourceName": "gpu"},
+                       "addresses": ["3", "5"]}])");
+  auto args = agentArgs(config, driver);
+  args.push_back("--resourcesFile");
+  args.push_back(file.string());
+  ChildProcess agent(args, (dir.path() / "agent.log").string());
+  auto frame = driver.waitForType("RegisterExecutor", 20s);
+  ASSERT_TRUE(frame) << agent.output();
+  const auto registration = proto::decodeBody<proto::RegisterExecutor>(frame->body);
+  ASSERT_EQ(registration.resources.count("gpu"), 1u) << agent.output();
+  EXPECT_EQ(registration.resources.at("gpu").addresses, (std::vector<std::string>{"3", "5"}));
+  ASSERT_EQ(registration.resources.count("fpga"), 1u) << agent.output();
+  EXPECT_EQ(registration.resources.at("fpga").addresses, (std::vector<std::string>{"f0"}));
+  EXPECT_TRUE(agent.running()) << agent.output();
+}
+
+// One task's record: the GPUs it saw and when it ran.
+struct Record {
+  std::string name;
+  std::string gpus;
+  long long start = 0;
+  long long end = 0;
+};
+
+TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
+  const auto config = agentConfig({{"gpu", {"0", "1"}}}, {{"gpu", {{"amount", 2}}}});
+  const auto out = dir.path() / "out";
+  std::filesystem::create_directories(out);
+  constexpr int kTasks = 8;
+  json tasks = json::array();
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string name = "gpu-" + std::to_string(i);
+    tasks.push_back({{"name", name},
+                     {"resources", {{"gpu", 1}}},
+                     {"shell",
+                      "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); "
+                      "echo \"${CUDA_VISIBLE_DEVICES:-none} $s $e\" > '${JOB_DIR}/out/" +
+                          name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
+                          name + "'"}});
+  }
+  const auto job = dir.path() / "gpu-job.json";
+  writeFile(job, json{{"name", "gpu-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
+  // Four cores for two GPUs: the cores would allow four tasks at once, the GPUs only two.
+  ChildProcess driver({driverBinary(), "run", job.string(), "--local-agents", "1", "--cores", "4",
+                       "--agent-config", config, "--timeout", "60"},
+                      (dir.path() / "driver.log").string());
+  ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
+
+  std::vector<Record> records;
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string name = "gpu-" + std::to_string(i);
+    std::istringstream in(readFile(out / name));
+    Record r;
+    r.name = name;
+    ASSERT_TRUE(in >> r.gpus >> r.start >> r.end) << name << ": " << readFile(out / name);
+    EXPECT_TRUE(r.gpus == "0" || r.gpus == "1")
+        << name << " saw CUDA_VISIBLE_DEVICES=" << r.gpus << ", not exactly one of the two GPUs";
+    EXPECT_LT(r.start, r.end);
+    records.push_back(r);
+  }
+  bool any_overlap = false;
+  for (std::size_t a = 0; a < records.size(); ++a) {
+    for (std::size_t b = a + 1; b < records.size(); ++b) {
+      const bool overlap = records[a].start < records[b].end && records[b].start < records[a].end;
+      if (!overlap) continue;
+      any_overlap = true;
+      EXPECT_NE(records[a].gpus, records[b].gpus)
+          << records[a].name << " and " << records[b].name << " ran at the same time on GPU "
+          << records[a].gpus;
+    }
+  }
+  EXPECT_TRUE(any_overlap) << "two GPUs and four cores: some tasks should have run together";
+}
+
+}  // namespace
+}  // namespace dockhand::testing
