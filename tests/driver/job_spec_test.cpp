@@ -67,6 +67,18 @@ TEST(JobSpecTest, ErrorsNameTheFileAndJsonPath) {
   EXPECT_NE(errorOf(R"([1])").find("jobs/test.json: /: expected an object"), std::string::npos);
 }
 
+TEST(JobSpecTest, ResourceAmountsAreWholeOrAFractionBelowOne) {
+  JobSpec job = parse(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
+  EXPECT_EQ(job.tasks[0].resources.at("gpu"), 0.25);
+  EXPECT_EQ(job.tasks[0].resources.at("fpga"), 2);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 1.5}}]})")
+                .find("/tasks/0/resources/gpu: 1.5 is above 1 but not a whole number"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0}}]})")
+                .find("/tasks/0/resources/gpu: 0 is out of range"),
+            std::string::npos);
+}
+
 TEST(JobSpecTest, InputsAndOutputsNameBlocks) {
   JobSpec job = parse(R"({"tasks": [
     {"name": "map-0", "shell": "x", "outputs": ["shuffle_0_0_0", "shuffle_0_0_1"]},

@@ -146,5 +146,57 @@ TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
   EXPECT_TRUE(any_overlap) << "two GPUs and four cores: some tasks should have run together";
 }
 
+// A quarter of a GPU per task (the job's amount, and the profile's so that the agent allows
+// the sharing): on two GPUs at most four tasks hold one at a time.
+TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
+  const auto config = agentConfig({{"gpu", {"0", "1"}}}, {{"gpu", {{"amount", 2}}}});
+  const auto driver_config = dir.path() / "driver.json";
+  writeFile(driver_config,
+            json{{"resource_profile", {{"id", 0}, {"task_resources", {{"gpu", 0.25}}}}}}.dump());
+  const auto out = dir.path() / "out";
+  std::filesystem::create_directories(out);
+  constexpr int kTasks = 12;
+  json tasks = json::array();
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string name = "q-" + std::to_string(i);
+    tasks.push_back({{"name", name},
+                     {"resources", {{"gpu", 0.25}}},
+                     {"shell",
+                      "s=$(date +%s%N); sleep 0.3; e=$(date +%s%N); "
+                      "echo \"${CUDA_VISIBLE_DEVICES:-none} $s $e\" > '${JOB_DIR}/out/" +
+                          name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
+                          name + "'"}});
+  }
+  const auto job = dir.path() / "quarter-job.json";
+  writeFile(job, json{{"name", "quarter-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
+  ChildProcess driver(
+      {driverBinary(), "run", job.string(), "--local-agents", "1", "--cores", "16", "--config",
+       driver_config.string(), "--agent-config", config, "--timeout", "60"},
+      (dir.path() / "driver.log").string());
+  ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
+
+  std::vector<Record> records;
+  for (int i = 0; i < kTasks; ++i) {
+    const std::string name = "q-" + std::to_string(i);
+    std::istringstream in(readFile(out / name));
+    Record r;
+    r.name = name;
+    ASSERT_TRUE(in >> r.gpus >> r.start >> r.end) << name << ": " << readFile(out / name);
+    EXPECT_TRUE(r.gpus == "0" || r.gpus == "1") << name << " saw " << r.gpus;
+    records.push_back(r);
+  }
+  // At each task's start, count the tasks holding its GPU then (itself included).
+  int most = 0;
+  for (const auto& a : records) {
+    int holding = 0;
+    for (const auto& b : records) {
+      if (b.gpus == a.gpus && b.start <= a.start && a.start < b.end) ++holding;
+    }
+    EXPECT_LE(holding, 4) << "more than four quarter-GPU tasks on GPU " << a.gpus;
+    most = std::max(most, holding);
+  }
+  EXPECT_GE(most, 2) << "quarter-GPU tasks should have shared a GPU";
+}
+
 }  // namespace
 }  // namespace dockhand::testing
