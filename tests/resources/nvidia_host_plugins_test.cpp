@@ -162,6 +162,21 @@ TEST_F(HostProbeTest, CgroupV2QuotaAndMemoryLimit) {
   EXPECT_EQ(info.cgroup_memory_limit, 4294967296ull);
 }
 
+TEST_F(HostProbeTest, CgroupV2ParentLimitsBoundTheChild) {
+  file("proc/self/cgroup", "0::/dockhand.slice/agent.service\n");
+  file("cgroup/dockhand.slice/agent.service/cpu.max", "max 100000\n");
+  file("cgroup/dockhand.slice/agent.service/memory.max", "8589934592\n");
+  file("cgroup/dockhand.slice/cpu.max", "150000 100000\n");
+  file("cgroup/dockhand.slice/memory.max", "2147483648\n");
+  file("cgroup/cpu.max", "max 100000\n");
+  host::HostRoots roots{(dir_ / "proc").string(), (dir_ / "cgroup").string(), false, 16};
+  const auto info = host::probeHost(roots);
+  ASSERT_TRUE(info.cgroup_cpu_limit);
+  EXPECT_DOUBLE_EQ(*info.cgroup_cpu_limit, 1.5);
+  EXPECT_EQ(info.effective_cpus, 2);
+  EXPECT_EQ(info.cgroup_memory_limit, 2147483648ull);
+}
+
 TEST_F(HostProbeTest, CgroupV2WithoutLimitsAtTheRoot) {
   file("proc/meminfo", "MemTotal: 1024 kB\n");
   file("proc/self/cgroup", "0::/\n");

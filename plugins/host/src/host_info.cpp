@@ -99,21 +99,39 @@ HostInfo probeHost(const HostRoots& roots) {
 
   const SelfCgroup self = readSelfCgroup(roots.proc);
   const std::string& cg = roots.cgroup;
-  if (auto cpu_max = readCgroupFile({join(cg, self.v2, "cpu.max"), join(cg, "/", "cpu.max")})) {
-    info.cgroup_version = "v2";
-    std::istringstream fields(*cpu_max);
-    std::string quota;
-    std::uint64_t period = 0;
-    if (fields >> quota >> period && quota != "max" && period > 0) {
-      if (auto q = parseUnsigned(quota)) {
-        info.cgroup_cpu_limit = static_cast<double>(*q) / static_cast<double>(period);
+  // cgroup v2: the tightest limit on the way from the process's own cgroup up to the root
+  // (a parent's cpu.max and memory.max bound its children too).
+  std::vector<std::string> v2_dirs;
+  for (std::string path = self.v2;;) {
+    v2_dirs.push_back(join(cg, path, ""));
+    if (path.empty() || path == "/") break;
+    const auto slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  for (const auto& dir : v2_dirs) {
+    if (auto cpu_max = readFirstLine(dir + "cpu.max")) {
+      info.cgroup_version = "v2";
+      std::istringstream fields(*cpu_max);
+      std::string quota;
+      std::uint64_t period = 0;
+      if (fields >> quota >> period && quota != "max" && period > 0) {
+        if (auto q = parseUnsigned(quota)) {
+          const double limit = static_cast<double>(*q) / static_cast<double>(period);
+          if (!info.cgroup_cpu_limit || limit < *info.cgroup_cpu_limit) {
+            info.cgroup_cpu_limit = limit;
+          }
+        }
       }
     }
-  }
-  if (auto memory_max =
-          readCgroupFile({join(cg, self.v2, "memory.max"), join(cg, "/", "memory.max")})) {
-    info.cgroup_version = "v2";
-    if (*memory_max != "max") info.cgroup_memory_limit = parseUnsigned(*memory_max);
+    if (auto memory_max = readFirstLine(dir + "memory.max")) {
+      info.cgroup_version = "v2";
+      if (*memory_max != "max") {
+        auto limit = parseUnsigned(*memory_max);
+        if (limit && (!info.cgroup_memory_limit || *limit < *info.cgroup_memory_limit)) {
+          info.cgroup_memory_limit = limit;
+        }
+      }
+    }
   }
   if (info.cgroup_version.empty()) {
     for (const std::string dir : {"cpu", "cpu,cpuacct"}) {
