@@ -90,6 +90,21 @@ TEST_F(NvidiaPluginTest, FakeNvidiaSmiOnThePathListsTwoGpusByIndex) {
   EXPECT_EQ(details["gpus"][1]["uuid"], "GPU-a1b2c3d4-e5f6-0718-293a-4b5c6d7e8f90");
 }
 
+TEST_F(NvidiaPluginTest, NvmlIsUsedWhenItLoads) {
+  isolatePath();  // no nvidia-smi: the answer can only come from NVML
+  auto plugin =
+      host_.createResourceDiscovery("nvidia", json{{"nvml_library", DOCKHAND_FAKE_NVML}}.dump());
+  auto result = plugin->discover(R"({"name": "gpu", "amount": 2})");
+  ASSERT_TRUE(result.ok()) << result.error;
+  EXPECT_EQ(json::parse(result.json), json::parse(R"({"name":"gpu","addresses":["0","1"]})"));
+  const json details = json::parse(plugin->describe().json);
+  EXPECT_EQ(details["source"], "nvml");
+  ASSERT_EQ(details["gpus"].size(), 2u);
+  EXPECT_EQ(details["gpus"][1]["name"], "NVIDIA H100 80GB HBM3 #1");
+  EXPECT_EQ(details["gpus"][1]["uuid"], "GPU-fake-nvml-1");
+  EXPECT_EQ(details["gpus"][1]["memory_total_mib"], 80 * 1024);
+}
+
 TEST_F(NvidiaPluginTest, DeclinesOtherResources) {
   isolatePath();
   file("bin/nvidia-smi", kFakeNvidiaSmi, /*executable=*/true);
