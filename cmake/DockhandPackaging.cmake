@@ -39,6 +39,9 @@ install(DIRECTORY examples/wordcount examples/flaky DESTINATION "${_doc}/example
 install(FILES packaging/debian/dockhand.lintian-overrides
         DESTINATION "${CMAKE_INSTALL_DATADIR}/lintian/overrides" RENAME dockhand
         COMPONENT dockhand)
+install(FILES packaging/debian/dockhand-dev.lintian-overrides
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/lintian/overrides" RENAME dockhand-dev
+        COMPONENT dev)
 
 # ---- generated at build time: man pages, the compressed changelog ----------------------------
 set(_gen "${CMAKE_BINARY_DIR}/packaging")
@@ -87,7 +90,10 @@ set(CPACK_PACKAGE_VENDOR "The Dockhand authors")
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_CONTACT "Dockhand Maintainers <maintainers@dockhand.dev>")
 set(CPACK_PACKAGE_HOMEPAGE_URL "${PROJECT_HOMEPAGE_URL}")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+# Each package has its own synopsis (first line of CPACK_DEBIAN_<C>_DESCRIPTION, and
+# CPACK_RPM_<C>_PACKAGE_SUMMARY). CPackDeb prepends the project-wide summary to every
+# description unless it is CPack's default text, so it is left at that default.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
 set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
 set(CPACK_PACKAGE_DIRECTORY "${CMAKE_BINARY_DIR}/packages")
 set(CPACK_STRIP_FILES ON)
@@ -96,24 +102,32 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_SET_DESTDIR ON)
 set(CPACK_COMPONENTS_ALL dockhand dev)
 set(CPACK_COMPONENT_DOCKHAND_DISPLAY_NAME "Dockhand node agent")
-set(CPACK_COMPONENT_DOCKHAND_DESCRIPTION
-"Dockhand node agent and reference driver
- Dockhand runs on every worker machine of a cluster: it connects to a driver,
- registers the machine's cores and resources, runs the driver's tasks through
- plugins and reports their status. Its behaviour follows the executor backend
- of Apache Spark.
- .
- This package holds the agent (dockhand), the reference driver
- (dockhand-driver), the built-in plugins, the default configuration in
- /etc/dockhand and the systemd units dockhand.service and dockhand@.service.")
 set(CPACK_COMPONENT_DEV_DISPLAY_NAME "Dockhand plugin SDK")
-set(CPACK_COMPONENT_DEV_DESCRIPTION
-"Dockhand plugin SDK
- Dockhand runs a cluster's tasks on worker machines through plugins loaded
- by a stable C ABI.
- .
- This package holds the SDK plugin authors build against: the C ABI header,
- the header-only C++ helper and the CMake package (find_package(Dockhand)).")
+# Debian descriptions: the synopsis, then paragraphs (CPack indents them; an empty line
+# becomes " .").
+set(_agent_text
+"Dockhand runs on every worker machine of a cluster: it connects to a driver,
+registers the machine's cores and resources, runs the driver's tasks through
+plugins and reports their status. Its behaviour follows the executor backend
+of Apache Spark.
+
+This package holds the agent (dockhand), the reference driver
+(dockhand-driver), the built-in plugins, the default configuration in
+/etc/dockhand and the systemd units dockhand.service and dockhand@.service.")
+set(_sdk_text
+"Dockhand runs a cluster's tasks on worker machines through plugins loaded
+by a stable C ABI.
+
+This package holds what plugin authors build against: the C ABI header,
+the header-only C++ helper and the CMake package (find_package(Dockhand)).")
+set(CPACK_COMPONENT_DOCKHAND_DESCRIPTION "${_agent_text}")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "${_sdk_text}")
+set(CPACK_DEBIAN_DOCKHAND_DESCRIPTION "cluster node agent that runs a driver's tasks, and its reference driver\n${_agent_text}")
+set(CPACK_DEBIAN_DEV_DESCRIPTION "plugin SDK for the Dockhand node agent: headers, CMake package\n${_sdk_text}")
+set(CPACK_RPM_DOCKHAND_PACKAGE_SUMMARY "Dockhand node agent and reference driver")
+set(CPACK_RPM_DEV_PACKAGE_SUMMARY "Dockhand plugin SDK: headers and CMake package")
+set(CPACK_RPM_DOCKHAND_PACKAGE_DESCRIPTION "${_agent_text}")
+set(CPACK_RPM_DEV_PACKAGE_DESCRIPTION "${_sdk_text}")
 
 set(CPACK_GENERATOR DEB)
 find_program(DOCKHAND_RPMBUILD rpmbuild)
@@ -138,7 +152,7 @@ set(CPACK_DEBIAN_DOCKHAND_PACKAGE_CONTROL_EXTRA
     "${_gen}/debian/conffiles;${PROJECT_SOURCE_DIR}/packaging/debian/postinst;${PROJECT_SOURCE_DIR}/packaging/debian/prerm;${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME dockhand-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEV_PACKAGE_ARCHITECTURE all)
+# Not "all": the CMake package lives in the multiarch libdir (CMAKE_INSTALL_LIBDIR).
 set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "dockhand (= ${PROJECT_VERSION}-1), cmake")
 
@@ -151,7 +165,7 @@ set(CPACK_RPM_PACKAGE_URL "${PROJECT_HOMEPAGE_URL}")
 set(CPACK_RPM_DOCKHAND_PACKAGE_NAME dockhand)
 set(CPACK_RPM_DOCKHAND_PACKAGE_GROUP "System Environment/Daemons")
 set(CPACK_RPM_DEV_PACKAGE_NAME dockhand-devel)
-set(CPACK_RPM_DEV_PACKAGE_ARCHITECTURE noarch)
+set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
 set(CPACK_RPM_DOCKHAND_USER_FILELIST
     "%config(noreplace) ${_etc}/agent.json"
     "%exclude ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/lintian")

@@ -44,14 +44,28 @@ if dpkg-query -W dockhand >/dev/null 2>&1 || dpkg-query -W dockhand-dev >/dev/nu
   dpkg --purge dockhand-dev dockhand >/dev/null
 fi
 
-step "build (Release, prefix /usr) in $build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-  -DDOCKHAND_BUILD_TESTS=OFF -DDOCKHAND_BUILD_BENCH=OFF -DDOCKHAND_WERROR=ON >/dev/null
-cmake --build "$build" -j"$jobs"
+if [ "${DOCKHAND_PACKAGE_SKIP_BUILD:-0}" = 1 ]; then
+  # By hand, with a build tree configured with -DCMAKE_INSTALL_PREFIX=/usr and built.
+  step "using the build in $build as it is"
+else
+  # Debian's hardening flags (fortify, stack protector, relro, bindnow), as a Debian package has.
+  export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+  # Warnings are not errors here: the dev build before this one enforces them.
+  step "build (Release, prefix /usr, dpkg-buildflags) in $build"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+    -DDOCKHAND_BUILD_TESTS=OFF -DDOCKHAND_BUILD_BENCH=OFF -DDOCKHAND_WERROR=OFF \
+    -DCMAKE_C_FLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CFLAGS)" \
+    -DCMAKE_CXX_FLAGS="$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS)" \
+    -DCMAKE_EXE_LINKER_FLAGS="$(dpkg-buildflags --get LDFLAGS)" \
+    -DCMAKE_MODULE_LINKER_FLAGS="$(dpkg-buildflags --get LDFLAGS)" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$(dpkg-buildflags --get LDFLAGS)" >/dev/null
+  cmake --build "$build" -j"$jobs"
+fi
 rm -rf "$build/packages"
 (cd "$build" && cpack >/dev/null)
 deb="$(ls "$build"/packages/dockhand_*.deb)"
 dev_deb="$(ls "$build"/packages/dockhand-dev_*.deb)"
+[ -n "$deb" ] && [ -n "$dev_deb" ] || fail "cpack made no .deb"
 ls -l "$build"/packages/
 
 step "package contents"
@@ -101,7 +115,7 @@ step "a real job: installed driver, installed agent started as the unit starts i
 # stands in for systemd's; the driver waits for it, runs wordcount, then stops it.
 jobdir=/usr/share/doc/dockhand/examples/wordcount
 notify="$work/notify.sock"
-python3 - "$notify" "$work/notify.log" <<'PY' &
+cat > "$work/notify.py" <<'PY'
 import os, socket, sys
 path, log = sys.argv[1], sys.argv[2]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -119,7 +133,9 @@ with open(log, "w") as out:
         if "STOPPING=1" in msg:
             break
 PY
+python3 "$work/notify.py" "$notify" "$work/notify.log" &
 bg_pids="$!"
+for _ in $(seq 100); do [ -S "$notify" ] && break; sleep 0.1; done
 dockhand-driver run "$jobdir/job.json" --local-agents 0 --min-agents 1 --listen 127.0.0.1:0 \
   --port-file "$work/port" --timeout 120 > "$work/job.out" 2>&1 &
 driver_pid=$!
@@ -170,8 +186,9 @@ for path in /etc/dockhand /var/lib/dockhand; do [ -e "$path" ] && left+=("$path"
 getent passwd dockhand >/dev/null && left+=("user dockhand")
 getent group dockhand >/dev/null && left+=("group dockhand")
 while read -r f; do
-  # Directories every system has (/usr/bin, /usr/share/man/man8, ...) stay; nothing of ours may.
-  if [ -e "$f" ] && { [ ! -d "$f" ] || [ -z "$(dpkg -S "$f" 2>/dev/null)" ] && [[ "$f" == *dockhand* ]]; }; then
+  [ -e "$f" ] || continue
+  # Directories every system has (/usr/bin, /usr/share/man/man8, ...) stay; ours may not.
+  if [ ! -d "$f" ] || [[ "$f" == *dockhand* ]]; then
     left+=("$f")
   fi
 done < "$work/files"
