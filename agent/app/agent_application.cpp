@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <Poco/URI.h>
@@ -14,12 +15,18 @@
 #include <Poco/Util/Option.h>
 #include <Poco/Util/OptionException.h>
 
+#include <fmt/ranges.h>
+
 #include "app/agent_runtime.h"
 #include "app/log_setup.h"
+#include "app/systemd_notify.h"
+#include "blocks/block_server.h"
+#include "blocks/block_store.h"
 #include "core/backend.h"
 #include "core/event_loop.h"
 #include "core/exit_codes.h"
 #include "core/logging.h"
+#include "decommission/plugin_decommissioner.h"
 #include "dockhand/plugin.h"
 #include "host_info.h"
 #include "rpc/websocket_link.h"
@@ -33,20 +40,24 @@ namespace {
 
 constexpr const char* kVersion = DOCKHAND_VERSION;
 
-// Signals handled by the agent's signal thread rather than by default actions.
-sigset_t handledSignals() {
+// Signals handled by the agent's signal thread rather than by default actions: the stop
+// signals and the decommission signal (0: none).
+sigset_t handledSignals(int decommission_signal) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  if (decommission_signal > 0) sigaddset(&set, decommission_signal);
   return set;
 }
 
-// Waits for SIGTERM/SIGINT/SIGHUP on its own thread and turns them into core events.
+// Waits for SIGTERM/SIGINT/SIGHUP (stop) and the decommission signal on its own thread and
+// turns them into core events.
 class SignalThread {
  public:
-  SignalThread(EventSink& sink, Backend& backend) : sink_(sink), backend_(backend) {
+  SignalThread(EventSink& sink, Backend& backend, int decommission_signal)
+      : sink_(sink), backend_(backend), decommission_signal_(decommission_signal) {
     thread_ = std::thread([this] { run(); });
   }
   ~SignalThread() {
@@ -58,11 +69,15 @@ class SignalThread {
 
  private:
   void run() {
-    sigset_t set = handledSignals();
+    sigset_t set = handledSignals(decommission_signal_);
     timespec timeout{0, 200 * 1000 * 1000};
     while (!stop_) {
       int sig = sigtimedwait(&set, nullptr, &timeout);
       if (sig <= 0) continue;
+      if (sig == decommission_signal_) {
+        sink_.post([this] { backend_.onDecommissionSignal(); });
+        continue;
+      }
       std::string reason = std::string("received ") + sigabbrev_np(sig);
       sink_.post([this, reason] { backend_.onStopRequested(reason); });
     }
@@ -70,8 +85,27 @@ class SignalThread {
 
   EventSink& sink_;
   Backend& backend_;
+  int decommission_signal_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// The agent's state for the block server's /v1/status: refreshed on the core thread, read on
+// the server's threads.
+class StatusBoard {
+ public:
+  void set(nlohmann::json status) {
+    std::lock_guard lock(mutex_);
+    status_ = std::move(status);
+  }
+  nlohmann::json get() const {
+    std::lock_guard lock(mutex_);
+    return status_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  nlohmann::json status_ = nlohmann::json::object();
 };
 
 std::vector<std::string> environment() {
@@ -103,9 +137,11 @@ void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
   options.addOption(Option("help", "h", "print this help and exit"));
   options.addOption(Option("version", "", "print the version and exit"));
   options.addOption(Option("config", "",
-                           "read settings from this JSON file (the command line "
-                           "overrides it)")
-                        .argument("FILE"));
+                           "read settings from this JSON file and its fragments FILE.d/*.json "
+                           "(repeatable; later files, DOCKHAND_* variables and the command "
+                           "line override it)")
+                        .argument("FILE")
+                        .repeatable(true));
   options.addOption(Option("driver-url", "",
                            "the driver to connect to, ws://HOST:PORT/ "
                            "(required)")
@@ -155,7 +191,7 @@ void AgentApplication::handleOption(const std::string& name, const std::string& 
     version_ = true;
     stopOptionsProcessing();
   } else if (name == "config") {
-    config_file_ = value;
+    config_files_.push_back(value);
   } else {
     overrides_.emplace_back(name, value);
   }
@@ -176,6 +212,12 @@ void AgentApplication::printUsage(std::ostream& out) const {
   footer +=
       "\nEnvironment: DOCKHAND_LOG_URL_<NAME> and DOCKHAND_EXECUTOR_ATTRIBUTE_<NAME> "
       "(or SPARK_...) are sent to the driver at registration.";
+  footer += "\nOverrides (over config files, under the command line):";
+  for (const auto& o : environmentOverrides()) {
+    footer += fmt::format(" {}", o.variable);
+  }
+  footer +=
+      "\n\nSubcommands: dockhand config validate [FILE], dockhand config show [--config FILE]";
   formatter.setFooter(footer);
   formatter.format(out);
 }
@@ -198,11 +240,19 @@ int AgentApplication::main(const std::vector<std::string>& args) {
 
   AgentConfig config;
   try {
-    if (!config_file_.empty()) loadConfigFile(config_file_, config);
-    for (const auto& [name, value] : overrides_) applyOption(name, value, config);
+    // Required keys are checked below (a usage error, 64), the rest here (2).
+    loadConfig(ConfigSources{config_files_, environment(), overrides_}, config);
   } catch (const ConfigError& e) {
-    std::cerr << "dockhand: config error: " << e.what() << "\n";
-    return toInt(agent::ExitCode::kConfigError);
+    bool only_missing = true;
+    for (const auto& problem : e.problems()) {
+      only_missing = only_missing && problem.message.rfind("is required", 0) == 0;
+    }
+    if (!only_missing) {
+      for (const auto& problem : e.problems()) {
+        std::cerr << "dockhand: config error: " << problem.text() << "\n";
+      }
+      return toInt(agent::ExitCode::kConfigError);
+    }
   }
   applyEnvironment(environment(), config);
   auto missing = missingRequired(config);
@@ -275,9 +325,19 @@ int AgentApplication::runAgent(AgentConfig config) {
   options.connect_retry_delay = Millis(config.connect_retry_delay_ms);
   options.ask_timeout = Millis(config.ask_timeout_ms);
   options.stop_grace = Millis(config.stop_grace_ms);
+  // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
+  options.on_running = [] { notifySystemd("READY=1\nSTATUS=registered with the driver"); };
+  options.on_stopping = [] { notifySystemd("STOPPING=1"); };
+
+  const int decommission_signal = decommissionSignalNumber(config.decommission.signal);
+  options.decommission.enabled = config.decommission.enabled;
+  options.decommission.check_interval = Millis(config.decommission.check_interval_ms);
+  options.decommission.deadline = Millis(config.decommission.deadline_ms);
 
   // Every thread created from here on inherits this mask; the signal thread takes them.
-  sigset_t signals = handledSignals();
+  // SIGPIPE stays blocked too: a peer that goes away mid-transfer is an error, not a death.
+  sigset_t signals = handledSignals(decommission_signal);
+  sigaddset(&signals, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   EventLoop loop;
@@ -291,12 +351,69 @@ int AgentApplication::runAgent(AgentConfig config) {
     return toInt(agent::ExitCode::kPluginError);
   }
 
+  options.discover_resources =
+      [&runtime, log](const protocol::ResourceProfile& profile,
+                      std::map<std::string, protocol::ResourceInfo>& resources) -> std::string {
+    try {
+      auto found = runtime->discoverResources(profile);
+      resources.clear();
+      for (const auto& [name, r] : found) {
+        log->info("resource {}: [{}] found by {} ({} requested)", name,
+                  fmt::join(r.info.addresses, ", "), r.source, r.requested);
+        resources[name] = r.info;
+      }
+      return {};
+    } catch (const ResourceError& e) {
+      return e.what();
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+  };
+
+  // Blocks: the store under the work directory, its server, and the decommissioner.
+  StatusBoard status_board;
+  std::unique_ptr<BlockStore> block_store;
+  std::unique_ptr<BlockServer> block_server;
+  try {
+    block_store = std::make_unique<BlockStore>(std::filesystem::path(config.work_dir) / "blocks");
+    BlockServerOptions server_options;
+    server_options.bind_address = config.bind_address;
+    server_options.port = config.block_port;
+    server_options.fallback_dir = config.fallback_dir;
+    block_server = std::make_unique<BlockServer>(
+        server_options, *block_store, [&status_board, store = block_store.get()] {
+          nlohmann::json status = status_board.get();
+          status["blocks"] = {{"count", store->count()}, {"bytes", store->totalBytes()}};
+          return status;
+        });
+    block_server->start();
+  } catch (const std::exception& e) {
+    log->critical("{}", e.what());
+    return toInt(agent::ExitCode::kConfigError);
+  }
+  options.block_url = fmt::format("http://{}:{}", config.hostname, block_server->port());
+  runtime->attachBlockStore(*block_store, options.block_url);
+  std::unique_ptr<PluginDecommissioner> decommissioner;
+  if (config.decommission.enabled) {
+    try {
+      MigrationKinds kinds{config.decommission.shuffle_blocks, config.decommission.rdd_blocks,
+                           config.decommission.task_blocks};
+      decommissioner = std::make_unique<PluginDecommissioner>(
+          loop, *block_store, runtime->createMigrationPlugins(config), kinds,
+          [server = block_server.get()] { server->setAcceptingWrites(false); });
+    } catch (const PluginLoadFailure& e) {
+      log->critical("{}", e.what());
+      return toInt(agent::ExitCode::kPluginError);
+    }
+  }
+
   WebSocketLink link(WebSocketLink::Options{config.driver_url, Millis(5000), Millis(10000),
                                             static_cast<std::size_t>(config.max_frame_bytes),
                                             std::string("dockhand ") + kVersion},
                      loop);
   SpdlogLevelControl log_control;
-  Backend backend(options, link, runtime->executor(), loop, log_control, loop);
+  Backend backend(options, link, runtime->executor(), loop, log_control, loop,
+                  decommissioner.get());
   backend_ptr = &backend;
   link.setListener(WebSocketLink::Listener{
       [&backend] { backend.onDriverConnected(); },
@@ -308,7 +425,12 @@ int AgentApplication::runAgent(AgentConfig config) {
 
   log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
             config.executor_id, config.app_id, config.cores, config.work_dir);
-  SignalThread signal_thread(loop, backend);
+  SignalThread signal_thread(loop, backend, decommission_signal);
+  std::function<void()> refresh_status = [&] {
+    status_board.set(backend.statusJson());
+    loop.schedule(Millis(250), refresh_status);
+  };
+  loop.post(refresh_status);
   std::unique_ptr<WorkerWatcher> watcher;
   if (!config.worker_url.empty()) {
     watcher = std::make_unique<WorkerWatcher>(config.worker_url, [&](const std::string& reason) {
@@ -319,6 +441,8 @@ int AgentApplication::runAgent(AgentConfig config) {
   loop.post([&backend] { backend.start(); });
   int code = loop.run(toInt(agent::ExitCode::kInternalError));
   link.close();
+  decommissioner.reset();
+  block_server->stop();
   log->info("dockhand exiting with code {}", code);
   spdlog::default_logger()->flush();
   return code;

@@ -34,7 +34,7 @@ class AgentApplication final : public Poco::Util::ServerApplication {
 
   bool help_ = false;
   bool version_ = false;
-  std::string config_file_;
+  std::vector<std::string> config_files_;                       // --config, repeatable, in order
   std::vector<std::pair<std::string, std::string>> overrides_;  // in command-line order
 };
 

@@ -19,10 +19,25 @@
 
 namespace dockhand::agent {
 
-// A config problem: where (file and JSON path, or the option) and what.
+// One config problem: where it is (origin: a file path, "env:VAR" or "--option"; path: the
+// JSON pointer of the value, empty when the problem is about no one value) and what is wrong.
+struct ConfigProblem {
+  std::string origin;
+  std::string path;
+  std::string message;
+  std::string text() const;  // "origin: /path: message", leaving out empty parts
+};
+
+// Config problems, every one found (not only the first); what() holds them one a line.
 class ConfigError : public std::runtime_error {
  public:
-  explicit ConfigError(const std::string& what) : std::runtime_error(what) {}
+  explicit ConfigError(const std::string& what)
+      : std::runtime_error(what), problems_{ConfigProblem{"", "", what}} {}
+  explicit ConfigError(std::vector<ConfigProblem> problems);
+  const std::vector<ConfigProblem>& problems() const { return problems_; }
+
+ private:
+  std::vector<ConfigProblem> problems_;
 };
 
 struct PluginEntry {
@@ -31,6 +46,25 @@ struct PluginEntry {
   bool required = true;
   nlohmann::json config = nlohmann::json::object();
 };
+
+// "decommission": {...}: how the agent leaves (docs/blocks.md).
+struct DecommissionConfig {
+  bool enabled = true;
+  std::string signal = "SIGPWR";                  // the signal that starts a decommission
+  std::vector<std::string> migration = {"peer"};  // block-migration plugins, tried in order
+  bool shuffle_blocks = true;                     // which kinds of blocks migrate
+  bool rdd_blocks = true;
+  bool task_blocks = true;
+  std::int64_t deadline_ms = 0;  // 0: wait for tasks and migration as long as it takes
+  std::int64_t check_interval_ms = 1000;
+  int max_concurrent = 4;                  // blocks moved at once
+  std::int64_t bandwidth_bytes_per_s = 0;  // 0: unlimited
+  int max_failures_per_block = 3;          // per pass, before a block is left to the next plugin
+};
+
+// The number of a decommission signal name ("SIGPWR", "PWR", "SIGUSR2", ...), or 0 when the
+// name is unknown or names a signal the agent uses otherwise (TERM, INT, HUP, KILL, STOP, ...).
+int decommissionSignalNumber(const std::string& name);
 
 struct AgentConfig {
   // The seed's options.
@@ -49,11 +83,23 @@ struct AgentConfig {
   std::string log_level = "info";
   std::vector<std::string> plugin_dirs;  // searched before the default directories
   std::vector<PluginEntry> plugins = {PluginEntry{"process", "", true, nlohmann::json::object()}};
+  // Drop-in plugin manifests (*.json, one plugin entry each), loaded after `plugins` in name
+  // order. A missing directory holds no manifests.
+  std::string plugin_manifest_dir = "/etc/dockhand/plugins.d";
+  bool allow_insecure_plugins = false;     // load plugins writable by group/others (development)
+  std::int64_t plugin_call_warn_ms = 100;  // warn when a core-thread plugin hook takes longer
+  // Resources this agent offers, by name, besides (and over) the app's resource profile.
+  std::map<std::string, protocol::ExecutorResourceRequest> resources;
   int connect_tries = 3;
   std::int64_t connect_retry_delay_ms = 1000;
   std::int64_t ask_timeout_ms = 30000;
   std::int64_t stop_grace_ms = 5000;
   std::int64_t max_frame_bytes = 16 * 1024 * 1024;
+
+  // Blocks and decommission.
+  int block_port = 0;        // the block server's TCP port on bind_address (0: ephemeral)
+  std::string fallback_dir;  // the fallback block store; served by GET when set
+  DecommissionConfig decommission;
 
   // Filled from the environment, not from the file.
   std::map<std::string, std::string> log_urls;
@@ -63,10 +109,58 @@ struct AgentConfig {
 // The keys a config file may hold (for messages and docs).
 const std::vector<std::string>& configKeys();
 
-// Reads a JSON config file over `config`. Throws ConfigError "FILE: /json/path: what".
-void loadConfigFile(const std::string& path, AgentConfig& config);
+// Where each value of a config came from, by JSON pointer: "/cores" -> "file:/etc/dockhand/
+// agent.json", "env:DOCKHAND_CORES" or "cli". A value with no entry (and no entry for a
+// pointer above it) is a default.
+using ConfigOrigins = std::map<std::string, std::string>;
+
+// Reads a JSON config file over `config`: the keys it holds replace the values read before
+// (objects merge key by key, arrays are replaced whole). Throws ConfigError with EVERY problem
+// of the file, each "FILE: /json/path: what". Records in `origins` what the file set.
+void loadConfigFile(const std::string& path, AgentConfig& config, ConfigOrigins* origins = nullptr);
 // The same from JSON text; `origin` names the source in messages.
-void loadConfigJson(const std::string& text, const std::string& origin, AgentConfig& config);
+void loadConfigJson(const std::string& text, const std::string& origin, AgentConfig& config,
+                    ConfigOrigins* origins = nullptr);
+
+// The files read for `--config FILE`: FILE, then the *.json files of its fragment directory
+// (FILE without ".json", plus ".d": agent.json -> agent.d/, agent-a.json -> agent-a.d/) in
+// name order. A missing fragment directory is fine; FILE itself must exist.
+std::vector<std::string> configFilesFor(const std::string& file);
+
+// Every source of one agent's config, in the order they apply.
+struct ConfigSources {
+  std::vector<std::string> files;                            // --config FILEs, in order
+  std::vector<std::string> environment;                      // "KEY=VALUE" entries
+  std::vector<std::pair<std::string, std::string>> options;  // command line (name, value)
+};
+
+// Reads defaults, then each file with its fragments, then the environment overrides, then the
+// options, then checks the whole (checkConfig). Throws ConfigError with every problem found.
+void loadConfig(const ConfigSources& sources, AgentConfig& config,
+                ConfigOrigins* origins = nullptr);
+
+// The rules about the whole config rather than one file: required keys, driver_url's form,
+// log_level. Each problem names the source of the value at fault.
+std::vector<ConfigProblem> checkConfig(const AgentConfig& config, const ConfigOrigins& origins);
+
+// The config as a config file would hold it (every key of configKeys()).
+nlohmann::json configToJson(const AgentConfig& config);
+// `value` with every member whose key contains "secret", "token" or "password" (any case,
+// at any depth) replaced by "<redacted>".
+nlohmann::json redactSecrets(nlohmann::json value);
+
+// The environment variables that override config keys: DOCKHAND_DRIVER_URL -> driver-url, ...
+struct EnvironmentOverride {
+  const char* variable;
+  const char* option;  // the command-line option (applyOption's name)
+};
+const std::vector<EnvironmentOverride>& environmentOverrides();
+// Applies the overrides present in `environment` ("KEY=VALUE"). Throws ConfigError with every
+// bad value, each "env:DOCKHAND_CORES: what".
+void applyEnvironmentOverrides(const std::vector<std::string>& environment, AgentConfig& config,
+                               ConfigOrigins* origins = nullptr);
+// The config key ("cores", "plugin_dirs") set by a command-line option ("cores", "plugin-dir").
+std::string optionKey(const std::string& option);
 
 // Applies one command-line option (name without dashes, e.g. "cores"). Throws ConfigError
 // "--cores: expected a positive integer, got 'x'".
