@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "core/logging.h"
 
 namespace dockhand::agent {
@@ -17,26 +20,100 @@ std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config) {
 
 AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
                            PluginExecutor::StatusHandler on_status)
-    : host_(pluginSearchPath(config)) {
+    : host_(pluginSearchPath(config), config.allow_insecure_plugins) {
   auto log = logger("agent");
-  std::map<std::string, TaskRunnerFactory> runners;
-  for (const PluginEntry& entry : config.plugins) {
-    const std::string& what = entry.path.empty() ? entry.name : entry.path;
-    try {
-      auto library = host_.load(what);
-      if (!library->implements(DH_KIND_TASK_RUNNER)) {
-        log->info("{} loaded (no task runner in it)", library->label());
-        continue;
-      }
-      runners.emplace(library->name(), host_.taskRunnerFactory(what, entry.config.dump()));
-      log->info("{} {} loaded", library->label(), library->version());
-    } catch (const PluginLoadError& e) {
-      if (entry.required) throw;
-      log->warn("optional plugin left out: {}", e.what());
-    }
+  PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(config.plugin_call_warn_ms));
+  std::vector<PluginSpec> specs;
+  try {
+    specs = pluginSpecs(config);
+  } catch (const ConfigError& e) {
+    throw PluginLoadFailure(std::string("plugin manifest: ") + e.what());
   }
-  executor_ = std::make_unique<PluginExecutor>(events, std::move(on_status), config.work_dir,
-                                               config.executor_id, std::move(runners));
+  plugins_ = loadPlugins(host_, specs);
+  std::map<std::string, TaskRunnerFactory> runners;
+  for (LoadedPlugin& plugin : plugins_) {
+    if (!plugin.ok()) continue;
+    log->info("{} {} loaded from {} ({})", plugin.library->label(), plugin.library->version(),
+              plugin.spec.origin, fmt::join(kindNames(plugin.library->descriptor().kinds), ", "));
+    if (plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) {
+      discoverers_.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
+    }
+    if (!plugin.library->implements(DH_KIND_TASK_RUNNER)) continue;
+    // A runner-only instance goes to the executor alone, which destroys it (stopping its
+    // threads) when it stops; one of several kinds is shared and lives as long as the runtime.
+    auto instance = plugin.library->descriptor().kinds == DH_KIND_TASK_RUNNER
+                        ? std::move(plugin.instance)
+                        : plugin.instance;
+    runners.emplace(plugin.library->name(),
+                    [instance = std::move(instance),
+                     target = plugin.status_target](TaskStatusCallback report) mutable {
+                      target->set(std::move(report));
+                      return std::make_unique<TaskRunnerPlugin>(std::move(instance));
+                    });
+  }
+  local_requests_ = config.resources;
+  resources_file_ = config.resources_file;
+  executor_ = std::make_unique<PluginExecutor>(
+      events,
+      [this, on_status = std::move(on_status)](TaskStatusEvent event) {
+        guard_->onStatus(event);  // a terminal status gives the task's addresses back
+        on_status(std::move(event));
+      },
+      config.work_dir, config.executor_id, std::move(runners));
+  guard_ = std::make_unique<ResourceGuard>(*executor_);
+}
+
+std::vector<Discoverer*> AgentRuntime::discoverers() {
+  std::vector<Discoverer*> out;
+  for (auto& d : discoverers_) out.push_back(d.get());
+  return out;
+}
+
+std::map<std::string, DiscoveredResource> AgentRuntime::discoverResources(
+    const protocol::ResourceProfile& profile) {
+  std::map<std::string, protocol::ResourceInfo> given;
+  if (!resources_file_.empty()) given = loadResourcesFile(resources_file_);
+  DiscoveryChain chain(discoverers());
+  auto found = chain.discoverAll(mergeRequests(profile.executor_resources, local_requests_), given,
+                                 "resources file " + resources_file_);
+  guard_->setResources(found, profile.task_resources);
+  return found;
+}
+
+AgentRuntime::~AgentRuntime() {
+  guard_.reset();
+  executor_.reset();
+  // Instances shared with other kinds outlive the executor: drop their reports from now on.
+  for (auto& plugin : plugins_) {
+    if (plugin.status_target) plugin.status_target->clear();
+  }
+}
+
+std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigrationPlugins(
+    const AgentConfig& config) {
+  const DecommissionConfig& d = config.decommission;
+  std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
+  for (const std::string& name : d.migration) {
+    nlohmann::json plugin_config = {{"max_concurrent", d.max_concurrent},
+                                    {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s}};
+    if (name == "peer") {
+      plugin_config["max_failures_per_block"] = d.max_failures_per_block;
+    } else if (name == "fallback") {
+      if (config.fallback_dir.empty()) {
+        throw PluginLoadFailure(
+            "decommission.migration names 'fallback' but fallback_dir is not set");
+      }
+      plugin_config["dir"] = config.fallback_dir;
+    } else {
+      plugin_config = nlohmann::json::object();  // a third-party plugin: its own defaults
+    }
+    auto log = logger("decommission");
+    out.push_back(host_.createBlockMigration(
+        name, plugin_config.dump(),
+        [log, name](std::string_view progress) { log->debug("{}: {}", name, progress); }));
+    log->info("block migration plugin {} ready", name);
+  }
+  return out;
 }
 
 }  // namespace dockhand::agent

@@ -2,8 +2,9 @@
 //
 // Plugin directories are searched in order: the config's plugin_dirs, the build or install
 // tree next to the program (<bin>/../lib/dockhand/plugins), then the installed default
-// (/usr/lib/dockhand/plugins). A required plugin that fails stops the agent before it
-// connects; an optional one is logged and left out.
+// (/usr/lib/dockhand/plugins). Plugins come from the config and the drop-in manifests (see
+// plugin_loader.h). A required plugin that fails stops the agent before it connects; an
+// optional one is logged, left out, and listed with its error in plugins().
 #pragma once
 
 #include <filesystem>
@@ -11,8 +12,11 @@
 #include <vector>
 
 #include "app/agent_config.h"
+#include "app/plugin_loader.h"
 #include "executor/plugin_executor.h"
 #include "plugins/plugin_host.h"
+#include "resources/resource_discovery.h"
+#include "resources/resource_guard.h"
 
 namespace dockhand::agent {
 
@@ -24,12 +28,41 @@ class AgentRuntime {
   // Throws PluginLoadFailure.
   AgentRuntime(const AgentConfig& config, EventSink& events,
                PluginExecutor::StatusHandler on_status);
+  ~AgentRuntime();
+  AgentRuntime(const AgentRuntime&) = delete;
+  AgentRuntime& operator=(const AgentRuntime&) = delete;
 
-  Executor& executor() { return *executor_; }
+  // The executor the Backend drives: the plugin executor behind the resource checks.
+  Executor& executor() { return *guard_; }
+  // Every plugin asked for, loaded or not (status output).
+  const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
+
+  // Makes finished tasks' outputs blocks of `store` (see PluginExecutor::attachBlockStore).
+  void attachBlockStore(BlockStore& store, std::string block_url) {
+    executor_->attachBlockStore(store, std::move(block_url));
+  }
+  // One instance of each block-migration plugin in decommission.migration, in that order,
+  // configured from the decommission settings. Throws PluginLoadFailure.
+  std::vector<std::unique_ptr<BlockMigrationPlugin>> createMigrationPlugins(
+      const AgentConfig& config);
+
+  // Runs the discovery chain (the discovery plugins in load order) for the app's resource
+  // profile merged with the config's `resources`, over the resources file's allocations, and
+  // arms the resource checks with the result. Throws ResourceError (and ConfigError for a bad
+  // resources file). Blocks while scripts run.
+  std::map<std::string, DiscoveredResource> discoverResources(
+      const protocol::ResourceProfile& profile);
+  // The discovery plugins, in chain order.
+  std::vector<Discoverer*> discoverers();
 
  private:
   PluginHost host_;
+  std::vector<LoadedPlugin> plugins_;
+  std::vector<std::unique_ptr<PluginDiscoverer>> discoverers_;
+  ResourceRequests local_requests_;
+  std::string resources_file_;
   std::unique_ptr<PluginExecutor> executor_;
+  std::unique_ptr<ResourceGuard> guard_;
 };
 
 // The directories searched for plugins, in order (see above).
