@@ -95,7 +95,8 @@ DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes)
     return fail(error_code::kMalformedFrame, "/re must be a non-negative integer", env.id);
   }
   if (auto ok = root.find("ok"); ok != root.end()) {
-    if (!ok->is_boolean()) return fail(error_code::kMalformedFrame, "/ok must be a boolean", env.id);
+    if (!ok->is_boolean())
+      return fail(error_code::kMalformedFrame, "/ok must be a boolean", env.id);
     env.ok = ok->get<bool>();
   }
   if (auto body = root.find("body"); body != root.end()) {

@@ -62,7 +62,8 @@ namespace {
 bool readInteger(const json& v, std::int64_t& out) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() &&
-        v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        v.get<std::uint64_t>() >
+            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
       return false;
     }
     out = v.get<std::int64_t>();

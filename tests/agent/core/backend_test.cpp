@@ -1539,8 +1539,8 @@ BackendOptions decommissionOptions() {
 }
 
 void answerPeers(Harness& h) {
-  h.link.takeAsk("GetPeers").done(
-      okResult(proto::toJson(std::vector<proto::Peer>{{"exec-2", "http://peer:1"}})));
+  h.link.takeAsk("GetPeers")
+      .done(okResult(proto::toJson(std::vector<proto::Peer>{{"exec-2", "http://peer:1"}})));
 }
 
 TEST(BackendDecommissionTest, SignalAsksTheDriverThenDecommissions) {

@@ -98,7 +98,8 @@ class DecodeResult {
 
 // Decodes one frame. Never throws: malformed, truncated, oversized or non-object input comes
 // back as a DecodeError with a code from error_code and a message a person can act on.
-DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes = kDefaultMaxFrameBytes);
+DecodeResult decodeEnvelope(std::string_view frame,
+                            std::size_t max_frame_bytes = kDefaultMaxFrameBytes);
 
 // Encodes an envelope as one line of compact JSON (no trailing newline).
 std::string encodeEnvelope(const Envelope& envelope);

@@ -41,7 +41,8 @@ class JsonReader {
 
   std::string requiredString(std::string_view key) const;
   std::string optionalString(std::string_view key, std::string fallback = {}) const;
-  std::int64_t requiredInt(std::string_view key, std::int64_t min = std::numeric_limits<std::int64_t>::min(),
+  std::int64_t requiredInt(std::string_view key,
+                           std::int64_t min = std::numeric_limits<std::int64_t>::min(),
                            std::int64_t max = std::numeric_limits<std::int64_t>::max()) const;
   std::int64_t optionalInt(std::string_view key, std::int64_t fallback,
                            std::int64_t min = std::numeric_limits<std::int64_t>::min(),
