@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -35,6 +36,21 @@ struct PeerTarget {
   std::string executor_id;
   std::string block_url;
 };
+
+// Runs body(i) for every i in [0, count) on up to `max_concurrent` threads (at least one),
+// each thread taking the next index until none is left; returns when all are done.
+template <typename Body>
+void forEachConcurrently(std::size_t count, int max_concurrent, Body body) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < count; i = next++) body(i);
+  };
+  std::size_t threads =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, max_concurrent)), count);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
 
 // Reads {"blocks": [...], "peers": [...]}; throws sdk::Error(DH_INVALID_ARGUMENT).
 inline void parseMigrateRequest(std::string_view text, std::vector<BlockToMove>& blocks,

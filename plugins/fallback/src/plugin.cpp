@@ -63,33 +63,23 @@ class FallbackMigration : public sdk::BlockMigration {
     json migrated = json::array();
     json failed = json::array();
     std::mutex results_mutex;
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
-      for (;;) {
-        std::size_t i = next++;
-        if (i >= blocks.size()) return;
-        const BlockToMove& block = blocks[i];
-        std::string why = cancelled_ ? std::string("cancelled") : copyBlock(block);
-        std::lock_guard lock(results_mutex);
-        if (why.empty()) {
-          migrated.push_back(
-              {{"id", block.id}, {"location", "fallback:" + block.id}, {"executor_id", ""}});
-          host_.migrationProgress(json{{"block", block.id},
-                                       {"bytes", block.size},
-                                       {"done", true},
-                                       {"location", "fallback:" + block.id}}
-                                      .dump());
-        } else {
-          host_.warn("block " + block.id + " to " + config_.dir + ": " + why);
-          failed.push_back({{"id", block.id}, {"reason", why}});
-        }
+    forEachConcurrently(blocks.size(), config_.max_concurrent, [&](std::size_t i) {
+      const BlockToMove& block = blocks[i];
+      std::string why = cancelled_ ? std::string("cancelled") : copyBlock(block);
+      std::lock_guard lock(results_mutex);
+      if (why.empty()) {
+        migrated.push_back(
+            {{"id", block.id}, {"location", "fallback:" + block.id}, {"executor_id", ""}});
+        host_.migrationProgress(json{{"block", block.id},
+                                     {"bytes", block.size},
+                                     {"done", true},
+                                     {"location", "fallback:" + block.id}}
+                                    .dump());
+      } else {
+        host_.warn("block " + block.id + " to " + config_.dir + ": " + why);
+        failed.push_back({{"id", block.id}, {"reason", why}});
       }
-    };
-    std::size_t threads =
-        std::min<std::size_t>(static_cast<std::size_t>(config_.max_concurrent), blocks.size());
-    std::vector<std::thread> pool;
-    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+    });
     return json{{"migrated", migrated}, {"failed", failed}}.dump();
   }
 

@@ -146,48 +146,38 @@ class PeerMigration : public sdk::BlockMigration {
     }
     peer_failures_ = std::vector<int>(usable.size(), 0);
     std::mutex results_mutex;
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
+    forEachConcurrently(blocks.size(), config_.max_concurrent, [&](std::size_t i) {
       // A peer that goes away mid-body must be an error here, never a signal.
       sigset_t pipe;
       sigemptyset(&pipe);
       sigaddset(&pipe, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
-      for (;;) {
-        std::size_t i = next++;
-        if (i >= blocks.size()) return;
-        const BlockToMove& block = blocks[i];
-        if (cancelled_) {
-          std::lock_guard lock(results_mutex);
-          failed.push_back({{"id", block.id}, {"reason", "cancelled"}});
-          continue;
-        }
-        std::string why;
-        std::optional<std::size_t> target = moveBlock(block, usable, i, why);
+      const BlockToMove& block = blocks[i];
+      if (cancelled_) {
         std::lock_guard lock(results_mutex);
-        if (target) {
-          const PeerTarget& peer = usable[*target];
-          std::string location = peer.block_url + "/blocks/" + block.id;
-          while (location.find("//blocks/") != std::string::npos) {
-            location.replace(location.find("//blocks/"), 9, "/blocks/");
-          }
-          migrated.push_back(
-              {{"id", block.id}, {"location", location}, {"executor_id", peer.executor_id}});
-          host_.migrationProgress(json{
-              {"block", block.id},
-              {"bytes", block.size},
-              {"done", true},
-              {"location", location}}.dump());
-        } else {
-          failed.push_back({{"id", block.id}, {"reason", why}});
-        }
+        failed.push_back({{"id", block.id}, {"reason", "cancelled"}});
+        return;
       }
-    };
-    std::size_t threads =
-        std::min<std::size_t>(static_cast<std::size_t>(config_.max_concurrent), blocks.size());
-    std::vector<std::thread> pool;
-    for (std::size_t t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+      std::string why;
+      std::optional<std::size_t> target = moveBlock(block, usable, i, why);
+      std::lock_guard lock(results_mutex);
+      if (target) {
+        const PeerTarget& peer = usable[*target];
+        std::string location = peer.block_url + "/blocks/" + block.id;
+        while (location.find("//blocks/") != std::string::npos) {
+          location.replace(location.find("//blocks/"), 9, "/blocks/");
+        }
+        migrated.push_back(
+            {{"id", block.id}, {"location", location}, {"executor_id", peer.executor_id}});
+        host_.migrationProgress(json{
+            {"block", block.id},
+            {"bytes", block.size},
+            {"done", true},
+            {"location", location}}.dump());
+      } else {
+        failed.push_back({{"id", block.id}, {"reason", why}});
+      }
+    });
     return json{{"migrated", migrated}, {"failed", failed}}.dump();
   }
 
