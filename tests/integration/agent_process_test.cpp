@@ -53,19 +53,6 @@ class AgentProcessTest : public ::testing::Test {
     msg.task.payload = payload;
     return proto::makeMessage(msg);
   }
-  std::optional<proto::StatusUpdate> waitStatus(FakeDriver& driver, std::uint64_t task_id,
-                                                proto::TaskState state,
-                                                Millis timeout = Millis(10000)) {
-    auto frame = driver.waitFor(
-        [&](const proto::Envelope& e) {
-          if (e.type != "StatusUpdate") return false;
-          auto u = proto::decodeBody<proto::StatusUpdate>(e.body);
-          return u.task_id == task_id && u.state == state;
-        },
-        timeout);
-    if (!frame) return std::nullopt;
-    return proto::decodeBody<proto::StatusUpdate>(frame->body);
-  }
   // Reads the pids a task wrote, one per line, once `count` are there.
   std::vector<pid_t> readPids(const std::filesystem::path& file, std::size_t count) {
     std::vector<pid_t> pids;
@@ -99,8 +86,8 @@ TEST_F(AgentProcessTest, RunsTaskAndReportsItsOutput) {
   auto agent = startAgent(agentArgs(driver.url()));
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(1, {{"shell", "echo hello from $DOCKHAND_TASK_ID"}}));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kRunning)) << agent->output();
-  auto done = waitStatus(driver, 1, proto::TaskState::kFinished);
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
+  auto done = driver.waitForStatus(1, proto::TaskState::kFinished);
   ASSERT_TRUE(done) << agent->output();
   EXPECT_EQ(done->result["stdout"], "hello from 1\n");
 }
@@ -120,7 +107,7 @@ TEST_F(AgentProcessTest, KillTaskKillsTheWholeProcessTree) {
   kill.task_id = 7;
   kill.reason = "test kill";
   driver.send(proto::makeMessage(kill));
-  auto killed = waitStatus(driver, 7, proto::TaskState::kKilled);
+  auto killed = driver.waitForStatus(7, proto::TaskState::kKilled);
   ASSERT_TRUE(killed) << agent->output();
   EXPECT_EQ(killed->reason, "test kill");
   for (pid_t pid : pids) {
@@ -138,7 +125,7 @@ TEST_F(AgentProcessTest, KillThatOvertakesItsLaunchStillStopsTheTask) {
   kill.reason = "cancelled early";
   driver.send(proto::makeMessage(kill));
   driver.send(launch(9, {{"shell", "sleep 300"}}));
-  auto killed = waitStatus(driver, 9, proto::TaskState::kKilled);
+  auto killed = driver.waitForStatus(9, proto::TaskState::kKilled);
   ASSERT_TRUE(killed) << agent->output();
   EXPECT_EQ(killed->reason, "cancelled early");
 }
@@ -148,7 +135,7 @@ TEST_F(AgentProcessTest, FailingTaskReportsExitCodeAndStderr) {
   auto agent = startAgent(agentArgs(driver.url()));
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(3, {{"shell", "echo broken >&2; exit 3"}}));
-  auto failed = waitStatus(driver, 3, proto::TaskState::kFailed);
+  auto failed = driver.waitForStatus(3, proto::TaskState::kFailed);
   ASSERT_TRUE(failed) << agent->output();
   EXPECT_EQ(failed->exit_code, 3);
   EXPECT_NE(failed->stderr_tail.find("broken"), std::string::npos);
@@ -224,7 +211,7 @@ TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
   EXPECT_NE(invalid->error->message.find("/task/task_id"), std::string::npos);
   // Still serving: a real task runs.
   driver.send(launch(5, {{"command", {"/bin/echo", "alive"}}}));
-  auto done = waitStatus(driver, 5, proto::TaskState::kFinished);
+  auto done = driver.waitForStatus(5, proto::TaskState::kFinished);
   ASSERT_TRUE(done) << agent->output();
   EXPECT_EQ(done->result["stdout"], "alive\n");
   EXPECT_TRUE(agent->running());
@@ -249,7 +236,7 @@ TEST_F(AgentProcessTest, SigtermStopsTasksAndExitsCleanly) {
   ASSERT_EQ(pids.size(), 1u);
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
-  EXPECT_TRUE(waitStatus(driver, 1, proto::TaskState::kKilled, 5s).has_value());
+  EXPECT_TRUE(driver.waitForStatus(1, proto::TaskState::kKilled, 5s).has_value());
   EXPECT_TRUE(driver.waitForType("RemoveExecutor", 5s).has_value());
   EXPECT_TRUE(processGone(pids[0]));
 }

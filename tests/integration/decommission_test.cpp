@@ -97,20 +97,6 @@ class DecommissionTest : public ::testing::Test {
     return proto::makeMessage(msg);
   }
 
-  static std::optional<proto::StatusUpdate> waitStatus(FakeDriver& driver, std::uint64_t task_id,
-                                                       proto::TaskState state,
-                                                       Millis timeout = Millis(15000)) {
-    auto frame = driver.waitFor(
-        [&](const proto::Envelope& e) {
-          if (e.type != "StatusUpdate") return false;
-          auto u = proto::decodeBody<proto::StatusUpdate>(e.body);
-          return u.task_id == task_id && u.state == state;
-        },
-        timeout);
-    if (!frame) return std::nullopt;
-    return proto::decodeBody<proto::StatusUpdate>(frame->body);
-  }
-
   // Every block the agent said it added, by id (the last word wins).
   static std::map<std::string, proto::BlockInfo> announced(const FakeDriver& driver) {
     std::map<std::string, proto::BlockInfo> out;
@@ -150,7 +136,7 @@ TEST_F(DecommissionTest, OutputsBecomeBlocksAnnouncedBeforeTheTaskFinishes) {
   ASSERT_FALSE(driver.agentBlockUrl().empty());
   driver.send(launch(
       1, writeOutput("shuffle_0_1_0", 300) + "; echo hi > $DOCKHAND_OUTPUT_DIR/task_1_note"));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   auto history = driver.history();
   std::size_t info_at = history.size();
   std::size_t finished_at = history.size();
@@ -180,7 +166,7 @@ TEST_F(DecommissionTest, OutputsBecomeBlocksAnnouncedBeforeTheTaskFinishes) {
   reader.task.payload = {{"shell", "wc -c < $DOCKHAND_INPUT_DIR/shuffle_0_1_0"}};
   reader.task.inputs = {proto::InputBlock{block.id, block.url, block.size, block.checksum}};
   driver.send(proto::makeMessage(reader));
-  auto done = waitStatus(driver, 2, proto::TaskState::kFinished);
+  auto done = driver.waitForStatus(2, proto::TaskState::kFinished);
   ASSERT_TRUE(done) << agent->output();
   EXPECT_EQ(done->result["stdout"], std::to_string(block.size) + "\n");
 
@@ -189,14 +175,14 @@ TEST_F(DecommissionTest, OutputsBecomeBlocksAnnouncedBeforeTheTaskFinishes) {
   reader.task.inputs[0].url = driver.agentBlockUrl() + "/blocks/rdd_9_9";
   reader.task.inputs[0].id = "rdd_9_9";
   driver.send(proto::makeMessage(reader));
-  auto failed = waitStatus(driver, 3, proto::TaskState::kFailed);
+  auto failed = driver.waitForStatus(3, proto::TaskState::kFailed);
   ASSERT_TRUE(failed) << agent->output();
   EXPECT_NE(failed->reason.find("rdd_9_9"), std::string::npos) << failed->reason;
   EXPECT_NE(failed->reason.find(reader.task.inputs[0].url), std::string::npos) << failed->reason;
 
   // An output that is not a block id fails the task with the reason.
   driver.send(launch(4, "echo x > $DOCKHAND_OUTPUT_DIR/bad-name"));
-  auto bad = waitStatus(driver, 4, proto::TaskState::kFailed);
+  auto bad = driver.waitForStatus(4, proto::TaskState::kFailed);
   ASSERT_TRUE(bad) << agent->output();
   EXPECT_NE(bad->reason.find("bad-name"), std::string::npos) << bad->reason;
 }
@@ -211,7 +197,7 @@ TEST_F(DecommissionTest, SigpwrWaitsForTasksMigratesToAPeerAndExitsZero) {
   driver.setPeers({{"p1", peer_driver.agentBlockUrl()}});
 
   driver.send(launch(1, writeOutput("rdd_1_0", 2048)));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   auto marker = dir.path() / "slow-started";
   driver.send(
       launch(2, "touch " + marker.string() + "; sleep 2; " + writeOutput("shuffle_3_0_1", 1024)));
@@ -221,12 +207,12 @@ TEST_F(DecommissionTest, SigpwrWaitsForTasksMigratesToAPeerAndExitsZero) {
   ASSERT_TRUE(driver.waitForType("ExecutorDecommissioning", 5s)) << agent->output();
   ASSERT_TRUE(waitUntil([&] { return countOfType(driver, "GetPeers") > 0; }, 5s));
   driver.send(launch(3, "true"));
-  auto lost = waitStatus(driver, 3, proto::TaskState::kLost);
+  auto lost = driver.waitForStatus(3, proto::TaskState::kLost);
   ASSERT_TRUE(lost) << agent->output();
   EXPECT_EQ(lost->reason, "executor a1 is decommissioning");
   EXPECT_TRUE(agent->running()) << "it must wait for task 2";
 
-  ASSERT_TRUE(waitStatus(driver, 2, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(2, proto::TaskState::kFinished)) << agent->output();
   auto code = agent->waitExit(20s);
   ASSERT_TRUE(code) << agent->output();
   EXPECT_EQ(*code, 0) << agent->output();
@@ -257,7 +243,7 @@ TEST_F(DecommissionTest, FallbackPluginCopiesToTheFallbackDirectory) {
        {"decommission", {{"check_interval_ms", 100}, {"migration", {"peer", "fallback"}}}}});
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(1, writeOutput("task_1_data", 512)));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   std::string checksum = announced(driver)["task_1_data"].checksum;
   driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));  // no peers: fallback
   auto code = agent->waitExit(20s);
@@ -291,7 +277,7 @@ TEST_F(DecommissionTest, DisabledDecommissionOnlyWarns) {
   EXPECT_FALSE(driver.waitForType("ExecutorDecommissioning", 500ms));
   EXPECT_TRUE(agent->running());
   driver.send(launch(1, "true"));
-  EXPECT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  EXPECT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
 }
 
 TEST_F(DecommissionTest, SecondSignalIsIgnored) {
@@ -320,7 +306,7 @@ TEST_F(DecommissionTest, DeadlineExpiresWithBlocksLeftExitsTen) {
                           {{"decommission", {{"check_interval_ms", 100}, {"deadline_ms", 1500}}}});
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(1, writeOutput("rdd_4_4", 64)));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   agent->signal(SIGPWR);
   auto code = agent->waitExit(15s);
   ASSERT_TRUE(code) << agent->output();
@@ -350,7 +336,7 @@ TEST_F(DecommissionTest, PeerDyingMidMigrationLosesNothing) {
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.setPeers({{"p1", d1.agentBlockUrl()}, {"p2", d2.agentBlockUrl()}});
   driver.send(launch(1, writeOutput("shuffle_7_0_0", 24 * 1024)));
-  ASSERT_TRUE(waitStatus(driver, 1, proto::TaskState::kFinished)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   std::string checksum = announced(driver)["shuffle_7_0_0"].checksum;
 
   agent->signal(SIGPWR);

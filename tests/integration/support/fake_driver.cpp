@@ -183,6 +183,20 @@ std::optional<proto::Envelope> FakeDriver::waitForType(const std::string& type, 
   return waitFor([&](const proto::Envelope& e) { return e.type == type; }, timeout);
 }
 
+std::optional<proto::StatusUpdate> FakeDriver::waitForStatus(std::uint64_t task_id,
+                                                             proto::TaskState state,
+                                                             Millis timeout) {
+  auto frame = waitFor(
+      [&](const proto::Envelope& e) {
+        if (e.type != "StatusUpdate") return false;
+        auto u = proto::decodeBody<proto::StatusUpdate>(e.body);
+        return u.task_id == task_id && u.state == state;
+      },
+      timeout);
+  if (!frame) return std::nullopt;
+  return proto::decodeBody<proto::StatusUpdate>(frame->body);
+}
+
 bool FakeDriver::sendRaw(const std::string& text) {
   std::lock_guard lock(mutex_);
   if (!socket_) return false;

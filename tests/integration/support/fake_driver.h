@@ -46,6 +46,10 @@ class FakeDriver {
   std::optional<protocol::Envelope> waitFor(
       const std::function<bool(const protocol::Envelope&)>& match, Millis timeout);
   std::optional<protocol::Envelope> waitForType(const std::string& type, Millis timeout);
+  // Waits for the StatusUpdate that reports `state` for `task_id`.
+  std::optional<protocol::StatusUpdate> waitForStatus(std::uint64_t task_id,
+                                                      protocol::TaskState state,
+                                                      Millis timeout = Millis(15000));
 
   // Every frame the agent sent so far, in order (waitFor does not remove from this).
   std::vector<protocol::Envelope> history() const;
