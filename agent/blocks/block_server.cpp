@@ -15,7 +15,9 @@
 #include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/HTTPServerSession.h>
 #include <Poco/Net/ServerSocket.h>
 
 #include "blocks/block_id.h"
@@ -101,11 +103,27 @@ std::optional<ByteRange> parseRange(const std::string& header, std::uint64_t siz
   return range;
 }
 
+// HTTPSession::read (protected) hands out what the session buffered, then reads the socket
+// straight into the caller's buffer. Naming it through a derived class is the language's way to
+// reach it from outside; the pointer it yields is called on the server's own session object.
+struct SessionAccess : Poco::Net::HTTPSession {
+  static constexpr auto kRead = &SessionAccess::read;
+};
+constexpr int (Poco::Net::HTTPSession::*kSessionRead)(char*,
+                                                      std::streamsize) = SessionAccess::kRead;
+
 class BlockHandler : public Poco::Net::HTTPRequestHandler {
  public:
   explicit BlockHandler(BlockServer& server) : server_(server) {}
 
   void handleRequest(HTTPServerRequest& request, HTTPServerResponse& response) override {
+    // A body that is not read to its end would be parsed as the next request on this
+    // connection (a refused PUT could smuggle a request in its body): unless a handler reads
+    // the whole body and says so, the connection closes after the answer.
+    if ((request.hasContentLength() && request.getContentLength64() > 0) ||
+        request.getChunkedTransferEncoding()) {
+      response.setKeepAlive(false);
+    }
     try {
       route(request, response);
     } catch (const std::exception& e) {
@@ -240,16 +258,33 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
             "not enough disk space for block " + id + " (" + std::to_string(length) + " bytes)");
       }
     }
-    std::istream& in = request.stream();
     std::unique_ptr<BlockStore::Writer> writer;
     try {
       writer = server_.store().create(id);
       std::vector<char> buffer(kChunk);
-      while (in) {
-        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-        std::streamsize n = in.gcount();
-        if (n <= 0) break;
-        writer->write(buffer.data(), static_cast<std::size_t>(n));
+      auto* direct =
+          has_length ? dynamic_cast<Poco::Net::HTTPServerRequestImpl*>(&request) : nullptr;
+      if (direct != nullptr) {
+        // The request stream reads 4 KiB per call; a block body is read from the session in
+        // 1 MiB pieces instead (what the session buffered with the header comes first). Exactly
+        // Content-Length bytes are consumed, so a kept-alive connection stays in step.
+        Poco::Net::HTTPServerSession& session = direct->session();
+        std::uint64_t left = length;
+        while (left > 0) {
+          int n = (session.*kSessionRead)(
+              buffer.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(left, kChunk)));
+          if (n <= 0) break;
+          writer->write(buffer.data(), static_cast<std::size_t>(n));
+          left -= static_cast<std::uint64_t>(n);
+        }
+      } else {
+        std::istream& in = request.stream();
+        while (in) {
+          in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+          std::streamsize n = in.gcount();
+          if (n <= 0) break;
+          writer->write(buffer.data(), static_cast<std::size_t>(n));
+        }
       }
       if (has_length && writer->written() != length) {
         // The sender went away mid-body: nothing is committed.
@@ -265,6 +300,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       std::string body =
           nlohmann::json{{"id", meta.id}, {"size", meta.size}, {"checksum", meta.checksum}}.dump() +
           "\n";
+      response.setKeepAlive(request.getKeepAlive());  // the body was read to its end
       response.setStatus(HTTPResponse::HTTP_CREATED);
       response.setContentType("application/json");
       response.setContentLength(static_cast<std::streamsize>(body.size()));

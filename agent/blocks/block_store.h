@@ -77,7 +77,8 @@ class BlockStore {
     std::filesystem::path temp_;
     int fd_ = -1;
     std::uint64_t written_ = 0;
-    void* hash_;  // Xxh64
+    std::uint64_t flushed_ = 0;  // bytes whose writeback has been started
+    void* hash_;                 // Xxh64
     bool done_ = false;
   };
   std::unique_ptr<Writer> create(const std::string& id);

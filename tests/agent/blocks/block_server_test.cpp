@@ -1,9 +1,12 @@
 #include "blocks/block_server.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -13,6 +16,7 @@
 
 #include "blocks/block_fetcher.h"
 #include "blocks/checksum.h"
+#include "support/tmpfs_mount.h"
 
 namespace dockhand::agent {
 namespace {
@@ -26,6 +30,12 @@ struct Reply {
   std::string body;
   std::map<std::string, std::string> headers;
 };
+
+std::string xxh64Of(const std::string& data) {
+  Xxh64 h;
+  h.update(data.data(), data.size());
+  return h.text();
+}
 
 class BlockServerTest : public ::testing::Test {
  protected:
@@ -64,11 +74,7 @@ class BlockServerTest : public ::testing::Test {
     for (const auto& [k, v] : res) reply.headers[k] = v;
     return reply;
   }
-  static std::string checksumOf(const std::string& data) {
-    Xxh64 h;
-    h.update(data.data(), data.size());
-    return h.text();
-  }
+  static std::string checksumOf(const std::string& data) { return xxh64Of(data); }
   Reply put(const std::string& id, const std::string& data) {
     return request(HTTPRequest::HTTP_PUT, "/blocks/" + id, data,
                    {{"X-Dockhand-Checksum", checksumOf(data)}});
@@ -127,6 +133,164 @@ TEST_F(BlockServerTest, PutRefusals) {
   EXPECT_EQ(refused.status, 503);
   EXPECT_NE(refused.body.find("decommissioning"), std::string::npos) << refused.body;
   EXPECT_FALSE(store->find("rdd_1_1"));
+}
+
+// A raw client: what it sends goes out in one write, so header and body (and a second request)
+// arrive together, as a pipelining client or a fast sender makes them.
+class RawClient {
+ public:
+  explicit RawClient(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(const std::string& data) {
+    std::size_t at = 0;
+    while (at < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + at, data.size() - at, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      at += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  void closeWrite() { ::shutdown(fd_, SHUT_WR); }
+  // Reads until `count` HTTP status lines have arrived, the peer closes, or 10 s pass.
+  std::vector<int> statuses(std::size_t count) {
+    std::string text;
+    std::vector<int> out;
+    char buffer[4096];
+    while (out.size() < count) {
+      ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      text.append(buffer, static_cast<std::size_t>(n));
+      out.clear();
+      for (std::size_t at = text.find("HTTP/1.1 "); at != std::string::npos;
+           at = text.find("HTTP/1.1 ", at + 1)) {
+        out.push_back(std::atoi(text.c_str() + at + 9));
+      }
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string putRequest(const std::string& id, const std::string& body, const std::string& checksum,
+                       std::size_t length) {
+  return "PUT /blocks/" + id +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " + std::to_string(length) +
+         "\r\nX-Dockhand-Checksum: " + checksum + "\r\n\r\n" + body;
+}
+
+TEST_F(BlockServerTest, PipelinedPutsOnOneConnectionEachGetExactlyTheirBody) {
+  std::string big(3 * 1024 * 1024 + 12345, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 131) % 251);
+  std::string small = "the second block";
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send(putRequest("shuffle_1_0_0", big, checksumOf(big), big.size()) +
+                          putRequest("shuffle_1_1_0", small, checksumOf(small), small.size())));
+  EXPECT_EQ(client.statuses(2), (std::vector<int>{201, 201}));
+  Reply first = request(HTTPRequest::HTTP_GET, "/blocks/shuffle_1_0_0");
+  EXPECT_EQ(first.status, 200);
+  EXPECT_TRUE(first.body == big) << "first block differs (" << first.body.size() << " bytes)";
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/shuffle_1_1_0").body, small);
+}
+
+TEST_F(BlockServerTest, PutWhoseSenderStopsMidBodyStoresNothing) {
+  std::string body(100000, 'x');
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(
+      client.send(putRequest("rdd_4_4", body.substr(0, 40000), checksumOf(body), body.size())));
+  client.closeWrite();
+  EXPECT_EQ(client.statuses(1), std::vector<int>{400});
+  EXPECT_FALSE(store->find("rdd_4_4"));
+  EXPECT_TRUE(fs::is_empty(root / "blocks" / ".incoming")) << "no temporary file is left";
+}
+
+TEST_F(BlockServerTest, RefusedPutBodyIsNeverTakenAsTheNextRequest) {
+  server->setAcceptingWrites(false);
+  std::string smuggled = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.send(putRequest("rdd_5_5", smuggled, xxh64Of(smuggled), smuggled.size())));
+  EXPECT_EQ(client.statuses(2), std::vector<int>{503}) << "one answer, then the connection closes";
+}
+
+// The block directory on a 1 MiB tmpfs: a disk that really fills up.
+class FullDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dockhand-full-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root = tmpl;
+    disk = std::make_unique<testing::TmpfsMount>(root / "disk", 1 << 20);
+    if (!disk->mounted()) GTEST_SKIP() << disk->error();
+    store = std::make_unique<BlockStore>(root / "disk" / "blocks");
+    server = std::make_unique<BlockServer>(BlockServerOptions{}, *store, nullptr);
+    server->start();
+  }
+  void TearDown() override {
+    server.reset();
+    store.reset();
+    disk.reset();
+    fs::remove_all(root);
+  }
+  bool incomingIsEmpty() const { return fs::is_empty(root / "disk" / "blocks" / ".incoming"); }
+
+  fs::path root;
+  std::unique_ptr<testing::TmpfsMount> disk;
+  std::unique_ptr<BlockStore> store;
+  std::unique_ptr<BlockServer> server;
+};
+
+TEST_F(FullDiskTest, BlockLargerThanTheFreeSpaceIsRefusedBeforeItsBody) {
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  // Only the header: the answer must not wait for a body it will not take.
+  ASSERT_TRUE(client.send(putRequest("shuffle_2_0_0", "", "xxh64:0123456789abcdef", 4 << 20)));
+  EXPECT_EQ(client.statuses(1), std::vector<int>{507});
+  EXPECT_FALSE(store->find("shuffle_2_0_0"));
+  EXPECT_TRUE(incomingIsEmpty());
+}
+
+TEST_F(FullDiskTest, DiskFillingUpMidBodyIs507AndLeavesNoTemporaryFile) {
+  // Chunked: no length to check up front, so the disk fills while the body is written.
+  std::string data(2 << 20, 'z');
+  std::string chunked =
+      "PUT /blocks/shuffle_2_0_0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Transfer-Encoding: chunked\r\nX-Dockhand-Checksum: " +
+      xxh64Of(data) + "\r\n\r\n";
+  char size_line[32];
+  std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+  chunked += size_line + data + "\r\n0\r\n\r\n";
+  RawClient client(server->port());
+  ASSERT_TRUE(client.connected());
+  // The server may stop reading once the disk is full: send from another thread.
+  std::thread sender([&] { client.send(chunked); });
+  std::vector<int> got = client.statuses(1);
+  client.closeWrite();
+  sender.join();
+  EXPECT_EQ(got, std::vector<int>{507});
+  EXPECT_FALSE(store->find("shuffle_2_0_0"));
+  EXPECT_TRUE(incomingIsEmpty()) << "the partial block must be removed";
+
+  // The space is free again: a block that fits is taken.
+  std::string small(100000, 's');
+  RawClient again(server->port());
+  ASSERT_TRUE(again.connected());
+  ASSERT_TRUE(again.send(putRequest("shuffle_2_1_0", small, xxh64Of(small), small.size())));
+  EXPECT_EQ(again.statuses(1), std::vector<int>{201});
 }
 
 TEST_F(BlockServerTest, MissingBlockComesFromTheFallbackDirectory) {
