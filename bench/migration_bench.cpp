@@ -6,10 +6,14 @@
 // In one run, on one file system (DIR, default $TMPDIR or /tmp):
 //   1. disk:      N files of M MiB written and fsynced, C at once (a durable copy at best);
 //   2. loopback:  N x M MiB sent over one TCP connection on 127.0.0.1;
-//   3. migration: N blocks of M MiB moved by the `peer` plugin (HTTP PUT, sendfile) into a
-//                 BlockServer + BlockStore on 127.0.0.1: received, checksummed, fsynced and
-//                 renamed at the destination, exactly as between two agents.
-// It prints the three rates and migration / min(disk, loopback). Default: 64 x 16 MiB = 1 GiB.
+//   3. migration: two agents (the real `dockhand` program, each with a scripted driver) on
+//                 127.0.0.1. Agent A runs one task that leaves N blocks of M MiB; then A is told
+//                 to decommission and moves them with the `peer` plugin (HTTP PUT, sendfile) to
+//                 agent B's block server, which checksums, fsyncs and renames each one before it
+//                 answers. Timed from DecommissionExecutor to the UpdateBlockInfo that tells the
+//                 driver every new location (and, apart, to A's RemoveExecutor).
+// It prints the three rates and migration / min(disk, loopback), then checks that B holds
+// every block with the checksum A announced. Default: 64 x 16 MiB = 1 GiB, 4 at once.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,19 +28,27 @@
 #include <thread>
 #include <vector>
 
+#include <map>
+#include <memory>
+
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/URI.h>
 #include <nlohmann/json.hpp>
 
-#include "blocks/block_server.h"
-#include "blocks/block_store.h"
-#include "plugins/plugin_host.h"
+#include "dockhand/protocol/messages.h"
+#include "support/fake_driver.h"
+#include "support/process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using dockhand::agent::BlockServer;
-using dockhand::agent::BlockServerOptions;
-using dockhand::agent::BlockStore;
+namespace proto = dockhand::protocol;
+using dockhand::testing::ChildProcess;
+using dockhand::testing::FakeDriver;
+using std::chrono_literals::operator""s;
 
 struct Options {
   fs::path dir;
@@ -79,7 +91,14 @@ double diskRate(const Options& o, const std::vector<char>& data) {
       for (int i = t; i < o.blocks; i += o.concurrency) {
         fs::path temp = dir / ("tmp-" + std::to_string(i));
         int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        writeAll(fd, data.data(), data.size());
+        // As the block store writes: 8 MiB at a time, writeback started after each piece.
+        constexpr std::size_t kStep = 8u << 20;
+        for (std::size_t at = 0; at < data.size(); at += kStep) {
+          std::size_t n = std::min(kStep, data.size() - at);
+          writeAll(fd, data.data() + at, n);
+          ::sync_file_range(fd, static_cast<off_t>(at), static_cast<off_t>(n),
+                            SYNC_FILE_RANGE_WRITE);
+        }
         ::fsync(fd);
         ::close(fd);
         fs::rename(temp, dir / ("block-" + std::to_string(i)));
@@ -138,46 +157,131 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
   return mibPerSecond(total, secs);
 }
 
-double migrationRate(const Options& o, const std::vector<char>& data, std::string& problem) {
-  BlockStore source(o.dir / "source");
-  BlockStore destination(o.dir / "destination");
-  nlohmann::json blocks = nlohmann::json::array();
-  for (int i = 0; i < o.blocks; ++i) {
-    std::string id = "shuffle_0_" + std::to_string(i) + "_0";
-    auto writer = source.create(id);
-    writer->write(data.data(), data.size());
-    auto meta = writer->commit();
-    blocks.push_back({{"id", id},
-                      {"path", source.pathOf(id).string()},
-                      {"size", meta.size},
-                      {"checksum", meta.checksum}});
+struct MigrationResult {
+  double seconds_to_locations = 0;  // DecommissionExecutor -> UpdateBlockInfo with every block
+  double seconds_to_exit = 0;       // DecommissionExecutor -> RemoveExecutor
+  std::string problem;              // empty: every block arrived intact
+};
+
+std::unique_ptr<ChildProcess> startAgent(const fs::path& dir, const std::string& id,
+                                         const std::string& driver_url,
+                                         const nlohmann::json& config) {
+  fs::path config_file = dir / (id + ".json");
+  dockhand::testing::writeFile(config_file, config.dump());
+  std::vector<std::string> argv = {dockhand::testing::agentBinary(),
+                                   "--driver-url",
+                                   driver_url,
+                                   "--executor-id",
+                                   id,
+                                   "--app-id",
+                                   "migration-bench",
+                                   "--cores",
+                                   "2",
+                                   "--hostname",
+                                   "127.0.0.1",
+                                   "--work-dir",
+                                   (dir / ("work-" + id)).string(),
+                                   "--config",
+                                   config_file.string(),
+                                   "--log-level",
+                                   "warn"};
+  return std::make_unique<ChildProcess>(argv, (dir / (id + ".log")).string());
+}
+
+// The checksum the block server at `url` gives for a block (HEAD), or "" with `status`.
+std::string remoteChecksum(const std::string& url, int& status) {
+  Poco::URI uri(url);
+  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+  session.setTimeout(Poco::Timespan(10, 0));
+  Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_HEAD, uri.getPathEtc(),
+                                 Poco::Net::HTTPMessage::HTTP_1_1);
+  session.sendRequest(request);
+  Poco::Net::HTTPResponse response;
+  session.receiveResponse(response);
+  status = static_cast<int>(response.getStatus());
+  return response.get("X-Dockhand-Checksum", "");
+}
+
+MigrationResult migrationRate(const Options& o, const std::vector<char>& data) {
+  MigrationResult out;
+  fs::path source_file = o.dir / "block-source";
+  {
+    int fd = ::open(source_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    writeAll(fd, data.data(), data.size());
+    ::close(fd);
   }
-  BlockServerOptions server_options;
-  server_options.max_threads = o.concurrency + 4;
-  BlockServer server(server_options, destination, nullptr);
-  server.start();
-  dockhand::agent::PluginHost host({DOCKHAND_PLUGIN_DIR});
-  auto peer = host.createBlockMigration(
-      "peer", nlohmann::json{{"max_concurrent", o.concurrency}}.dump(), [](std::string_view) {});
-  nlohmann::json request{{"blocks", blocks},
-                         {"peers",
-                          {{{"executor_id", "destination"},
-                            {"block_url", "http://127.0.0.1:" + std::to_string(server.port())}}}}};
-  auto start = Clock::now();
-  auto result = peer->migrate(request.dump());
-  double secs = seconds(Clock::now() - start);
-  if (!result.ok()) {
-    problem = result.error;
-  } else {
-    auto out = nlohmann::json::parse(result.json);
-    if (out["migrated"].size() != static_cast<std::size_t>(o.blocks) ||
-        destination.count() != static_cast<std::size_t>(o.blocks)) {
-      problem = "only " + std::to_string(out["migrated"].size()) +
-                " blocks migrated: " + out["failed"].dump();
+  FakeDriver driver_b;
+  auto agent_b = startAgent(o.dir, "b", driver_b.url(), nlohmann::json::object());
+  FakeDriver driver_a;
+  auto agent_a = startAgent(
+      o.dir, "a", driver_a.url(),
+      {{"decommission", {{"check_interval_ms", 20}, {"max_concurrent", o.concurrency}}}});
+  if (!driver_b.waitForRegistration(30s) || !driver_a.waitForRegistration(30s)) {
+    out.problem = "an agent did not register:\n" + agent_a->output() + agent_b->output();
+    return out;
+  }
+  driver_a.setPeers({{"b", driver_b.agentBlockUrl()}});
+
+  // Agent A's blocks: the outputs of one task, stored (checksummed, fsynced) before FINISHED.
+  proto::LaunchTask launch;
+  launch.task.task_id = 1;
+  launch.task.name = "make-blocks";
+  launch.task.payload = {{"shell", "i=0; while [ $i -lt " + std::to_string(o.blocks) +
+                                       " ]; do cp '" + source_file.string() +
+                                       "' \"$DOCKHAND_OUTPUT_DIR/shuffle_0_${i}_0\" || exit 1; " +
+                                       "i=$((i+1)); done"}};
+  driver_a.send(proto::makeMessage(launch));
+  if (!driver_a.waitForStatus(1, proto::TaskState::kFinished, std::chrono::seconds(300))) {
+    out.problem = "the task that makes the blocks did not finish:\n" + agent_a->output();
+    return out;
+  }
+  std::map<std::string, proto::BlockInfo> announced;
+  for (const auto& frame : driver_a.history()) {
+    if (frame.type != "UpdateBlockInfo") continue;
+    for (auto& b : proto::decodeBody<proto::UpdateBlockInfo>(frame.body).added) {
+      announced[b.id] = b;
     }
   }
-  server.stop();
-  return mibPerSecond(static_cast<std::uint64_t>(o.blocks) * data.size(), secs);
+  if (announced.size() != static_cast<std::size_t>(o.blocks)) {
+    out.problem = "agent a announced " + std::to_string(announced.size()) + " blocks, not " +
+                  std::to_string(o.blocks);
+    return out;
+  }
+  ::sync();  // the source blocks' own writeback is not part of the migration
+
+  auto start = Clock::now();
+  driver_a.send(proto::makeMessage(proto::DecommissionExecutor{"migration bench"}));
+  auto moved = driver_a.waitFor(
+      [](const proto::Envelope& e) {
+        return e.type == "UpdateBlockInfo" &&
+               !proto::decodeBody<proto::UpdateBlockInfo>(e.body).removed.empty();
+      },
+      std::chrono::seconds(600));
+  out.seconds_to_locations = seconds(Clock::now() - start);
+  auto removed = driver_a.waitForType("RemoveExecutor", std::chrono::seconds(60));
+  out.seconds_to_exit = seconds(Clock::now() - start);
+  auto code = agent_a->waitExit(std::chrono::seconds(30));
+  if (!moved || !removed || !code || *code != 0) {
+    out.problem = "agent a did not finish its decommission (exit " +
+                  (code ? std::to_string(*code) : std::string("none")) + "):\n" + agent_a->output();
+    return out;
+  }
+  auto report = proto::decodeBody<proto::UpdateBlockInfo>(moved->body);
+  if (report.added.size() != static_cast<std::size_t>(o.blocks)) {
+    out.problem = "the migration report names " + std::to_string(report.added.size()) +
+                  " blocks, not " + std::to_string(o.blocks);
+    return out;
+  }
+  for (const auto& b : report.added) {
+    int status = 0;
+    std::string checksum = remoteChecksum(b.url, status);
+    if (status != 200 || checksum != announced[b.id].checksum) {
+      out.problem = "block " + b.id + " at " + b.url + ": HTTP " + std::to_string(status) +
+                    ", checksum '" + checksum + "', expected " + announced[b.id].checksum;
+      return out;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -213,17 +317,23 @@ int main(int argc, char** argv) {
     std::printf("  disk write, fsynced:      %8.1f MiB/s\n", disk);
     double loopback = loopbackRate(o, data);
     std::printf("  loopback TCP:             %8.1f MiB/s\n", loopback);
-    std::string problem;
-    double migration = migrationRate(o, data, problem);
-    std::printf("  migration (peer plugin):  %8.1f MiB/s\n", migration);
+    MigrationResult result = migrationRate(o, data);
+    if (!result.problem.empty()) {
+      std::fprintf(stderr, "migration incomplete: %s\n", result.problem.c_str());
+      fs::remove_all(o.dir);
+      return 1;
+    }
+    const std::uint64_t total = static_cast<std::uint64_t>(o.blocks) * data.size();
+    double migration = mibPerSecond(total, result.seconds_to_locations);
+    std::printf(
+        "  migration, agent to agent: %7.1f MiB/s (%.2f s until the driver knew every "
+        "new location; %.2f s until RemoveExecutor)\n",
+        migration, result.seconds_to_locations, result.seconds_to_exit);
     double limit = std::min(disk, loopback);
     std::printf("  ratio vs min(disk, loopback): %.0f%% (target >= 80%%)\n",
                 100.0 * migration / limit);
+    std::printf("  every block verified at agent b (HEAD: checksum as announced by agent a)\n");
     fs::remove_all(o.dir);
-    if (!problem.empty()) {
-      std::fprintf(stderr, "migration incomplete: %s\n", problem.c_str());
-      return 1;
-    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "migration bench failed: %s\n", e.what());
     fs::remove_all(o.dir);
