@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -47,7 +48,7 @@ void sendText(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
   response.setContentType("text/plain; charset=utf-8");
   std::string body = text + "\n";
   response.setContentLength(static_cast<std::streamsize>(body.size()));
-  response.send() << body;
+  response.send() << body << std::flush;
 }
 
 // A parsed "Range: bytes=..." for a block of `size` bytes: [first, last], or unsatisfiable.
@@ -120,12 +121,12 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     // A body that is not read to its end would be parsed as the next request on this
     // connection (a refused PUT could smuggle a request in its body): unless a handler reads
     // the whole body and says so, the connection closes after the answer.
-    if ((request.hasContentLength() && request.getContentLength64() > 0) ||
-        request.getChunkedTransferEncoding()) {
-      response.setKeepAlive(false);
-    }
+    const bool has_body = (request.hasContentLength() && request.getContentLength64() > 0) ||
+                          request.getChunkedTransferEncoding();
+    if (has_body) response.setKeepAlive(false);
     try {
       route(request, response);
+      if (has_body && !body_read_) lingerAfterRefusal(request);
     } catch (const std::exception& e) {
       log().warn("{} {}: {}", request.getMethod(), request.getURI(), e.what());
       if (!response.sent()) {
@@ -288,11 +289,12 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       }
       if (has_length && writer->written() != length) {
         // The sender went away mid-body: nothing is committed.
-        log().warn("PUT {}: body ended after {} of {} bytes; discarded", id, writer->written(),
-                   length);
+        const std::uint64_t got = writer->written();
+        writer.reset();  // the partial file goes before the answer does
+        log().warn("PUT {}: body ended after {} of {} bytes; discarded", id, got, length);
         return sendText(response, HTTPResponse::HTTP_BAD_REQUEST,
-                        "block " + id + ": body ended after " + std::to_string(writer->written()) +
-                            " of " + std::to_string(length) + " bytes");
+                        "block " + id + ": body ended after " + std::to_string(got) + " of " +
+                            std::to_string(length) + " bytes");
       }
       BlockMeta meta = writer->commit(expected);
       log().debug("stored block {} ({} bytes) from {}", id, meta.size,
@@ -300,12 +302,14 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       std::string body =
           nlohmann::json{{"id", meta.id}, {"size", meta.size}, {"checksum", meta.checksum}}.dump() +
           "\n";
+      body_read_ = true;
       response.setKeepAlive(request.getKeepAlive());  // the body was read to its end
       response.setStatus(HTTPResponse::HTTP_CREATED);
       response.setContentType("application/json");
       response.setContentLength(static_cast<std::streamsize>(body.size()));
       response.send() << body;
     } catch (const BlockStoreError& e) {
+      writer.reset();  // the partial file goes before the answer does
       using Kind = BlockStoreError::Kind;
       switch (e.kind()) {
         case Kind::kDiskFull:
@@ -323,7 +327,31 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     }
   }
 
+  // The answer to a request whose body was not read (a refused PUT) is out; the sender is
+  // probably still sending. Closing now would reset the connection and could destroy the
+  // answer at the sender before it reads it, so: end our side, then read and drop what still
+  // comes for a short, bounded time, as web servers do before they close.
+  static void lingerAfterRefusal(HTTPServerRequest& request) {
+    auto* impl = dynamic_cast<Poco::Net::HTTPServerRequestImpl*>(&request);
+    if (impl == nullptr) return;
+    try {
+      Poco::Net::StreamSocket& socket = impl->socket();
+      socket.shutdownSend();
+      socket.setReceiveTimeout(Poco::Timespan(0, 200 * 1000));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      std::vector<char> sink(kChunk);
+      while (std::chrono::steady_clock::now() < until) {
+        int n =
+            (impl->session().*kSessionRead)(sink.data(), static_cast<std::streamsize>(sink.size()));
+        if (n <= 0) break;
+      }
+    } catch (const Poco::Exception&) {
+      // timed out or reset: the connection closes either way
+    }
+  }
+
   BlockServer& server_;
+  bool body_read_ = false;
 };
 
 class HandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {

@@ -19,6 +19,7 @@
 #include "dockhand/protocol/messages.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
+#include "support/tmpfs_mount.h"
 
 namespace dockhand::testing {
 namespace {
@@ -318,6 +319,42 @@ TEST_F(DecommissionTest, DeadlineExpiresWithBlocksLeftExitsTen) {
             std::string::npos);
   EXPECT_EQ(storedBlocks(workDir("a1")), std::vector<std::string>{"rdd_4_4"})
       << "a block that was not moved is kept";
+}
+
+TEST_F(DecommissionTest, PeerWithAFullDiskRefusesAndTheBlockStaysAtHome) {
+  // The peer's work directory is a 4 MiB disk: a 1 MiB block fits, a 6 MiB one does not.
+  TmpfsMount disk(workDir("p1"), 4 << 20);
+  if (!disk.mounted()) GTEST_SKIP() << disk.error();
+  FakeDriver peer_driver;
+  auto peer = startAgent(peer_driver.url(), "p1");
+  ASSERT_TRUE(peer_driver.waitForRegistration(10s)) << peer->output();
+  FakeDriver driver;
+  auto agent = startAgent(
+      driver.url(), "a1",
+      {{"decommission",
+        {{"check_interval_ms", 100}, {"deadline_ms", 3000}, {"max_failures_per_block", 2}}}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.setPeers({{"p1", peer_driver.agentBlockUrl()}});
+  driver.send(launch(1, writeOutput("rdd_1_0", 1024) + "; " + writeOutput("shuffle_2_0_0", 6144)));
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
+  auto blocks = announced(driver);
+
+  agent->signal(SIGPWR);
+  auto code = agent->waitExit(20s);
+  ASSERT_TRUE(code) << agent->output();
+  EXPECT_EQ(*code, kDecommissionIncomplete) << agent->output();
+  EXPECT_NE(agent->output().find("HTTP 507"), std::string::npos) << agent->output();
+  EXPECT_NE(agent->output().find("not enough disk space for block shuffle_2_0_0"),
+            std::string::npos)
+      << agent->output();
+  EXPECT_EQ(storedBlocks(workDir("a1")), std::vector<std::string>{"shuffle_2_0_0"})
+      << "the block that did not fit stays at home";
+  EXPECT_EQ(removed(driver), std::vector<std::string>{"rdd_1_0"});
+  EXPECT_EQ(storedBlocks(workDir("p1")), std::vector<std::string>{"rdd_1_0"});
+  EXPECT_TRUE(fs::is_empty(workDir("p1") / "blocks" / ".incoming")) << "nothing half-written";
+  HttpReply moved = httpGet(peer_driver.agentBlockUrl() + "/blocks/rdd_1_0");
+  EXPECT_EQ(moved.status, 200);
+  EXPECT_EQ(moved.checksum, blocks["rdd_1_0"].checksum);
 }
 
 TEST_F(DecommissionTest, PeerDyingMidMigrationLosesNothing) {

@@ -295,14 +295,24 @@ class PeerMigration : public sdk::BlockMigration {
       if (sent <= 0) {
         out.message = errnoText("sending block to " + peer.block_url + " failed after " +
                                 std::to_string(offset) + " of " + std::to_string(size) + " bytes");
+        // A peer that refuses mid-body (disk full, decommissioning) answers, then stops
+        // reading: its answer says why better than the broken pipe does.
+        PutOutcome answered = readAnswer(sock.fd(), peer);
+        if (answered.status != 0) return answered;
         return out;
       }
     }
-    // The answer: the status line, and a short body saying why when it is a refusal.
+    return readAnswer(sock.fd(), peer);
+  }
+
+  // The answer to a PUT: the status line, and a short body saying why when it is a refusal.
+  // status stays 0 when no HTTP answer came.
+  static PutOutcome readAnswer(int fd, const PeerTarget& peer) {
+    PutOutcome out;
     std::string answer;
     char buffer[4096];
     while (answer.size() < 16384) {
-      ssize_t n = ::recv(sock.fd(), buffer, sizeof buffer, 0);
+      ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       answer.append(buffer, static_cast<std::size_t>(n));
