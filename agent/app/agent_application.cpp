@@ -398,9 +398,17 @@ int AgentApplication::runAgent(AgentConfig config) {
     try {
       MigrationKinds kinds{config.decommission.shuffle_blocks, config.decommission.rdd_blocks,
                            config.decommission.task_blocks};
+      // The plugins report progress to the decommissioner made from them; no pass (and so no
+      // report) runs before the pointer is set.
+      auto progress_to = std::make_shared<PluginDecommissioner*>(nullptr);
+      auto plugins =
+          runtime->createMigrationPlugins(config, [progress_to](std::string_view progress) {
+            if (*progress_to != nullptr) (*progress_to)->pluginProgress(progress);
+          });
       decommissioner = std::make_unique<PluginDecommissioner>(
-          loop, *block_store, runtime->createMigrationPlugins(config), kinds,
+          loop, *block_store, std::move(plugins), kinds,
           [server = block_server.get()] { server->setAcceptingWrites(false); });
+      *progress_to = decommissioner.get();
     } catch (const PluginLoadFailure& e) {
       log->critical("{}", e.what());
       return toInt(agent::ExitCode::kPluginError);

@@ -90,7 +90,7 @@ AgentRuntime::~AgentRuntime() {
 }
 
 std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigrationPlugins(
-    const AgentConfig& config) {
+    const AgentConfig& config, std::function<void(std::string_view)> on_progress) {
   const DecommissionConfig& d = config.decommission;
   std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
   for (const std::string& name : d.migration) {
@@ -108,9 +108,11 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigration
       plugin_config = nlohmann::json::object();  // a third-party plugin: its own defaults
     }
     auto log = logger("decommission");
-    out.push_back(host_.createBlockMigration(
-        name, plugin_config.dump(),
-        [log, name](std::string_view progress) { log->debug("{}: {}", name, progress); }));
+    out.push_back(host_.createBlockMigration(name, plugin_config.dump(),
+                                             [log, name, on_progress](std::string_view progress) {
+                                               log->debug("{}: {}", name, progress);
+                                               if (on_progress) on_progress(progress);
+                                             }));
     log->info("block migration plugin {} ready", name);
   }
   return out;

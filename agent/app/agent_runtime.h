@@ -42,9 +42,10 @@ class AgentRuntime {
     executor_->attachBlockStore(store, std::move(block_url));
   }
   // One instance of each block-migration plugin in decommission.migration, in that order,
-  // configured from the decommission settings. Throws PluginLoadFailure.
+  // configured from the decommission settings. Each plugin's progress reports are logged
+  // (debug) and handed to `on_progress` (any thread). Throws PluginLoadFailure.
   std::vector<std::unique_ptr<BlockMigrationPlugin>> createMigrationPlugins(
-      const AgentConfig& config);
+      const AgentConfig& config, std::function<void(std::string_view)> on_progress);
 
   // Runs the discovery chain (the discovery plugins in load order) for the app's resource
   // profile merged with the config's `resources`, over the resources file's allocations, and

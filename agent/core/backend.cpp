@@ -736,15 +736,21 @@ void Backend::startMigrationPass() {
                 log().warn("cannot get peers from the driver: {}", result.error.message);
               }
               log().debug("migration pass {} with {} peer(s)", passes_, peers.size());
-              decommissioner_->startPass(std::move(peers),
-                                         [this, finishes_at_start](MigrationPassResult pass) {
-                                           onMigrationPass(std::move(pass), finishes_at_start);
-                                         });
+              pass_progress_ = MigrationPassProgress{};
+              decommissioner_->startPass(
+                  std::move(peers),
+                  [this](MigrationPassProgress progress) {
+                    if (pass_running_) pass_progress_ = progress;
+                  },
+                  [this, finishes_at_start](MigrationPassResult pass) {
+                    onMigrationPass(std::move(pass), finishes_at_start);
+                  });
             });
 }
 
 void Backend::onMigrationPass(MigrationPassResult result, std::uint64_t finishes_at_start) {
   pass_running_ = false;
+  pass_progress_ = MigrationPassProgress{};
   if (exiting_) return;
   bool told = true;
   if (!result.moved.empty()) {
@@ -800,15 +806,29 @@ Json Backend::decommissionProgress() const {
     const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
     phase = !running_.empty() ? "waiting-for-tasks" : (migrate ? "migrating" : "finishing");
   }
+  // While a pass runs, what it has moved so far counts as migrated, and what it set out to
+  // move (its own count of the blocks here) replaces the last pass's count of what was left.
+  std::uint64_t blocks_migrated = blocks_migrated_;
+  std::uint64_t bytes_migrated = bytes_migrated_;
+  std::uint64_t blocks_left = blocks_left_;
+  std::uint64_t bytes_left = bytes_left_;
+  if (pass_running_ && pass_progress_.blocks_total > 0) {
+    blocks_migrated += pass_progress_.blocks_moved;
+    bytes_migrated += pass_progress_.bytes_moved;
+    blocks_left = pass_progress_.blocks_total -
+                  std::min(pass_progress_.blocks_moved, pass_progress_.blocks_total);
+    bytes_left = pass_progress_.bytes_total -
+                 std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
+  }
   return Json{{"state", phase},
               {"running_tasks", running_.size()},
-              {"blocks_total", blocks_migrated_ + blocks_left_},
-              {"blocks_migrated", blocks_migrated_},
+              {"blocks_total", blocks_migrated + blocks_left},
+              {"blocks_migrated", blocks_migrated},
               {"blocks_failed", blocks_failed_},
-              {"blocks_left", blocks_left_},
-              {"bytes_total", bytes_migrated_ + bytes_left_},
-              {"bytes_migrated", bytes_migrated_},
-              {"bytes_left", bytes_left_},
+              {"blocks_left", blocks_left},
+              {"bytes_total", bytes_migrated + bytes_left},
+              {"bytes_migrated", bytes_migrated},
+              {"bytes_left", bytes_left},
               {"passes", passes_}};
 }
 

@@ -212,6 +212,7 @@ class Backend {
   std::size_t blocks_failed_ = 0;  // in the last pass
   std::size_t blocks_left_ = 0;
   std::uint64_t bytes_left_ = 0;
+  MigrationPassProgress pass_progress_;  // of the pass running now
   std::string decommission_phase_;
 };
 

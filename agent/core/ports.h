@@ -127,6 +127,15 @@ struct MigrationPassResult {
   bool complete = false;
 };
 
+// How far a running pass has come: what it set out to move and what has a verified copy
+// elsewhere so far (reported block by block, before the pass's result).
+struct MigrationPassProgress {
+  std::size_t blocks_total = 0;
+  std::uint64_t bytes_total = 0;
+  std::size_t blocks_moved = 0;
+  std::uint64_t bytes_moved = 0;
+};
+
 // Moves this agent's blocks away when it decommissions (migration plugins, on a thread of
 // its own). The Backend drives it: begin() once, then passes, one at a time; after each pass
 // it tells the driver where the moved blocks went and only then calls release() to delete
@@ -139,9 +148,11 @@ class Decommissioner {
   virtual bool migrationEnabled() const = 0;
   // Decommissioning starts: refuse blocks pushed by peers from now on.
   virtual void begin() = 0;
-  // Starts a pass over the blocks held now; `done` is posted to the core thread when it ends.
-  // At most one pass runs at a time.
+  // Starts a pass over the blocks held now; `progress` is posted to the core thread as blocks
+  // arrive at their destinations, `done` when the pass ends (no progress after it). At most
+  // one pass runs at a time.
   virtual void startPass(std::vector<protocol::Peer> peers,
+                         std::function<void(MigrationPassProgress)> progress,
                          std::function<void(MigrationPassResult)> done) = 0;
   // Deletes the local copies of moved blocks (the driver has been told).
   virtual void release(const std::vector<std::string>& block_ids) = 0;

@@ -47,9 +47,14 @@ void PluginDecommissioner::begin() {
 }
 
 void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
+                                     std::function<void(MigrationPassProgress)> progress,
                                      std::function<void(MigrationPassResult)> done) {
   // One pass at a time: the previous one has posted its result, so its thread is ending.
   if (pass_thread_.joinable()) pass_thread_.join();
+  {
+    std::lock_guard lock(progress_mutex_);
+    on_progress_ = std::move(progress);
+  }
   pass_thread_ = std::thread([this, peers = std::move(peers), done = std::move(done)]() mutable {
     MigrationPassResult result;
     try {
@@ -78,6 +83,19 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
   std::map<std::string, BlockMeta> remaining;
   for (auto& meta : blocksToMigrate()) remaining.emplace(meta.id, std::move(meta));
   std::map<std::string, std::string> reasons;
+  {
+    std::lock_guard lock(progress_mutex_);
+    progress_ = MigrationPassProgress{};
+    pass_blocks_.clear();
+    for (const auto& [id, meta] : remaining) {
+      pass_blocks_.emplace(id, meta.size);
+      ++progress_.blocks_total;
+      progress_.bytes_total += meta.size;
+    }
+    if (on_progress_) {
+      events_.post([report = on_progress_, now = progress_] { report(now); });
+    }
+  }
   Json peer_list = protocol::toJson(peers)["peers"];
   for (auto& plugin : plugins_) {
     if (remaining.empty() || cancelled_) break;
@@ -143,6 +161,25 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
   }
   result.complete = remaining.empty() && !cancelled_;
   return result;
+}
+
+void PluginDecommissioner::pluginProgress(std::string_view progress_json) {
+  Json report = Json::parse(progress_json, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.value("done", false)) return;
+  auto block = report.find("block");
+  if (block == report.end() || !block->is_string()) return;
+  std::lock_guard lock(progress_mutex_);
+  auto found = pass_blocks_.find(block->get<std::string>());
+  if (found == pass_blocks_.end()) return;  // not this pass's, or reported already
+  ++progress_.blocks_moved;
+  progress_.bytes_moved += found->second;
+  pass_blocks_.erase(found);
+  if (on_progress_) events_.post([report = on_progress_, now = progress_] { report(now); });
+}
+
+MigrationPassProgress PluginDecommissioner::passProgress() const {
+  std::lock_guard lock(progress_mutex_);
+  return progress_;
 }
 
 void PluginDecommissioner::release(const std::vector<std::string>& block_ids) {

@@ -14,8 +14,10 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -48,6 +50,7 @@ class PluginDecommissioner final : public Decommissioner {
   bool migrationEnabled() const override { return !plugins_.empty() && kinds_.any(); }
   void begin() override;
   void startPass(std::vector<protocol::Peer> peers,
+                 std::function<void(MigrationPassProgress)> progress,
                  std::function<void(MigrationPassResult)> done) override;
   void release(const std::vector<std::string>& block_ids) override;
   std::vector<std::string> blocksLeft() const override;
@@ -55,6 +58,12 @@ class PluginDecommissioner final : public Decommissioner {
 
   // Runs one pass on the calling thread (what the pass thread does; exposed for tests).
   MigrationPassResult runPass(const std::vector<protocol::Peer>& peers);
+
+  // A plugin's progress report ({"block": id, "done": true, ...}), from any thread: a block of
+  // the running pass that now has a verified copy elsewhere. Others are ignored.
+  void pluginProgress(std::string_view progress_json);
+  // What the running (or last) pass has moved so far.
+  MigrationPassProgress passProgress() const;
 
  private:
   std::vector<BlockMeta> blocksToMigrate() const;
@@ -66,6 +75,11 @@ class PluginDecommissioner final : public Decommissioner {
   std::function<void()> on_begin_;
   std::atomic<bool> cancelled_{false};
   std::thread pass_thread_;
+
+  mutable std::mutex progress_mutex_;
+  MigrationPassProgress progress_;
+  std::map<std::string, std::uint64_t> pass_blocks_;  // id -> size, not yet reported moved
+  std::function<void(MigrationPassProgress)> on_progress_;
 };
 
 }  // namespace dockhand::agent

@@ -321,6 +321,45 @@ TEST_F(DecommissionTest, DeadlineExpiresWithBlocksLeftExitsTen) {
       << "a block that was not moved is kept";
 }
 
+TEST_F(DecommissionTest, HeartbeatsShowBlocksMovingWhileAPassRuns) {
+  FakeDriver peer_driver;
+  auto peer = startAgent(peer_driver.url(), "p1");
+  ASSERT_TRUE(peer_driver.waitForRegistration(10s)) << peer->output();
+  FakeDriver driver;  // heartbeats every 200 ms
+  // One block at a time at 2 MiB/s: four 1 MiB blocks take about 2 s, one pass.
+  auto agent = startAgent(
+      driver.url(), "a1",
+      {{"decommission",
+        {{"check_interval_ms", 100}, {"max_concurrent", 1}, {"bandwidth_bytes_per_s", 2 << 20}}}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.setPeers({{"p1", peer_driver.agentBlockUrl()}});
+  std::string make;
+  for (int i = 0; i < 4; ++i)
+    make += writeOutput("shuffle_5_" + std::to_string(i) + "_0", 1024) + ";";
+  driver.send(launch(1, make));
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
+
+  agent->signal(SIGPWR);
+  auto midway = driver.waitFor(
+      [](const proto::Envelope& e) {
+        if (e.type != "Heartbeat") return false;
+        auto d = proto::decodeBody<proto::Heartbeat>(e.body).decommission;
+        return d.is_object() && d.value("blocks_migrated", 0) >= 1 &&
+               d.value("blocks_left", 0) >= 1;
+      },
+      20s);
+  ASSERT_TRUE(midway) << "no heartbeat showed a pass part-way\n" << agent->output();
+  auto d = proto::decodeBody<proto::Heartbeat>(midway->body).decommission;
+  EXPECT_EQ(d["state"], "migrating");
+  EXPECT_EQ(d["blocks_total"], 4);
+  EXPECT_EQ(d["bytes_total"], 4 << 20);
+  EXPECT_EQ(d["passes"], 1) << "block by block within the first pass, not pass by pass";
+  EXPECT_EQ(d.value("blocks_migrated", 0) + d.value("blocks_left", 0), 4);
+  auto code = agent->waitExit(20s);
+  ASSERT_TRUE(code) << agent->output();
+  EXPECT_EQ(*code, 0) << agent->output();
+}
+
 TEST_F(DecommissionTest, PeerWithAFullDiskRefusesAndTheBlockStaysAtHome) {
   // The peer's work directory is a 4 MiB disk: a 1 MiB block fits, a 6 MiB one does not.
   TmpfsMount disk(workDir("p1"), 4 << 20);

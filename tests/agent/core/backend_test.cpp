@@ -201,13 +201,15 @@ class FakeDecommissioner : public Decommissioner {
  public:
   struct Pass {
     std::vector<proto::Peer> peers;
+    std::function<void(MigrationPassProgress)> progress;
     std::function<void(MigrationPassResult)> done;
   };
   bool migrationEnabled() const override { return migration_enabled; }
   void begin() override { ++begins; }
   void startPass(std::vector<proto::Peer> peers,
+                 std::function<void(MigrationPassProgress)> progress,
                  std::function<void(MigrationPassResult)> done) override {
-    passes.push_back(Pass{std::move(peers), std::move(done)});
+    passes.push_back(Pass{std::move(peers), std::move(progress), std::move(done)});
   }
   void release(const std::vector<std::string>& ids) override {
     released.insert(released.end(), ids.begin(), ids.end());
@@ -1768,6 +1770,49 @@ TEST(BackendDecommissionTest, HeartbeatCarriesDecommissionProgress) {
   EXPECT_EQ(progress["state"], "waiting-for-tasks");
   EXPECT_EQ(progress["blocks_migrated"], 1);
   EXPECT_EQ(progress["bytes_migrated"], 4096);
+}
+
+TEST(BackendDecommissionTest, ProgressOfARunningPassShowsBlockByBlock) {
+  Harness h(decommissionOptions());
+  h.runToRunning();
+  h.deliverMessage(proto::DecommissionExecutor{});
+  answerPeers(h);
+  ASSERT_EQ(h.decommissioner.passes.size(), 1u);
+  auto progress = [&] {
+    h.timers.advance(h.backend.heartbeatInterval());
+    auto beats = h.link.sentOfType("Heartbeat");
+    return proto::decodeBody<proto::Heartbeat>(beats.back().body).decommission;
+  };
+  h.decommissioner.passes.front().progress(MigrationPassProgress{4, 4000, 0, 0});
+  auto at_start = progress();
+  EXPECT_EQ(at_start["state"], "migrating");
+  EXPECT_EQ(at_start["blocks_total"], 4);
+  EXPECT_EQ(at_start["blocks_left"], 4);
+  EXPECT_EQ(at_start["blocks_migrated"], 0);
+  h.decommissioner.passes.front().progress(MigrationPassProgress{4, 4000, 3, 2500});
+  auto later = progress();
+  EXPECT_EQ(later["blocks_migrated"], 3);
+  EXPECT_EQ(later["bytes_migrated"], 2500);
+  EXPECT_EQ(later["blocks_left"], 1);
+  EXPECT_EQ(later["bytes_left"], 1500);
+  EXPECT_EQ(h.backend.statusJson()["decommission"]["blocks_migrated"], 3);
+
+  // The pass's result replaces its running count; a late report changes nothing.
+  auto report = h.decommissioner.passes.front().progress;
+  MigrationPassResult result;
+  result.moved = {blockAt("rdd_1_0", "exec-2", 1000), blockAt("rdd_1_1", "exec-2", 1000),
+                  blockAt("rdd_1_2", "exec-2", 500)};
+  result.bytes_moved = 2500;
+  result.failed = {{"rdd_1_3", "HTTP 507"}};
+  result.blocks_left = 1;
+  result.bytes_left = 1500;
+  h.decommissioner.finishPass(result);
+  report(MigrationPassProgress{4, 4000, 4, 4000});
+  auto after = progress();
+  EXPECT_EQ(after["blocks_migrated"], 3);
+  EXPECT_EQ(after["blocks_failed"], 1);
+  EXPECT_EQ(after["blocks_left"], 1);
+  EXPECT_EQ(after["bytes_left"], 1500);
 }
 
 TEST(BackendTest, FinishedTaskBlocksAreAnnouncedBeforeItsStatus) {
