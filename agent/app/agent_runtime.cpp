@@ -89,6 +89,11 @@ AgentRuntime::~AgentRuntime() {
   }
 }
 
+void AgentRuntime::setRequestSigner(protocol::auth::RequestSigner signer) {
+  signer_ = signer;
+  executor_->setRequestSigner(std::move(signer));
+}
+
 std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigrationPlugins(
     const AgentConfig& config) {
   const DecommissionConfig& d = config.decommission;
@@ -110,7 +115,7 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigration
     auto log = logger("decommission");
     out.push_back(host_.createBlockMigration(
         name, plugin_config.dump(),
-        [log, name](std::string_view progress) { log->debug("{}: {}", name, progress); }));
+        [log, name](std::string_view progress) { log->debug("{}: {}", name, progress); }, signer_));
     log->info("block migration plugin {} ready", name);
   }
   return out;

@@ -139,6 +139,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
                       "no such resource: " + path + " (try /blocks/<id>, /healthz, /v1/status)");
     }
+    if (!authorized(request, response, path)) return;
     std::string id = path.substr(kBlocksPrefix.size());
     if (!isValidBlockId(id)) {
       return sendText(
@@ -150,6 +151,27 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     }
     if (method == HTTPRequest::HTTP_PUT) return put(request, response, id);
     notAllowed(response, "GET, HEAD, PUT");
+  }
+
+  // True when no signature is needed or the request's is valid; otherwise answers 401.
+  bool authorized(HTTPServerRequest& request, HTTPServerResponse& response,
+                  const std::string& path) {
+    const auto& verifier = server_.options().verifier;
+    if (!verifier) return true;
+    const std::string& method = request.getMethod();
+    const std::string content =
+        method == HTTPRequest::HTTP_PUT ? request.get(kChecksumHeader, "") : std::string();
+    auto refusal = verifier->verify(request.get("Authorization", ""),
+                                    protocol::auth::RequestToSign{method, path, content},
+                                    protocol::auth::wallClockMs());
+    if (!refusal) return true;
+    server_.countAuthRefusal();
+    log().warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),
+               *refusal);
+    response.setStatusAndReason(HTTPResponse::HTTP_UNAUTHORIZED);
+    response.set("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
+    sendText(response, HTTPResponse::HTTP_UNAUTHORIZED, "unauthorized: " + *refusal);
+    return false;
   }
 
   static void notAllowed(HTTPServerResponse& response, const std::string& allowed) {
