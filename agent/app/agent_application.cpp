@@ -180,6 +180,10 @@ void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
   options.addOption(Option("plugin-dir", "", "search this directory for plugins (repeatable)")
                         .argument("DIR")
                         .repeatable(true));
+  options.addOption(Option("auth-secret-file", "",
+                           "authenticate with the cluster secret in FILE (mode 0600 or "
+                           "stricter; see docs/security.md)")
+                        .argument("FILE"));
 }
 
 void AgentApplication::handleOption(const std::string& name, const std::string& value) {
@@ -287,7 +291,11 @@ int AgentApplication::runAgent(AgentConfig config) {
   }
 
   BackendOptions options;
+  std::optional<protocol::auth::ClusterSecret> secret;
   try {
+    if (!config.auth_secret_file.empty()) {
+      secret = protocol::auth::loadSecretFile(config.auth_secret_file);
+    }
     Poco::URI uri(config.driver_url);
     if (uri.getScheme() != "ws" || uri.getHost().empty() || uri.getPort() == 0) {
       throw ConfigError("expected ws://HOST:PORT/");
@@ -303,6 +311,9 @@ int AgentApplication::runAgent(AgentConfig config) {
     }
   } catch (const ConfigError& e) {
     std::cerr << "dockhand: config error: " << e.what() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  } catch (const protocol::auth::SecretError& e) {
+    std::cerr << "dockhand: config error: auth_secret_file: " << e.what() << "\n";
     return toInt(agent::ExitCode::kConfigError);
   } catch (const Poco::Exception& e) {
     std::cerr << "dockhand: config error: driver_url '" << config.driver_url
@@ -380,10 +391,17 @@ int AgentApplication::runAgent(AgentConfig config) {
     server_options.bind_address = config.bind_address;
     server_options.port = config.block_port;
     server_options.fallback_dir = config.fallback_dir;
+    if (secret) {
+      server_options.verifier = std::make_shared<protocol::auth::RequestVerifier>(*secret);
+      runtime->setRequestSigner(protocol::auth::makeRequestSigner(*secret));
+    }
     block_server = std::make_unique<BlockServer>(
-        server_options, *block_store, [&status_board, store = block_store.get()] {
+        server_options, *block_store,
+        [&status_board, &block_server, store = block_store.get(), auth = secret.has_value()] {
           nlohmann::json status = status_board.get();
           status["blocks"] = {{"count", store->count()}, {"bytes", store->totalBytes()}};
+          status["auth"] = {{"required", auth},
+                            {"refused_requests", block_server ? block_server->authRefusals() : 0}};
           return status;
         });
     block_server->start();
@@ -417,7 +435,7 @@ int AgentApplication::runAgent(AgentConfig config) {
 
   WebSocketLink link(WebSocketLink::Options{config.driver_url, Millis(5000), Millis(10000),
                                             static_cast<std::size_t>(config.max_frame_bytes),
-                                            std::string("dockhand ") + kVersion},
+                                            std::string("dockhand ") + kVersion, secret},
                      loop);
   SpdlogLevelControl log_control;
   Backend backend(options, link, runtime->executor(), loop, log_control, loop,
@@ -429,10 +447,16 @@ int AgentApplication::runAgent(AgentConfig config) {
         backend.onDriverConnectFailed(reason, retryable);
       },
       [&backend](const protocol::Envelope& frame) { backend.onDriverFrame(frame); },
-      [&backend](const std::string& reason) { backend.onDriverDisconnected(reason); }});
+      [&backend](const std::string& reason) { backend.onDriverDisconnected(reason); },
+      [&backend](const std::string& reason) { backend.onDriverAuthFailed(reason); }});
 
   log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
             config.executor_id, config.app_id, config.cores, config.work_dir);
+  if (secret) {
+    log->info("authentication on: the cluster secret is read from {}", config.auth_secret_file);
+  } else {
+    log->info("authentication off: no auth_secret_file (a driver that requires it refuses us)");
+  }
   SignalThread signal_thread(loop, backend, decommission_signal);
   std::function<void()> refresh_status = [&] {
     status_board.set(backend.statusJson());

@@ -54,6 +54,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "block_port",
     "fallback_dir",
     "decommission",
+    "auth_secret_file",
 };
 
 const std::set<std::string, std::less<>> kDecommissionKeys = {
@@ -288,6 +289,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalInt("plugin_call_warn_ms", config.plugin_call_warn_ms, 1, 3600000);
     config.block_port = static_cast<int>(r.optionalInt("block_port", config.block_port, 0, 65535));
     config.fallback_dir = r.optionalString("fallback_dir", config.fallback_dir);
+    config.auth_secret_file = r.optionalString("auth_secret_file", config.auth_secret_file);
     if (const json* d = r.object("decommission")) {
       ConfigReader q(*d, "/decommission", problems);
       q.rejectUnknown(kDecommissionKeys);
@@ -390,9 +392,13 @@ std::vector<std::string> configFilesFor(const std::string& file) {
 
 const std::vector<EnvironmentOverride>& environmentOverrides() {
   static const std::vector<EnvironmentOverride> overrides = {
-      {"DOCKHAND_DRIVER_URL", "driver-url"}, {"DOCKHAND_EXECUTOR_ID", "executor-id"},
-      {"DOCKHAND_APP_ID", "app-id"},         {"DOCKHAND_CORES", "cores"},
-      {"DOCKHAND_WORK_DIR", "work-dir"},     {"DOCKHAND_LOG_LEVEL", "log-level"},
+      {"DOCKHAND_DRIVER_URL", "driver-url"},
+      {"DOCKHAND_EXECUTOR_ID", "executor-id"},
+      {"DOCKHAND_APP_ID", "app-id"},
+      {"DOCKHAND_CORES", "cores"},
+      {"DOCKHAND_WORK_DIR", "work-dir"},
+      {"DOCKHAND_LOG_LEVEL", "log-level"},
+      {"DOCKHAND_AUTH_SECRET_FILE", "auth-secret-file"},
   };
   return overrides;
 }
@@ -542,6 +548,7 @@ json configToJson(const AgentConfig& config) {
       {"resources", std::move(resources)},
       {"block_port", config.block_port},
       {"fallback_dir", config.fallback_dir},
+      {"auth_secret_file", config.auth_secret_file},
       {"decommission",
        {{"enabled", config.decommission.enabled},
         {"signal", config.decommission.signal},
@@ -602,6 +609,8 @@ void applyOption(const std::string& name, const std::string& value, AgentConfig&
     config.log_level = value;
   } else if (name == "plugin-dir") {
     config.plugin_dirs.push_back(value);
+  } else if (name == "auth-secret-file") {
+    config.auth_secret_file = value;
   } else {
     throw ConfigError(fmt::format("--{}: not a config option", name));
   }

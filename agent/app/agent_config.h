@@ -101,6 +101,11 @@ struct AgentConfig {
   std::string fallback_dir;  // the fallback block store; served by GET when set
   DecommissionConfig decommission;
 
+  // Authentication (docs/security.md): the file holding the cluster secret, readable by its
+  // owner only. Empty: this agent does not authenticate (and a driver that requires it
+  // refuses it). The secret itself is never a config value.
+  std::string auth_secret_file;
+
   // Filled from the environment, not from the file.
   std::map<std::string, std::string> log_urls;
   std::map<std::string, std::string> attributes;

@@ -89,6 +89,11 @@ AgentRuntime::~AgentRuntime() {
   }
 }
 
+void AgentRuntime::setRequestSigner(protocol::auth::RequestSigner signer) {
+  signer_ = signer;
+  executor_->setRequestSigner(std::move(signer));
+}
+
 std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigrationPlugins(
     const AgentConfig& config, std::function<void(std::string_view)> on_progress) {
   const DecommissionConfig& d = config.decommission;
@@ -108,11 +113,13 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigration
       plugin_config = nlohmann::json::object();  // a third-party plugin: its own defaults
     }
     auto log = logger("decommission");
-    out.push_back(host_.createBlockMigration(name, plugin_config.dump(),
-                                             [log, name, on_progress](std::string_view progress) {
-                                               log->debug("{}: {}", name, progress);
-                                               if (on_progress) on_progress(progress);
-                                             }));
+    out.push_back(host_.createBlockMigration(
+        name, plugin_config.dump(),
+        [log, name, on_progress](std::string_view progress) {
+          log->debug("{}: {}", name, progress);
+          if (on_progress) on_progress(progress);
+        },
+        signer_));
     log->info("block migration plugin {} ready", name);
   }
   return out;

@@ -46,6 +46,9 @@ class AgentRuntime {
   // (debug) and handed to `on_progress` (any thread). Throws PluginLoadFailure.
   std::vector<std::unique_ptr<BlockMigrationPlugin>> createMigrationPlugins(
       const AgentConfig& config, std::function<void(std::string_view)> on_progress);
+  // Signs this agent's requests to other block servers (input fetches, and migration plugins
+  // created after this call, through dh_host.sign_request).
+  void setRequestSigner(protocol::auth::RequestSigner signer);
 
   // Runs the discovery chain (the discovery plugins in load order) for the app's resource
   // profile merged with the config's `resources`, over the resources file's allocations, and
@@ -64,6 +67,7 @@ class AgentRuntime {
   std::string resources_file_;
   std::unique_ptr<PluginExecutor> executor_;
   std::unique_ptr<ResourceGuard> guard_;
+  protocol::auth::RequestSigner signer_;
 };
 
 // The directories searched for plugins, in order (see above).

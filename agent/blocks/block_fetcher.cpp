@@ -14,7 +14,8 @@
 namespace dockhand::agent {
 
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
-                const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout) {
+                const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
+                const protocol::auth::RequestSigner& signer) {
   const std::string where = "block " + input.id + " from " + input.url;
   auto fail = [&](const std::string& why) { return FetchError(where + ": " + why); };
   std::filesystem::path part = dest;
@@ -29,6 +30,10 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
                                       static_cast<long>((timeout.count() % 1000) * 1000)));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
                                    Poco::Net::HTTPMessage::HTTP_1_1);
+    if (signer) {
+      std::string header = signer(Poco::Net::HTTPRequest::HTTP_GET, uri.getPath(), "");
+      if (!header.empty()) request.set("Authorization", header);
+    }
     session.sendRequest(request);
     Poco::Net::HTTPResponse response;
     std::istream& in = session.receiveResponse(response);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
@@ -17,9 +18,11 @@ class FetchError : public std::runtime_error {
 
 // GETs input.url into `dest`: the bytes go to "<dest>.part" and are renamed to `dest` only once
 // the size (when input.size > 0) and the checksum (when given) match. Checks `cancelled`
-// between pieces and stops early when it is set. Blocking; call it off the core thread.
+// between pieces and stops early when it is set. With a `signer` the GET carries its
+// Authorization header (a cluster that authenticates). Blocking; call it off the core thread.
 // Throws FetchError "block <id> from <url>: <why>".
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
-                const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout);
+                const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
+                const protocol::auth::RequestSigner& signer = {});
 
 }  // namespace dockhand::agent

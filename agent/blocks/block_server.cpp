@@ -44,7 +44,7 @@ spdlog::logger& log() {
 
 void sendText(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
               const std::string& text) {
-  response.setStatus(status);
+  response.setStatusAndReason(status);  // "507 Insufficient Storage", not "507 OK"
   response.setContentType("text/plain; charset=utf-8");
   std::string body = text + "\n";
   response.setContentLength(static_cast<std::streamsize>(body.size()));
@@ -158,6 +158,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
                       "no such resource: " + path + " (try /blocks/<id>, /healthz, /v1/status)");
     }
+    if (!authorized(request, response, path)) return;
     std::string id = path.substr(kBlocksPrefix.size());
     if (!isValidBlockId(id)) {
       return sendText(
@@ -169,6 +170,26 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     }
     if (method == HTTPRequest::HTTP_PUT) return put(request, response, id);
     notAllowed(response, "GET, HEAD, PUT");
+  }
+
+  // True when no signature is needed or the request's is valid; otherwise answers 401.
+  bool authorized(HTTPServerRequest& request, HTTPServerResponse& response,
+                  const std::string& path) {
+    const auto& verifier = server_.options().verifier;
+    if (!verifier) return true;
+    const std::string& method = request.getMethod();
+    const std::string content =
+        method == HTTPRequest::HTTP_PUT ? request.get(kChecksumHeader, "") : std::string();
+    auto refusal = verifier->verify(request.get("Authorization", ""),
+                                    protocol::auth::RequestToSign{method, path, content},
+                                    protocol::auth::wallClockMs());
+    if (!refusal) return true;
+    server_.countAuthRefusal();
+    log().warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),
+               *refusal);
+    response.set("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
+    sendText(response, HTTPResponse::HTTP_UNAUTHORIZED, "unauthorized: " + *refusal);
+    return false;
   }
 
   static void notAllowed(HTTPServerResponse& response, const std::string& allowed) {

@@ -14,6 +14,11 @@
 //   GET  /v1/status     JSON from the status provider (agent state, tasks, blocks,
 //                       decommission progress).
 //
+// With a request verifier (a cluster that authenticates, docs/security.md) every request
+// under /blocks/ must carry a valid `Authorization: Dockhand-HMAC-SHA256 ...` header signed
+// with the cluster secret; otherwise it is answered 401 with the reason, logged and counted.
+// /healthz and /v1/status stay open (no block data).
+//
 // An error body is one line of text saying what went wrong. Bodies stream in 1 MiB pieces;
 // no block is ever held in memory whole.
 //
@@ -30,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocks/block_store.h"
+#include "dockhand/protocol/auth.h"
 
 namespace Poco::Net {
 class HTTPServer;
@@ -43,6 +49,8 @@ struct BlockServerOptions {
   int max_threads = 16;
   int max_queued = 64;
   std::filesystem::path fallback_dir;  // empty: no fallback store
+  // Set: block requests must be signed with the cluster secret.
+  std::shared_ptr<protocol::auth::RequestVerifier> verifier;
 };
 
 class BlockServer {
@@ -62,6 +70,9 @@ class BlockServer {
   // False: PUT is refused with 503 (the agent is decommissioning).
   void setAcceptingWrites(bool accepting) { accepting_writes_ = accepting; }
   bool acceptingWrites() const { return accepting_writes_; }
+  // Block requests refused for a missing or bad signature (401).
+  std::uint64_t authRefusals() const { return auth_refusals_.load(); }
+  void countAuthRefusal() { ++auth_refusals_; }
 
   // For the handlers.
   BlockStore& store() { return store_; }
@@ -73,6 +84,7 @@ class BlockServer {
   BlockStore& store_;
   StatusProvider status_;
   std::atomic<bool> accepting_writes_{true};
+  std::atomic<std::uint64_t> auth_refusals_{0};
   std::unique_ptr<Poco::Net::HTTPServer> server_;
   int port_ = 0;
 };

@@ -117,6 +117,13 @@ void Backend::onDriverConnectFailed(const std::string& reason, bool retryable) {
                /*notify_driver=*/false);
 }
 
+void Backend::onDriverAuthFailed(const std::string& reason) {
+  if (state_ != State::kConnecting) return;
+  exitExecutor(ExitCode::kAuthFailed,
+               fmt::format("authentication with driver {} failed: {}", options_.driver_url, reason),
+               /*notify_driver=*/false);
+}
+
 void Backend::fetchAppConfig() {
   proto::RetrieveAppConfig ask{options_.resource_profile_id};
   link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {

@@ -102,6 +102,9 @@ class Backend {
   // ---- Events (core thread) ----
   void onDriverConnected();
   void onDriverConnectFailed(const std::string& reason, bool retryable);
+  // The handshake failed authentication (either side refused the other's proof): not
+  // retried, the agent exits kAuthFailed.
+  void onDriverAuthFailed(const std::string& reason);
   // A frame from the driver that is not a Reply (the link routes replies to ask callbacks).
   void onDriverFrame(const protocol::Envelope& frame);
   void onDriverDisconnected(const std::string& reason);

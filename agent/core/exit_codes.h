@@ -19,6 +19,7 @@ enum class ExitCode : int {
   kPluginError = 8,              // a required plugin failed to load or start
   kResourcesUnavailable = 9,     // fewer resources discovered than the profile asks for
   kDecommissionIncomplete = 10,  // decommission deadline passed with blocks not migrated
+  kAuthFailed = 11,              // the driver and this agent do not share the cluster secret
   kUsage = 64,                   // unknown option or missing required option (EX_USAGE)
 };
 
@@ -44,6 +45,8 @@ inline constexpr ExitCodeInfo kExitCodeTable[] = {
      "fewer resources found than requested"},
     {ExitCode::kDecommissionIncomplete, "decommission-incomplete",
      "decommission deadline passed with blocks left"},
+    {ExitCode::kAuthFailed, "auth-failed",
+     "authentication with the driver failed (no or another cluster secret)"},
     {ExitCode::kUsage, "usage", "unknown or missing command-line option"},
 };
 

@@ -45,6 +45,7 @@
 #include "blocks/block_store.h"
 #include "blocks/io_pool.h"
 #include "core/ports.h"
+#include "dockhand/protocol/auth.h"
 #include "plugins/task_runner_plugin.h"
 
 namespace dockhand::agent {
@@ -61,6 +62,8 @@ class PluginExecutor final : public Executor {
   // Makes FINISHED tasks' outputs blocks of `store`, advertised at <block_url>/blocks/<id>.
   // Call before the first launch. The store must outlive the executor.
   void attachBlockStore(BlockStore& store, std::string block_url);
+  // Signs the GETs of task inputs (a cluster that authenticates). Call before the first launch.
+  void setRequestSigner(protocol::auth::RequestSigner signer) { signer_ = std::move(signer); }
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
@@ -114,6 +117,7 @@ class PluginExecutor final : public Executor {
   std::string runner_list_;  // "process, x" for messages
   BlockStore* block_store_ = nullptr;
   std::string block_url_;
+  protocol::auth::RequestSigner signer_;
   std::unique_ptr<IoPool> io_;  // input fetches and output ingestion; joined first
 };
 

@@ -87,13 +87,14 @@ std::unique_ptr<ResourceDiscoveryPlugin> PluginHost::createResourceDiscovery(
 
 std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
     const std::string& name_or_path, const std::string& config_json,
-    MigrationProgressCallback on_progress) {
+    MigrationProgressCallback on_progress, RequestSigner sign_request) {
   auto library = load(name_or_path);
   if (!library->implements(DH_KIND_BLOCK_MIGRATION)) {
     throw PluginLoadError(library->label() + ": not a block migration plugin");
   }
   PluginCallbacks callbacks;
   callbacks.migration_progress = std::move(on_progress);
+  callbacks.sign_request = std::move(sign_request);
   return std::make_unique<BlockMigrationPlugin>(
       PluginInstance::create(std::move(library), config_json, std::move(callbacks)));
 }

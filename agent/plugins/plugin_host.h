@@ -53,7 +53,8 @@ class PluginHost {
                                                                    const std::string& config_json);
   std::unique_ptr<BlockMigrationPlugin> createBlockMigration(const std::string& name_or_path,
                                                              const std::string& config_json,
-                                                             MigrationProgressCallback on_progress);
+                                                             MigrationProgressCallback on_progress,
+                                                             RequestSigner sign_request = {});
 
   // A factory for PluginExecutor: loads the library now (so errors surface at once) and
   // creates the instance when the executor supplies its status callback. The factory holds

@@ -2,6 +2,7 @@
 
 #include "plugins/config_schema.h"
 
+#include <cstring>
 #include <exception>
 
 #include <spdlog/spdlog.h>
@@ -89,6 +90,28 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
   host_.migration_progress = &hostMigrationProgress;
   host_.config = &hostConfig;
   host_.log_enabled = &hostLogEnabled;
+  host_.sign_request = &hostSignRequest;
+}
+
+dh_status PluginInstance::hostSignRequest(void* ctx, const char* method, const char* path,
+                                          const char* content, char* out,
+                                          std::size_t out_size) noexcept {
+  auto* self = static_cast<PluginInstance*>(ctx);
+  if (method == nullptr || path == nullptr || out == nullptr || out_size == 0) {
+    return DH_INVALID_ARGUMENT;
+  }
+  if (!self->callbacks_.sign_request) return DH_UNSUPPORTED;
+  try {
+    std::string header =
+        self->callbacks_.sign_request(method, path, content == nullptr ? "" : content);
+    if (header.empty()) return DH_UNSUPPORTED;
+    if (header.size() + 1 > out_size) return DH_INVALID_ARGUMENT;
+    std::memcpy(out, header.c_str(), header.size() + 1);
+    return DH_OK;
+  } catch (const std::exception& e) {
+    self->logger_->warn("sign_request failed: {}", e.what());
+    return DH_ERROR;
+  }
 }
 
 PluginInstance::~PluginInstance() {

@@ -18,6 +18,7 @@
 #include <spdlog/logger.h>
 
 #include "dockhand/plugin.h"
+#include "dockhand/protocol/auth.h"
 #include "plugins/plugin_library.h"
 
 namespace dockhand::agent {
@@ -27,11 +28,16 @@ namespace dockhand::agent {
 using TaskStatusCallback =
     std::function<void(std::uint64_t task_id, std::int32_t state, std::string_view detail_json)>;
 using MigrationProgressCallback = std::function<void(std::string_view progress_json)>;
+// The Authorization header for one block-server request (method, path, content); empty when
+// the agent has no cluster secret. Backs dh_host.sign_request.
+using RequestSigner = protocol::auth::RequestSigner;
 
-// What the host's dh_host callbacks forward to. Empty functions drop the report.
+// What the host's dh_host callbacks forward to. Empty functions drop the report (and make
+// sign_request answer DH_UNSUPPORTED).
 struct PluginCallbacks {
   TaskStatusCallback task_status;
   MigrationProgressCallback migration_progress;
+  RequestSigner sign_request;
 };
 
 // The outcome of one call into a plugin: its status, and either the plugin's out_json (on
@@ -86,6 +92,8 @@ class PluginInstance {
   static void hostMigrationProgress(void* ctx, const char* progress_json) noexcept;
   static const char* hostConfig(void* ctx) noexcept;
   static std::int32_t hostLogEnabled(void* ctx, std::int32_t level) noexcept;
+  static dh_status hostSignRequest(void* ctx, const char* method, const char* path,
+                                   const char* content, char* out, std::size_t out_size) noexcept;
 
   std::shared_ptr<const PluginLibrary> library_;  // first: released last
   std::string config_json_;

@@ -80,9 +80,21 @@ void WebSocketLink::run() {
 
   std::string error;
   bool retryable = true;
-  if (!handshake(*ws, error, retryable)) {
-    sink_.post([this, error, retryable] { listener_.connect_failed(error, retryable); });
-    return;
+  switch (handshake(*ws, error, retryable)) {
+    case HandshakeResult::kOk:
+      break;
+    case HandshakeResult::kFailed:
+      sink_.post([this, error, retryable] { listener_.connect_failed(error, retryable); });
+      return;
+    case HandshakeResult::kAuthFailed:
+      sink_.post([this, error] {
+        if (listener_.auth_failed) {
+          listener_.auth_failed(error);
+        } else {
+          listener_.connect_failed(error, false);
+        }
+      });
+      return;
   }
   {
     std::lock_guard lock(send_mutex_);
@@ -94,52 +106,130 @@ void WebSocketLink::run() {
   readLoop(*ws);
 }
 
-bool WebSocketLink::handshake(WebSocket& ws, std::string& error, bool& retryable) {
+std::optional<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws,
+                                                                    std::string& error,
+                                                                    bool& retryable) {
+  if (!ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
+    error = "the driver did not answer within " +
+            std::to_string(options_.handshake_timeout.count()) + " ms";
+    return std::nullopt;
+  }
+  Poco::Buffer<char> buffer(0);
+  int flags = 0;
+  int n = ws.receiveFrame(buffer, flags);
+  if (n <= 0 || (flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
+    error = "the driver closed the connection during the handshake";
+    return std::nullopt;
+  }
+  auto decoded =
+      proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
+  if (!decoded) {
+    error = "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
+            decoded.error().message;
+    retryable = false;
+    return std::nullopt;
+  }
+  return std::move(decoded.value());
+}
+
+void WebSocketLink::refuseDriver(WebSocket& ws, const std::string& why) {
+  try {
+    std::string text =
+        proto::encodeEnvelope(proto::makeError(proto::error_code::kAuthFailed, "agent: " + why));
+    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    ws.shutdown(WebSocket::WS_POLICY_VIOLATION, "authentication failed");
+  } catch (const Poco::Exception&) {
+    // the driver is gone already; the refusal is logged on this side anyway
+  }
+}
+
+WebSocketLink::HandshakeResult WebSocketLink::handshake(WebSocket& ws, std::string& error,
+                                                        bool& retryable) {
+  const auto& secret = options_.secret;
   try {
     std::uint64_t id = next_id_++;
     proto::Hello hello{proto::kProtocolVersion, "agent", options_.software};
+    std::string agent_nonce;
+    if (secret) {
+      agent_nonce = proto::auth::randomNonce();
+      hello.auth = proto::HelloAuth{std::string(proto::auth::kHelloScheme), agent_nonce, ""};
+    }
     std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    if (!ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
-      error = "the driver did not answer Hello within " +
-              std::to_string(options_.handshake_timeout.count()) + " ms";
-      return false;
-    }
-    Poco::Buffer<char> buffer(0);
-    int flags = 0;
-    int n = ws.receiveFrame(buffer, flags);
-    if (n <= 0) {
-      error = "the driver closed the connection during the handshake";
-      return false;
-    }
-    auto decoded =
-        proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
-    if (!decoded || !decoded.value().isReply() || decoded.value().re != id) {
+    auto received = receiveHandshakeFrame(ws, error, retryable);
+    if (!received) return HandshakeResult::kFailed;
+    if (!received->isReply() || received->re != id) {
       error = "the peer did not answer Hello with a Reply: is this a Dockhand driver?";
       retryable = false;
-      return false;
+      return HandshakeResult::kFailed;
     }
-    const proto::Envelope& reply = decoded.value();
+    const proto::Envelope& reply = *received;
     if (!reply.ok) {
+      if (reply.error->code == proto::error_code::kAuthFailed) {
+        error = "the driver refused this agent: " + reply.error->message;
+        return HandshakeResult::kAuthFailed;
+      }
       error = "the driver refused the handshake: " + reply.error->message;
       retryable = reply.error->code != proto::error_code::kProtocolVersion;
-      return false;
+      return HandshakeResult::kFailed;
     }
     auto answer = proto::decodeBody<proto::Hello>(reply.body);
     if (answer.protocol_version != proto::kProtocolVersion) {
       error = "the driver speaks protocol version " + std::to_string(answer.protocol_version) +
               ", this agent speaks " + std::to_string(proto::kProtocolVersion);
       retryable = false;
-      return false;
+      return HandshakeResult::kFailed;
     }
-    return true;
+    if (!secret) return HandshakeResult::kOk;
+
+    // The driver proves itself first: this agent says nothing that depends on the secret to
+    // a peer that has not shown it holds the secret too.
+    if (!answer.auth || answer.auth->proof.empty()) {
+      error =
+          "the driver did not prove it knows the cluster secret (its Hello carries no auth): "
+          "it has no secret configured, or it is not this cluster's driver";
+      refuseDriver(ws, error);
+      return HandshakeResult::kAuthFailed;
+    }
+    const std::string& driver_nonce = answer.auth->nonce;
+    if (answer.auth->scheme != proto::auth::kHelloScheme ||
+        !proto::auth::validNonce(driver_nonce) || driver_nonce == agent_nonce ||
+        !proto::auth::checkHelloProof(*secret, "driver", agent_nonce, driver_nonce,
+                                      answer.auth->proof)) {
+      error =
+          "the driver's proof does not match this agent's cluster secret: the driver holds "
+          "another secret, or it is not this cluster's driver";
+      refuseDriver(ws, error);
+      return HandshakeResult::kAuthFailed;
+    }
+    std::uint64_t auth_id = next_id_++;
+    proto::Authenticate authenticate{
+        proto::auth::helloProof(*secret, "agent", agent_nonce, driver_nonce)};
+    text = proto::encodeEnvelope(proto::makeMessage(authenticate, auth_id));
+    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    auto accepted = receiveHandshakeFrame(ws, error, retryable);
+    if (!accepted) return HandshakeResult::kFailed;
+    if (!accepted->isReply() || accepted->re != auth_id) {
+      error = "the driver did not answer Authenticate with a Reply";
+      retryable = false;
+      return HandshakeResult::kFailed;
+    }
+    if (!accepted->ok) {
+      error = "the driver refused this agent's proof: " + accepted->error->message;
+      return HandshakeResult::kAuthFailed;
+    }
+    log().info("authenticated with driver {} (both sides proved the cluster secret)", options_.url);
+    return HandshakeResult::kOk;
   } catch (const proto::BodyError& e) {
     error = std::string("invalid Hello reply from the driver: ") + e.what();
     retryable = false;
   } catch (const Poco::Exception& e) {
     error = "handshake failed: " + e.displayText();
+  } catch (const std::runtime_error& e) {
+    error = std::string("handshake failed: ") + e.what();
+    retryable = false;
   }
-  return false;
+  return HandshakeResult::kFailed;
 }
 
 void WebSocketLink::readLoop(WebSocket& ws) {

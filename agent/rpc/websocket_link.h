@@ -16,10 +16,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/ports.h"
+#include "dockhand/protocol/auth.h"
 
 namespace Poco::Net {
 class WebSocket;
@@ -35,6 +37,8 @@ class WebSocketLink final : public DriverLink {
     Millis handshake_timeout{10000};
     std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
     std::string software;  // sent in Hello, e.g. "dockhand 0.1.0"
+    // The cluster secret: set, the handshake proves both sides know it (docs/security.md).
+    std::optional<protocol::auth::ClusterSecret> secret;
   };
 
   // Callbacks run on the core thread (the link posts them through `sink`).
@@ -43,6 +47,8 @@ class WebSocketLink final : public DriverLink {
     std::function<void(const std::string& reason, bool retryable)> connect_failed;
     std::function<void(const protocol::Envelope& frame)> frame;
     std::function<void(const std::string& reason)> disconnected;
+    // Authentication failed in the handshake, on either side; not worth a retry.
+    std::function<void(const std::string& reason)> auth_failed;
   };
 
   WebSocketLink(Options options, EventSink& sink);
@@ -67,7 +73,14 @@ class WebSocketLink final : public DriverLink {
   };
 
   void run();
-  bool handshake(Poco::Net::WebSocket& ws, std::string& error, bool& retryable);
+  enum class HandshakeResult { kOk, kFailed, kAuthFailed };
+  HandshakeResult handshake(Poco::Net::WebSocket& ws, std::string& error, bool& retryable);
+  // The next text frame during the handshake, decoded; nullopt with `error` set (and
+  // `retryable` cleared when the peer does not speak the protocol).
+  std::optional<protocol::Envelope> receiveHandshakeFrame(Poco::Net::WebSocket& ws,
+                                                          std::string& error, bool& retryable);
+  // Tells the driver why this agent refuses it, then closes (the handshake's end).
+  void refuseDriver(Poco::Net::WebSocket& ws, const std::string& why);
   void readLoop(Poco::Net::WebSocket& ws);
   void handleText(std::string_view text);
   bool sendText(const std::string& text);

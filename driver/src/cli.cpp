@@ -67,9 +67,12 @@ run options:
   --keep-work-dirs     keep the agents' work dirs and logs (their path is printed)
   --quiet              print only the summary line
   --log-level LEVEL    driver log level on stderr (default warn)
+  --auth-secret-file F require agents to prove the cluster secret in F (mode 0600; also
+                       given to the local agents); overrides the config's auth_secret_file
 
 serve options:
-  --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info)
+  --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info),
+  --auth-secret-file F
 
 exit codes:
   0    the job succeeded (serve: stopped by a signal; decommission: accepted)
@@ -184,6 +187,7 @@ struct Options {
   bool quiet = false;
   std::string log_level;
   std::string agent_config;
+  std::string auth_secret_file;
   std::string decommission_id;  // run: agent to decommission; decommission: the executor
   long decommission_after_ms = 0;
   std::string driver;  // decommission: HOST:PORT
@@ -235,6 +239,9 @@ Options parseArgs(int argc, char** argv) {
       o.timeout_s = parseNumber(arg, value(), 1, 100L * 365 * 86400);
     } else if (arg == "--agent-config") {
       o.agent_config = value();
+    } else if (arg == "--auth-secret-file") {
+      o.auth_secret_file = value();
+      if (o.auth_secret_file.empty()) throw UsageError("--auth-secret-file needs a file");
     } else if (arg == "--decommission") {
       o.decommission_id = value();
       if (o.decommission_id.empty()) throw UsageError("--decommission needs an executor id");
@@ -292,10 +299,11 @@ Options parseArgs(int argc, char** argv) {
     o.decommission_id = positional[1];
     if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
     parseListen(o.driver);  // validates HOST:PORT
-    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-                   "--keep-work-dirs", "--agent-config", "--decommission",
-                   "--decommission-after-ms", "--listen", "--port-file", "--config"},
-                  "run or serve");
+    rejectOptions(
+        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
+         "--listen", "--port-file", "--config", "--auth-secret-file"},
+        "run or serve");
   } else {
     throw UsageError(
         fmt::format("unknown command '{}' (expected run, serve or decommission)", o.command));
@@ -338,7 +346,10 @@ std::string defaultAgentBin() {
 }
 
 DriverConfig loadConfig(const Options& o) {
-  return o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
+  DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
+  if (!o.auth_secret_file.empty()) config.auth_secret_file = o.auth_secret_file;
+  loadClusterSecret(config);
+  return config;
 }
 
 // ---- serve --------------------------------------------------------------------------------
@@ -358,8 +369,9 @@ int serve(const Options& o) {
   service.log_task_updates = true;
   service.start(o.listen.host, o.listen.port);
   if (!o.port_file.empty()) writePortFile(o.port_file, service.port());
-  spdlog::get("driver")->info("{} serving agents on ws://{}:{}/", driverSoftware(), o.listen.host,
-                              service.port());
+  spdlog::get("driver")->info("{} serving agents on ws://{}:{}/ (authentication {})",
+                              driverSoftware(), o.listen.host, service.port(),
+                              config.secret ? "required" : "off");
   {
     std::unique_lock lock(mutex);
     cv.wait(lock, [&] { return stop; });
@@ -497,6 +509,8 @@ int run(const Options& o) {
   agent_options.cores = o.cores;
   agent_options.base_dir = work.path();
   agent_options.config_file = o.agent_config.empty() ? "" : fs::absolute(o.agent_config).string();
+  agent_options.auth_secret_file =
+      config.auth_secret_file.empty() ? "" : fs::absolute(config.auth_secret_file).string();
   LocalAgents agents(agent_options);
 
   const auto started = SteadyClock::now();

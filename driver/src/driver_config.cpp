@@ -33,7 +33,7 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     JsonReader r(root, "");
     r.rejectUnknown({"properties", "log_level", "resource_profile", "agent_timeout_ms",
                      "heartbeat_interval_ms", "max_attempts", "max_frame_bytes", "server_threads",
-                     "hello_timeout_ms", "max_queued_frames"});
+                     "hello_timeout_ms", "max_queued_frames", "auth_secret_file"});
     DriverConfig c;
     c.properties = r.optionalStringMap("properties");
     if (r.has("log_level")) {
@@ -69,6 +69,10 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.max_queued_frames = static_cast<std::size_t>(
         r.optionalInt("max_queued_frames", static_cast<std::int64_t>(c.max_queued_frames), 16,
                       std::int64_t{1} << 30));
+    c.auth_secret_file = r.optionalString("auth_secret_file");
+    if (r.has("auth_secret_file") && c.auth_secret_file.empty()) {
+      r.fail("auth_secret_file", "must name a file (leave the key out for no authentication)");
+    }
     if (c.heartbeat_interval_ms >= c.agent_timeout_ms) {
       r.fail("heartbeat_interval_ms", fmt::format("{} must be below agent_timeout_ms ({})",
                                                   c.heartbeat_interval_ms, c.agent_timeout_ms));
@@ -81,6 +85,15 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
 
 DriverConfig loadDriverConfig(const std::string& path) {
   return parseDriverConfig(readJsonFile(path), path);
+}
+
+void loadClusterSecret(DriverConfig& config) {
+  if (config.auth_secret_file.empty()) return;
+  try {
+    config.secret = protocol::auth::loadSecretFile(config.auth_secret_file);
+  } catch (const protocol::auth::SecretError& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 }  // namespace dockhand::driver

@@ -184,9 +184,11 @@ Json DriverService::executorsJson() const {
                     {"blocks", scheduler_.blocksHeldBy(id)},
                     {"decommission", agent.decommission}});
   }
-  return Json{{"executors", std::move(list)},
-              {"fallback_blocks", scheduler_.blocksHeldBy("")},
-              {"blocks", scheduler_.blocks().size()}};
+  return Json{
+      {"executors", std::move(list)},
+      {"fallback_blocks", scheduler_.blocksHeldBy("")},
+      {"blocks", scheduler_.blocks().size()},
+      {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }
 
 std::optional<HttpReply> DriverService::onHttpRequest(const std::string& method,
@@ -247,6 +249,7 @@ ServiceCounters DriverService::counters() const {
   c.refused_registrations = refused_registrations_;
   c.agents_lost = agents_lost_;
   c.stray_updates = scheduler_.strayUpdates();
+  c.auth_failures = auth_failures_.load();
   return c;
 }
 
@@ -288,6 +291,13 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
     return;
   }
   if (env.isError()) {
+    if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
+      ++auth_failures_;
+      log()->warn("connection {} ({}): authentication failed: the agent refused this driver: {}",
+                  c->id(), c->peer(), env.error->message);
+      c->close("authentication failed");
+      return;
+    }
     log()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
                 env.error->code, env.error->message);
     return;
@@ -297,7 +307,14 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
     refuse(*c, env.id, ec::kUnknownType, fmt::format("unknown message type '{}'", env.type));
     return;
   }
-  if (!c->greeted && spec->type != MessageType::kHello) {
+  if (c->auth_pending && spec->type != MessageType::kAuthenticate) {
+    refuseAuth(*c, env.id,
+               fmt::format("this driver requires authentication: Authenticate must follow Hello, "
+                           "got {}",
+                           env.type));
+    return;
+  }
+  if (!c->greeted && !c->auth_pending && spec->type != MessageType::kHello) {
     refuse(*c, env.id, ec::kUnexpectedMessage,
            fmt::format("the first frame must be Hello, got {}", env.type));
     c->close("no Hello first");
@@ -326,6 +343,9 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
   switch (spec.type) {
     case MessageType::kHello:
       handleHello(c, env);
+      return;
+    case MessageType::kAuthenticate:
+      handleAuthenticate(c, env);
       return;
     case MessageType::kRetrieveAppConfig: {
       protocol::decodeBody<protocol::RetrieveAppConfig>(env.body);
@@ -437,7 +457,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
 
 void DriverService::handleHello(const std::shared_ptr<Connection>& c,
                                 const protocol::Envelope& env) {
-  if (c->greeted) {
+  if (c->greeted || c->auth_pending) {
     refuse(*c, env.id, ec::kUnexpectedMessage, "Hello was already exchanged on this connection");
     return;
   }
@@ -450,13 +470,68 @@ void DriverService::handleHello(const std::shared_ptr<Connection>& c,
     c->close("protocol version mismatch");
     return;
   }
-  c->greeted = true;
   protocol::Hello reply;
   reply.role = "driver";
   reply.software = driverSoftware();
-  c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
   log()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
                hello.role.empty() ? "peer" : hello.role, hello.software);
+  if (!config_.secret) {
+    // No secret here: an agent that asks for authentication sees no proof and refuses us.
+    c->greeted = true;
+    c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
+    return;
+  }
+  if (!hello.auth) {
+    refuseAuth(*c, env.id,
+               "this driver requires authentication and the agent sent no proof: give the agent "
+               "the cluster secret (auth_secret_file, --auth-secret-file)");
+    return;
+  }
+  if (hello.auth->scheme != protocol::auth::kHelloScheme ||
+      !protocol::auth::validNonce(hello.auth->nonce)) {
+    refuseAuth(
+        *c, env.id,
+        fmt::format("unsupported authentication: scheme '{}' with a nonce of {} "
+                    "characters (expected {} and 32 to 128 hex digits)",
+                    hello.auth->scheme, hello.auth->nonce.size(), protocol::auth::kHelloScheme));
+    return;
+  }
+  c->agent_nonce = hello.auth->nonce;
+  c->driver_nonce = protocol::auth::randomNonce();
+  c->auth_pending = true;
+  reply.auth = protocol::HelloAuth{
+      std::string(protocol::auth::kHelloScheme), c->driver_nonce,
+      protocol::auth::helloProof(*config_.secret, "driver", c->agent_nonce, c->driver_nonce)};
+  c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
+}
+
+void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
+                                       const protocol::Envelope& env) {
+  if (!c->auth_pending) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           config_.secret ? "Authenticate was already accepted on this connection"
+                          : "this driver does not authenticate (it has no auth_secret_file)");
+    return;
+  }
+  auto authenticate = protocol::decodeBody<protocol::Authenticate>(env.body);
+  if (!protocol::auth::checkHelloProof(*config_.secret, "agent", c->agent_nonce, c->driver_nonce,
+                                       authenticate.proof)) {
+    refuseAuth(*c, env.id,
+               "the agent's proof does not match this driver's cluster secret: the agent holds "
+               "another secret");
+    return;
+  }
+  c->auth_pending = false;
+  c->greeted = true;
+  c->send(protocol::makeReply(env.id, protocol::Json::object()));
+  log()->debug("connection {} ({}): authenticated", c->id(), c->peer());
+}
+
+void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
+  ++auth_failures_;
+  log()->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(), why);
+  refuse(c, id, ec::kAuthFailed, why);
+  c.close("authentication failed");
 }
 
 void DriverService::handleRegister(const std::shared_ptr<Connection>& c,

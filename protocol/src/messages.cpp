@@ -32,6 +32,7 @@ const std::vector<MessageSpec> kSpecs = {
     {MessageType::kHeartbeat, "Heartbeat", Direction::kBoth, false},
     {MessageType::kGetPeers, "GetPeers", Direction::kAgentToDriver, true},
     {MessageType::kUpdateBlockInfo, "UpdateBlockInfo", Direction::kAgentToDriver, false},
+    {MessageType::kAuthenticate, "Authenticate", Direction::kAgentToDriver, true},
 };
 
 constexpr std::array<std::string_view, 5> kStateNames = {"RUNNING", "FINISHED", "FAILED", "KILLED",
@@ -78,7 +79,13 @@ std::optional<TaskState> parseTaskState(std::string_view name) {
 
 // ---- Hello ----
 Json toJson(const Hello& m) {
-  return {{"protocol_version", m.protocol_version}, {"role", m.role}, {"software", m.software}};
+  Json j{{"protocol_version", m.protocol_version}, {"role", m.role}, {"software", m.software}};
+  if (m.auth) {
+    Json auth{{"scheme", m.auth->scheme}, {"nonce", m.auth->nonce}};
+    if (!m.auth->proof.empty()) auth["proof"] = m.auth->proof;
+    j["auth"] = std::move(auth);
+  }
+  return j;
 }
 Hello fromJson(const Json& j, Tag<Hello>) {
   JsonReader r(j, "");
@@ -86,7 +93,22 @@ Hello fromJson(const Json& j, Tag<Hello>) {
   m.protocol_version = static_cast<int>(r.requiredInt("protocol_version", 0, kMaxInt));
   m.role = r.optionalString("role");
   m.software = r.optionalString("software");
+  if (const Json* auth = r.find("auth")) {
+    JsonReader a(*auth, r.childPath("auth"));
+    HelloAuth h;
+    h.scheme = a.requiredString("scheme");
+    h.nonce = a.requiredString("nonce");
+    h.proof = a.optionalString("proof");
+    m.auth = std::move(h);
+  }
   return m;
+}
+
+// ---- Authenticate ----
+Json toJson(const Authenticate& m) { return {{"proof", m.proof}}; }
+Authenticate fromJson(const Json& j, Tag<Authenticate>) {
+  JsonReader r(j, "");
+  return Authenticate{r.requiredString("proof")};
 }
 
 // ---- RetrieveAppConfig / AppConfig ----

@@ -1,5 +1,8 @@
 #include "dockhand/driver/driver_config.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 namespace dockhand::driver {
@@ -61,6 +64,38 @@ TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
 TEST(DriverConfigTest, ShippedExampleConfigParses) {
   DriverConfig c = loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver.json");
   EXPECT_GT(c.agent_timeout_ms, c.heartbeat_interval_ms);
+}
+
+TEST(DriverConfigTest, AuthSecretFileIsReadAndCheckedWhenLoaded) {
+  char templ[] = "/tmp/dockhand-driver-config-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::filesystem::path dir = templ;
+  const std::string file = (dir / "secret").string();
+  std::ofstream(file) << "a-driver-config-test-secret\n";
+  std::filesystem::permissions(
+      file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  DriverConfig c = parseDriverConfig(Json{{"auth_secret_file", file}}, "driver.json");
+  EXPECT_EQ(c.auth_secret_file, file);
+  EXPECT_FALSE(c.secret.has_value()) << "parsing never reads the secret";
+  loadClusterSecret(c);
+  EXPECT_TRUE(c.secret.has_value());
+
+  std::filesystem::permissions(file, std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::add);
+  DriverConfig open_file = parseDriverConfig(Json{{"auth_secret_file", file}}, "driver.json");
+  try {
+    loadClusterSecret(open_file);
+    ADD_FAILURE() << "a secret file the group can read was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("group or others"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("a-driver-config-test-secret"), std::string::npos);
+  }
+  EXPECT_NE(errorOf(R"({"auth_secret_file": ""})").find("/auth_secret_file"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"auth_secret_file": 3})").find("/auth_secret_file"), std::string::npos);
+  DriverConfig none = parseDriverConfig(Json::object(), "driver.json");
+  loadClusterSecret(none);
+  EXPECT_FALSE(none.secret.has_value());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

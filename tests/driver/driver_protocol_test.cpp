@@ -25,6 +25,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/protocol/auth.h"
+
 extern char** environ;
 
 namespace {
@@ -503,6 +505,117 @@ TEST_F(DriverProtocolTest, ExitsCleanlyOnSigtermWithAgentsConnected) {
   ASSERT_TRUE(driver_->waitExit(std::chrono::seconds(10)));
   EXPECT_TRUE(WIFEXITED(driver_->exitStatus()));
   EXPECT_EQ(WEXITSTATUS(driver_->exitStatus()), 0);
+}
+
+// ---- authentication (docs/security.md) ------------------------------------------------------
+
+namespace auth = dockhand::protocol::auth;
+
+class DriverAuthTest : public DriverProtocolTest {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/dockhand-driver-auth-XXXXXX";
+    ASSERT_NE(::mkdtemp(templ), nullptr);
+    secret_dir_ = templ;
+    std::ofstream(secret_dir_ / "secret") << kSecret << "\n";
+    fs::permissions(secret_dir_ / "secret", fs::perms::owner_read | fs::perms::owner_write);
+    Json config = baseConfig();
+    config["auth_secret_file"] = (secret_dir_ / "secret").string();
+    ASSERT_NO_FATAL_FAILURE(start(config));
+  }
+  void TearDown() override {
+    DriverProtocolTest::TearDown();
+    std::error_code ec;
+    fs::remove_all(secret_dir_, ec);
+  }
+  static Json helloWith(const std::string& nonce) {
+    return {{"protocol_version", 1},
+            {"role", "agent"},
+            {"auth", {{"scheme", "hmac-sha256"}, {"nonce", nonce}}}};
+  }
+  std::uint64_t authFailures() {
+    return http(port_, "GET", "/v1/executors").body["auth"]["failures"].get<std::uint64_t>();
+  }
+
+  static constexpr const char* kSecret = "driver-protocol-test-secret-0042";
+  const auth::ClusterSecret secret_{kSecret};
+  fs::path secret_dir_;
+};
+
+TEST_F(DriverAuthTest, ProvesItselfAndAcceptsTheAgentsProof) {
+  Client c(port_);
+  const std::string agent_nonce = auth::randomNonce();
+  Json reply = c.ask("Hello", helloWith(agent_nonce));
+  ASSERT_EQ(reply.value("ok", true), true) << reply;
+  const Json& a = reply["body"]["auth"];
+  const std::string driver_nonce = a["nonce"];
+  EXPECT_TRUE(auth::validNonce(driver_nonce));
+  EXPECT_TRUE(auth::checkHelloProof(secret_, "driver", agent_nonce, driver_nonce,
+                                    a["proof"].get<std::string>()));
+  Json accepted = c.ask("Authenticate",
+                        {{"proof", auth::helloProof(secret_, "agent", agent_nonce, driver_nonce)}});
+  EXPECT_EQ(accepted.value("ok", true), true) << accepted;
+  EXPECT_EQ(c.registerAs("e1").value("ok", true), true);
+  EXPECT_EQ(authFailures(), 0u);
+  EXPECT_EQ(http(port_, "GET", "/v1/executors").body["auth"]["required"], true);
+}
+
+TEST_F(DriverAuthTest, RefusesHelloWithoutProofAndCloses) {
+  Client c(port_);
+  Json reply = c.hello();
+  EXPECT_EQ(reply.value("ok", true), false) << reply;
+  EXPECT_EQ(errorCode(reply), "auth_failed");
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find("requires authentication"),
+            std::string::npos);
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_EQ(authFailures(), 1u);
+  EXPECT_NE(driver_->log().find("authentication failed, refused"), std::string::npos);
+}
+
+TEST_F(DriverAuthTest, RefusesAWrongProofAndCloses) {
+  Client c(port_);
+  Json reply = c.ask("Hello", helloWith(auth::randomNonce()));
+  ASSERT_EQ(reply.value("ok", true), true) << reply;
+  Json refused = c.ask("Authenticate", {{"proof", std::string(64, '0')}});
+  EXPECT_EQ(errorCode(refused), "auth_failed") << refused;
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_EQ(authFailures(), 1u);
+}
+
+TEST_F(DriverAuthTest, AcceptsNothingButAuthenticateAfterHello) {
+  Client c(port_);
+  ASSERT_EQ(c.ask("Hello", helloWith(auth::randomNonce())).value("ok", true), true);
+  Json refused = c.registerAs("e1");
+  EXPECT_EQ(errorCode(refused), "auth_failed") << refused;
+  EXPECT_TRUE(c.closedByPeer());
+  EXPECT_TRUE(http(port_, "GET", "/v1/executors").body["executors"].empty());
+}
+
+TEST_F(DriverAuthTest, AReplayedProofFailsOnANewConnection) {
+  const std::string agent_nonce = auth::randomNonce();
+  std::string recorded;
+  {
+    Client first(port_);
+    Json reply = first.ask("Hello", helloWith(agent_nonce));
+    recorded = auth::helloProof(secret_, "agent", agent_nonce,
+                                reply["body"]["auth"]["nonce"].get<std::string>());
+    ASSERT_EQ(first.ask("Authenticate", {{"proof", recorded}}).value("ok", true), true);
+  }
+  // An eavesdropper replays the same Hello and proof: the driver's nonce is new.
+  Client second(port_);
+  Json reply = second.ask("Hello", helloWith(agent_nonce));
+  ASSERT_EQ(reply.value("ok", true), true);
+  Json refused = second.ask("Authenticate", {{"proof", recorded}});
+  EXPECT_EQ(errorCode(refused), "auth_failed") << refused;
+  EXPECT_TRUE(second.closedByPeer());
+}
+
+TEST_F(DriverAuthTest, RefusesABadNonceOrScheme) {
+  Client c(port_);
+  Json reply =
+      c.ask("Hello", {{"protocol_version", 1}, {"auth", {{"scheme", "plain"}, {"nonce", "00"}}}});
+  EXPECT_EQ(errorCode(reply), "auth_failed") << reply;
+  EXPECT_TRUE(c.closedByPeer());
 }
 
 }  // namespace

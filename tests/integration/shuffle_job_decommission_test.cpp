@@ -87,10 +87,13 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
 
   // The agents' config: decommission on, blocks migrated by `plugin`; a fallback store
   // shared by both agents (the fallback plugin writes it, every block server reads it).
-  fs::path writeAgentConfig(const std::string& plugin) {
+  // With `secret_file`, the agents authenticate (the driver must then require it too).
+  fs::path writeAgentConfig(const std::string& plugin, const fs::path& secret_file = {}) {
     fs::create_directories(fallback_);
     fs::path config = dir.path() / "agent.json";
-    writeFile(config, "{\"block_port\": 0, \"fallback_dir\": \"" + fallback_.string() +
+    const std::string auth =
+        secret_file.empty() ? "" : "\"auth_secret_file\": \"" + secret_file.string() + "\",\n ";
+    writeFile(config, "{" + auth + "\"block_port\": 0, \"fallback_dir\": \"" + fallback_.string() +
                           "\",\n \"decommission\": {\"enabled\": true, \"migration\": [\"" +
                           plugin + "\"], \"deadline_ms\": 60000, \"check_interval_ms\": 100}}\n");
     return config;
@@ -107,9 +110,13 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     return driver;
   }
 
-  std::unique_ptr<ChildProcess> startJob(const fs::path& job) {
-    return startDriver({"run", job.string(), "--local-agents", "0", "--min-agents", "2",
-                        "--timeout", "120", "--log-level", "info"});
+  std::unique_ptr<ChildProcess> startJob(const fs::path& job,
+                                         const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"run",          job.string(), "--local-agents", "0",
+                                     "--min-agents", "2",          "--timeout",      "120",
+                                     "--log-level",  "info"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return startDriver(args);
   }
 
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config) {
@@ -181,6 +188,34 @@ TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
   expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
   EXPECT_TRUE(fs::is_empty(fallback_))
       << "peer migration wrote to the fallback store" << logs(*a, *b);
+}
+
+// The same with authentication on: the reduces' fetches and the peer migration's PUTs are
+// signed (the PUTs by the host, for the plugin), and nothing shows the secret.
+TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkWithAuthentication) {
+  const std::string secret_text = "shuffle-test-cluster-secret-5c2a91";
+  const fs::path secret = dir.path() / "cluster.secret";
+  writeFile(secret, secret_text + "\n");
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path job = writeJob();
+  const fs::path config = writeAgentConfig("peer", secret);
+  auto driver = startJob(job, {"--auth-secret-file", secret.string()});
+  auto a = startAgent("agent-a", config);
+  auto b = startAgent("agent-b", config);
+  ASSERT_TRUE(waitUntil([&] { return allMapsStarted(); }, 30s)) << driver->output() << logs(*a, *b);
+
+  a->signal(SIGPWR);
+  EXPECT_EQ(a->waitExit(60s), 0) << logs(*a, *b);
+  EXPECT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
+  expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
+  EXPECT_TRUE(fs::is_empty(fallback_))
+      << "peer migration wrote to the fallback store" << logs(*a, *b);
+  for (const ChildProcess* p : {a.get(), b.get()}) {
+    EXPECT_NE(p->output().find("authenticated with driver"), std::string::npos) << p->output();
+    EXPECT_EQ(p->output().find("refused"), std::string::npos) << p->output();
+    EXPECT_EQ(p->output().find(secret_text), std::string::npos) << p->output();
+  }
+  EXPECT_EQ(driver->output().find(secret_text), std::string::npos) << driver->output();
 }
 
 TEST_F(ShuffleJobDecommissionTest, DriverDecommissionWithFallbackMigrationNeedsNoMapRerun) {

@@ -129,6 +129,7 @@ Heartbeat sampleHeartbeat() {
 }
 
 GetPeers sampleGetPeers() { return GetPeers{"exec-7"}; }
+Authenticate sampleAuthenticate() { return Authenticate{std::string(64, 'a')}; }
 
 UpdateBlockInfo sampleUpdateBlockInfo() {
   UpdateBlockInfo m;
@@ -143,7 +144,7 @@ UpdateBlockInfo sampleUpdateBlockInfo() {
 
 TEST(MessageTest, TableListsEveryTypeOnceInEnumOrder) {
   const auto& all = allMessages();
-  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kUpdateBlockInfo) + 1);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kAuthenticate) + 1);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(all[i].type), i) << all[i].name;
@@ -179,6 +180,7 @@ TEST(MessageTest, DirectionsAndAsksMatchTheContract) {
       {"Heartbeat", Direction::kBoth, false},
       {"GetPeers", Direction::kAgentToDriver, true},
       {"UpdateBlockInfo", Direction::kAgentToDriver, false},
+      {"Authenticate", Direction::kAgentToDriver, true},
   };
   ASSERT_EQ(std::size(expected), allMessages().size());
   for (const auto& e : expected) {
@@ -220,6 +222,24 @@ TEST(MessageTest, HelloRoundTrips) {
   EXPECT_EQ(m.protocol_version, kProtocolVersion);
   EXPECT_EQ(m.role, "agent");
   EXPECT_EQ(m.software, "dockhand 0.1.0");
+  EXPECT_FALSE(m.auth.has_value());
+}
+
+TEST(MessageTest, HelloAuthRoundTrips) {
+  Hello hello = sampleHello();
+  hello.auth = HelloAuth{"hmac-sha256", std::string(32, 'b'), std::string(64, 'c')};
+  Hello m = roundTrip(hello, 1);
+  ASSERT_TRUE(m.auth.has_value());
+  EXPECT_EQ(m.auth->scheme, "hmac-sha256");
+  EXPECT_EQ(m.auth->nonce, std::string(32, 'b'));
+  EXPECT_EQ(m.auth->proof, std::string(64, 'c'));
+  bodyErrorAt<Hello>(body(R"({"protocol_version":1,"auth":{"nonce":"00"}})"), "/auth/scheme");
+  bodyErrorAt<Hello>(body(R"({"protocol_version":1,"auth":7})"), "/auth");
+}
+
+TEST(MessageTest, AuthenticateRoundTrips) {
+  EXPECT_EQ(roundTrip(sampleAuthenticate(), 2).proof, std::string(64, 'a'));
+  bodyErrorAt<Authenticate>(body("{}"), "/proof");
 }
 
 TEST(MessageTest, RetrieveAppConfigRoundTrips) {
@@ -452,6 +472,8 @@ std::string sampleFrame(MessageType type, std::uint64_t id) {
       return encodeEnvelope(makeMessage(sampleGetPeers(), id));
     case MessageType::kUpdateBlockInfo:
       return encodeEnvelope(makeMessage(sampleUpdateBlockInfo(), id));
+    case MessageType::kAuthenticate:
+      return encodeEnvelope(makeMessage(sampleAuthenticate(), id));
   }
   return {};
 }
@@ -497,6 +519,8 @@ std::string reencode(const Envelope& env) {
       return encodeEnvelope(makeMessage(decodeBody<GetPeers>(env.body), env.id));
     case MessageType::kUpdateBlockInfo:
       return encodeEnvelope(makeMessage(decodeBody<UpdateBlockInfo>(env.body), env.id));
+    case MessageType::kAuthenticate:
+      return encodeEnvelope(makeMessage(decodeBody<Authenticate>(env.body), env.id));
   }
   return {};
 }

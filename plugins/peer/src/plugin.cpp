@@ -4,6 +4,8 @@
 // checked the checksum and made the block durable. A peer that fails or refuses (503: it is
 // decommissioning too, 507: its disk is full) is avoided for that block and tried last for
 // the others; a block gets max_failures_per_block tries before it is left to the next plugin.
+// In a cluster that authenticates each PUT carries a signature the host makes
+// (dh_host.sign_request); a peer that refuses it (401) is a failed try like any other.
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -272,11 +274,16 @@ class PeerMigration : public sdk::BlockMigration {
       out.message = "cannot connect to " + peer.block_url + ": " + connect_error;
       return out;
     }
+    // Signed by the host (a cluster that authenticates; ABI 1.2): this plugin never holds the
+    // secret. Each try gets a fresh signature, as the peer refuses a replayed one.
+    const std::string target = endpoint.prefix + "/blocks/" + block.id;
+    const std::string authorization = host_.signRequest("PUT", target, block.checksum);
     std::string head =
-        "PUT " + endpoint.prefix + "/blocks/" + block.id + " HTTP/1.1\r\nHost: " + endpoint.host +
-        ":" + endpoint.port +
+        "PUT " + target + " HTTP/1.1\r\nHost: " + endpoint.host + ":" + endpoint.port +
         "\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(size) +
-        "\r\nX-Dockhand-Checksum: " + block.checksum + "\r\nConnection: close\r\n\r\n";
+        "\r\nX-Dockhand-Checksum: " + block.checksum +
+        (authorization.empty() ? "" : "\r\nAuthorization: " + authorization) +
+        "\r\nConnection: close\r\n\r\n";
     if (!sendAll(sock.fd(), head.data(), head.size())) {
       out.message = errnoText("cannot send to " + peer.block_url);
       return out;

@@ -27,6 +27,7 @@
  *   version bump (tests/plugins/abi_layout_test.cpp).
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
+ *   1.2 dh_host.sign_request.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -66,7 +67,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 1
+#define DH_ABI_MINOR 2
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -99,6 +100,9 @@ typedef int32_t dh_status;
 #define DH_LOG_INFO 2
 #define DH_LOG_WARN 3
 #define DH_LOG_ERROR 4
+
+/* Room enough for any value dh_host.sign_request writes, its NUL included. */
+#define DH_AUTH_HEADER_MAX 256
 
 /* Task states for dh_host.task_status (same meaning as on the wire). */
 #define DH_TASK_RUNNING 1
@@ -141,6 +145,21 @@ typedef struct dh_host {
   /* Since 1.1. Non-zero when a line at `level` would be written: skip building expensive
    * debug lines when it returns 0. Any thread, never blocks. */
   int32_t (*log_enabled)(void* ctx, int32_t level);
+
+  /* Since 1.2. Signs one request to another agent's block server, for a cluster that
+   * authenticates (docs/security.md); the plugin never sees the cluster secret. Writes the
+   * value of the request's `Authorization` header into `out` (NUL-terminated, at most
+   * `out_size` bytes with the NUL; DH_AUTH_HEADER_MAX always suffices).
+   *   method:  "GET", "HEAD" or "PUT"
+   *   path:    the request target without query, e.g. "/blocks/rdd_1_2"
+   *   content: the X-Dockhand-Checksum header sent with a PUT; NULL or "" otherwise
+   * A value is good for one request only (it binds the time and a fresh nonce, and servers
+   * refuse a replay): sign each request, retries included, right before sending it.
+   * Returns DH_OK; DH_UNSUPPORTED when this agent has no cluster secret (send no header);
+   * DH_INVALID_ARGUMENT when method, path or out is NULL or out_size is too small.
+   * Any thread; does not block. `out` is owned by the plugin. */
+  dh_status (*sign_request)(void* ctx, const char* method, const char* path, const char* content,
+                            char* out, size_t out_size);
 } dh_host;
 
 /* ---------------------------------------------------------------------------------------

@@ -99,6 +99,20 @@ class Host {
     return "{}";
   }
 
+  // The Authorization header value for one request to another agent's block server
+  // (dh_host.sign_request, ABI 1.2): empty when the agent has no cluster secret or is older
+  // than 1.2 (send no header then). Sign each request, retries included, right before it.
+  std::string signRequest(const std::string& method, const std::string& path,
+                          const std::string& content = {}) const {
+    if (!has(offsetof(dh_host, sign_request)) || host_->sign_request == nullptr) return {};
+    char out[DH_AUTH_HEADER_MAX];
+    if (host_->sign_request(host_->ctx, method.c_str(), path.c_str(), content.c_str(), out,
+                            sizeof out) != DH_OK) {
+      return {};
+    }
+    return std::string(out);
+  }
+
   const dh_host* raw() const noexcept { return host_; }
 
  private:

@@ -47,6 +47,9 @@ class BlockServerTest : public ::testing::Test {
     fs::create_directories(root / "fallback");
     BlockServerOptions options;
     options.fallback_dir = root / "fallback";
+    if (with_auth) {
+      options.verifier = std::make_shared<protocol::auth::RequestVerifier>(secret, 60000);
+    }
     server = std::make_unique<BlockServer>(options, *store, [] {
       return nlohmann::json{{"state", "running"}};
     });
@@ -83,6 +86,28 @@ class BlockServerTest : public ::testing::Test {
   fs::path root;
   std::unique_ptr<BlockStore> store;
   std::unique_ptr<BlockServer> server;
+  bool with_auth = false;
+  const protocol::auth::ClusterSecret secret{"the-cluster-secret-for-blocks"};
+};
+
+// The same server in a cluster that authenticates.
+class AuthBlockServerTest : public BlockServerTest {
+ protected:
+  AuthBlockServerTest() { with_auth = true; }
+  std::string sign(const std::string& method, const std::string& path,
+                   const std::string& content = "",
+                   const protocol::auth::ClusterSecret* with = nullptr) {
+    return protocol::auth::signRequest(with ? *with : secret, {method, path, content},
+                                       protocol::auth::wallClockMs(),
+                                       protocol::auth::randomNonce());
+  }
+  Reply signedPut(const std::string& id, const std::string& data,
+                  const protocol::auth::ClusterSecret* with = nullptr) {
+    const std::string sum = checksumOf(data);
+    return request(
+        HTTPRequest::HTTP_PUT, "/blocks/" + id, data,
+        {{"X-Dockhand-Checksum", sum}, {"Authorization", sign("PUT", "/blocks/" + id, sum, with)}});
+  }
 };
 
 TEST_F(BlockServerTest, PutThenGetHeadAndRange) {
@@ -336,6 +361,78 @@ TEST_F(BlockServerTest, FetchBlockVerifiesAndNamesBlockAndUrl) {
   protocol::InputBlock missing{"rdd_6_0", url.substr(0, url.size() - 7) + "rdd_6_0", 0, ""};
   EXPECT_THROW(fetchBlock(missing, root / "m", cancelled, std::chrono::milliseconds(5000)),
                FetchError);
+}
+
+TEST_F(AuthBlockServerTest, RefusesUnsignedAndWronglySignedPutAndGet) {
+  const protocol::auth::ClusterSecret other("another-secret-not-the-cluster");
+  Reply unsigned_put = put("rdd_1_0", "data");
+  EXPECT_EQ(unsigned_put.status, 401) << unsigned_put.body;
+  EXPECT_NE(unsigned_put.body.find("requires signed requests"), std::string::npos)
+      << unsigned_put.body;
+  EXPECT_EQ(unsigned_put.headers["WWW-Authenticate"], "Dockhand-HMAC-SHA256");
+  Reply wrong_put = signedPut("rdd_1_0", "data", &other);
+  EXPECT_EQ(wrong_put.status, 401);
+  EXPECT_NE(wrong_put.body.find("does not match"), std::string::npos) << wrong_put.body;
+  EXPECT_FALSE(store->find("rdd_1_0").has_value()) << "a refused PUT stored the block";
+
+  ASSERT_EQ(signedPut("rdd_1_0", "data").status, 201);
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/rdd_1_0").status, 401);
+  EXPECT_EQ(request(HTTPRequest::HTTP_HEAD, "/blocks/rdd_1_0").status, 401);
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/rdd_1_0", "",
+                    {{"Authorization", sign("GET", "/blocks/rdd_1_0", "", &other)}})
+                .status,
+            401);
+  // Signed for another block, or another method.
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/rdd_1_0", "",
+                    {{"Authorization", sign("GET", "/blocks/rdd_1_1")}})
+                .status,
+            401);
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/rdd_1_0", "",
+                    {{"Authorization", sign("PUT", "/blocks/rdd_1_0")}})
+                .status,
+            401);
+  Reply good = request(HTTPRequest::HTTP_GET, "/blocks/rdd_1_0", "",
+                       {{"Authorization", sign("GET", "/blocks/rdd_1_0")}});
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(good.body, "data");
+  EXPECT_EQ(server->authRefusals(), 7u);
+  // Health and status carry no block data and stay open.
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/healthz").status, 200);
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/v1/status").status, 200);
+}
+
+TEST_F(AuthBlockServerTest, RefusesAReplayedRequest) {
+  ASSERT_EQ(signedPut("rdd_2_0", "payload").status, 201);
+  const std::string header = sign("GET", "/blocks/rdd_2_0");
+  EXPECT_EQ(
+      request(HTTPRequest::HTTP_GET, "/blocks/rdd_2_0", "", {{"Authorization", header}}).status,
+      200);
+  Reply replay = request(HTTPRequest::HTTP_GET, "/blocks/rdd_2_0", "", {{"Authorization", header}});
+  EXPECT_EQ(replay.status, 401);
+  EXPECT_NE(replay.body.find("replayed"), std::string::npos) << replay.body;
+  // A PUT whose body is swapped (checksum changed) does not match its signature.
+  const std::string sum = checksumOf("other");
+  Reply swapped = request(HTTPRequest::HTTP_PUT, "/blocks/rdd_2_1", "other",
+                          {{"X-Dockhand-Checksum", sum},
+                           {"Authorization", sign("PUT", "/blocks/rdd_2_1", checksumOf("data"))}});
+  EXPECT_EQ(swapped.status, 401) << swapped.body;
+}
+
+TEST_F(AuthBlockServerTest, FetchBlockSignsWhenGivenASigner) {
+  ASSERT_EQ(signedPut("rdd_3_0", "fetched").status, 201);
+  const std::string url = "http://127.0.0.1:" + std::to_string(server->port()) + "/blocks/rdd_3_0";
+  std::atomic<bool> cancelled{false};
+  protocol::InputBlock input{"rdd_3_0", url, 7, checksumOf("fetched")};
+  try {
+    fetchBlock(input, root / "unsigned", cancelled, std::chrono::milliseconds(5000));
+    FAIL() << "an unsigned fetch was served";
+  } catch (const FetchError& e) {
+    EXPECT_NE(std::string(e.what()).find("401"), std::string::npos) << e.what();
+  }
+  fetchBlock(input, root / "signed", cancelled, std::chrono::milliseconds(5000),
+             protocol::auth::makeRequestSigner(secret));
+  std::ifstream in(root / "signed", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "fetched");
 }
 
 }  // namespace

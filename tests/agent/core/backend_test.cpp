@@ -446,6 +446,15 @@ TEST(BackendTest, NonRetryableConnectFailureExitsAtOnce) {
   EXPECT_EQ(h.link.connect_calls, 1);
 }
 
+TEST(BackendTest, AuthFailureExitsAtOnceWithItsOwnCode) {
+  Harness h;
+  h.backend.start();
+  h.backend.onDriverAuthFailed("the driver's proof does not match this agent's secret");
+  h.timers.advance(Millis(60000));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kAuthFailed}));
+  EXPECT_EQ(h.link.connect_calls, 1) << "an authentication failure is not retried";
+}
+
 TEST(BackendTest, ConnectedAsksForAppConfigWithResourceProfileId) {
   BackendOptions options = testOptions();
   options.ask_timeout = Millis(12345);

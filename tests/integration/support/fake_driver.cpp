@@ -13,6 +13,7 @@
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/WebSocket.h>
 
+#include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::testing {
@@ -96,7 +97,35 @@ void FakeDriver::serve(WebSocket& ws) {
       if (!decoded) continue;
       proto::Envelope env = decoded.value();
       if (env.type == "Hello") {
-        send(proto::makeReply(env.id, proto::toJson(proto::Hello{1, "driver", "fake"})));
+        proto::Hello reply{1, "driver", "fake"};
+        auto hello = proto::decodeBody<proto::Hello>(env.body);
+        if (options_.secret && !hello.auth) {
+          send(proto::makeErrorReply(env.id, proto::error_code::kAuthFailed,
+                                     "fake driver: authentication required"));
+        } else {
+          if (options_.secret) {
+            proto::auth::ClusterSecret secret(*options_.secret);
+            std::lock_guard lock(mutex_);
+            agent_nonce_ = hello.auth->nonce;
+            driver_nonce_ = proto::auth::randomNonce();
+            reply.auth = proto::HelloAuth{
+                "hmac-sha256", driver_nonce_,
+                proto::auth::helloProof(secret, "driver", agent_nonce_, driver_nonce_)};
+          }
+          send(proto::makeReply(env.id, proto::toJson(reply)));
+        }
+      } else if (env.type == "Authenticate") {
+        auto authenticate = proto::decodeBody<proto::Authenticate>(env.body);
+        bool ok = false;
+        if (options_.secret) {
+          proto::auth::ClusterSecret secret(*options_.secret);
+          std::lock_guard lock(mutex_);
+          ok = proto::auth::checkHelloProof(secret, "agent", agent_nonce_, driver_nonce_,
+                                            authenticate.proof);
+        }
+        send(ok ? proto::makeReply(env.id, proto::Json::object())
+                : proto::makeErrorReply(env.id, proto::error_code::kAuthFailed,
+                                        "fake driver: wrong proof"));
       } else if (env.type == "RetrieveAppConfig") {
         proto::AppConfig config;
         config.properties = options_.properties;
@@ -127,8 +156,8 @@ void FakeDriver::serve(WebSocket& ws) {
       }
       record(std::move(env));
     }
-  } catch (const Poco::Exception&) {
-    // connection gone
+  } catch (const std::exception&) {
+    // connection gone, or a body the fake cannot read: the test sees the effect
   }
   std::lock_guard lock(mutex_);
   if (socket_ == self) socket_.reset();

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,9 @@ class FakeDriver {
     bool refuse_registration = false;
     // The answer to ExecutorDecommissioning: {"accepted": accept_decommission}.
     bool accept_decommission = true;
+    // Set: the fake authenticates like the real driver with this secret (it requires the
+    // agent's proof and proves itself). A wrong one makes it an impostor.
+    std::optional<std::string> secret;
   };
 
   FakeDriver();
@@ -80,6 +84,8 @@ class FakeDriver {
   std::vector<protocol::Envelope> history_;
   std::vector<protocol::Peer> peers_;
   std::string block_url_;
+  std::string agent_nonce_;
+  std::string driver_nonce_;
   bool registered_ = false;
   bool stopping_ = false;
   std::shared_ptr<Poco::Net::WebSocket> socket_;

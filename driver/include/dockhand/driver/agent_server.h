@@ -73,8 +73,13 @@ class Connection {
   bool closing() const { return closing_.load(); }
 
   // Session state, touched only by the connection's reader thread (the handler's calls).
-  bool greeted = false;
+  bool greeted = false;  // Hello (and, when the driver requires it, Authenticate) done
   std::string agent_id;  // set once registered
+  // Authentication in progress: the driver answered Hello with its proof and waits for the
+  // agent's Authenticate over these nonces.
+  bool auth_pending = false;
+  std::string agent_nonce;
+  std::string driver_nonce;
 
  private:
   friend class AgentServer;

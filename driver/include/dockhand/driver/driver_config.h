@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dockhand/driver/job_spec.h"
+#include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::driver {
@@ -37,11 +38,20 @@ struct DriverConfig {
   long hello_timeout_ms = 10000;
   // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
   std::size_t max_queued_frames = 100000;
+  // The file holding the cluster secret (docs/security.md). Set: every agent must prove it
+  // holds the same secret, and the driver proves it to them. Empty: no authentication.
+  std::string auth_secret_file;
+  // The secret read from auth_secret_file (loadClusterSecret); never read from JSON.
+  std::optional<protocol::auth::ClusterSecret> secret;
 };
 
 // Parses a driver config object; `source` names the file in errors (ConfigError).
 DriverConfig parseDriverConfig(const Json& root, const std::string& source);
 DriverConfig loadDriverConfig(const std::string& path);
+
+// Reads config.auth_secret_file (when set) into config.secret. Throws ConfigError saying why
+// the file is refused (e.g. readable by group or others).
+void loadClusterSecret(DriverConfig& config);
 
 // Reads a whole JSON file; ConfigError naming the file when unreadable or not JSON.
 Json readJsonFile(const std::string& path);

@@ -3,7 +3,8 @@
 // peers, decommissioning), feeds the Scheduler, and carries out the Scheduler's actions on
 // the right connections. It also answers the control API on the same HTTP server:
 //
-//   GET  /v1/executors                    {"executors": [{executor_id, state, blocks, ...}]}
+//   GET  /v1/executors                    {"executors": [{executor_id, state, blocks, ...}],
+//                                          "auth": {"required", "failures"}, ...}
 //   POST /v1/executors/<id>/decommission  sends DecommissionExecutor; 404 for an unknown id
 //
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
@@ -40,6 +41,9 @@ struct ServiceCounters {
   std::uint64_t refused_registrations = 0;
   std::uint64_t agents_lost = 0;
   std::uint64_t stray_updates = 0;
+  // Handshakes that failed authentication: peers this driver refused (no proof, wrong
+  // proof) and agents that refused this driver's proof.
+  std::uint64_t auth_failures = 0;
 };
 
 class DriverService : public FrameHandler {
@@ -95,6 +99,9 @@ class DriverService : public FrameHandler {
   void handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
               const protocol::MessageSpec& spec);
   void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  void handleAuthenticate(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // Refuses a peer that failed authentication (auth_failed), counts it and closes.
+  void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleHeartbeat(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
@@ -118,6 +125,7 @@ class DriverService : public FrameHandler {
   std::set<std::string> told_to_stop_;  // agents sent StopExecutor: their close is expected
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> bad_frames_{0};
+  std::atomic<std::uint64_t> auth_failures_{0};
   std::uint64_t registrations_ = 0;          // under mutex_
   std::uint64_t refused_registrations_ = 0;  // under mutex_
   std::uint64_t agents_lost_ = 0;            // under mutex_

@@ -19,7 +19,8 @@ struct LocalAgentOptions {
   int cores = 2;
   std::string base_dir;  // work dirs and logs go here
   std::string log_level = "info";
-  std::string config_file;  // passed as --config when not empty
+  std::string config_file;       // passed as --config when not empty
+  std::string auth_secret_file;  // passed as --auth-secret-file when not empty
 };
 
 struct LocalAgent {

@@ -49,6 +49,7 @@ inline constexpr std::string_view kUnknownTask = "unknown_task";
 inline constexpr std::string_view kTimeout = "timeout";
 inline constexpr std::string_view kDisconnected = "disconnected";
 inline constexpr std::string_view kInternal = "internal";
+inline constexpr std::string_view kAuthFailed = "auth_failed";
 }  // namespace error_code
 
 struct ErrorInfo {

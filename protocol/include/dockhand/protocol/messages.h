@@ -40,6 +40,7 @@ enum class MessageType {
   kHeartbeat,
   kGetPeers,
   kUpdateBlockInfo,
+  kAuthenticate,
 };
 
 enum class Direction { kAgentToDriver, kDriverToAgent, kBoth };
@@ -116,11 +117,26 @@ struct TaskDescription {
 
 // ---- Message bodies -----------------------------------------------------------------------
 
+// Hello's `auth` member (docs/protocol.md 6.2, docs/security.md): the sender's fresh nonce
+// and, from the driver, its proof over both nonces.
+struct HelloAuth {
+  std::string scheme = "hmac-sha256";
+  std::string nonce;  // 32 to 128 hex digits
+  std::string proof;  // driver only: 64 hex digits
+};
+
 struct Hello {
   static constexpr MessageType kType = MessageType::kHello;
   int protocol_version = kProtocolVersion;
-  std::string role;      // "agent" or "driver"
-  std::string software;  // e.g. "dockhand 0.1.0"
+  std::string role;                              // "agent" or "driver"
+  std::string software;                          // e.g. "dockhand 0.1.0"
+  std::optional<HelloAuth> auth = std::nullopt;  // absent: the sender does not authenticate
+};
+
+// The agent's proof, after the driver's Hello proved the driver (docs/protocol.md 8.20).
+struct Authenticate {
+  static constexpr MessageType kType = MessageType::kAuthenticate;
+  std::string proof;  // 64 hex digits
 };
 
 struct RetrieveAppConfig {
@@ -279,6 +295,7 @@ Json toJson(const Heartbeat& m);
 Json toJson(const GetPeers& m);
 Json toJson(const UpdateBlockInfo& m);
 Json toJson(const BlockInfo& m);
+Json toJson(const Authenticate& m);
 
 template <typename T>
 struct Tag {};
@@ -304,6 +321,7 @@ Heartbeat fromJson(const Json& j, Tag<Heartbeat>);
 GetPeers fromJson(const Json& j, Tag<GetPeers>);
 UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>);
 BlockInfo fromJson(const Json& j, Tag<BlockInfo>);
+Authenticate fromJson(const Json& j, Tag<Authenticate>);
 
 // Decodes a body of type T; throws BodyError.
 template <typename T>
