@@ -194,7 +194,13 @@ json parseJson(const std::string& text, const std::string& origin) {
     for (std::size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) line += text[i] == '\n';
     std::string what = e.what();
     if (auto pos = what.find("parse error"); pos != std::string::npos) what = what.substr(pos);
-    throw ConfigError(fmt::format("{}: line {}: invalid JSON: {}", origin, line, what));
+    throw ConfigError(
+        {ConfigProblem{origin, "", fmt::format("line {}: invalid JSON: {}", line, what)}});
+  } catch (const json::exception& e) {
+    // A number too large for a double ("1e600") is an out_of_range, not a parse_error.
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    throw ConfigError({ConfigProblem{origin, "", "invalid JSON: " + what}});
   }
 }
 
@@ -674,7 +680,12 @@ std::vector<std::string> missingRequired(const AgentConfig& config) {
 }
 
 std::map<std::string, protocol::ResourceInfo> loadResourcesFile(const std::string& path) {
-  json root = parseJson(readFile(path), path);
+  return parseResourcesJson(readFile(path), path);
+}
+
+std::map<std::string, protocol::ResourceInfo> parseResourcesJson(const std::string& text,
+                                                                 const std::string& origin) {
+  json root = parseJson(text, origin);
   std::map<std::string, protocol::ResourceInfo> out;
   try {
     if (!root.is_array()) {
@@ -700,7 +711,7 @@ std::map<std::string, protocol::ResourceInfo> loadResourcesFile(const std::strin
       out.emplace(info.name, std::move(info));
     }
   } catch (const JsonPathError& e) {
-    throw ConfigError(fmt::format("{}: {}: {}", path, e.path(), e.detail()));
+    throw ConfigError(fmt::format("{}: {}: {}", origin, e.path(), e.detail()));
   }
   return out;
 }

@@ -186,5 +186,8 @@ std::vector<std::string> missingRequired(const AgentConfig& config);
 // {"id": {"componentName": "spark.executor", "resourceName": "gpu"}, "addresses": ["0"]}.
 // Throws ConfigError naming the file and JSON path.
 std::map<std::string, protocol::ResourceInfo> loadResourcesFile(const std::string& path);
+// The same from JSON text; `origin` names the source in messages.
+std::map<std::string, protocol::ResourceInfo> parseResourcesJson(const std::string& text,
+                                                                 const std::string& origin);
 
 }  // namespace dockhand::agent

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -22,6 +21,7 @@
 #include <Poco/Net/ServerSocket.h>
 
 #include "blocks/block_id.h"
+#include "blocks/block_request.h"
 #include "blocks/checksum.h"
 #include "core/logging.h"
 
@@ -34,7 +34,6 @@ using Poco::Net::HTTPServerRequest;
 using Poco::Net::HTTPServerResponse;
 
 constexpr std::size_t kChunk = 1 << 20;
-constexpr std::string_view kBlocksPrefix = "/blocks/";
 constexpr char kChecksumHeader[] = "X-Dockhand-Checksum";
 
 spdlog::logger& log() {
@@ -49,59 +48,6 @@ void sendText(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
   std::string body = text + "\n";
   response.setContentLength(static_cast<std::streamsize>(body.size()));
   response.send() << body << std::flush;
-}
-
-// A parsed "Range: bytes=..." for a block of `size` bytes: [first, last], or unsatisfiable.
-struct ByteRange {
-  std::uint64_t first = 0;
-  std::uint64_t last = 0;
-  bool satisfiable = true;
-};
-
-bool parseNumber(std::string_view text, std::uint64_t& out) {
-  if (text.empty()) return false;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-// nullopt: no usable single range (serve the whole block, as RFC 9110 allows).
-std::optional<ByteRange> parseRange(const std::string& header, std::uint64_t size) {
-  constexpr std::string_view kUnit = "bytes=";
-  std::string_view spec(header);
-  if (spec.substr(0, kUnit.size()) != kUnit) return std::nullopt;
-  spec.remove_prefix(kUnit.size());
-  if (spec.find(',') != std::string_view::npos) return std::nullopt;
-  auto dash = spec.find('-');
-  if (dash == std::string_view::npos) return std::nullopt;
-  std::string_view a = spec.substr(0, dash);
-  std::string_view b = spec.substr(dash + 1);
-  ByteRange range;
-  std::uint64_t first = 0;
-  std::uint64_t last = 0;
-  if (a.empty()) {  // suffix: the last n bytes
-    std::uint64_t n = 0;
-    if (!parseNumber(b, n)) return std::nullopt;
-    if (n == 0 || size == 0) {
-      range.satisfiable = false;
-      return range;
-    }
-    range.first = n >= size ? 0 : size - n;
-    range.last = size - 1;
-    return range;
-  }
-  if (!parseNumber(a, first)) return std::nullopt;
-  if (b.empty()) {
-    last = size == 0 ? 0 : size - 1;
-  } else if (!parseNumber(b, last) || last < first) {
-    return std::nullopt;
-  }
-  if (first >= size) {
-    range.satisfiable = false;
-    return range;
-  }
-  range.first = first;
-  range.last = std::min(last, size - 1);
-  return range;
 }
 
 // HTTPSession::read (protected) hands out what the session buffered, then reads the socket
@@ -137,33 +83,35 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
 
  private:
   void route(HTTPServerRequest& request, HTTPServerResponse& response) {
-    std::string path = request.getURI();
-    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    const RoutedRequest routed = routeBlockRequest(request.getURI());
     const std::string& method = request.getMethod();
-    if (path == "/healthz") {
-      if (method != HTTPRequest::HTTP_GET && method != HTTPRequest::HTTP_HEAD) {
-        return notAllowed(response, "GET, HEAD");
+    const std::string& id = routed.id;
+    switch (routed.route) {
+      case BlockRoute::kHealth:
+        if (method != HTTPRequest::HTTP_GET && method != HTTPRequest::HTTP_HEAD) {
+          return notAllowed(response, "GET, HEAD");
+        }
+        return sendText(response, HTTPResponse::HTTP_OK, "ok");
+      case BlockRoute::kStatus: {
+        if (method != HTTPRequest::HTTP_GET) return notAllowed(response, "GET");
+        std::string body = server_.status().dump(2) + "\n";
+        response.setContentType("application/json");
+        response.setContentLength(static_cast<std::streamsize>(body.size()));
+        response.send() << body;
+        return;
       }
-      return sendText(response, HTTPResponse::HTTP_OK, "ok");
-    }
-    if (path == "/v1/status") {
-      if (method != HTTPRequest::HTTP_GET) return notAllowed(response, "GET");
-      std::string body = server_.status().dump(2) + "\n";
-      response.setContentType("application/json");
-      response.setContentLength(static_cast<std::streamsize>(body.size()));
-      response.send() << body;
-      return;
-    }
-    if (path.compare(0, kBlocksPrefix.size(), kBlocksPrefix) != 0) {
-      return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
-                      "no such resource: " + path + " (try /blocks/<id>, /healthz, /v1/status)");
-    }
-    if (!authorized(request, response, path)) return;
-    std::string id = path.substr(kBlocksPrefix.size());
-    if (!isValidBlockId(id)) {
-      return sendText(
-          response, HTTPResponse::HTTP_BAD_REQUEST,
-          "invalid block id '" + id + "' (expected " + std::string(kBlockIdForms) + ")");
+      case BlockRoute::kNotFound:
+        return sendText(
+            response, HTTPResponse::HTTP_NOT_FOUND,
+            "no such resource: " + routed.path + " (try /blocks/<id>, /healthz, /v1/status)");
+      case BlockRoute::kInvalidId:
+        if (!authorized(request, response, routed.path)) return;
+        return sendText(
+            response, HTTPResponse::HTTP_BAD_REQUEST,
+            "invalid block id '" + id + "' (expected " + std::string(kBlockIdForms) + ")");
+      case BlockRoute::kBlock:
+        if (!authorized(request, response, routed.path)) return;
+        break;
     }
     if (method == HTTPRequest::HTTP_GET || method == HTTPRequest::HTTP_HEAD) {
       return get(request, response, id);

@@ -1,5 +1,7 @@
 #include "dockhand/protocol/json_reader.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace dockhand::protocol {
@@ -71,7 +73,8 @@ bool readInteger(const json& v, std::int64_t& out) {
   }
   if (v.is_number_float()) {
     double d = v.get<double>();
-    if (d == static_cast<double>(static_cast<std::int64_t>(d)) && d < 9.2e18 && d > -9.2e18) {
+    // The range first: converting a double outside int64's range is undefined behaviour.
+    if (d < 9.2e18 && d > -9.2e18 && d == std::trunc(d)) {
       out = static_cast<std::int64_t>(d);
       return true;
     }

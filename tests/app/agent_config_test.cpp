@@ -93,6 +93,35 @@ TEST(AgentConfigTest, InvalidJsonNamesTheLine) {
   EXPECT_NE(error.find("agent.json: line 3: invalid JSON"), std::string::npos) << error;
 }
 
+// Found by the agent_config and resources_file fuzz targets: a number too large for a double
+// made the JSON parser throw out_of_range, which is no parse_error, so it escaped the loaders
+// as an exception that is no ConfigError and names no file.
+TEST(AgentConfigTest, NumberTooLargeForADoubleIsAConfigError) {
+  AgentConfig config;
+  try {
+    loadConfigJson(R"({"cores": 1e600})", "agent.json", config);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 1u);
+    EXPECT_EQ(e.problems()[0].origin, "agent.json");
+    EXPECT_NE(e.problems()[0].message.find("number overflow"), std::string::npos) << e.what();
+  }
+}
+
+// A file that is not JSON is one problem whose origin is the file (not a message that merely
+// starts with its name), like every other config problem.
+TEST(AgentConfigTest, InvalidJsonProblemHasTheFileAsOrigin) {
+  AgentConfig config;
+  try {
+    loadConfigJson("", "agent.json", config);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 1u);
+    EXPECT_EQ(e.problems()[0].origin, "agent.json");
+    EXPECT_EQ(e.problems()[0].message.rfind("line 1: invalid JSON", 0), 0u) << e.what();
+  }
+}
+
 TEST(AgentConfigTest, TopLevelMustBeAnObject) {
   EXPECT_NE(errorOf("[1, 2]").find("agent.json: /: expected an object"), std::string::npos);
 }
@@ -214,6 +243,32 @@ TEST_F(ResourcesFileTest, ErrorsNameFileAndPath) {
   EXPECT_THROW(
       loadResourcesFile(write(R"([{"id": {"resourceName": "gpu"}, "addresses": ["0", "0"]}])")),
       ConfigError);
+}
+
+// The resources_file fuzz target's input: "6.08e600" overflows a double.
+TEST_F(ResourcesFileTest, NumberTooLargeForADoubleIsAConfigError) {
+  const std::string file = write(std::string("6.08e600eE\0?1", 13));
+  try {
+    loadResourcesFile(file);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(file + ": invalid JSON: ", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(parseResourcesJson("[1e400]", "inline"), ConfigError);
+}
+
+TEST(ResourcesJsonTest, ReadsTheSameAsTheFile) {
+  auto resources = parseResourcesJson(
+      R"([{"id": {"componentName": "spark.executor", "resourceName": "gpu"}, "addresses": ["0"]}])",
+      "inline");
+  ASSERT_EQ(resources.size(), 1u);
+  EXPECT_EQ(resources.at("gpu").addresses, std::vector<std::string>{"0"});
+  try {
+    parseResourcesJson("[{}]", "inline");
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "inline: /0/id: is required (an object)");
+  }
 }
 
 TEST(AgentConfigTest, ShippedExampleConfigLoads) {

@@ -53,6 +53,21 @@ TEST(JsonReaderTest, ReadsIntegersWithinRange) {
   EXPECT_EQ(r.requiredUnsigned("huge"), 18446744073709551615ULL);
 }
 
+// Found by the message_body fuzz target: a float too large for int64 ("cores":
+// 184467440737095516151) was converted before its range was checked, which is undefined
+// behaviour (the asan preset's UBSan aborts on it). It must be refused like any other
+// out-of-range number.
+TEST(JsonReaderTest, RefusesFloatsOutsideInt64WithoutConvertingThem) {
+  json j = json::parse(R"({"a": 184467440737095516151, "b": 1e300, "c": -1e300,
+                           "d": 9.3e18, "e": -9.3e18, "f": 1e18})");
+  JsonReader r(j, "");
+  for (const char* key : {"a", "b", "c", "d", "e"}) {
+    EXPECT_EQ(errorPath([&] { r.requiredInt(key); }), std::string("/") + key);
+    EXPECT_EQ(errorPath([&] { r.requiredUnsigned(key); }), std::string("/") + key);
+  }
+  EXPECT_EQ(r.requiredInt("f"), 1000000000000000000LL);
+}
+
 TEST(JsonReaderTest, RejectsUnknownKeysNamingTheKey) {
   json j = {{"known", 1}, {"typo", 2}};
   JsonReader r(j, "/agent");

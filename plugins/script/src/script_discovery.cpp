@@ -13,9 +13,11 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "discovery_output.h"
 #include "dockhand/plugin.hpp"
 #include "run_script.h"
 
@@ -24,11 +26,7 @@ namespace {
 using dockhand::sdk::Error;
 using nlohmann::json;
 
-std::string excerpt(const std::string& text) {
-  std::string out = text.size() > 2000 ? text.substr(0, 2000) + "..." : text;
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out.empty() ? "(nothing)" : out;
-}
+using dockhand::plugins::script::excerpt;
 
 class ScriptDiscovery : public dockhand::sdk::ResourceDiscovery {
  public:
@@ -87,33 +85,11 @@ class ScriptDiscovery : public dockhand::sdk::ResourceDiscovery {
                   "; stderr: " + excerpt(run.err));
       throw Error(DH_ERROR, what + " " + how + " (stderr: " + excerpt(run.err) + ")");
     }
-    json answer = json::parse(run.out, nullptr, /*allow_exceptions=*/false);
-    if (answer.is_discarded() || !answer.is_object()) {
-      throw Error(DH_ERROR, what +
-                                " printed no JSON object {\"name\": ..., \"addresses\": "
-                                "[...]}; stdout: " +
-                                excerpt(run.out));
-    }
-    if (!answer.contains("name") || !answer["name"].is_string()) {
-      throw Error(DH_ERROR,
-                  what + " printed an object without a string \"name\": " + excerpt(run.out));
-    }
-    if (answer["name"] != name) {
-      throw Error(DH_ERROR, what + " reported resource '" + answer["name"].get<std::string>() +
-                                "', not '" + name + "'");
-    }
-    json addresses = json::array();
-    if (auto it = answer.find("addresses"); it != answer.end() && !it->is_null()) {
-      if (!it->is_array()) {
-        throw Error(DH_ERROR,
-                    what + " printed \"addresses\" that is not a list: " + excerpt(run.out));
-      }
-      for (const auto& a : *it) {
-        if (!a.is_string()) {
-          throw Error(DH_ERROR, what + " printed an address that is not a string: " + a.dump());
-        }
-        addresses.push_back(a);
-      }
+    std::vector<std::string> addresses;
+    try {
+      addresses = dockhand::plugins::script::parseDiscoveryOutput(run.out, name);
+    } catch (const dockhand::plugins::script::DiscoveryOutputError& e) {
+      throw Error(DH_ERROR, what + " " + e.what());
     }
     return json{{"name", name}, {"addresses", addresses}}.dump();  // extra fields dropped
   }
