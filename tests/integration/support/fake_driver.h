@@ -30,6 +30,8 @@ class FakeDriver {
     bool refuse_registration = false;
     // The answer to ExecutorDecommissioning: {"accepted": accept_decommission}.
     bool accept_decommission = true;
+    // The resource profile of the app config the agent retrieves.
+    protocol::ResourceProfile resource_profile;
   };
 
   FakeDriver();
