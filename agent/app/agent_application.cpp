@@ -459,7 +459,9 @@ int AgentApplication::runAgent(AgentConfig config) {
   }
   SignalThread signal_thread(loop, backend, decommission_signal);
   std::function<void()> refresh_status = [&] {
-    status_board.set(backend.statusJson());
+    nlohmann::json status = backend.statusJson();
+    status.update(runtime->statusJson());
+    status_board.set(std::move(status));
     loop.schedule(Millis(250), refresh_status);
   };
   loop.post(refresh_status);

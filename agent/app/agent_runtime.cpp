@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "core/logging.h"
+#include "resources/resource_status.h"
 
 namespace dockhand::agent {
 
@@ -17,6 +18,24 @@ std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config) {
   dirs.emplace_back(DOCKHAND_DEFAULT_PLUGIN_DIR);
   return dirs;
 }
+
+namespace {
+
+// A discovery plugin's describe() answer as JSON, or {"error": why} (logged at warn).
+nlohmann::json describeForStatus(Discoverer& discoverer) {
+  PluginResult described = discoverer.describe();
+  std::string why = described.error;
+  if (described.ok()) {
+    nlohmann::json details = nlohmann::json::parse(described.json, nullptr, false);
+    if (!details.is_discarded()) return details;
+    why = "describe() answered with malformed JSON";
+  }
+  logger("agent")->warn("discovery plugin '{}': {}; its details are left out of the status",
+                        discoverer.name(), why);
+  return {{"error", why}};
+}
+
+}  // namespace
 
 AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
                            PluginExecutor::StatusHandler on_status)
@@ -77,7 +96,30 @@ std::map<std::string, DiscoveredResource> AgentRuntime::discoverResources(
   auto found = chain.discoverAll(mergeRequests(profile.executor_resources, local_requests_), given,
                                  "resources file " + resources_file_);
   guard_->setResources(found, profile.task_resources);
+  // What each discovery plugin describes (an nvidia GPU's name, the host's cgroup limits),
+  // asked once: a describe() may run a program, too slow for every status refresh.
+  chain_.clear();
+  described_.clear();
+  for (Discoverer* d : discoverers()) {
+    chain_.push_back(d->name());
+    described_[d->name()] = describeForStatus(*d);
+  }
+  found_ = found;
+  amount_per_task_ = profile.task_resources;
+  discovered_ = true;
   return found;
+}
+
+nlohmann::json AgentRuntime::statusJson() const {
+  nlohmann::json discovery = nullptr;
+  if (discovered_) {
+    nlohmann::json plugins = nlohmann::json::object();
+    for (const auto& [name, details] : described_) plugins[name] = details;
+    discovery = {{"chain", chain_}, {"plugins", std::move(plugins)}};
+  }
+  return {{"resources", resourceStatusJson(found_, amount_per_task_, guard_->ledger(), described_)},
+          {"discovery", std::move(discovery)},
+          {"plugins", pluginReport(plugins_)}};
 }
 
 AgentRuntime::~AgentRuntime() {

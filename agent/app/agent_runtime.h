@@ -59,6 +59,15 @@ class AgentRuntime {
   // The discovery plugins, in chain order.
   std::vector<Discoverer*> discoverers();
 
+  // The runtime's part of the status output (GET /v1/status), read on the core thread:
+  //   "resources": each registered resource, who found it, its details and its allocation
+  //                (resourceStatusJson; {} before discovery);
+  //   "discovery": {"chain": [plugin names], "plugins": {name: describe() answer}}, as of
+  //                discovery (null before);
+  //   "plugins":   every plugin asked for, loaded or not (pluginReport, the shape of
+  //                `dockhand plugins list --json`), a failed optional one with its error.
+  nlohmann::json statusJson() const;
+
  private:
   PluginHost host_;
   std::vector<LoadedPlugin> plugins_;
@@ -68,6 +77,12 @@ class AgentRuntime {
   std::unique_ptr<PluginExecutor> executor_;
   std::unique_ptr<ResourceGuard> guard_;
   protocol::auth::RequestSigner signer_;
+  // As of the last discovery, for statusJson().
+  bool discovered_ = false;
+  std::map<std::string, DiscoveredResource> found_;
+  std::map<std::string, double> amount_per_task_;
+  std::vector<std::string> chain_;
+  std::map<std::string, nlohmann::json> described_;
 };
 
 // The directories searched for plugins, in order (see above).

@@ -138,6 +138,7 @@ json pluginReport(const std::vector<LoadedPlugin>& plugins) {
       entry["abi"] = p.library->abiVersion();
       entry["kinds"] = kindNames(p.library->descriptor().kinds);
     }
+    if (!p.library) entry["name"] = p.spec.target;  // what was asked for: a name or a path
     if (!p.ok()) entry["error"] = p.error;
     out.push_back(std::move(entry));
   }

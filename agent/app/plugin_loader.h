@@ -76,7 +76,9 @@ std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<Plugin
 
 // "task_runner,resource_discovery" for a descriptor's kinds.
 std::vector<std::string> kindNames(std::uint32_t kinds);
-// A report of what was loaded from where, for `dockhand plugins list --json` and the log.
+// A report of what was loaded from where, for `dockhand plugins list --json`, the agent's
+// status output and the log. A plugin that failed has "status": "failed" and its "error"; its
+// "name" is what was asked for (a name or a path) when the library did not load.
 nlohmann::json pluginReport(const std::vector<LoadedPlugin>& plugins);
 
 }  // namespace dockhand::agent

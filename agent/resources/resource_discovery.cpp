@@ -142,6 +142,7 @@ ResourceLedger::ResourceLedger(const std::map<std::string, DiscoveredResource>& 
   for (const auto& [name, r] : resources) {
     auto it = amount_per_task.find(name);
     const int slots = slotsPerAddress(it == amount_per_task.end() ? 1.0 : it->second);
+    slots_[name] = slots;
     for (const auto& address : r.info.addresses) free_[name][address] = slots;
   }
 }
@@ -186,6 +187,11 @@ void ResourceLedger::release(std::uint64_t task_id) {
     for (const auto& address : addresses) ++free_[name][address];
   }
   held_.erase(it);
+}
+
+int ResourceLedger::slotsPerAddress(const std::string& resource) const {
+  auto it = slots_.find(resource);
+  return it == slots_.end() ? 0 : it->second;
 }
 
 int ResourceLedger::freeSlots(const std::string& resource, const std::string& address) const {

@@ -117,10 +117,17 @@ class ResourceLedger {
 
   // How many more tasks may use `address` of `resource` now.
   int freeSlots(const std::string& resource, const std::string& address) const;
+  // How many tasks may hold one address of `resource` at once (0: not offered).
+  int slotsPerAddress(const std::string& resource) const;
   static int slotsPerAddress(double amount_per_task);
+  // What each running task holds: task id -> resource -> addresses.
+  const std::map<std::uint64_t, std::map<std::string, std::vector<std::string>>>& held() const {
+    return held_;
+  }
 
  private:
   std::map<std::string, std::map<std::string, int>> free_;  // resource -> address -> free slots
+  std::map<std::string, int> slots_;                        // resource -> slots per address
   std::map<std::uint64_t, std::map<std::string, std::vector<std::string>>> held_;
 };
 

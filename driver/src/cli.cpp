@@ -468,6 +468,11 @@ int run(const Options& o) {
   job = loadJobFile(o.job_file);
   setUpLogging(o.log_level.empty() ? "warn" : o.log_level);
   auto log = spdlog::get("driver");
+  // The agents learn each task's share of a resource from the profile the driver serves;
+  // without the driver config naming it, it is what the job's tasks ask for.
+  for (const std::string& warning : completeTaskResources(job, config.resource_profile)) {
+    log->warn("{}", warning);
+  }
 
   const std::string agent_bin = o.agent_bin.empty() ? defaultAgentBin() : o.agent_bin;
   if (o.local_agents > 0 && ::access(agent_bin.c_str(), X_OK) != 0) {

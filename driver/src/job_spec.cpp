@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dockhand/driver/driver_config.h"
 #include "dockhand/protocol/json_reader.h"
@@ -193,6 +194,43 @@ bool isValidBlockId(std::string_view id) {
     });
   }
   return false;
+}
+
+TaskResourceAmounts taskResourceAmounts(const JobSpec& job) {
+  std::map<std::string, std::set<double>> asked;
+  for (const TaskSpec& task : job.tasks) {
+    for (const auto& [name, amount] : task.resources) asked[name].insert(amount);
+  }
+  TaskResourceAmounts out;
+  for (const auto& [name, amounts] : asked) {
+    out.amount[name] = *amounts.begin();
+    if (amounts.size() > 1) out.mixed[name].assign(amounts.begin(), amounts.end());
+  }
+  return out;
+}
+
+std::vector<std::string> completeTaskResources(const JobSpec& job,
+                                               protocol::ResourceProfile& profile) {
+  std::vector<std::string> warnings;
+  const TaskResourceAmounts derived = taskResourceAmounts(job);
+  for (const auto& [name, amount] : derived.amount) {
+    auto [it, added] = profile.task_resources.try_emplace(name, amount);
+    if (!added && it->second != amount) {
+      warnings.push_back(fmt::format(
+          "job {}: the driver config's resource_profile.task_resources.{} is {:g}, but the "
+          "job's tasks ask for {:g}; the agents are told {:g}, and may refuse tasks that share "
+          "an address more than that allows",
+          job.name, name, it->second, amount, it->second));
+    } else if (auto mixed = derived.mixed.find(name); added && mixed != derived.mixed.end()) {
+      warnings.push_back(fmt::format(
+          "job {}: tasks ask for resource '{}' in different amounts ({:g}); the agents are told "
+          "the smallest, {:g} per task, so each lets as many tasks share an address as that "
+          "allows and the driver alone keeps the exact count (set "
+          "resource_profile.task_resources.{} in the driver config to choose)",
+          job.name, name, fmt::join(mixed->second, ", "), amount, name));
+    }
+  }
+  return warnings;
 }
 
 std::string substituteJobDir(std::string text, const std::string& job_dir) {

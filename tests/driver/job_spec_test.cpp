@@ -79,6 +79,45 @@ TEST(JobSpecTest, ResourceAmountsAreWholeOrAFractionBelowOne) {
             std::string::npos);
 }
 
+TEST(JobSpecTest, ServedTaskAmountsComeFromTheTasksWhenTheConfigNamesNone) {
+  JobSpec job = parse(R"({"name": "j", "tasks": [
+      {"shell": "a", "resources": {"gpu": 0.25, "fpga": 1}},
+      {"shell": "b", "resources": {"gpu": 0.25}},
+      {"shell": "c"}]})");
+  protocol::ResourceProfile profile;
+  EXPECT_TRUE(completeTaskResources(job, profile).empty());
+  EXPECT_EQ(profile.task_resources, (std::map<std::string, double>{{"fpga", 1}, {"gpu", 0.25}}));
+}
+
+TEST(JobSpecTest, TheConfigsTaskAmountWinsWithAWarningWhenItDiffers) {
+  JobSpec job = parse(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.25}},
+                                                 {"shell": "b", "resources": {"fpga": 1}}]})");
+  protocol::ResourceProfile profile;
+  profile.task_resources = {{"gpu", 1}, {"fpga", 1}, {"licence", 0.5}};
+  auto warnings = completeTaskResources(job, profile);
+  EXPECT_EQ(profile.task_resources,
+            (std::map<std::string, double>{{"fpga", 1}, {"gpu", 1}, {"licence", 0.5}}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("resource_profile.task_resources.gpu is 1, but the job's tasks ask "
+                             "for 0.25"),
+            std::string::npos)
+      << warnings[0];
+}
+
+TEST(JobSpecTest, MixedTaskAmountsServeTheSmallestWithAWarning) {
+  JobSpec job = parse(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.5}},
+                                                 {"shell": "b", "resources": {"gpu": 0.25}},
+                                                 {"shell": "c", "resources": {"gpu": 2}}]})");
+  TaskResourceAmounts amounts = taskResourceAmounts(job);
+  EXPECT_EQ(amounts.amount.at("gpu"), 0.25);
+  EXPECT_EQ(amounts.mixed.at("gpu"), (std::vector<double>{0.25, 0.5, 2}));
+  protocol::ResourceProfile profile;
+  auto warnings = completeTaskResources(job, profile);
+  EXPECT_EQ(profile.task_resources.at("gpu"), 0.25);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("different amounts (0.25, 0.5, 2)"), std::string::npos) << warnings[0];
+}
+
 TEST(JobSpecTest, InputsAndOutputsNameBlocks) {
   JobSpec job = parse(R"({"tasks": [
     {"name": "map-0", "shell": "x", "outputs": ["shuffle_0_0_0", "shuffle_0_0_1"]},

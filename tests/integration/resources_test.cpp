@@ -50,6 +50,8 @@ class ResourcesTest : public ::testing::Test {
             "127.0.0.1",    "--work-dir", (dir.path() / "work").string()};
   }
 
+  void runQuarterGpuJob(const std::vector<std::string>& driver_args);
+
   TempDir dir;
 };
 
@@ -146,13 +148,11 @@ TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
   EXPECT_TRUE(any_overlap) << "two GPUs and four cores: some tasks should have run together";
 }
 
-// A quarter of a GPU per task (the job's amount, and the profile's so that the agent allows
-// the sharing): on two GPUs at most four tasks hold one at a time.
-TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
+// Runs twelve quarter-GPU tasks under the real driver on one agent with two GPUs, with
+// `driver_args` added to its command line, and checks that they shared the GPUs, at most four
+// tasks on one at a time.
+void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args) {
   const auto config = agentConfig({{"gpu", {"0", "1"}}}, {{"gpu", {{"amount", 2}}}});
-  const auto driver_config = dir.path() / "driver.json";
-  writeFile(driver_config,
-            json{{"resource_profile", {{"id", 0}, {"task_resources", {{"gpu", 0.25}}}}}}.dump());
   const auto out = dir.path() / "out";
   std::filesystem::create_directories(out);
   constexpr int kTasks = 12;
@@ -169,10 +169,19 @@ TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
   }
   const auto job = dir.path() / "quarter-job.json";
   writeFile(job, json{{"name", "quarter-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
-  ChildProcess driver(
-      {driverBinary(), "run", job.string(), "--local-agents", "1", "--cores", "16", "--config",
-       driver_config.string(), "--agent-config", config, "--timeout", "60"},
-      (dir.path() / "driver.log").string());
+  std::vector<std::string> argv = {driverBinary(),
+                                   "run",
+                                   job.string(),
+                                   "--local-agents",
+                                   "1",
+                                   "--cores",
+                                   "16",
+                                   "--agent-config",
+                                   config,
+                                   "--timeout",
+                                   "60"};
+  argv.insert(argv.end(), driver_args.begin(), driver_args.end());
+  ChildProcess driver(argv, (dir.path() / "driver.log").string());
   ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
 
   std::vector<Record> records;
@@ -196,6 +205,21 @@ TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
     most = std::max(most, holding);
   }
   EXPECT_GE(most, 2) << "quarter-GPU tasks should have shared a GPU";
+}
+
+// A quarter of a GPU per task, set both in the job and in the driver config's profile.
+TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
+  const auto driver_config = dir.path() / "driver.json";
+  writeFile(driver_config,
+            json{{"resource_profile", {{"id", 0}, {"task_resources", {{"gpu", 0.25}}}}}}.dump());
+  runQuarterGpuJob({"--config", driver_config.string()});
+}
+
+// The same with no driver config: the profile the driver serves takes the job's amount, so
+// the agent allows the sharing (with a whole GPU per task it would refuse the second task on
+// a GPU, and the job, one attempt per task, would fail).
+TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuWithTheAmountTakenFromTheJob) {
+  runQuarterGpuJob({});
 }
 
 }  // namespace

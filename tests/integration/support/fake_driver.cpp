@@ -129,6 +129,7 @@ void FakeDriver::serve(WebSocket& ws) {
       } else if (env.type == "RetrieveAppConfig") {
         proto::AppConfig config;
         config.properties = options_.properties;
+        config.resource_profile = options_.resource_profile;
         send(proto::makeReply(env.id, proto::toJson(config)));
       } else if (env.type == "GetPeers") {
         std::vector<proto::Peer> peers;

@@ -34,6 +34,8 @@ class FakeDriver {
     // Set: the fake authenticates like the real driver with this secret (it requires the
     // agent's proof and proves itself). A wrong one makes it an impostor.
     std::optional<std::string> secret;
+    // The resource profile of the app config the agent retrieves.
+    protocol::ResourceProfile resource_profile;
   };
 
   FakeDriver();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dockhand/protocol/envelope.h"
+#include "dockhand/protocol/messages.h"
 
 namespace dockhand::driver {
 
@@ -65,6 +66,27 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
 
 // Reads and parses a job file; ${JOB_DIR} is the file's directory as an absolute path.
 JobSpec loadJobFile(const std::string& path);
+
+// The amount per task of each resource the job's tasks ask for, for the resource profile the
+// driver serves to agents (the agents' task_resources, Spark's
+// spark.task.resource.<name>.amount). In Spark every task of a stage uses its profile's one
+// amount; a Dockhand job may give each task its own. When the tasks that ask for a resource
+// all ask the same amount, that is it. When they differ, it is the smallest: an agent shares
+// an address among floor(1 / amount) tasks, so with the smallest share it never refuses a
+// placement the driver made (the driver counts each address exactly, in units), at the cost
+// of a looser check on the agent's side; `mixed` then lists the amounts asked for.
+struct TaskResourceAmounts {
+  std::map<std::string, double> amount;
+  std::map<std::string, std::vector<double>> mixed;  // resource -> distinct amounts, ascending
+};
+TaskResourceAmounts taskResourceAmounts(const JobSpec& job);
+
+// Sets `profile.task_resources` from the job's tasks (taskResourceAmounts) for each resource
+// the profile does not name; an amount the profile (the driver config) names wins. Returns a
+// line for each thing to warn about: amounts that differ between tasks, and a profile amount
+// other than the one the job's tasks ask for.
+std::vector<std::string> completeTaskResources(const JobSpec& job,
+                                               protocol::ResourceProfile& profile);
 
 // Replaces every "${JOB_DIR}" in `text`.
 std::string substituteJobDir(std::string text, const std::string& job_dir);
