@@ -2,6 +2,7 @@
 // against the two limits of the machine it runs on.
 //
 //   dockhand-migration-bench [--dir DIR] [--blocks N] [--block-mib M] [--concurrency C]
+//                            [--rounds R]
 //
 // In one run, on one file system (DIR, default $TMPDIR or /tmp):
 //   1. disk:      N files of M MiB written and fsynced, C at once (a durable copy at best);
@@ -55,6 +56,7 @@ struct Options {
   int blocks = 64;
   int block_mib = 16;
   int concurrency = 4;
+  int rounds = 3;  // of each baseline; the best is the limit (a shared disk varies a lot)
 };
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -298,10 +300,14 @@ int main(int argc, char** argv) {
       o.blocks = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--block-mib") {
       o.block_mib = std::max(1, std::atoi(argv[i + 1]));
+    } else if (flag == "--rounds") {
+      o.rounds = std::max(1, std::atoi(argv[i + 1]));
     } else if (flag == "--concurrency") {
       o.concurrency = std::max(1, std::atoi(argv[i + 1]));
     } else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--blocks N] [--block-mib M] [--concurrency C]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--dir DIR] [--blocks N] [--block-mib M] [--concurrency C] "
+                   "[--rounds R]\n",
                    argv[0]);
       return 64;
     }
@@ -313,10 +319,23 @@ int main(int argc, char** argv) {
     const double total_mib = static_cast<double>(o.blocks) * o.block_mib;
     std::printf("migration bench: %d blocks x %d MiB = %.0f MiB in %s, %d at once\n", o.blocks,
                 o.block_mib, total_mib, o.dir.c_str(), o.concurrency);
-    double disk = diskRate(o, data);
-    std::printf("  disk write, fsynced:      %8.1f MiB/s\n", disk);
-    double loopback = loopbackRate(o, data);
-    std::printf("  loopback TCP:             %8.1f MiB/s\n", loopback);
+    // Each baseline a few times, the best kept: the limit is what the machine can do, so a
+    // slow round (another process's writeback, a busy host) must not flatter the migration.
+    auto best = [&](const char* label,
+                    double (*measure)(const Options&, const std::vector<char>&)) {
+      double top = 0;
+      std::printf("  %-26s", label);
+      for (int r = 0; r < o.rounds; ++r) {
+        ::sync();
+        double rate = measure(o, data);
+        std::printf(" %7.1f", rate);
+        top = std::max(top, rate);
+      }
+      std::printf("  -> best %.1f MiB/s\n", top);
+      return top;
+    };
+    double disk = best("disk write, fsynced:", diskRate);
+    double loopback = best("loopback TCP:", loopbackRate);
     MigrationResult result = migrationRate(o, data);
     if (!result.problem.empty()) {
       std::fprintf(stderr, "migration incomplete: %s\n", result.problem.c_str());
