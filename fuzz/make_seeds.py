@@ -17,7 +17,8 @@ RAW = re.compile(r'R"\((.*?)\)"', re.S)
 
 # The keys each body decoder reads: a test body goes to every decoder it shares a key with.
 BODY_KEYS = {
-    "Hello": {"protocol_version", "role", "software"},
+    "Hello": {"protocol_version", "role", "software", "auth"},
+    "Authenticate": {"proof"},
     "RetrieveAppConfig": {"resource_profile_id"},
     "RegisterExecutor": {"executor_id", "hostname", "cores", "log_urls", "attributes",
                          "resources", "block_url"},

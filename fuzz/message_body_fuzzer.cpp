@@ -77,6 +77,7 @@ void peers(const Json& body) {
 const std::map<std::string, std::function<void(const Json&)>, std::less<>>& decoders() {
   static const std::map<std::string, std::function<void(const Json&)>, std::less<>> table = {
       {"Hello", message<proto::Hello>},
+      {"Authenticate", message<proto::Authenticate>},
       {"RetrieveAppConfig", message<proto::RetrieveAppConfig>},
       {"RegisterExecutor", message<proto::RegisterExecutor>},
       {"LaunchedExecutor", message<proto::LaunchedExecutor>},
