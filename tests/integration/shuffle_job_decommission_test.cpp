@@ -164,6 +164,34 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     }
   }
 
+  struct Cluster {
+    std::unique_ptr<ChildProcess> driver;
+    std::unique_ptr<ChildProcess> a;
+    std::unique_ptr<ChildProcess> b;
+  };
+  // The job on agent-a and agent-b; agent-a gets SIGPWR once every map task runs. Checks what
+  // every such run must show: agent-a exits 0, the job succeeds with no map rerun, and nothing
+  // went to the fallback store. Returns the processes for further checks.
+  Cluster sigpwrWithPeerMigration(const fs::path& agent_config,
+                                  const std::vector<std::string>& driver_args = {}) {
+    Cluster c;
+    c.driver = startJob(writeJob(), driver_args);
+    c.a = startAgent("agent-a", agent_config);
+    c.b = startAgent("agent-b", agent_config);
+    if (!waitUntil([&] { return allMapsStarted(); }, 30s)) {
+      ADD_FAILURE() << "the map tasks did not all start\n"
+                    << c.driver->output() << logs(*c.a, *c.b);
+      return c;
+    }
+    c.a->signal(SIGPWR);
+    EXPECT_EQ(c.a->waitExit(60s), 0) << logs(*c.a, *c.b);
+    EXPECT_EQ(c.driver->waitExit(90s), 0) << c.driver->output() << logs(*c.a, *c.b);
+    expectJobSucceededWithoutMapReruns(*c.driver, logs(*c.a, *c.b));
+    EXPECT_TRUE(fs::is_empty(fallback_))
+        << "peer migration wrote to the fallback store" << logs(*c.a, *c.b);
+    return c;
+  }
+
   static std::string logs(const ChildProcess& a, const ChildProcess& b) {
     return "\n--- agent-a:\n" + a.output() + "\n--- agent-b:\n" + b.output();
   }
@@ -175,19 +203,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
 };
 
 TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
-  const fs::path job = writeJob();
-  const fs::path config = writeAgentConfig("peer");
-  auto driver = startJob(job);
-  auto a = startAgent("agent-a", config);
-  auto b = startAgent("agent-b", config);
-  ASSERT_TRUE(waitUntil([&] { return allMapsStarted(); }, 30s)) << driver->output() << logs(*a, *b);
-
-  a->signal(SIGPWR);
-  EXPECT_EQ(a->waitExit(60s), 0) << logs(*a, *b);
-  EXPECT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
-  expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
-  EXPECT_TRUE(fs::is_empty(fallback_))
-      << "peer migration wrote to the fallback store" << logs(*a, *b);
+  sigpwrWithPeerMigration(writeAgentConfig("peer"));
 }
 
 // The same with authentication on: the reduces' fetches and the peer migration's PUTs are
@@ -197,19 +213,8 @@ TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkWithAuthentication
   const fs::path secret = dir.path() / "cluster.secret";
   writeFile(secret, secret_text + "\n");
   fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
-  const fs::path job = writeJob();
-  const fs::path config = writeAgentConfig("peer", secret);
-  auto driver = startJob(job, {"--auth-secret-file", secret.string()});
-  auto a = startAgent("agent-a", config);
-  auto b = startAgent("agent-b", config);
-  ASSERT_TRUE(waitUntil([&] { return allMapsStarted(); }, 30s)) << driver->output() << logs(*a, *b);
-
-  a->signal(SIGPWR);
-  EXPECT_EQ(a->waitExit(60s), 0) << logs(*a, *b);
-  EXPECT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
-  expectJobSucceededWithoutMapReruns(*driver, logs(*a, *b));
-  EXPECT_TRUE(fs::is_empty(fallback_))
-      << "peer migration wrote to the fallback store" << logs(*a, *b);
+  auto [driver, a, b] = sigpwrWithPeerMigration(writeAgentConfig("peer", secret),
+                                                {"--auth-secret-file", secret.string()});
   for (const ChildProcess* p : {a.get(), b.get()}) {
     EXPECT_NE(p->output().find("authenticated with driver"), std::string::npos) << p->output();
     EXPECT_EQ(p->output().find("refused"), std::string::npos) << p->output();
