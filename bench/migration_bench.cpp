@@ -32,14 +32,11 @@
 #include <map>
 #include <memory>
 
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/URI.h>
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
 #include "support/fake_driver.h"
+#include "support/http_client.h"
 #include "support/process.h"
 
 namespace {
@@ -190,20 +187,6 @@ std::unique_ptr<ChildProcess> startAgent(const fs::path& dir, const std::string&
   return std::make_unique<ChildProcess>(argv, (dir / (id + ".log")).string());
 }
 
-// The checksum the block server at `url` gives for a block (HEAD), or "" with `status`.
-std::string remoteChecksum(const std::string& url, int& status) {
-  Poco::URI uri(url);
-  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-  session.setTimeout(Poco::Timespan(10, 0));
-  Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_HEAD, uri.getPathEtc(),
-                                 Poco::Net::HTTPMessage::HTTP_1_1);
-  session.sendRequest(request);
-  Poco::Net::HTTPResponse response;
-  session.receiveResponse(response);
-  status = static_cast<int>(response.getStatus());
-  return response.get("X-Dockhand-Checksum", "");
-}
-
 MigrationResult migrationRate(const Options& o, const std::vector<char>& data) {
   MigrationResult out;
   fs::path source_file = o.dir / "block-source";
@@ -275,8 +258,9 @@ MigrationResult migrationRate(const Options& o, const std::vector<char>& data) {
     return out;
   }
   for (const auto& b : report.added) {
-    int status = 0;
-    std::string checksum = remoteChecksum(b.url, status);
+    auto head = dockhand::testing::httpRequest("HEAD", b.url);
+    const int status = head.status;
+    const std::string& checksum = head.checksum;
     if (status != 200 || checksum != announced[b.id].checksum) {
       out.problem = "block " + b.id + " at " + b.url + ": HTTP " + std::to_string(status) +
                     ", checksum '" + checksum + "', expected " + announced[b.id].checksum;

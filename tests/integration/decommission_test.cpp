@@ -18,6 +18,7 @@
 
 #include "dockhand/protocol/messages.h"
 #include "support/fake_driver.h"
+#include "support/http_client.h"
 #include "support/process.h"
 #include "support/tmpfs_mount.h"
 
@@ -30,28 +31,6 @@ using std::chrono_literals::operator""ms;
 using std::chrono_literals::operator""s;
 
 constexpr int kDecommissionIncomplete = 10;
-
-struct HttpReply {
-  int status = 0;
-  std::string body;
-  std::string checksum;
-};
-
-HttpReply httpGet(const std::string& url) {
-  Poco::URI uri(url);
-  Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-  session.setTimeout(Poco::Timespan(10, 0));
-  Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
-                                 Poco::Net::HTTPMessage::HTTP_1_1);
-  session.sendRequest(request);
-  Poco::Net::HTTPResponse response;
-  std::istream& in = session.receiveResponse(response);
-  HttpReply reply;
-  reply.status = static_cast<int>(response.getStatus());
-  Poco::StreamCopier::copyToString(in, reply.body);
-  reply.checksum = response.get("X-Dockhand-Checksum", "");
-  return reply;
-}
 
 // The block files in an agent's block directory (the temporary area left out).
 std::vector<std::string> storedBlocks(const fs::path& work_dir) {

@@ -12,17 +12,13 @@
 #include <string>
 #include <vector>
 
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/StreamCopier.h>
-#include <Poco/URI.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
 #include "support/fake_driver.h"
+#include "support/http_client.h"
 #include "support/process.h"
 
 namespace dockhand::testing {
@@ -35,24 +31,11 @@ using ::testing::HasSubstr;
 
 // The agent's /v1/status as JSON, or nullopt when it does not answer 200 with JSON.
 std::optional<json> fetchStatus(const std::string& block_url) {
-  try {
-    Poco::URI uri(block_url + "/v1/status");
-    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-    session.setTimeout(Poco::Timespan(5, 0));
-    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
-                                   Poco::Net::HTTPMessage::HTTP_1_1);
-    session.sendRequest(request);
-    Poco::Net::HTTPResponse response;
-    std::istream& in = session.receiveResponse(response);
-    std::string body;
-    Poco::StreamCopier::copyToString(in, body);
-    if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) return std::nullopt;
-    json parsed = json::parse(body, nullptr, false);
-    if (parsed.is_discarded()) return std::nullopt;
-    return parsed;
-  } catch (const Poco::Exception&) {
-    return std::nullopt;
-  }
+  HttpReply reply = httpGet(block_url + "/v1/status");
+  if (reply.status != 200) return std::nullopt;
+  json parsed = json::parse(reply.body, nullptr, false);
+  if (parsed.is_discarded()) return std::nullopt;
+  return parsed;
 }
 
 // MemTotal of /proc/meminfo in bytes (0 when it cannot be read).

@@ -1,0 +1,18 @@
+// One plain HTTP request to a block server (or any URL on 127.0.0.1), for tests and benches.
+#pragma once
+
+#include <string>
+
+namespace dockhand::testing {
+
+struct HttpReply {
+  int status = 0;        // 0: no answer (connection refused, timed out)
+  std::string body;      // empty for HEAD
+  std::string checksum;  // the X-Dockhand-Checksum header, "" when absent
+};
+
+// GET or HEAD `url` with a 10 s timeout; never throws.
+HttpReply httpRequest(const std::string& method, const std::string& url);
+inline HttpReply httpGet(const std::string& url) { return httpRequest("GET", url); }
+
+}  // namespace dockhand::testing
