@@ -5,14 +5,16 @@
 //                            [--rounds R]
 //
 // In one run, on one file system (DIR, default $TMPDIR or /tmp):
-//   1. disk:      N files of M MiB written and fsynced, C at once (a durable copy at best);
+//   1. disk:      N files of M MiB written and fsynced, C at once (a durable copy at best),
+//                 once through the page cache and once with O_DIRECT; the faster is the limit;
 //   2. loopback:  N x M MiB sent over one TCP connection on 127.0.0.1;
 //   3. migration: two agents (the real `dockhand` program, each with a scripted driver) on
 //                 127.0.0.1. Agent A runs one task that leaves N blocks of M MiB; then A is told
 //                 to decommission and moves them with the `peer` plugin (HTTP PUT, sendfile) to
-//                 agent B's block server, which checksums, fsyncs and renames each one before it
-//                 answers. Timed from DecommissionExecutor to the UpdateBlockInfo that tells the
-//                 driver every new location (and, apart, to A's RemoveExecutor).
+//                 agent B's block server, which checksums, writes (O_DIRECT where it can),
+//                 fsyncs and renames each one before it answers. Timed from DecommissionExecutor to
+//                 the UpdateBlockInfo that tells the driver every new location (and, apart, to A's
+//                 RemoveExecutor).
 // It prints the three rates and migration / min(disk, loopback), then checks that B holds
 // every block with the checksum A announced. Default: 64 x 16 MiB = 1 GiB, 4 at once.
 #include <fcntl.h>
@@ -20,17 +22,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <map>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -80,23 +83,32 @@ void writeAll(int fd, const char* data, std::size_t size) {
 
 // N files of the block size, each written, fsynced and renamed, as a block store does, by as
 // many threads as the migration runs blocks at once (so that fsyncs overlap the same way).
-double diskRate(const Options& o, const std::vector<char>& data) {
+// Buffered: 8 MiB at a time with writeback started after each piece (the store's page-cache
+// path). Direct: 1 MiB pieces from aligned memory with O_DIRECT (the store's path for a PUT).
+double diskRate(const Options& o, const std::vector<char>& data, bool direct) {
   fs::path dir = o.dir / "disk";
   fs::create_directories(dir);
+  constexpr std::size_t kAlign = 4096;
+  std::unique_ptr<char, decltype(&std::free)> aligned(
+      static_cast<char*>(std::aligned_alloc(kAlign, data.size())), &std::free);
+  std::memcpy(aligned.get(), data.data(), data.size());
   auto start = Clock::now();
   std::vector<std::thread> writers;
   for (int t = 0; t < o.concurrency; ++t) {
     writers.emplace_back([&, t] {
       for (int i = t; i < o.blocks; i += o.concurrency) {
         fs::path temp = dir / ("tmp-" + std::to_string(i));
-        int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        // As the block store writes: 8 MiB at a time, writeback started after each piece.
-        constexpr std::size_t kStep = 8u << 20;
-        for (std::size_t at = 0; at < data.size(); at += kStep) {
-          std::size_t n = std::min(kStep, data.size() - at);
-          writeAll(fd, data.data() + at, n);
-          ::sync_file_range(fd, static_cast<off_t>(at), static_cast<off_t>(n),
-                            SYNC_FILE_RANGE_WRITE);
+        int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (direct ? O_DIRECT : 0);
+        int fd = ::open(temp.c_str(), flags, 0644);
+        if (fd < 0) throw std::runtime_error("open " + temp.string() + ": " + std::strerror(errno));
+        const std::size_t step = direct ? (1u << 20) : (8u << 20);
+        for (std::size_t at = 0; at < data.size(); at += step) {
+          std::size_t n = std::min(step, data.size() - at);
+          writeAll(fd, (direct ? aligned.get() : data.data()) + at, n);
+          if (!direct) {
+            ::sync_file_range(fd, static_cast<off_t>(at), static_cast<off_t>(n),
+                              SYNC_FILE_RANGE_WRITE);
+          }
         }
         ::fsync(fd);
         ::close(fd);
@@ -111,6 +123,19 @@ double diskRate(const Options& o, const std::vector<char>& data) {
   double secs = seconds(Clock::now() - start);
   fs::remove_all(dir);
   return mibPerSecond(static_cast<std::uint64_t>(o.blocks) * data.size(), secs);
+}
+
+double diskRateBuffered(const Options& o, const std::vector<char>& data) {
+  return diskRate(o, data, false);
+}
+
+// 0 where the file system refuses O_DIRECT.
+double diskRateDirect(const Options& o, const std::vector<char>& data) {
+  fs::path probe = o.dir / ".probe";
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+  fs::remove(probe);
+  return fd >= 0 ? diskRate(o, data, true) : 0.0;
 }
 
 // The same bytes over one TCP connection on loopback, read and dropped by the receiver.
@@ -318,7 +343,9 @@ int main(int argc, char** argv) {
       std::printf("  -> best %.1f MiB/s\n", top);
       return top;
     };
-    double disk = best("disk write, fsynced:", diskRate);
+    const double buffered = best("disk write, page cache:", diskRateBuffered);
+    const double direct = best("disk write, O_DIRECT:", diskRateDirect);
+    const double disk = std::max(buffered, direct);
     double loopback = best("loopback TCP:", loopbackRate);
     MigrationResult result = migrationRate(o, data);
     if (!result.problem.empty()) {

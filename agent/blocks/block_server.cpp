@@ -231,22 +231,31 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     std::unique_ptr<BlockStore::Writer> writer;
     try {
       writer = server_.store().create(id);
-      std::vector<char> buffer(kChunk);
+      AlignedBuffer buffer(kChunk);
       auto* direct =
           has_length ? dynamic_cast<Poco::Net::HTTPServerRequestImpl*>(&request) : nullptr;
       if (direct != nullptr) {
-        // The request stream reads 4 KiB per call; a block body is read from the session in
-        // 1 MiB pieces instead (what the session buffered with the header comes first). Exactly
-        // Content-Length bytes are consumed, so a kept-alive connection stays in step.
+        // The request stream reads 4 KiB per call; a block body is read from the session
+        // (what it buffered with the header comes first) into an aligned 1 MiB buffer, which
+        // goes to the store only when full, so that the store can hand it to the disk without
+        // a copy. Exactly Content-Length bytes are consumed: a kept-alive connection stays in
+        // step.
         Poco::Net::HTTPServerSession& session = direct->session();
         std::uint64_t left = length;
+        std::size_t filled = 0;
         while (left > 0) {
-          int n = (session.*kSessionRead)(
-              buffer.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(left, kChunk)));
+          const auto want = std::min<std::uint64_t>(left, buffer.size() - filled);
+          int n =
+              (session.*kSessionRead)(buffer.data() + filled, static_cast<std::streamsize>(want));
           if (n <= 0) break;
-          writer->write(buffer.data(), static_cast<std::size_t>(n));
+          filled += static_cast<std::size_t>(n);
           left -= static_cast<std::uint64_t>(n);
+          if (filled == buffer.size()) {
+            writer->write(buffer.data(), filled);
+            filled = 0;
+          }
         }
+        if (filled > 0) writer->write(buffer.data(), filled);
       } else {
         std::istream& in = request.stream();
         while (in) {

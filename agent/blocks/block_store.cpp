@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <system_error>
 #include <vector>
 
@@ -32,6 +34,15 @@ void fsyncPath(const std::filesystem::path& path, int flags) {
 }
 
 }  // namespace
+
+AlignedBuffer::AlignedBuffer(std::size_t size)
+    : size_((size + BlockStore::kDirectAlign - 1) / BlockStore::kDirectAlign *
+            BlockStore::kDirectAlign) {
+  data_.reset(static_cast<char*>(std::aligned_alloc(BlockStore::kDirectAlign, size_)));
+  if (!data_) throw std::bad_alloc();
+}
+
+void AlignedBuffer::Free::operator()(char* p) const { std::free(p); }
 
 BlockStore::BlockStore(std::filesystem::path dir)
     : dir_(std::move(dir)), incoming_(dir_ / ".incoming") {
@@ -75,9 +86,18 @@ std::unique_ptr<BlockStore::Writer> BlockStore::create(const std::string& id) {
     n = ++next_temp_;
   }
   std::filesystem::path temp = incoming_ / (id + "." + std::to_string(n));
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
+  const bool direct = fd >= 0;
+  if (fd < 0 && errno == EINVAL) {
+    // A file system without O_DIRECT (ramfs, older tmpfs). Some create the file before they
+    // refuse the flag, so the name may exist now: it is this writer's own (the counter makes
+    // it unique), hence no O_EXCL the second time.
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (fd < 0) throw ioError("cannot create " + temp.string(), errno);
-  return std::unique_ptr<Writer>(new Writer(*this, id, std::move(temp), fd));
+  auto writer = std::unique_ptr<Writer>(new Writer(*this, id, std::move(temp), fd));
+  writer->direct_ = direct;
+  return writer;
 }
 
 BlockStore::Writer::Writer(BlockStore& store, std::string id, std::filesystem::path temp, int fd)
@@ -102,6 +122,37 @@ void BlockStore::Writer::abort() {
 void BlockStore::Writer::write(const char* data, std::size_t size) {
   if (done_ || fd_ < 0) throw BlockStoreError(Kind::kIo, "block " + id_ + ": writer is closed");
   static_cast<Xxh64*>(hash_)->update(data, size);
+  if (direct_ && (reinterpret_cast<std::uintptr_t>(data) % kDirectAlign != 0 ||
+                  size % kDirectAlign != 0 || written_ % kDirectAlign != 0)) {
+    stopDirect();
+  }
+  while (direct_ && size > 0) {
+    ssize_t n = ::write(fd_, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL) {  // the device wants a larger alignment, or refuses it
+      stopDirect();
+      break;
+    }
+    if (n < 0) throw ioError("block " + id_ + ": cannot write", errno);
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    written_ += static_cast<std::uint64_t>(n);
+    if (static_cast<std::size_t>(n) % kDirectAlign != 0) stopDirect();
+  }
+  if (size > 0) writeBuffered(data, size);
+}
+
+void BlockStore::Writer::stopDirect() {
+  if (!direct_) return;
+  int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) {
+    throw ioError("block " + id_ + ": cannot leave O_DIRECT", errno);
+  }
+  direct_ = false;
+  flushed_ = written_;  // what went direct is on the disk already
+}
+
+void BlockStore::Writer::writeBuffered(const char* data, std::size_t size) {
   while (size > 0) {
     ssize_t n = ::write(fd_, data, size);
     if (n < 0 && errno == EINTR) continue;

@@ -25,6 +25,22 @@
 
 namespace dockhand::agent {
 
+// A heap buffer aligned to BlockStore::kDirectAlign, whose size is a multiple of it: memory
+// that BlockStore::Writer can hand to the disk without copying it.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(std::size_t size);
+  char* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> data_;
+  std::size_t size_;
+};
+
 struct BlockMeta {
   std::string id;
   std::uint64_t size = 0;
@@ -56,6 +72,14 @@ class BlockStore {
 
   // Writes one block: create(), write() the bytes, commit(). Destroying a writer that was not
   // committed removes its temporary file. One writer per thread; any number at once.
+  //
+  // Pieces that start at a multiple of kDirectAlign in the block, lie in memory aligned to it
+  // and are whole multiples of it go straight to the disk (O_DIRECT), with no copy through the
+  // page cache: a peer's PUT body is received in such pieces (see AlignedBuffer). The first
+  // piece that is not (the tail of a block, or a writer fed in arbitrary sizes) and every one
+  // after it are written through the page cache; so is everything on a file system that
+  // refuses O_DIRECT (tmpfs). Either way commit() makes the whole block durable.
+  static constexpr std::size_t kDirectAlign = 4096;
   class Writer {
    public:
     ~Writer();
@@ -64,6 +88,8 @@ class BlockStore {
     // Throws kDiskFull (no space left) or kIo.
     void write(const char* data, std::size_t size);
     std::uint64_t written() const { return written_; }
+    // Whether the next aligned piece would still bypass the page cache.
+    bool direct() const { return direct_; }
     // fsyncs, checks the checksum when `expected` is not empty (kChecksumMismatch), renames
     // the file into place and fsyncs the directory. Returns the block's meta.
     BlockMeta commit(std::string_view expected_checksum = {});
@@ -79,6 +105,9 @@ class BlockStore {
     std::uint64_t written_ = 0;
     std::uint64_t flushed_ = 0;  // bytes whose writeback has been started
     void* hash_;                 // Xxh64
+    bool direct_ = false;        // fd_ is open with O_DIRECT
+    void writeBuffered(const char* data, std::size_t size);
+    void stopDirect();
     bool done_ = false;
   };
   std::unique_ptr<Writer> create(const std::string& id);

@@ -1,5 +1,6 @@
 #include "blocks/block_store.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "blocks/checksum.h"
+#include "support/tmpfs_mount.h"
 
 namespace dockhand::agent {
 namespace {
@@ -35,6 +37,38 @@ class BlockStoreTest : public ::testing::Test {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
+  // Whether files in `dir` can be opened with O_DIRECT (ext4, xfs: yes; tmpfs: no).
+  static bool directIoWorksIn(const fs::path& dir) {
+    fs::path probe = dir / ".probe";
+    int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd >= 0) ::close(fd);
+    fs::remove(probe);
+    return fd >= 0;
+  }
+
+  // Aligned pieces, then a tail of any size: the bytes and the checksum are those written, on
+  // any file system.
+  static void writeAlignedPiecesAndATail(BlockStore& store, const std::string& id,
+                                         bool expect_direct) {
+    std::mt19937 rng(7);
+    AlignedBuffer piece(256 << 10);
+    std::string all;
+    auto w = store.create(id);
+    for (int i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < piece.size(); ++j) piece.data()[j] = static_cast<char>(rng());
+      w->write(piece.data(), piece.size());
+      all.append(piece.data(), piece.size());
+      EXPECT_EQ(w->direct(), expect_direct) << "after aligned piece " << i;
+    }
+    w->write(piece.data(), 1000);  // the tail
+    all.append(piece.data(), 1000);
+    EXPECT_FALSE(w->direct());
+    BlockMeta meta = w->commit(checksumOf(all));
+    EXPECT_EQ(meta.size, all.size());
+    EXPECT_EQ(readAll(store.pathOf(id)), all);
+    EXPECT_EQ(checksumOfFile(store.pathOf(id)), meta.checksum);
+  }
+
   // Entries of the store directory, the temporary area left out.
   std::vector<std::string> visibleFiles(const fs::path& dir) {
     std::vector<std::string> out;
@@ -166,6 +200,39 @@ TEST_F(BlockStoreTest, ConcurrentWritersOfDifferentBlocks) {
   EXPECT_FALSE(store.remove("rdd_9_3"));
   EXPECT_EQ(store.count(), 7u);
   EXPECT_FALSE(fs::exists(root / "blocks" / "rdd_9_3"));
+}
+
+TEST_F(BlockStoreTest, AlignedPiecesBypassThePageCacheAndTheTailDoesNot) {
+  BlockStore store(root / "blocks");
+  writeAlignedPiecesAndATail(store, "rdd_1_0", directIoWorksIn(store.dir()));
+}
+
+TEST_F(BlockStoreTest, WithoutDirectIoTheSameBytesGoThroughThePageCache) {
+  testing::TmpfsMount disk(root / "ramfs", 0, "ramfs");  // tmpfs takes O_DIRECT since 6.6
+  if (!disk.mounted()) GTEST_SKIP() << disk.error();
+  BlockStore store(root / "ramfs" / "blocks");
+  ASSERT_FALSE(directIoWorksIn(store.dir()));
+  writeAlignedPiecesAndATail(store, "rdd_1_0", false);
+}
+
+TEST_F(BlockStoreTest, AnUnalignedFirstPieceSendsTheRestThroughThePageCache) {
+  BlockStore store(root / "blocks");
+  AlignedBuffer piece(64 << 10);
+  std::fill(piece.data(), piece.data() + piece.size(), 'x');
+  auto w = store.create("rdd_2_0");
+  w->write("header", 6);
+  EXPECT_FALSE(w->direct());
+  w->write(piece.data(), piece.size());  // aligned in memory, but not in the file
+  EXPECT_FALSE(w->direct());
+  std::string all = "header" + std::string(piece.size(), 'x');
+  w->commit(checksumOf(all));
+  EXPECT_EQ(readAll(store.pathOf("rdd_2_0")), all);
+}
+
+TEST(AlignedBufferTest, IsAlignedAndRoundedUpToTheAlignment) {
+  AlignedBuffer buffer(5000);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(buffer.data()) % BlockStore::kDirectAlign, 0u);
+  EXPECT_EQ(buffer.size(), 2 * BlockStore::kDirectAlign);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // TmpfsMount: a small tmpfs mounted on a directory for the life of the object, so that a test
-// can fill a disk for real. Mounting needs root (or CAP_SYS_ADMIN); where it is refused,
-// `error()` says why and the test skips itself.
+// can fill a disk for real (or a ramfs, which has no size limit and refuses O_DIRECT). Mounting
+// needs root (or CAP_SYS_ADMIN); where it is refused, `error()` says why and the test skips
+// itself.
 #pragma once
 
 #include <sys/mount.h>
@@ -14,12 +15,16 @@ namespace dockhand::testing {
 
 class TmpfsMount {
  public:
-  TmpfsMount(const std::filesystem::path& dir, std::size_t bytes) : dir_(dir) {
+  // `bytes` is the size of a tmpfs; a ramfs ignores it.
+  TmpfsMount(const std::filesystem::path& dir, std::size_t bytes, std::string type = "tmpfs")
+      : dir_(dir) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    std::string options = "size=" + std::to_string(bytes) + ",mode=0755";
-    if (::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-      error_ = "cannot mount a tmpfs on " + dir_.string() + ": " + std::strerror(errno);
+    std::string options = "mode=0755";
+    if (type == "tmpfs") options += ",size=" + std::to_string(bytes);
+    if (::mount(type.c_str(), dir_.c_str(), type.c_str(), MS_NOSUID | MS_NODEV, options.c_str()) !=
+        0) {
+      error_ = "cannot mount a " + type + " on " + dir_.string() + ": " + std::strerror(errno);
     } else {
       mounted_ = true;
     }
