@@ -41,6 +41,7 @@
 
 #include "dockhand/protocol/messages.h"
 #include "sample_stats.h"
+#include "sanitizer_notice.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -782,6 +783,7 @@ void printJson(const Options& options, const Results& results) {
 }
 
 int run(int argc, char** argv) {
+  noticeSanitizer();
   std::optional<Options> parsed;
   try {
     parsed = parseOptions(argc, argv);

@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "sanitizer_notice.h"
 #include "support/fake_driver.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -298,6 +299,7 @@ MigrationResult migrationRate(const Options& o, const std::vector<char>& data) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dockhand::bench::noticeSanitizer();
   Options o;
   const char* tmp = std::getenv("TMPDIR");
   fs::path base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";

@@ -55,7 +55,7 @@ TEST(JsonReaderTest, ReadsIntegersWithinRange) {
 
 // Found by the message_body fuzz target: a float too large for int64 ("cores":
 // 184467440737095516151) was converted before its range was checked, which is undefined
-// behaviour (the asan preset's UBSan aborts on it). It must be refused like any other
+// behaviour (the dev preset's UBSan aborts on it). It must be refused like any other
 // out-of-range number.
 TEST(JsonReaderTest, RefusesFloatsOutsideInt64WithoutConvertingThem) {
   json j = json::parse(R"({"a": 184467440737095516151, "b": 1e300, "c": -1e300,
