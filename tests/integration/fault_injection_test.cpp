@@ -182,6 +182,7 @@ class NetworkNamespace {
   // nullptr, with `why` set, when the kernel or the sandbox refuses.
   static std::unique_ptr<NetworkNamespace> create(const fs::path& log, std::string& why) {
     std::unique_ptr<NetworkNamespace> ns(new NetworkNamespace(log));
+    ns->removeLeftovers();  // of an earlier run that had this pid and was killed
     for (const std::string& step :
          {"netns add " + ns->name_,
           "link add " + ns->host_if_ + " type veth peer name " + ns->ns_if_ + " netns " + ns->name_,
@@ -197,10 +198,7 @@ class NetworkNamespace {
     }
     return ns;
   }
-  ~NetworkNamespace() {
-    ip("link del " + host_if_);  // removes both ends
-    ip("netns del " + name_);
-  }
+  ~NetworkNamespace() { removeLeftovers(); }
   NetworkNamespace(const NetworkNamespace&) = delete;
   NetworkNamespace& operator=(const NetworkNamespace&) = delete;
 
@@ -227,6 +225,10 @@ class NetworkNamespace {
         "10." + std::to_string(200 + pid % 50) + "." + std::to_string((pid / 50) % 256) + ".";
     host_ip_ = net + "1";
     ns_ip_ = net + "2";
+  }
+  void removeLeftovers() {
+    ip("link del " + host_if_);  // removes both ends
+    ip("netns del " + name_);
   }
   bool ip(const std::string& args) {
     const std::string command = ipProgram() + " " + args + " >" + log_.string() + " 2>&1";
@@ -275,13 +277,14 @@ TEST_F(FaultInjectionTest, PartitionedAgentExitsDriverLostAndItsTaskRunsElsewher
   ASSERT_TRUE(ns->partition()) << readFile(dir.path() / "ip.log");
   // The agent hears nothing from the driver for dockhand.driver.timeout_ms and gives up.
   EXPECT_EQ(inside->waitExit(15s), kDriverLost) << inside->output();
+  EXPECT_TRUE(contains(inside->output(), "silent for")) << inside->output();
   EXPECT_TRUE(waitUntil([&] { return processGone(*task) && groupGone(*task); }, 5s))
       << "the partitioned agent's task " << *task << " survived it";
   // The driver hears nothing from the agent for agent_timeout_ms, drops it and runs the task
   // on the other agent.
   EXPECT_EQ(driver->waitExit(20s), 0) << driver->output();
   const std::string out = driver->output();
-  EXPECT_TRUE(contains(out, "agent 'inside' lost")) << out;
+  EXPECT_TRUE(contains(out, "agent 'inside' lost: no message for more than 1500 ms")) << out;
   EXPECT_TRUE(contains(out, "1 relaunched after agent loss")) << out;
   EXPECT_TRUE(contains(out, "outside")) << out;
   EXPECT_TRUE(contains(out, "rerun")) << out;
@@ -342,7 +345,7 @@ TEST_F(FaultInjectionTest, DiscoveryThatNeverReturnsFailsStartupNamingThePlugin)
       "agent.json", {{"plugins", {{{"name", "process"}}, {{"path", DOCKHAND_HANG_DISCOVERY}}}},
                      {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
                      {"resources", {{"widget", {{"amount", 1}}}}},
-                     {"plugin_call_timeout_ms", 2000},
+                     {"plugin_call_timeout_ms", 3000},
                      {"block_port", block_port}});
   ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
                       "--executor-id", "d1", "--app-id", "faults", "--cores", "1", "--hostname",
@@ -356,7 +359,7 @@ TEST_F(FaultInjectionTest, DiscoveryThatNeverReturnsFailsStartupNamingThePlugin)
   const std::string out = agent.output();
   EXPECT_TRUE(contains(out,
                        "resource 'widget': plugin 'hang-discovery' failed: discover() did "
-                       "not return within 2000 ms"))
+                       "not return within 3000 ms"))
       << out;
   EXPECT_FALSE(driver.waitForRegistration(10ms)) << "the agent must not register";
 }
@@ -367,7 +370,7 @@ TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExit
                                                {"decommission",
                                                 {{"migration", {DOCKHAND_HANG_MIGRATION}},
                                                  {"check_interval_ms", 100},
-                                                 {"deadline_ms", 4000}}}});
+                                                 {"deadline_ms", 6000}}}});
   ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
                       "--executor-id", "m1", "--app-id", "faults", "--cores", "2", "--hostname",
                       "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
