@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -475,6 +476,18 @@ int AgentApplication::runAgent(AgentConfig config) {
   loop.post([&backend] { backend.start(); });
   int code = loop.run(toInt(agent::ExitCode::kInternalError));
   link.close();
+  if (decommissioner && !decommissioner->stopPass(Millis(config.stop_grace_ms))) {
+    // A migration plugin ignored cancel() and is still in migrate(): destroying it (or the
+    // store it reads) under the call is not safe, so the process ends without destructors.
+    log->error(
+        "block migration plugin '{}' did not return from migrate() within {} ms of cancel() "
+        "(stop_grace_ms); exiting without waiting for it",
+        decommissioner->pluginInCall(), config.stop_grace_ms);
+    block_server->stop();
+    log->info("dockhand exiting with code {}", code);
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
   decommissioner.reset();
   block_server->stop();
   log->info("dockhand exiting with code {}", code);

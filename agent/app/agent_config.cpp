@@ -50,6 +50,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "plugin_manifest_dir",
     "allow_insecure_plugins",
     "plugin_call_warn_ms",
+    "plugin_call_timeout_ms",
     "resources",
     "block_port",
     "fallback_dir",
@@ -293,6 +294,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalBool("allow_insecure_plugins", config.allow_insecure_plugins);
     config.plugin_call_warn_ms =
         r.optionalInt("plugin_call_warn_ms", config.plugin_call_warn_ms, 1, 3600000);
+    config.plugin_call_timeout_ms =
+        r.optionalInt("plugin_call_timeout_ms", config.plugin_call_timeout_ms, 1, 3600000);
     config.block_port = static_cast<int>(r.optionalInt("block_port", config.block_port, 0, 65535));
     config.fallback_dir = r.optionalString("fallback_dir", config.fallback_dir);
     config.auth_secret_file = r.optionalString("auth_secret_file", config.auth_secret_file);
@@ -551,6 +554,7 @@ json configToJson(const AgentConfig& config) {
       {"plugin_manifest_dir", config.plugin_manifest_dir},
       {"allow_insecure_plugins", config.allow_insecure_plugins},
       {"plugin_call_warn_ms", config.plugin_call_warn_ms},
+      {"plugin_call_timeout_ms", config.plugin_call_timeout_ms},
       {"resources", std::move(resources)},
       {"block_port", config.block_port},
       {"fallback_dir", config.fallback_dir},

@@ -55,7 +55,8 @@ AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
     log->info("{} {} loaded from {} ({})", plugin.library->label(), plugin.library->version(),
               plugin.spec.origin, fmt::join(kindNames(plugin.library->descriptor().kinds), ", "));
     if (plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) {
-      discoverers_.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
+      discoverers_.push_back(std::make_unique<PluginDiscoverer>(
+          plugin.instance, std::chrono::milliseconds(config.plugin_call_timeout_ms)));
     }
     if (!plugin.library->implements(DH_KIND_TASK_RUNNER)) continue;
     // A runner-only instance goes to the executor alone, which destroys it (stopping its

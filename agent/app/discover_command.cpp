@@ -68,7 +68,8 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
       if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
       try {
         discoverers.push_back(std::make_unique<PluginDiscoverer>(
-            PluginInstance::create(plugin.library, plugin.spec.config.dump(), {})));
+            PluginInstance::create(plugin.library, plugin.spec.config.dump(), {}),
+            std::chrono::milliseconds(config.plugin_call_timeout_ms)));
       } catch (const PluginLoadError& e) {
         if (plugin.spec.required) throw;
         err << "dockhand: optional plugin left out: " << e.what() << "\n";

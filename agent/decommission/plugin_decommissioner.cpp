@@ -55,6 +55,10 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     std::lock_guard lock(progress_mutex_);
     on_progress_ = std::move(progress);
   }
+  {
+    std::lock_guard lock(pass_mutex_);
+    pass_running_ = true;
+  }
   pass_thread_ = std::thread([this, peers = std::move(peers), done = std::move(done)]() mutable {
     MigrationPassResult result;
     try {
@@ -66,6 +70,9 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     events_.post([done = std::move(done), result = std::move(result)]() mutable {
       done(std::move(result));
     });
+    std::lock_guard lock(pass_mutex_);
+    pass_running_ = false;
+    pass_ended_.notify_all();
   });
 }
 
@@ -108,7 +115,15 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
     }
     Json request{{"blocks", std::move(blocks)}, {"peers", peer_list}};
     log().info("{}: migrating {} block(s)", plugin->name(), remaining.size());
+    {
+      std::lock_guard lock(pass_mutex_);
+      plugin_in_call_ = plugin->name();
+    }
     PluginResult answer = plugin->migrate(request.dump());
+    {
+      std::lock_guard lock(pass_mutex_);
+      plugin_in_call_.clear();
+    }
     if (!answer.ok()) {
       log().warn("{}: migration failed: {}", plugin->name(), answer.error);
       for (const auto& [id, meta] : remaining) reasons[id] = plugin->name() + ": " + answer.error;
@@ -196,6 +211,17 @@ std::vector<std::string> PluginDecommissioner::blocksLeft() const {
   std::vector<std::string> out;
   for (const auto& meta : blocksToMigrate()) out.push_back(meta.id);
   return out;
+}
+
+bool PluginDecommissioner::stopPass(std::chrono::milliseconds timeout) {
+  cancel();
+  std::unique_lock lock(pass_mutex_);
+  return pass_ended_.wait_for(lock, timeout, [this] { return !pass_running_; });
+}
+
+std::string PluginDecommissioner::pluginInCall() const {
+  std::lock_guard lock(pass_mutex_);
+  return plugin_in_call_;
 }
 
 void PluginDecommissioner::cancel() {

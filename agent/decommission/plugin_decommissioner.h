@@ -9,14 +9,19 @@
 // driver where they went.
 //
 // Lifetime: the EventSink, the store and the plugins must outlive this object; the destructor
-// cancels a running pass and joins its thread.
+// cancels a running pass and joins its thread. A plugin may ignore cancel() and never return
+// from migrate(): stopPass() bounds the wait, and the agent then exits without destroying the
+// decommissioner (the process ends the stuck call).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -56,6 +61,12 @@ class PluginDecommissioner final : public Decommissioner {
   std::vector<std::string> blocksLeft() const override;
   void cancel() override;
 
+  // Cancels a running pass and waits up to `timeout` for its thread to end. False when it is
+  // still running (a plugin call that does not return): the destructor would block then.
+  bool stopPass(std::chrono::milliseconds timeout);
+  // The plugin whose migrate() the running pass is in ("" when none).
+  std::string pluginInCall() const;
+
   // Runs one pass on the calling thread (what the pass thread does; exposed for tests).
   MigrationPassResult runPass(const std::vector<protocol::Peer>& peers);
 
@@ -75,6 +86,10 @@ class PluginDecommissioner final : public Decommissioner {
   std::function<void()> on_begin_;
   std::atomic<bool> cancelled_{false};
   std::thread pass_thread_;
+  mutable std::mutex pass_mutex_;
+  std::condition_variable pass_ended_;
+  bool pass_running_ = false;
+  std::string plugin_in_call_;
 
   mutable std::mutex progress_mutex_;
   MigrationPassProgress progress_;

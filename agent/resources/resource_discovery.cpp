@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "plugins/bounded_call.h"
+
 namespace dockhand::agent {
 
 using nlohmann::json;
@@ -21,6 +23,26 @@ ResourceRequests mergeRequests(const ResourceRequests& profile, const ResourceRe
     if (!request.vendor.empty()) merged.vendor = request.vendor;
   }
   return out;
+}
+
+PluginResult PluginDiscoverer::bounded(const char* hook, std::function<PluginResult()> call) {
+  if (call_timeout_.count() <= 0) return call();
+  auto result = callWithTimeout<PluginResult>(std::move(call), call_timeout_);
+  if (result) return std::move(*result);
+  return PluginResult{DH_ERROR,
+                      {},
+                      fmt::format("{}() did not return within {} ms (plugin_call_timeout_ms); the "
+                                  "call is abandoned",
+                                  hook, call_timeout_.count())};
+}
+
+PluginResult PluginDiscoverer::discover(const std::string& request_json) {
+  return bounded("discover",
+                 [plugin = plugin_, request_json] { return plugin->discover(request_json); });
+}
+
+PluginResult PluginDiscoverer::describe() {
+  return bounded("describe", [plugin = plugin_] { return plugin->describe(); });
 }
 
 DiscoveryChain::DiscoveryChain(std::vector<Discoverer*> discoverers)

@@ -13,7 +13,9 @@
 // (exit code 9, resources-unavailable) with it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,21 +54,28 @@ class Discoverer {
   virtual PluginResult release(const std::string&) { return {}; }
 };
 
-// A Discoverer over a loaded discovery plugin.
+// A Discoverer over a loaded discovery plugin. With a call timeout, discover() and describe()
+// (start-up calls that may block) each run on a thread of their own and are given up on after
+// the timeout: the answer is then an error naming the hook and the limit (see bounded_call.h;
+// the stuck call keeps the instance alive). allocate() and release() are core-thread hooks and
+// run directly.
 class PluginDiscoverer final : public Discoverer {
  public:
-  explicit PluginDiscoverer(std::shared_ptr<PluginInstance> instance)
-      : plugin_(std::move(instance)) {}
-  const std::string& name() const override { return plugin_.name(); }
-  PluginResult discover(const std::string& request_json) override {
-    return plugin_.discover(request_json);
-  }
-  PluginResult describe() override { return plugin_.describe(); }
-  PluginResult allocate(const std::string& json) override { return plugin_.allocate(json); }
-  PluginResult release(const std::string& json) override { return plugin_.release(json); }
+  explicit PluginDiscoverer(std::shared_ptr<PluginInstance> instance,
+                            std::chrono::milliseconds call_timeout = std::chrono::milliseconds(0))
+      : plugin_(std::make_shared<ResourceDiscoveryPlugin>(std::move(instance))),
+        call_timeout_(call_timeout) {}
+  const std::string& name() const override { return plugin_->name(); }
+  PluginResult discover(const std::string& request_json) override;
+  PluginResult describe() override;
+  PluginResult allocate(const std::string& json) override { return plugin_->allocate(json); }
+  PluginResult release(const std::string& json) override { return plugin_->release(json); }
 
  private:
-  ResourceDiscoveryPlugin plugin_;
+  PluginResult bounded(const char* hook, std::function<PluginResult()> call);
+
+  std::shared_ptr<ResourceDiscoveryPlugin> plugin_;
+  std::chrono::milliseconds call_timeout_;
 };
 
 struct DiscoveredResource {

@@ -642,6 +642,11 @@ int run(const Options& o) {
     std::cout << formatSummary(s.job(), state, s.progress(), s.failureReason(), wall, sum)
               << std::endl;
   });
+  // An update for a task that is not running on its sender (a second terminal status, or one
+  // of an agent already dropped) is ignored; count them so that a loss or a duplicate shows.
+  const std::uint64_t stray = service.counters().stray_updates;
+  log->log(stray > 0 ? spdlog::level::warn : spdlog::level::info,
+           "{} stray status update(s) ignored (for a task not running on its sender)", stray);
 
   if (interrupted) return finish(static_cast<int>(DriverExit::kInterrupted), false);
   if (state == JobState::kSucceeded) return finish(static_cast<int>(DriverExit::kSuccess), false);

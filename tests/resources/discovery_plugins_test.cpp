@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "plugins/bounded_call.h"
 #include "plugins/plugin_host.h"
 #include "resources/resource_discovery.h"
 
@@ -126,6 +127,34 @@ TEST_F(DiscoveryPluginsTest, ScriptFromConfigAndDeclineWithoutOne) {
   ASSERT_TRUE(result.ok()) << result.error;
   EXPECT_EQ(json::parse(result.json)["addresses"], json::array({"3"}));
   EXPECT_EQ(plugin->discover(R"({"name":"fpga","amount":1})").status, DH_DECLINED);
+}
+
+// A discover() that never returns (the hang-discovery fixture) is given up on after the call
+// timeout: the chain fails naming the plugin and the hook, the stuck call is counted, and the
+// plugin after it in the chain is never asked.
+TEST_F(DiscoveryPluginsTest, DiscoverThatNeverReturnsIsGivenUpOnAfterTheTimeout) {
+  const auto stuck_before = stuckPluginCalls();
+  PluginDiscoverer hangs(host_.create(DOCKHAND_HANG_DISCOVERY, "{}"),
+                         std::chrono::milliseconds(300));
+  PluginDiscoverer statics(host_.create("static", R"({"resources": {"gpu": ["0"]}})"),
+                           std::chrono::milliseconds(300));
+  DiscoveryChain chain({&hangs, &statics});
+  ResourceRequests requests;
+  requests["gpu"].amount = 1;
+  try {
+    chain.discoverAll(requests, {});
+    FAIL() << "a discover() that never returned was taken as an answer";
+  } catch (const ResourceError& e) {
+    EXPECT_EQ(e.kind(), ResourceError::Kind::kPluginError);
+    EXPECT_STREQ(e.what(),
+                 "resource 'gpu': plugin 'hang-discovery' failed: discover() did not return "
+                 "within 300 ms (plugin_call_timeout_ms); the call is abandoned");
+  }
+  EXPECT_EQ(stuckPluginCalls(), stuck_before + 1);
+  // A plugin that answers in time is unaffected by the bound.
+  PluginResult answer = statics.discover(R"({"name": "gpu", "amount": 1})");
+  ASSERT_TRUE(answer.ok()) << answer.error;
+  EXPECT_EQ(json::parse(answer.json)["addresses"], json::array({"0"}));
 }
 
 TEST_F(DiscoveryPluginsTest, ChainOfStaticAndScriptRefusesTooFewAddresses) {
