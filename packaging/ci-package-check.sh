@@ -90,8 +90,8 @@ lintian --fail-on error,warning --no-tag-display-limit "$deb" "$dev_deb"
 step "install with dpkg"
 dpkg -i "$deb" "$dev_deb" || { apt-get install -f -y -qq; dpkg -i "$deb" "$dev_deb"; }
 getent passwd dockhand >/dev/null || fail "no dockhand user after install"
-[ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 750" ] \
-  || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 750"
+[ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 711" ] \
+  || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 711"
 
 step "systemd-analyze verify"
 cp /lib/systemd/system/dockhand@.service "$work/dockhand@ci.service" 2>/dev/null \

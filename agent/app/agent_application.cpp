@@ -310,6 +310,15 @@ int AgentApplication::runAgent(AgentConfig config) {
       throw ConfigError(
           fmt::format("work_dir {}: cannot create: {}", config.work_dir, ec.message()));
     }
+    // Others may pass through (tasks that run as another user reach their own directory
+    // under tasks/) but not list it; what is inside is private to the agent (blocks/ 0700).
+    namespace fs = std::filesystem;
+    fs::permissions(config.work_dir,
+                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    if (ec) {
+      throw ConfigError(fmt::format("work_dir {}: cannot set its mode to 0711: {}", config.work_dir,
+                                    ec.message()));
+    }
   } catch (const ConfigError& e) {
     std::cerr << "dockhand: config error: " << e.what() << "\n";
     return toInt(agent::ExitCode::kConfigError);

@@ -53,6 +53,13 @@ BlockStore::BlockStore(std::filesystem::path dir)
     throw BlockStoreError(
         Kind::kIo, "cannot create block directory " + incoming_.string() + ": " + ec.message());
   }
+  // Blocks are the agent's: tasks (which may run as other users) and other users of the
+  // machine get them from the block server, not from the files.
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all, ec);
+  if (ec) {
+    throw BlockStoreError(Kind::kIo, "cannot make block directory " + dir_.string() +
+                                         " private (0700): " + ec.message());
+  }
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || !isValidBlockId(name)) continue;
@@ -86,13 +93,13 @@ std::unique_ptr<BlockStore::Writer> BlockStore::create(const std::string& id) {
     n = ++next_temp_;
   }
   std::filesystem::path temp = incoming_ / (id + "." + std::to_string(n));
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0600);
   const bool direct = fd >= 0;
   if (fd < 0 && errno == EINVAL) {
     // A file system without O_DIRECT (ramfs, older tmpfs). Some create the file before they
     // refuse the flag, so the name may exist now: it is this writer's own (the counter makes
     // it unique), hence no O_EXCL the second time.
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   }
   if (fd < 0) throw ioError("cannot create " + temp.string(), errno);
   auto writer = std::unique_ptr<Writer>(new Writer(*this, id, std::move(temp), fd));
@@ -227,8 +234,15 @@ BlockMeta BlockStore::install(const std::string& id, const std::filesystem::path
 
 BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& file) {
   pathOf(id);  // validates
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // Never through a symbolic link: a task could point one at any file the agent can read.
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) throw ioError("block " + id + ": cannot open " + file.string(), errno);
+  struct stat file_stat {};
+  if (::fstat(fd, &file_stat) != 0 || !S_ISREG(file_stat.st_mode)) {
+    int error = S_ISREG(file_stat.st_mode) ? errno : EINVAL;
+    ::close(fd);
+    throw ioError("block " + id + ": " + file.string() + " is not a regular file", error);
+  }
   Xxh64 hash;
   std::uint64_t size = 0;
   std::vector<char> buffer(1 << 20);
@@ -244,24 +258,32 @@ BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& 
     hash.update(buffer.data(), static_cast<std::size_t>(n));
     size += static_cast<std::uint64_t>(n);
   }
-  int rc = ::fsync(fd);
-  int error = errno;
-  ::close(fd);
-  if (rc != 0) throw ioError("block " + id + ": cannot fsync " + file.string(), error);
-  struct stat file_stat {};
   struct stat dir_stat {};
-  if (::stat(file.c_str(), &file_stat) == 0 && ::stat(dir_.c_str(), &dir_stat) == 0 &&
-      file_stat.st_dev == dir_stat.st_dev) {
+  // Renamed in only when it is a file of the agent's own with no other name: then making it
+  // 0600 changes nothing anybody else owns. Anything else is copied into a new file.
+  if (::stat(dir_.c_str(), &dir_stat) == 0 && file_stat.st_dev == dir_stat.st_dev &&
+      file_stat.st_uid == ::geteuid() && file_stat.st_nlink == 1 && ::fchmod(fd, 0600) == 0) {
+    int rc = ::fsync(fd);
+    int error = errno;
+    ::close(fd);
+    if (rc != 0) throw ioError("block " + id + ": cannot fsync " + file.string(), error);
     return install(id, file, size, hash.text());
   }
-  // On another file system: copy it in through a writer.
   auto writer = create(id);
-  fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ioError("block " + id + ": cannot open " + file.string(), errno);
+  if (::lseek(fd, 0, SEEK_SET) != 0) {
+    int error = errno;
+    ::close(fd);
+    throw ioError("block " + id + ": cannot read " + file.string(), error);
+  }
   for (;;) {
     ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      throw ioError("block " + id + ": cannot read " + file.string(), error);
+    }
+    if (n == 0) break;
     writer->write(buffer.data(), static_cast<std::size_t>(n));
   }
   ::close(fd);

@@ -77,7 +77,8 @@ std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesyste
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(output_dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file()) {
+    std::error_code type_ec;
+    if (!std::filesystem::is_regular_file(entry.symlink_status(type_ec))) {
       return "output '" + name + "' in DOCKHAND_OUTPUT_DIR is not a regular file";
     }
     if (!isValidBlockId(name)) {
@@ -162,6 +163,34 @@ std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
   return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
 }
 
+std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto failed = [&](const fs::path& path) {
+    return "cannot create task directory '" + path.string() + "': " + ec.message();
+  };
+  // tasks/ can be passed through but not listed (0711): a task that runs as another user
+  // reaches its own directory, and cannot find the others'. Each task's directory is 0700:
+  // its runner may give it to the task's user.
+  if (!tasks_dir_ready_) {
+    fs::create_directories(task_dir.parent_path(), ec);
+    if (!ec) {
+      fs::permissions(task_dir.parent_path(),
+                      fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    }
+    if (ec) return failed(task_dir.parent_path());
+    tasks_dir_ready_ = true;
+  }
+  fs::create_directory(task_dir, ec);
+  if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
+  if (ec) return failed(task_dir);
+  for (const char* sub : {"output", "input"}) {
+    fs::create_directory(task_dir / sub, ec);
+    if (ec) return failed(task_dir / sub);
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> PluginExecutor::runnerNames() const {
   std::vector<std::string> names;
   for (const auto& [name, runner] : runners_) names.push_back(name);
@@ -208,13 +237,7 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
     return "task " + std::to_string(task.task_id) + " is already running";
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
-  std::error_code ec;
-  for (const char* sub : {"output", "input"}) {
-    std::filesystem::create_directories(task_dir / sub, ec);
-    if (ec) {
-      return "cannot create task directory '" + (task_dir / sub).string() + "': " + ec.message();
-    }
-  }
+  if (auto error = makeTaskDir(task_dir)) return error;
   const std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {

@@ -7,7 +7,8 @@
 //                           work_dir, executor_id, std::move(runners));
 //
 // The constructor creates one instance of each runner, wired to this executor's status
-// callback. launch() makes <work_dir>/tasks/task-<id>/ with output/ and input/ in it, builds
+// callback. launch() makes <work_dir>/tasks/task-<id>/ (0700, in tasks/ of mode 0711) with
+// output/ and input/ in it, builds
 // the runner's task_json (with the DOCKHAND_* environment, DOCKHAND_OUTPUT_DIR and
 // DOCKHAND_INPUT_DIR included) and hands it to the runner named by the task.
 //
@@ -107,6 +108,8 @@ class PluginExecutor final : public Executor {
                   std::string task_json, const std::filesystem::path& input_dir);
   void destroyRunners();
   std::filesystem::path taskDir(std::uint64_t task_id) const;
+  // Creates a task's directory, output/ and input/ (see launch()); why not, or nullopt.
+  std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir);
 
   EventSink& events_;
   std::filesystem::path work_dir_;
@@ -114,7 +117,8 @@ class PluginExecutor final : public Executor {
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<Live> live_;
   std::map<std::string, std::unique_ptr<TaskRunnerPlugin>> runners_;
-  std::string runner_list_;  // "process, x" for messages
+  std::string runner_list_;       // "process, x" for messages
+  bool tasks_dir_ready_ = false;  // <work_dir>/tasks exists with mode 0711
   BlockStore* block_store_ = nullptr;
   std::string block_url_;
   protocol::auth::RequestSigner signer_;

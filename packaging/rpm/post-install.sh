@@ -1,7 +1,7 @@
 # dockhand %post: the work directory; on upgrade ($1 = 2), restart the agents that run.
 mkdir -p /var/lib/dockhand
 chown dockhand:dockhand /var/lib/dockhand
-chmod 0750 /var/lib/dockhand
+chmod 0711 /var/lib/dockhand
 chgrp dockhand /etc/dockhand /etc/dockhand/agent.json
 chmod 0750 /etc/dockhand
 chmod 0640 /etc/dockhand/agent.json

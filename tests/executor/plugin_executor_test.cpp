@@ -126,6 +126,11 @@ TEST_F(PluginExecutorTest, RunsTaskAndReportsOnCoreThread) {
   EXPECT_EQ(events_.front().state, TaskState::kRunning);
   EXPECT_EQ(executor_->runningTasks(), 0u);
   EXPECT_TRUE(std::filesystem::is_directory(tmp_.path() / "tasks" / "task-1"));
+  // Others may pass through tasks/ to a directory they were given, but list nothing.
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(tmp_.path() / "tasks").permissions(),
+            fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  EXPECT_EQ(fs::status(tmp_.path() / "tasks" / "task-1").permissions(), fs::perms::owner_all);
 }
 
 TEST_F(PluginExecutorTest, FailureCarriesExitCodeAndStderr) {

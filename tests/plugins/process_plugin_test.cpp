@@ -2,8 +2,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -24,6 +27,14 @@ using dockhand::testing::StatusRecorder;
 using dockhand::testing::TempDir;
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string readFileText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 class ProcessPluginTest : public ::testing::Test {
  protected:
@@ -161,11 +172,14 @@ TEST_F(ProcessPluginTest, BadPayloadNamesTheField) {
 }
 
 TEST_F(ProcessPluginTest, EnvironmentAndWorkingDirectory) {
-  ::setenv("DOCKHAND_TEST_INHERITED", "inherited", 1);
+  ::setenv("PROCESS_TEST_INHERITED", "inherited", 1);
+  // The agent's own variables never reach a task, even when it inherits the environment.
+  ::setenv("DOCKHAND_TEST_SECRET", "agent-only", 1);
   std::filesystem::create_directories(tmp_.path() / "task-1" / "sub");
-  auto payload = json{{"shell", "echo \"$DOCKHAND_TEST_INHERITED $A $B $(pwd)\""},
-                      {"env", {{"B", "payload-b"}, {"A", "payload-a"}}},
-                      {"cwd", "sub"}};
+  auto payload =
+      json{{"shell", "echo \"$PROCESS_TEST_INHERITED $A $B $(pwd)$DOCKHAND_TEST_SECRET\""},
+           {"env", {{"B", "payload-b"}, {"A", "payload-a"}}},
+           {"cwd", "sub"}};
   ASSERT_TRUE(runner_->launch(task(1, payload, {{"A", "task-a"}, {"C", "c"}})).ok());
   auto end = recorder_.waitTerminal(1);
   ASSERT_TRUE(end);
@@ -313,7 +327,8 @@ TEST_F(ProcessPluginTest, BadConfigIsRefusedAtCreate) {
     FAIL() << "created with an unknown key";
   } catch (const PluginLoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("create failed: config/kill_grace: unknown key (known keys: "
-                                    "kill_grace_ms, result_limit_bytes, stderr_tail_bytes)"));
+                                    "kill_grace_ms, result_limit_bytes, stderr_tail_bytes, user, "
+                                    "group, inherit_env, env_allow, limits)"));
   }
   EXPECT_THROW(makeRunner(R"({"kill_grace_ms": -1})"), PluginLoadError);
 }
@@ -330,6 +345,127 @@ TEST_F(ProcessPluginTest, ManyShortTasksAllReportOnce) {
     EXPECT_EQ(end->state, DH_TASK_FINISHED);
     EXPECT_EQ(recorder_.reports(i).size(), 2u);
   }
+}
+
+// Tasks run as another user (`nobody`), with a scrubbed environment and resource limits. The
+// agent must be root for this; the tests are skipped otherwise.
+class ProcessPrivilegeTest : public ProcessPluginTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: tasks run as another user";
+    ProcessPluginTest::SetUp();
+    // As the agent's work directory: others pass through to their task's directory.
+    std::filesystem::permissions(tmp_.path(), std::filesystem::perms::owner_all |
+                                                  std::filesystem::perms::group_exec |
+                                                  std::filesystem::perms::others_exec);
+  }
+  // A task_json whose work directory is 0700, as the executor makes them.
+  std::string privateTask(std::uint64_t id, json payload, json env = json::object()) {
+    std::string made = task(id, std::move(payload), std::move(env));
+    std::filesystem::permissions(taskDir(id), std::filesystem::perms::owner_all);
+    return made;
+  }
+  std::filesystem::path taskDir(std::uint64_t id) const {
+    return tmp_.path() / ("task-" + std::to_string(id));
+  }
+  // The stdout of a task that must finish.
+  std::string runToEnd(std::uint64_t id, const std::string& script, json env = json::object()) {
+    auto launched = runner_->launch(privateTask(id, shell(script), std::move(env)));
+    EXPECT_TRUE(launched.ok()) << launched.error;
+    auto end = recorder_.waitTerminal(id);
+    if (!end) return "<no end>";
+    EXPECT_EQ(end->state, DH_TASK_FINISHED) << end->detail.dump();
+    if (end->state != DH_TASK_FINISHED) return "<" + end->detail.dump() + ">";
+    return end->detail.at("result").at("stdout").get<std::string>();
+  }
+  static uid_t ownerOf(const std::filesystem::path& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 ? st.st_uid : static_cast<uid_t>(-1);
+  }
+};
+
+TEST_F(ProcessPrivilegeTest, TaskRunsAsTheConfiguredUserAndGroupOnly) {
+  runner_ = makeRunner(R"({"user": "nobody", "group": "nogroup"})");
+  // Its own work directory is its own while it runs; the outputs it writes are kept.
+  EXPECT_EQ(runToEnd(1,
+                     "id -u; id -g; id -G; stat -c %u . ; echo out > made; mkdir d; "
+                     "echo deep > d/f"),
+            "65534\n65534\n65534\n65534\n");
+  // Once it ended, everything in its directory is the agent's again.
+  for (const char* name : {"", "stdout", "stderr", "made", "d", "d/f"}) {
+    EXPECT_EQ(ownerOf(taskDir(1) / name), 0u) << name;
+  }
+  EXPECT_EQ(readFileText(taskDir(1) / "d" / "f"), "deep\n");
+}
+
+TEST_F(ProcessPrivilegeTest, NoDescriptorOfTheAgentCrossesToTheTask) {
+  // Even one the agent leaves open across exec (no FD_CLOEXEC).
+  int leaked = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 3);
+  runner_ = makeRunner(R"({"user": "nobody"})");
+  // ls prints the descriptors it has: 0-2 and the directory it reads.
+  std::string fds = runToEnd(1, "ls /proc/self/fd");
+  ::close(leaked);
+  EXPECT_EQ(fds, "0\n1\n2\n3\n");
+}
+
+TEST_F(ProcessPrivilegeTest, TaskSeesOnlyTheScrubbedEnvironment) {
+  ::setenv("DOCKHAND_TEST_SECRET", "agent-only", 1);
+  ::setenv("PROCESS_TEST_ALLOWED", "allowed", 1);
+  ::setenv("PROCESS_TEST_OTHER", "not passed", 1);
+  runner_ = makeRunner(R"({"user": "nobody", "env_allow": ["PROCESS_TEST_ALLOWED"]})");
+  std::string out = runToEnd(1, "env | sort", {{"TASK_VAR", "task"}});
+  std::set<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) lines.insert(line);
+  EXPECT_TRUE(lines.count("PROCESS_TEST_ALLOWED=allowed")) << out;
+  EXPECT_TRUE(lines.count("TASK_VAR=task")) << out;
+  EXPECT_TRUE(lines.count("USER=nobody")) << out;
+  EXPECT_TRUE(lines.count("HOME=/nonexistent")) << out;
+  EXPECT_TRUE(lines.count("PATH=/usr/local/bin:/usr/bin:/bin")) << out;
+  EXPECT_THAT(out, Not(HasSubstr("DOCKHAND_TEST_SECRET"))) << out;
+  EXPECT_THAT(out, Not(HasSubstr("PROCESS_TEST_OTHER"))) << out;
+}
+
+TEST_F(ProcessPrivilegeTest, LimitsAreSetSoftAndHard) {
+  runner_ = makeRunner(
+      R"({"user": "nobody", "limits": {"open_files": 123, "processes": 456,
+          "address_space_bytes": 1073741824, "core_bytes": 0}})");
+  EXPECT_EQ(runToEnd(1,
+                     "exec /bin/bash -c 'ulimit -n; ulimit -u; ulimit -v; ulimit -c; "
+                     "ulimit -Hn; ulimit -Hv'"),
+            "123\n456\n1048576\n0\n123\n1048576\n");
+  // Limits alone (the agent's own user) take the same path.
+  runner_ = makeRunner(R"({"limits": {"open_files": 77}})");
+  EXPECT_EQ(runToEnd(2, "id -u; exec /bin/bash -c 'ulimit -n'"), "0\n77\n");
+}
+
+TEST_F(ProcessPrivilegeTest, FailuresBeforeExecAreClearLaunchErrors) {
+  runner_ = makeRunner(R"({"user": "nobody"})");
+  auto launched = runner_->launch(privateTask(1, json{{"command", {"/nonexistent/prog"}}}));
+  EXPECT_EQ(launched.status, DH_ERROR);
+  EXPECT_EQ(launched.error, "cannot start '/nonexistent/prog': No such file or directory");
+  launched = runner_->launch(privateTask(2, json{{"command", {"dockhand-no-such-command"}}}));
+  EXPECT_EQ(launched.error, "cannot start 'dockhand-no-such-command': No such file or directory");
+  // A working directory the task user cannot enter: the failing step is named.
+  std::filesystem::create_directories(tmp_.path() / "locked");
+  std::filesystem::permissions(tmp_.path() / "locked", std::filesystem::perms::owner_all);
+  launched = runner_->launch(privateTask(3, json{{"shell", "true"}, {"cwd", "../locked"}}));
+  EXPECT_EQ(launched.status, DH_ERROR);
+  EXPECT_EQ(launched.error, "cannot start '/bin/sh': chdir(" + (taskDir(3) / "../locked").string() +
+                                "): Permission denied");
+  // A limit above what the kernel allows.
+  runner_ = makeRunner(R"({"user": "nobody", "limits": {"open_files": 1073741824}})");
+  launched = runner_->launch(privateTask(4, shell("true")));
+  EXPECT_EQ(launched.status, DH_ERROR);
+  EXPECT_EQ(launched.error,
+            "cannot start '/bin/sh': setrlimit(RLIMIT_NOFILE, 1073741824): Operation not "
+            "permitted");
+  EXPECT_TRUE(recorder_.reports(1).empty());
+  EXPECT_TRUE(recorder_.reports(4).empty());
+  // A task that could not start leaves its directory with the agent.
+  EXPECT_EQ(ownerOf(taskDir(1)), 0u);
+  EXPECT_EQ(ownerOf(taskDir(4) / "stdout"), 0u);
 }
 
 }  // namespace

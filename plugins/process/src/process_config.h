@@ -2,9 +2,12 @@
 // name the JSON path of the offending field.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,14 +16,47 @@
 
 namespace dockhand::plugins::process {
 
+// Resource limits set (soft and hard) on each task's leader; unset ones are inherited.
+struct ResourceLimits {
+  std::optional<std::uint64_t> open_files;           // RLIMIT_NOFILE
+  std::optional<std::uint64_t> processes;            // RLIMIT_NPROC
+  std::optional<std::uint64_t> address_space_bytes;  // RLIMIT_AS
+  std::optional<std::uint64_t> core_bytes;           // RLIMIT_CORE
+  bool any() const { return open_files || processes || address_space_bytes || core_bytes; }
+};
+
 struct ProcessConfig {
   std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL delay on a graceful kill
   std::size_t result_limit_bytes = 65536;      // stdout bytes returned as the result
   std::size_t stderr_tail_bytes = 4096;        // stderr bytes returned on failure
+  std::string user;                            // as configured (name or id); empty: the agent's
+  std::string group;                           // as configured; empty: the user's primary group
+  bool inherit_env = true;                     // default: true without `user`, false with it
+  std::vector<std::string> env_allow;          // agent variables passed when not inheriting
+  ResourceLimits limits;
 };
 
 // Throws dockhand::sdk::Error(DH_INVALID_ARGUMENT) naming the key ("config/kill_grace_ms: ...").
 ProcessConfig parseConfig(std::string_view config_json);
+
+// Who the tasks run as, resolved from the passwd and group databases when the runner is
+// created.
+struct TaskIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;       // the user's name, or its id when it has no passwd entry
+  std::string home;       // "/" when unknown
+  bool switches = false;  // differs from the agent's effective uid/gid: setuid/setgid needed
+};
+
+// Resolves config.user/config.group for an agent running as `euid`/`egid`. nullopt when no
+// user is configured. Throws DH_INVALID_ARGUMENT naming the key: an unknown user or group, or
+// a user other than the agent's own while the agent is not root.
+std::optional<TaskIdentity> resolveIdentity(const ProcessConfig& config, uid_t euid, gid_t egid);
+
+// Whether an agent variable is the agent's own (DOCKHAND_*, NOTIFY_SOCKET, ...): never
+// passed to a task, whatever the environment policy.
+bool isAgentPrivateVariable(std::string_view name);
 
 // What launch() needs from task_json and its payload.
 struct TaskSpec {

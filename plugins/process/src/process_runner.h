@@ -1,5 +1,6 @@
 // ProcessRunner: the `process` task runner. Each task is one command started with
-// posix_spawn in a process group of its own; one reaper thread per instance waits for the
+// posix_spawn in a process group of its own (clone + exec when it runs as another user or
+// under resource limits); one reaper thread per instance waits for the
 // group leaders to exit (epoll over pidfds), kills what they leave behind and reports.
 //
 // Flow of a task:
@@ -66,6 +67,16 @@ class ProcessRunner final : public sdk::TaskRunner {
     Clock::time_point next_try;
   };
 
+  // Start the task's leader in a new process group; throw the launch error.
+  pid_t spawnWithPosixSpawn(const TaskSpec& spec, std::vector<char*>& argv,
+                            std::vector<char*>& envp);
+  // clone(CLONE_VM | CLONE_VFORK) + exec, for what posix_spawn cannot do: another user,
+  // resource limits.
+  pid_t spawnWithClone(const TaskSpec& spec, std::vector<char*>& argv, std::vector<char*>& envp);
+
+  // Gives a task's work directory back to the agent (when tasks run as another user).
+  void takeBack(std::uint64_t task_id, const std::string& work_dir);
+
   void reaperLoop();
   void wake();
   void onLeaderExit(std::uint64_t task_id);
@@ -78,6 +89,10 @@ class ProcessRunner final : public sdk::TaskRunner {
 
   sdk::Host host_;
   ProcessConfig config_;
+  std::optional<TaskIdentity> identity_;  // config/user, resolved
+  std::string env_user_;                  // USER/LOGNAME/HOME of a scrubbed environment
+  std::string env_home_;
+  bool clone_path_ = false;  // another user or resource limits: posix_spawn cannot
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

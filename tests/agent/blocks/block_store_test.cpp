@@ -167,6 +167,52 @@ TEST_F(BlockStoreTest, AdoptTakesACompleteFile) {
   EXPECT_EQ(readAll(store.pathOf("task_5_result")), "result bytes");
 }
 
+TEST_F(BlockStoreTest, BlocksArePrivateToTheAgent) {
+  BlockStore store(root / "blocks");
+  EXPECT_EQ(fs::status(root / "blocks").permissions(), fs::perms::owner_all);
+  auto writer = store.create("rdd_1_1");
+  writer->write("data", 4);
+  writer->commit("");
+  EXPECT_EQ(fs::status(store.pathOf("rdd_1_1")).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
+  // An adopted file (a task's output, maybe world-readable) becomes 0600 too.
+  fs::create_directories(root / "out");
+  std::ofstream(root / "out" / "rdd_1_2") << "output";
+  fs::permissions(root / "out" / "rdd_1_2", fs::perms::all);
+  store.adopt("rdd_1_2", root / "out" / "rdd_1_2");
+  EXPECT_EQ(fs::status(store.pathOf("rdd_1_2")).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
+}
+
+TEST_F(BlockStoreTest, AdoptRefusesASymbolicLink) {
+  BlockStore store(root / "blocks");
+  fs::create_directories(root / "out");
+  std::ofstream(root / "secret") << "not an output";
+  fs::create_symlink(root / "secret", root / "out" / "rdd_3_3");
+  EXPECT_THROW(store.adopt("rdd_3_3", root / "out" / "rdd_3_3"), BlockStoreError);
+  EXPECT_FALSE(store.find("rdd_3_3"));
+  EXPECT_EQ(readAll(root / "secret"), "not an output");
+}
+
+TEST_F(BlockStoreTest, AdoptCopiesAFileWithAnotherName) {
+  // A hard link to a file elsewhere: the store gets a copy, the file keeps its mode.
+  BlockStore store(root / "blocks");
+  fs::create_directories(root / "out");
+  std::ofstream(root / "elsewhere") << "shared bytes";
+  fs::permissions(root / "elsewhere", fs::perms::owner_read | fs::perms::owner_write |
+                                          fs::perms::group_read | fs::perms::others_read);
+  fs::create_hard_link(root / "elsewhere", root / "out" / "rdd_4_4");
+  BlockMeta meta = store.adopt("rdd_4_4", root / "out" / "rdd_4_4");
+  EXPECT_EQ(meta.checksum, checksumOf("shared bytes"));
+  EXPECT_EQ(readAll(store.pathOf("rdd_4_4")), "shared bytes");
+  EXPECT_EQ(fs::hard_link_count(store.pathOf("rdd_4_4")), 1u);
+  EXPECT_EQ(fs::hard_link_count(root / "elsewhere"), 1u);
+  EXPECT_FALSE(fs::exists(root / "out" / "rdd_4_4"));
+  EXPECT_EQ(fs::status(root / "elsewhere").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::others_read);
+}
+
 TEST_F(BlockStoreTest, ReopenRemovesHalfWrittenBlocksAndIndexesCompleteOnes) {
   {
     BlockStore store(root / "blocks");
