@@ -339,8 +339,8 @@ std::string explainFailure(const Poco::Exception& e) {
   } else if (l.find("certificate required") != std::string::npos ||
              l.find("peer did not return a certificate") != std::string::npos) {
     hint =
-        "the server requires a client certificate (tls.certificate_file and "
-        "tls.private_key_file), signed by a CA it trusts";
+        "the server requires a client certificate (the client's tls.certificate_file and "
+        "tls.private_key_file), signed by a CA the server trusts";
   } else if (l.find("unknown ca") != std::string::npos ||
              l.find("bad certificate") != std::string::npos) {
     hint = "the peer refused this side's certificate: it is not signed by a CA the peer trusts";
