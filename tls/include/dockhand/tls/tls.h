@@ -4,8 +4,9 @@
 // Nothing here reads Poco's global SSLManager configuration (no Poco::Util::Application
 // settings, no default contexts): every server and client is handed the context made for it.
 // The one global this installs, once, is what Poco asks SSLManager when a certificate does not
-// verify: a handler that refuses (never one that asks on a console or accepts), and a
-// private-key passphrase handler that answers nothing (keys must be unencrypted).
+// verify: Poco's RejectCertificateHandler, for servers and clients (never one that asks on a
+// console or accepts). No passphrase handler is installed: an encrypted key is refused by
+// checkTlsFiles before Poco would ask for one.
 //
 // Used by the agent (driver link, block server, input fetches), the driver (agent server,
 // its CLI's control requests) and the `peer` plugin (its PUTs), which links this statically.
