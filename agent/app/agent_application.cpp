@@ -293,13 +293,20 @@ int AgentApplication::runAgent(AgentConfig config) {
 
   BackendOptions options;
   std::optional<protocol::auth::ClusterSecret> secret;
+  Poco::Net::Context::Ptr tls_server;
+  Poco::Net::Context::Ptr tls_client;
   try {
     if (!config.auth_secret_file.empty()) {
       secret = protocol::auth::loadSecretFile(config.auth_secret_file);
     }
+    if (config.tls.enabled) {
+      tls_server = tls::makeContext(config.tls, tls::Role::kServer);
+      tls_client = tls::makeContext(config.tls, tls::Role::kClient);
+    }
     Poco::URI uri(config.driver_url);
-    if (uri.getScheme() != "ws" || uri.getHost().empty() || uri.getPort() == 0) {
-      throw ConfigError("expected ws://HOST:PORT/");
+    const char* scheme = config.tls.enabled ? "wss" : "ws";
+    if (uri.getScheme() != scheme || uri.getHost().empty() || uri.getPort() == 0) {
+      throw ConfigError(fmt::format("driver_url: expected {}://HOST:PORT/", scheme));
     }
     if (!config.worker_url.empty()) parseWorkerUrl(config.worker_url);
     if (!config.resources_file.empty())
@@ -324,6 +331,9 @@ int AgentApplication::runAgent(AgentConfig config) {
     return toInt(agent::ExitCode::kConfigError);
   } catch (const protocol::auth::SecretError& e) {
     std::cerr << "dockhand: config error: auth_secret_file: " << e.what() << "\n";
+    return toInt(agent::ExitCode::kConfigError);
+  } catch (const tls::TlsError& e) {
+    std::cerr << "dockhand: config error: " << e.what() << "\n";
     return toInt(agent::ExitCode::kConfigError);
   } catch (const Poco::Exception& e) {
     std::cerr << "dockhand: config error: driver_url '" << config.driver_url
@@ -401,6 +411,7 @@ int AgentApplication::runAgent(AgentConfig config) {
     server_options.bind_address = config.bind_address;
     server_options.port = config.block_port;
     server_options.fallback_dir = config.fallback_dir;
+    server_options.tls = tls_server;
     if (secret) {
       server_options.verifier = std::make_shared<protocol::auth::RequestVerifier>(*secret);
       runtime->setRequestSigner(protocol::auth::makeRequestSigner(*secret));
@@ -419,8 +430,10 @@ int AgentApplication::runAgent(AgentConfig config) {
     log->critical("{}", e.what());
     return toInt(agent::ExitCode::kConfigError);
   }
-  options.block_url = fmt::format("http://{}:{}", config.hostname, block_server->port());
+  options.block_url = fmt::format("{}://{}:{}", tls_server ? "https" : "http", config.hostname,
+                                  block_server->port());
   runtime->attachBlockStore(*block_store, options.block_url);
+  if (tls_client) runtime->setTlsClientContext(tls_client);
   std::unique_ptr<PluginDecommissioner> decommissioner;
   if (config.decommission.enabled) {
     try {
@@ -443,10 +456,11 @@ int AgentApplication::runAgent(AgentConfig config) {
     }
   }
 
-  WebSocketLink link(WebSocketLink::Options{config.driver_url, Millis(5000), Millis(10000),
-                                            static_cast<std::size_t>(config.max_frame_bytes),
-                                            std::string("dockhand ") + kVersion, secret},
-                     loop);
+  WebSocketLink link(
+      WebSocketLink::Options{config.driver_url, Millis(5000), Millis(10000),
+                             static_cast<std::size_t>(config.max_frame_bytes),
+                             std::string("dockhand ") + kVersion, secret, tls_client},
+      loop);
   SpdlogLevelControl log_control;
   Backend backend(options, link, runtime->executor(), loop, log_control, loop,
                   decommissioner.get());
@@ -462,6 +476,14 @@ int AgentApplication::runAgent(AgentConfig config) {
 
   log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
             config.executor_id, config.app_id, config.cores, config.work_dir);
+  if (config.tls.enabled) {
+    log->info(
+        "TLS on: driver link over wss://, block server over https:// (certificate {}, CA "
+        "{}, client certificates {}, host names {})",
+        config.tls.certificate_file, config.tls.ca_file,
+        config.tls.require_client_certificate ? "required" : "not required",
+        config.tls.verify_hostname ? "verified" : "NOT verified");
+  }
   if (secret) {
     log->info("authentication on: the cluster secret is read from {}", config.auth_secret_file);
   } else {

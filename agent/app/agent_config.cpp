@@ -56,6 +56,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "fallback_dir",
     "decommission",
     "auth_secret_file",
+    "tls",
 };
 
 const std::set<std::string, std::less<>> kDecommissionKeys = {
@@ -299,6 +300,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
     config.block_port = static_cast<int>(r.optionalInt("block_port", config.block_port, 0, 65535));
     config.fallback_dir = r.optionalString("fallback_dir", config.fallback_dir);
     config.auth_secret_file = r.optionalString("auth_secret_file", config.auth_secret_file);
+    if (const json* t = r.object("tls"))
+      config.tls = tls::readTlsConfig(*t, "/tls", problems, config.tls);
     if (const json* d = r.object("decommission")) {
       ConfigReader q(*d, "/decommission", problems);
       q.rejectUnknown(kDecommissionKeys);
@@ -495,17 +498,35 @@ std::vector<ConfigProblem> checkConfig(const AgentConfig& config, const ConfigOr
     problem(optionKey(name),
             fmt::format("is required (set it in a config file{} or {})", variable, option));
   }
+  // With TLS on the driver is reached with wss://, without it with ws://: a URL that says
+  // otherwise is a mistake better caught here than as a handshake failure.
+  const std::string scheme = config.tls.enabled ? "wss" : "ws";
   if (!config.driver_url.empty()) {
     try {
       Poco::URI uri(config.driver_url);
       // The port is required: a driver has no well-known port (ws:// alone would mean 80).
-      if (uri.getScheme() != "ws" || uri.getHost().empty() || uri.getSpecifiedPort() == 0) {
-        problem("driver_url", fmt::format("expected ws://HOST:PORT/, got '{}'", config.driver_url));
+      if ((uri.getScheme() != "ws" && uri.getScheme() != "wss") || uri.getHost().empty() ||
+          uri.getSpecifiedPort() == 0) {
+        problem("driver_url",
+                fmt::format("expected {}://HOST:PORT/, got '{}'", scheme, config.driver_url));
+      } else if (uri.getScheme() != scheme) {
+        problem("driver_url",
+                config.tls.enabled
+                    ? fmt::format("is '{}', but tls is on: the driver is reached with "
+                                  "wss://HOST:PORT/",
+                                  config.driver_url)
+                    : fmt::format("is '{}', a wss:// URL, but tls is off: set up the tls "
+                                  "section (docs/security.md) or use ws://",
+                                  config.driver_url));
       }
     } catch (const Poco::Exception& e) {
-      problem("driver_url", fmt::format("expected ws://HOST:PORT/, got '{}': {}", config.driver_url,
-                                        e.displayText()));
+      problem("driver_url", fmt::format("expected {}://HOST:PORT/, got '{}': {}", scheme,
+                                        config.driver_url, e.displayText()));
     }
+  }
+  // The agent serves TLS: its block server is https:// with TLS on.
+  for (auto& [key, message] : tls::tlsConfigProblems(config.tls, /*serves=*/true)) {
+    problem("tls/" + key, message);
   }
   if (!parseLogLevel(config.log_level)) {
     problem("log_level", fmt::format("unknown level '{}' (trace, debug, info, warn, error, "
@@ -559,6 +580,7 @@ json configToJson(const AgentConfig& config) {
       {"block_port", config.block_port},
       {"fallback_dir", config.fallback_dir},
       {"auth_secret_file", config.auth_secret_file},
+      {"tls", tls::tlsConfigToJson(config.tls)},
       {"decommission",
        {{"enabled", config.decommission.enabled},
         {"signal", config.decommission.signal},

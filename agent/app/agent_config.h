@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 
@@ -108,6 +109,10 @@ struct AgentConfig {
   // owner only. Empty: this agent does not authenticate (and a driver that requires it
   // refuses it). The secret itself is never a config value.
   std::string auth_secret_file;
+
+  // TLS (docs/security.md): on, the driver link is wss:// and the block server (with every
+  // client of it: input fetches, the peer plugin) https://. Off: plain ws:// and http://.
+  tls::TlsConfig tls;
 
   // Filled from the environment, not from the file.
   std::map<std::string, std::string> log_urls;

@@ -146,6 +146,14 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> AgentRuntime::createMigration
                                     {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s}};
     if (name == "peer") {
       plugin_config["max_failures_per_block"] = d.max_failures_per_block;
+      // The peer plugin pushes to other agents' block servers: https:// with the agent's own
+      // TLS settings when TLS is on (docs/plugins.md).
+      if (config.tls.enabled) {
+        plugin_config["tls"] = {{"ca_file", config.tls.ca_file},
+                                {"certificate_file", config.tls.certificate_file},
+                                {"private_key_file", config.tls.private_key_file},
+                                {"verify_hostname", config.tls.verify_hostname}};
+      }
     } else if (name == "fallback") {
       if (config.fallback_dir.empty()) {
         throw PluginLoadFailure(

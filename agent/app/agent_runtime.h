@@ -49,6 +49,10 @@ class AgentRuntime {
   // Signs this agent's requests to other block servers (input fetches, and migration plugins
   // created after this call, through dh_host.sign_request).
   void setRequestSigner(protocol::auth::RequestSigner signer);
+  // Input fetches use this TLS client context (https:// block servers).
+  void setTlsClientContext(Poco::Net::Context::Ptr tls) {
+    executor_->setTlsClientContext(std::move(tls));
+  }
 
   // Runs the discovery chain (the discovery plugins in load order) for the app's resource
   // profile merged with the config's `resources`, over the resources file's allocations, and

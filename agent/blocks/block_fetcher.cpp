@@ -1,31 +1,49 @@
 #include "blocks/block_fetcher.h"
 
 #include <fstream>
+#include <memory>
 #include <vector>
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/SSLException.h>
 #include <Poco/URI.h>
 
 #include "blocks/checksum.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
                 const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
-                const protocol::auth::RequestSigner& signer) {
+                const protocol::auth::RequestSigner& signer, const Poco::Net::Context::Ptr& tls) {
   const std::string where = "block " + input.id + " from " + input.url;
   auto fail = [&](const std::string& why) { return FetchError(where + ": " + why); };
   std::filesystem::path part = dest;
   part += ".part";
   try {
     Poco::URI uri(input.url);
-    if (uri.getScheme() != "http" || uri.getHost().empty()) {
-      throw fail("expected an http://HOST:PORT/blocks/<id> URL");
+    if (tls && uri.getScheme() == "http") {
+      throw fail(
+          "refusing a plain http:// fetch: this agent uses TLS (every block server of a "
+          "TLS cluster serves https://)");
     }
-    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
+    if (uri.getScheme() != (tls ? "https" : "http") || uri.getHost().empty()) {
+      throw fail(tls ? "expected an https://HOST:PORT/blocks/<id> URL"
+                     : "expected an http://HOST:PORT/blocks/<id> URL (https:// needs the tls "
+                       "section)");
+    }
+    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr;
+    if (tls) {
+      session_ptr =
+          std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), tls);
+    } else {
+      session_ptr = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+    }
+    Poco::Net::HTTPClientSession& session = *session_ptr;
     session.setTimeout(Poco::Timespan(static_cast<long>(timeout.count() / 1000),
                                       static_cast<long>((timeout.count() % 1000) * 1000)));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
@@ -77,6 +95,10 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
     std::error_code ec;
     std::filesystem::remove(part, ec);
     throw;
+  } catch (const Poco::Net::SSLException& e) {
+    std::error_code ec;
+    std::filesystem::remove(part, ec);
+    throw fail("TLS: " + tls::explainFailure(e));
   } catch (const Poco::Exception& e) {
     std::error_code ec;
     std::filesystem::remove(part, ec);

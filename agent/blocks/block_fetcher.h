@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include <Poco/Net/Context.h>
+
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
 
@@ -19,10 +21,13 @@ class FetchError : public std::runtime_error {
 // GETs input.url into `dest`: the bytes go to "<dest>.part" and are renamed to `dest` only once
 // the size (when input.size > 0) and the checksum (when given) match. Checks `cancelled`
 // between pieces and stops early when it is set. With a `signer` the GET carries its
-// Authorization header (a cluster that authenticates). Blocking; call it off the core thread.
+// Authorization header (a cluster that authenticates). With a TLS client context the URL must
+// be https:// (the server's certificate is verified against the context's CA); without one it
+// must be http://. Blocking; call it off the core thread.
 // Throws FetchError "block <id> from <url>: <why>".
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
                 const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
-                const protocol::auth::RequestSigner& signer = {});
+                const protocol::auth::RequestSigner& signer = {},
+                const Poco::Net::Context::Ptr& tls = {});
 
 }  // namespace dockhand::agent

@@ -18,12 +18,14 @@
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/HTTPServerSession.h>
+#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
 
 #include "blocks/block_id.h"
 #include "blocks/block_request.h"
 #include "blocks/checksum.h"
 #include "core/logging.h"
+#include "dockhand/tls/http_server.h"
 
 namespace dockhand::agent {
 namespace {
@@ -314,7 +316,8 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     if (impl == nullptr) return;
     try {
       Poco::Net::StreamSocket& socket = impl->socket();
-      socket.shutdownSend();
+      // Over TLS ending our side ends the TLS session (and the socket) at once: only read.
+      if (!socket.secure()) socket.shutdownSend();
       socket.setReceiveTimeout(Poco::Timespan(0, 200 * 1000));
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       std::vector<char> sink(kChunk);
@@ -353,23 +356,30 @@ BlockServer::~BlockServer() { stop(); }
 void BlockServer::start() {
   if (server_) return;
   try {
-    Poco::Net::ServerSocket socket(
-        Poco::Net::SocketAddress(options_.bind_address, static_cast<Poco::UInt16>(options_.port)),
-        128);
+    const Poco::Net::SocketAddress address(options_.bind_address,
+                                           static_cast<Poco::UInt16>(options_.port));
+    Poco::Net::ServerSocket socket = options_.tls
+                                         ? Poco::Net::SecureServerSocket(address, 128, options_.tls)
+                                         : Poco::Net::ServerSocket(address, 128);
     port_ = socket.address().port();
     auto* params = new Poco::Net::HTTPServerParams;
     params->setMaxThreads(options_.max_threads);
     params->setMaxQueued(options_.max_queued);
     params->setKeepAlive(true);
     params->setTimeout(Poco::Timespan(60, 0));
-    server_ = std::make_unique<Poco::Net::HTTPServer>(new HandlerFactory(*this), socket, params);
+    server_ = std::make_unique<tls::HttpServer>(
+        new HandlerFactory(*this), nullptr, socket, params, options_.tls,
+        [](const std::string& peer, const std::string& why) {
+          log().warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
+        });
     server_->start();
   } catch (const Poco::Exception& e) {
     server_.reset();
     throw std::runtime_error("block server: cannot listen on " + options_.bind_address + ":" +
                              std::to_string(options_.port) + ": " + e.displayText());
   }
-  log().info("block server listening on {}:{}", options_.bind_address, port_);
+  log().info("block server listening on {}:{} ({})", options_.bind_address, port_,
+             options_.tls ? "https" : "http");
 }
 
 void BlockServer::stop() {

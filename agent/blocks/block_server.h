@@ -19,6 +19,10 @@
 // with the cluster secret; otherwise it is answered 401 with the reason, logged and counted.
 // /healthz and /v1/status stay open (no block data).
 //
+// With a TLS context (BlockServerOptions::tls) the same is served over https:// only; a client
+// whose handshake fails (a plain http:// request, a certificate the server refuses) is logged
+// at warn by the TLS layer and dropped.
+//
 // An error body is one line of text saying what went wrong. Bodies stream in 1 MiB pieces;
 // no block is ever held in memory whole.
 //
@@ -32,14 +36,15 @@
 #include <memory>
 #include <string>
 
+#include <Poco/Net/Context.h>
 #include <nlohmann/json.hpp>
 
 #include "blocks/block_store.h"
 #include "dockhand/protocol/auth.h"
 
-namespace Poco::Net {
-class HTTPServer;
-}  // namespace Poco::Net
+namespace dockhand::tls {
+class HttpServer;
+}  // namespace dockhand::tls
 
 namespace dockhand::agent {
 
@@ -51,6 +56,8 @@ struct BlockServerOptions {
   std::filesystem::path fallback_dir;  // empty: no fallback store
   // Set: block requests must be signed with the cluster secret.
   std::shared_ptr<protocol::auth::RequestVerifier> verifier;
+  // Set: the server speaks https:// with this server context (docs/security.md).
+  Poco::Net::Context::Ptr tls;
 };
 
 class BlockServer {
@@ -85,7 +92,7 @@ class BlockServer {
   StatusProvider status_;
   std::atomic<bool> accepting_writes_{true};
   std::atomic<std::uint64_t> auth_refusals_{0};
-  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  std::unique_ptr<tls::HttpServer> server_;
   int port_ = 0;
 };
 

@@ -271,7 +271,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunne
   registry_->fetching[task.task_id] = fetch;
   log().debug("task {}: fetching {} input block(s)", task.task_id, task.inputs.size());
   io_->submit([events = &events_, registry = registry_, live = live_, fetch, inputs = task.inputs,
-               input_dir, task_id = task.task_id, signer = signer_] {
+               input_dir, task_id = task.task_id, signer = signer_, tls = tls_] {
     std::string error;
     for (const auto& input : inputs) {
       if (fetch->cancelled) break;
@@ -280,7 +280,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunne
         break;
       }
       try {
-        fetchBlock(input, input_dir / input.id, fetch->cancelled, kFetchTimeout, signer);
+        fetchBlock(input, input_dir / input.id, fetch->cancelled, kFetchTimeout, signer, tls);
       } catch (const FetchError& e) {
         error = std::string("cannot fetch input ") + e.what();
         break;

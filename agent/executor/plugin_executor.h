@@ -43,6 +43,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <Poco/Net/Context.h>
+
 #include "blocks/block_store.h"
 #include "blocks/io_pool.h"
 #include "core/ports.h"
@@ -65,6 +67,8 @@ class PluginExecutor final : public Executor {
   void attachBlockStore(BlockStore& store, std::string block_url);
   // Signs the GETs of task inputs (a cluster that authenticates). Call before the first launch.
   void setRequestSigner(protocol::auth::RequestSigner signer) { signer_ = std::move(signer); }
+  // Input fetches go over https:// with this TLS client context (null: plain http://).
+  void setTlsClientContext(Poco::Net::Context::Ptr tls) { tls_ = std::move(tls); }
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
@@ -122,6 +126,7 @@ class PluginExecutor final : public Executor {
   BlockStore* block_store_ = nullptr;
   std::string block_url_;
   protocol::auth::RequestSigner signer_;
+  Poco::Net::Context::Ptr tls_;
   std::unique_ptr<IoPool> io_;  // input fetches and output ingestion; joined first
 };
 

@@ -8,11 +8,14 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/NetException.h>
+#include <Poco/Net/SSLException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
 
 #include "core/logging.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 
@@ -52,24 +55,49 @@ void WebSocketLink::run() {
   std::shared_ptr<WebSocket> ws;
   try {
     Poco::URI uri(options_.url);
-    if (uri.getScheme() != "ws") {
+    const bool secure = uri.getScheme() == "wss";
+    if ((uri.getScheme() != "ws" && !secure) || (secure && !options_.tls)) {
       std::string reason = "unsupported driver URL scheme '" + uri.getScheme() + "' in " +
-                           options_.url + " (expected ws://host:port/)";
+                           options_.url +
+                           (options_.tls ? " (expected wss://host:port/)"
+                                         : " (expected ws://host:port/; wss:// needs the tls "
+                                           "section)");
       sink_.post([this, reason] { listener_.connect_failed(reason, false); });
       return;
     }
-    Poco::Net::HTTPClientSession session(uri.getHost(), uri.getPort());
-    session.setTimeout(toTimespan(options_.connect_timeout));
+    std::unique_ptr<Poco::Net::HTTPClientSession> session;
+    if (secure) {
+      session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(),
+                                                                options_.tls);
+    } else {
+      session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+    }
+    session->setTimeout(toTimespan(options_.connect_timeout));
     std::string path = uri.getPathEtc().empty() ? "/" : uri.getPathEtc();
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path,
                                    Poco::Net::HTTPMessage::HTTP_1_1);
     Poco::Net::HTTPResponse response;
-    ws = std::make_shared<WebSocket>(session, request, response);
+    ws = std::make_shared<WebSocket>(*session, request, response);
     ws->setNoDelay(true);
     ws->setMaxPayloadSize(static_cast<int>(options_.max_frame_bytes));
     ws->setSendTimeout(toTimespan(Millis(10000)));
+  } catch (const Poco::Net::SSLException& e) {
+    // A certificate that does not verify, a peer that does not speak TLS: the same settings
+    // fail the same way on the next try.
+    std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
+    log().error("{}", reason);
+    sink_.post([this, reason] { listener_.connect_failed(reason, false); });
+    return;
   } catch (const Poco::Exception& e) {
     std::string reason = e.displayText();
+    if (!options_.tls &&
+        dynamic_cast<const Poco::Net::ConnectionRefusedException*>(&e) == nullptr &&
+        dynamic_cast<const Poco::TimeoutException*>(&e) == nullptr) {
+      // A driver that serves wss:// drops a plain request without an answer.
+      reason +=
+          " (if the driver serves wss://, this agent needs the tls section and a wss:// "
+          "driver_url)";
+    }
     sink_.post([this, reason] { listener_.connect_failed(reason, true); });
     return;
   } catch (const std::exception& e) {
@@ -235,15 +263,28 @@ WebSocketLink::HandshakeResult WebSocketLink::handshake(WebSocket& ws, std::stri
 void WebSocketLink::readLoop(WebSocket& ws) {
   std::string reason = "connection closed";
   Poco::Buffer<char> buffer(0);
+  const bool secure = ws.secure();
   try {
     while (!closing_) {
-      if (!ws.poll(kPollInterval, Poco::Net::Socket::SELECT_READ)) {
+      // Over TLS a frame may be decrypted and waiting already, with nothing left on the socket.
+      bool pending = false;
+      if (secure) {
+        std::lock_guard lock(send_mutex_);
+        pending = ws.available() > 0;
+      }
+      if (!pending && !ws.poll(kPollInterval, Poco::Net::Socket::SELECT_READ)) {
         failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
         continue;
       }
       int flags = 0;
       buffer.resize(0);
-      int n = ws.receiveFrame(buffer, flags);
+      int n = 0;
+      if (secure) {
+        std::lock_guard lock(send_mutex_);
+        n = ws.receiveFrame(buffer, flags);
+      } else {
+        n = ws.receiveFrame(buffer, flags);
+      }
       int op = flags & WebSocket::FRAME_OP_BITMASK;
       if (n == 0 && flags == 0) {
         reason = "connection closed by the driver";

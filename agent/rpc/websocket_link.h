@@ -20,6 +20,8 @@
 #include <string>
 #include <thread>
 
+#include <Poco/Net/Context.h>
+
 #include "core/ports.h"
 #include "dockhand/protocol/auth.h"
 
@@ -32,13 +34,15 @@ namespace dockhand::agent {
 class WebSocketLink final : public DriverLink {
  public:
   struct Options {
-    std::string url;  // ws://host:port/path
+    std::string url;  // ws://host:port/path, or wss:// with `tls`
     Millis connect_timeout{5000};
     Millis handshake_timeout{10000};
     std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
     std::string software;  // sent in Hello, e.g. "dockhand 0.1.0"
     // The cluster secret: set, the handshake proves both sides know it (docs/security.md).
     std::optional<protocol::auth::ClusterSecret> secret;
+    // The TLS client context for a wss:// URL (docs/security.md); null: plain ws:// only.
+    Poco::Net::Context::Ptr tls;
   };
 
   // Callbacks run on the core thread (the link posts them through `sink`).
@@ -96,7 +100,9 @@ class WebSocketLink final : public DriverLink {
   std::atomic<bool> closing_{false};
   std::atomic<std::uint64_t> malformed_frames_{0};
 
-  std::mutex send_mutex_;                         // guards socket_ writes
+  // Guards socket_ writes; over TLS, reads too (an OpenSSL connection is not to be used by
+  // two threads at once), taken by the reader only once data is there to read.
+  std::mutex send_mutex_;
   std::shared_ptr<Poco::Net::WebSocket> socket_;  // set while connected
 
   std::mutex asks_mutex_;

@@ -15,6 +15,7 @@
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/NetException.h>
+#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/WebSocket.h>
@@ -22,6 +23,8 @@
 #include <Poco/URI.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "dockhand/tls/http_server.h"
 
 namespace dockhand::driver {
 
@@ -71,6 +74,7 @@ Connection::~Connection() { stopWriter(); }
 
 void Connection::attach(WebSocket* socket) {
   socket_ = socket;
+  secure_ = socket->secure();
   writer_ = std::thread([this] { writerLoop(); });
 }
 
@@ -137,6 +141,8 @@ void Connection::writerLoop() {
           flags = c.flags;
           text = std::move(c.payload);
         }
+        std::unique_lock io(io_mutex_, std::defer_lock);
+        if (secure_) io.lock();
         socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
       }
     } catch (const Poco::Exception& e) {
@@ -162,7 +168,11 @@ void Connection::writerLoop() {
         std::lock_guard lock(mutex_);
         reason = close_reason_.substr(0, 120);
       }
-      socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, reason);
+      {
+        std::unique_lock io(io_mutex_, std::defer_lock);
+        if (secure_) io.lock();
+        socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, reason);
+      }
       ::shutdown(socket_->impl()->sockfd(), SHUT_WR);
     } catch (const Poco::Exception&) {
       // The peer is gone already; the reader will notice.
@@ -289,7 +299,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       int n = 0;
       buffer.resize(0);
       try {
-        n = socket.receiveFrame(buffer, flags);
+        n = receiveFrame(socket, c, buffer, flags);
       } catch (const Poco::TimeoutException&) {
         if (!c.greeted) {
           c.send(
@@ -357,6 +367,24 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     }
   }
 
+  // The next frame. Over TLS it takes its turn with the writer (Connection::io_mutex_) only
+  // once there is something to read, so an idle agent never holds up the driver's sends.
+  // Throws Poco::TimeoutException when nothing comes within the socket's receive timeout.
+  static int receiveFrame(WebSocket& socket, Connection& c, Poco::Buffer<char>& buffer,
+                          int& flags) {
+    if (!c.secure_) return socket.receiveFrame(buffer, flags);
+    {
+      // Decrypted bytes may wait in the TLS layer with nothing left on the socket.
+      std::lock_guard io(c.io_mutex_);
+      if (socket.available() > 0) return socket.receiveFrame(buffer, flags);
+    }
+    if (!socket.poll(socket.getReceiveTimeout(), Poco::Net::Socket::SELECT_READ)) {
+      throw Poco::TimeoutException();
+    }
+    std::lock_guard io(c.io_mutex_);
+    return socket.receiveFrame(buffer, flags);
+  }
+
   std::string refuseOversized(WebSocket& socket, Connection& c, const char* what) {
     std::string why = fmt::format("{} larger than the limit of {} bytes", what,
                                   server_.options().max_frame_bytes);
@@ -393,6 +421,7 @@ AgentServer::~AgentServer() { stop(); }
 
 void AgentServer::start() {
   Poco::Net::ServerSocket socket;
+  if (options_.tls) socket = Poco::Net::SecureServerSocket(options_.tls);
   socket.bind(Poco::Net::SocketAddress(options_.host, options_.port), /*reuseAddress=*/true);
   socket.listen(256);
   port_ = socket.address().port();
@@ -405,8 +434,11 @@ void AgentServer::start() {
   params->setTimeout(Poco::Timespan(10, 0));  // for the HTTP request before the upgrade
   params->setServerName("dockhand-driver");
   pool_ = std::make_unique<Poco::ThreadPool>(2, options_.threads + 2, 60);
-  server_ = std::make_unique<Poco::Net::HTTPServer>(new WebSocketHandlerFactory(*this), *pool_,
-                                                    socket, params);
+  server_ = std::make_unique<tls::HttpServer>(
+      new WebSocketHandlerFactory(*this), pool_.get(), socket, params, options_.tls,
+      [](const std::string& peer, const std::string& why) {
+        log()->warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
+      });
   server_->start();
 }
 

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -49,8 +51,9 @@ constexpr const char* kUsage = R"(usage: dockhand-driver [--help] [--version] <c
 commands:
   run JOB.json [options]   run a job on local agents (started here) and report each task
   serve [options]          serve agents with no job until SIGINT/SIGTERM
-  decommission EXECUTOR_ID --driver HOST:PORT [--reason TEXT]
-                           ask a running driver to decommission one of its agents
+  decommission EXECUTOR_ID --driver HOST:PORT [--reason TEXT] [--config FILE]
+                           ask a running driver to decommission one of its agents (over
+                           https:// when FILE's tls section is on)
 
 run options:
   --local-agents N     agents to start on this machine (default 2; 0: only external agents)
@@ -299,11 +302,10 @@ Options parseArgs(int argc, char** argv) {
     o.decommission_id = positional[1];
     if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
     parseListen(o.driver);  // validates HOST:PORT
-    rejectOptions(
-        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--config", "--auth-secret-file"},
-        "run or serve");
+    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                   "--keep-work-dirs", "--agent-config", "--decommission",
+                   "--decommission-after-ms", "--listen", "--port-file", "--auth-secret-file"},
+                  "run or serve");
   } else {
     throw UsageError(
         fmt::format("unknown command '{}' (expected run, serve or decommission)", o.command));
@@ -349,6 +351,7 @@ DriverConfig loadConfig(const Options& o) {
   DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
   if (!o.auth_secret_file.empty()) config.auth_secret_file = o.auth_secret_file;
   loadClusterSecret(config);
+  loadTlsContexts(config);
   return config;
 }
 
@@ -369,9 +372,13 @@ int serve(const Options& o) {
   service.log_task_updates = true;
   service.start(o.listen.host, o.listen.port);
   if (!o.port_file.empty()) writePortFile(o.port_file, service.port());
-  spdlog::get("driver")->info("{} serving agents on ws://{}:{}/ (authentication {})",
-                              driverSoftware(), o.listen.host, service.port(),
-                              config.secret ? "required" : "off");
+  spdlog::get("driver")->info("{} serving agents on {}://{}:{}/ (authentication {}, TLS {})",
+                              driverSoftware(), config.tls.enabled ? "wss" : "ws", o.listen.host,
+                              service.port(), config.secret ? "required" : "off",
+                              !config.tls.enabled ? "off"
+                              : config.tls.require_client_certificate
+                                  ? "on, client certificates required"
+                                  : "on");
   {
     std::unique_lock lock(mutex);
     cv.wait(lock, [&] { return stop; });
@@ -395,8 +402,19 @@ int decommissionCommand(const Options& o) {
   const Listen driver = parseListen(o.driver);
   const std::string path =
       fmt::format("/v1/executors/{}/decommission", encodePathSegment(o.decommission_id));
+  // A driver with TLS on serves its control API over https://: the config's tls section says
+  // which CA to trust (and which certificate to present when it requires one).
+  DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
+  loadTlsContexts(config);
   try {
-    Poco::Net::HTTPClientSession session(driver.host, driver.port);
+    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr;
+    if (config.tls_client) {
+      session_ptr = std::make_unique<Poco::Net::HTTPSClientSession>(driver.host, driver.port,
+                                                                    config.tls_client);
+    } else {
+      session_ptr = std::make_unique<Poco::Net::HTTPClientSession>(driver.host, driver.port);
+    }
+    Poco::Net::HTTPClientSession& session = *session_ptr;
     session.setTimeout(Poco::Timespan(10, 0));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_POST, path,
                                    Poco::Net::HTTPMessage::HTTP_1_1);
@@ -508,7 +526,8 @@ int run(const Options& o) {
       (o.listen.host == "0.0.0.0" || o.listen.host == "::") ? "127.0.0.1" : o.listen.host;
   LocalAgentOptions agent_options;
   agent_options.agent_bin = agent_bin;
-  agent_options.driver_url = fmt::format("ws://{}:{}/", connect_host, service.port());
+  agent_options.driver_url =
+      fmt::format("{}://{}:{}/", config.tls.enabled ? "wss" : "ws", connect_host, service.port());
   agent_options.app_id = fmt::format("{}-{}-{}", job.name, std::time(nullptr), ::getpid());
   agent_options.count = o.local_agents;
   agent_options.cores = o.cores;
@@ -516,6 +535,23 @@ int run(const Options& o) {
   agent_options.config_file = o.agent_config.empty() ? "" : fs::absolute(o.agent_config).string();
   agent_options.auth_secret_file =
       config.auth_secret_file.empty() ? "" : fs::absolute(config.auth_secret_file).string();
+  if (config.tls.enabled) {
+    // The local agents use the driver's own TLS files: its certificate names this machine
+    // (they connect to it, and to each other, on 127.0.0.1), its CA verifies both ends.
+    tls::TlsConfig agent_tls = config.tls;
+    for (std::string* file :
+         {&agent_tls.certificate_file, &agent_tls.private_key_file, &agent_tls.ca_file}) {
+      if (!file->empty()) *file = fs::absolute(*file).string();
+    }
+    agent_options.tls_config_file = (fs::path(work.path()) / "agent-tls.json").string();
+    std::ofstream out(agent_options.tls_config_file, std::ios::trunc);
+    out << Json{{"tls", tls::tlsConfigToJson(agent_tls)}}.dump(2) << "\n";
+    out.close();
+    if (!out) {
+      std::cerr << fmt::format("dockhand-driver: cannot write {}\n", agent_options.tls_config_file);
+      return static_cast<int>(DriverExit::kJobFailed);
+    }
+  }
   LocalAgents agents(agent_options);
 
   const auto started = SteadyClock::now();

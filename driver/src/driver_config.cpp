@@ -14,6 +14,16 @@ namespace dockhand::driver {
 using protocol::JsonPathError;
 using protocol::JsonReader;
 
+void loadTlsContexts(DriverConfig& config) {
+  if (!config.tls.enabled) return;
+  try {
+    config.tls_server = tls::makeContext(config.tls, tls::Role::kServer);
+    config.tls_client = tls::makeContext(config.tls, tls::Role::kClient);
+  } catch (const tls::TlsError& e) {
+    throw ConfigError(e.what());
+  }
+}
+
 Json readJsonFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
@@ -33,7 +43,7 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     JsonReader r(root, "");
     r.rejectUnknown({"properties", "log_level", "resource_profile", "agent_timeout_ms",
                      "heartbeat_interval_ms", "max_attempts", "max_frame_bytes", "server_threads",
-                     "hello_timeout_ms", "max_queued_frames", "auth_secret_file"});
+                     "hello_timeout_ms", "max_queued_frames", "auth_secret_file", "tls"});
     DriverConfig c;
     c.properties = r.optionalStringMap("properties");
     if (r.has("log_level")) {
@@ -72,6 +82,20 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.auth_secret_file = r.optionalString("auth_secret_file");
     if (r.has("auth_secret_file") && c.auth_secret_file.empty()) {
       r.fail("auth_secret_file", "must name a file (leave the key out for no authentication)");
+    }
+    if (const Json* t = r.find("tls")) {
+      std::vector<JsonPathError> problems;
+      c.tls = tls::readTlsConfig(*t, "/tls", problems);
+      for (const auto& [key, message] : tls::tlsConfigProblems(c.tls, /*serves=*/true)) {
+        problems.emplace_back("/tls/" + key, message);
+      }
+      if (!problems.empty()) {
+        std::string all;
+        for (const auto& p : problems) {
+          all += fmt::format("{}{}: {}: {}", all.empty() ? "" : "\n", source, p.path(), p.detail());
+        }
+        throw ConfigError(all);
+      }
     }
     if (c.heartbeat_interval_ms >= c.agent_timeout_ms) {
       r.fail("heartbeat_interval_ms", fmt::format("{} must be below agent_timeout_ms ({})",

@@ -88,6 +88,7 @@ void DriverService::start(const std::string& host, std::uint16_t port) {
   options.hello_timeout_ms = config_.hello_timeout_ms;
   options.idle_timeout_ms = config_.agent_timeout_ms;
   options.max_queued_frames = config_.max_queued_frames;
+  options.tls = config_.tls_server;
   server_ = std::make_unique<AgentServer>(options, *this);
   server_->start();
   ticker_ = std::thread([this] { tickerLoop(); });

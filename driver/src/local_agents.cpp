@@ -48,6 +48,9 @@ void LocalAgents::start() {
     if (!options_.config_file.empty()) {
       args.insert(args.begin() + 1, {"--config", options_.config_file});
     }
+    if (!options_.tls_config_file.empty()) {
+      args.insert(args.begin() + 1, {"--config", options_.tls_config_file});
+    }
     if (!options_.auth_secret_file.empty()) {
       args.insert(args.end(), {"--auth-secret-file", options_.auth_secret_file});
     }

@@ -83,6 +83,76 @@ TEST(AgentConfigTest, WrongTypeNamesThePath) {
   EXPECT_NE(errorOf(R"({"plugin_dirs": ["/a", 3]})").find("/plugin_dirs/1"), std::string::npos);
 }
 
+TEST(AgentConfigTest, TlsSectionIsReadAndMerged) {
+  AgentConfig config;
+  EXPECT_FALSE(config.tls.enabled);
+  loadConfigJson(R"({"tls": {"certificate_file": "/c.pem", "private_key_file": "/k.pem",
+                             "ca_file": "/ca.pem", "require_client_certificate": true}})",
+                 "a.json", config);
+  EXPECT_TRUE(config.tls.enabled);  // a tls section is on unless it says otherwise
+  EXPECT_EQ(config.tls.certificate_file, "/c.pem");
+  EXPECT_EQ(config.tls.private_key_file, "/k.pem");
+  EXPECT_EQ(config.tls.ca_file, "/ca.pem");
+  EXPECT_TRUE(config.tls.require_client_certificate);
+  EXPECT_TRUE(config.tls.verify_hostname);
+  // A later file changes only the keys it holds.
+  loadConfigJson(R"({"tls": {"verify_hostname": false}})", "b.json", config);
+  EXPECT_EQ(config.tls.ca_file, "/ca.pem");
+  EXPECT_FALSE(config.tls.verify_hostname);
+  EXPECT_EQ(configToJson(config)["tls"]["certificate_file"], "/c.pem");
+}
+
+TEST(AgentConfigTest, TlsSectionErrorsNameThePath) {
+  std::string error = errorOf(R"({"tls": {"ca": "/ca.pem"}})");
+  EXPECT_NE(error.find("agent.json: /tls/ca: unknown key (known keys: "), std::string::npos)
+      << error;
+  EXPECT_NE(errorOf(R"({"tls": {"enabled": "yes"}})").find("/tls/enabled: expected true or false"),
+            std::string::npos)
+      << errorOf(R"({"tls": {"enabled": "yes"}})");
+  EXPECT_NE(errorOf(R"({"tls": {"ca_file": 3}})").find("/tls/ca_file"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"tls": true})").find("/tls: expected an object"), std::string::npos);
+}
+
+// The whole-config rules: the files TLS needs, and a driver URL whose scheme agrees.
+std::vector<std::string> checkProblems(const std::string& text) {
+  AgentConfig config;
+  ConfigOrigins origins;
+  loadConfigJson(text, "agent.json", config, &origins);
+  std::vector<std::string> out;
+  for (const auto& p : checkConfig(config, origins)) out.push_back(p.text());
+  return out;
+}
+
+TEST(AgentConfigTest, TlsNeedsItsFilesAndAWssDriverUrl) {
+  const std::string base = R"("executor_id": "e", "app_id": "a", )";
+  auto problems = checkProblems("{" + base + R"("driver_url": "ws://d:1/", "tls": {}})");
+  ASSERT_EQ(problems.size(), 3u) << ::testing::PrintToString(problems);
+  EXPECT_NE(problems[0].find("/driver_url: is 'ws://d:1/', but tls is on"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("agent.json: /tls/ca_file: is required with TLS on"),
+            std::string::npos)
+      << problems[1];
+  EXPECT_NE(problems[2].find("/tls/certificate_file: is required with TLS on"), std::string::npos)
+      << problems[2];
+
+  problems = checkProblems("{" + base + R"("driver_url": "wss://d:1/", "tls": {
+      "certificate_file": "/c", "ca_file": "/ca"}})");
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_NE(problems[0].find("/tls/private_key_file: goes with the other"), std::string::npos)
+      << problems[0];
+
+  problems = checkProblems("{" + base + R"("driver_url": "wss://d:1/"})");
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_NE(problems[0].find("a wss:// URL, but tls is off"), std::string::npos) << problems[0];
+
+  EXPECT_TRUE(checkProblems("{" + base + R"("driver_url": "wss://d:1/", "tls": {
+      "certificate_file": "/c", "private_key_file": "/k", "ca_file": "/ca"}})")
+                  .empty());
+  EXPECT_TRUE(checkProblems("{" + base + R"("driver_url": "ws://d:1/", "tls": {
+      "enabled": false}})")
+                  .empty());
+}
+
 TEST(AgentConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_NE(errorOf(R"({"cores": 0})").find("/cores: 0 is out of range"), std::string::npos);
   EXPECT_NE(errorOf(R"({"connect_tries": 0})").find("/connect_tries"), std::string::npos);

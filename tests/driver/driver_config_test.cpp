@@ -61,9 +61,47 @@ TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
   EXPECT_NE(errorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
 }
 
+TEST(DriverConfigTest, TlsSectionIsReadAndChecked) {
+  DriverConfig off = parseDriverConfig(Json::object(), "driver.json");
+  EXPECT_FALSE(off.tls.enabled);
+  loadTlsContexts(off);
+  EXPECT_TRUE(off.tls_server.isNull());
+  DriverConfig on =
+      parseDriverConfig(Json::parse(R"({"tls": {"certificate_file": "/c", "private_key_file": "/k",
+                              "ca_file": "/ca", "require_client_certificate": true}})"),
+                        "driver.json");
+  EXPECT_TRUE(on.tls.enabled);
+  EXPECT_EQ(on.tls.ca_file, "/ca");
+  EXPECT_TRUE(on.tls.require_client_certificate);
+  // The files are read when the contexts are made: a missing one is a config error.
+  try {
+    loadTlsContexts(on);
+    ADD_FAILURE() << "missing TLS files were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tls.certificate_file /c: cannot open"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(errorOf(R"({"tls": {"ca_file": "/ca"}})")
+                .find("conf/driver.json: /tls/certificate_file: is required with TLS on"),
+            std::string::npos)
+      << errorOf(R"({"tls": {"ca_file": "/ca"}})");
+  EXPECT_NE(errorOf(R"({"tls": {"certificate_file": "/c", "private_key_file": "/k"}})")
+                .find("/tls/ca_file: is required"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tls": {"cert": "/c"}})").find("/tls/cert: unknown key"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"tls": {"verify_hostname": 1}})").find("/tls/verify_hostname"),
+            std::string::npos);
+  EXPECT_EQ(errorOf(R"({"tls": {"enabled": false}})"), "no error");
+}
+
 TEST(DriverConfigTest, ShippedExampleConfigParses) {
   DriverConfig c = loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver.json");
   EXPECT_GT(c.agent_timeout_ms, c.heartbeat_interval_ms);
+  DriverConfig tls =
+      loadDriverConfig(std::string(DOCKHAND_SOURCE_DIR) + "/examples/driver-tls.json");
+  EXPECT_TRUE(tls.tls.enabled);
+  EXPECT_TRUE(tls.tls.require_client_certificate);
 }
 
 TEST(DriverConfigTest, AuthSecretFileIsReadAndCheckedWhenLoaded) {

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "support/process.h"
+#include "support/test_pki.h"
 
 namespace dockhand::testing {
 namespace {
@@ -87,12 +88,15 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
 
   // The agents' config: decommission on, blocks migrated by `plugin`; a fallback store
   // shared by both agents (the fallback plugin writes it, every block server reads it).
-  // With `secret_file`, the agents authenticate (the driver must then require it too).
-  fs::path writeAgentConfig(const std::string& plugin, const fs::path& secret_file = {}) {
+  // With `secret_file`, the agents authenticate (the driver must then require it too); with
+  // `tls` (a tls object) they use TLS (so must the driver, and agent_scheme_ be "wss").
+  fs::path writeAgentConfig(const std::string& plugin, const fs::path& secret_file = {},
+                            const std::string& tls = {}) {
     fs::create_directories(fallback_);
     fs::path config = dir.path() / "agent.json";
-    const std::string auth =
+    std::string auth =
         secret_file.empty() ? "" : "\"auth_secret_file\": \"" + secret_file.string() + "\",\n ";
+    if (!tls.empty()) auth += "\"tls\": " + tls + ",\n ";
     writeFile(config, "{" + auth + "\"block_port\": 0, \"fallback_dir\": \"" + fallback_.string() +
                           "\",\n \"decommission\": {\"enabled\": true, \"migration\": [\"" +
                           plugin + "\"], \"deadline_ms\": 60000, \"check_interval_ms\": 100}}\n");
@@ -122,9 +126,9 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config) {
     return std::make_unique<ChildProcess>(
         std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
-                                 "ws://127.0.0.1:" + std::to_string(port_) + "/", "--executor-id",
-                                 id, "--app-id", "shuffle-decommission-test", "--cores", "2",
-                                 "--hostname", "127.0.0.1", "--work-dir",
+                                 agent_scheme_ + "://127.0.0.1:" + std::to_string(port_) + "/",
+                                 "--executor-id", id, "--app-id", "shuffle-decommission-test",
+                                 "--cores", "2", "--hostname", "127.0.0.1", "--work-dir",
                                  (dir.path() / ("work-" + id)).string()},
         (dir.path() / (id + ".log")).string());
   }
@@ -200,6 +204,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   fs::path port_file_ = dir.path() / "port";
   fs::path fallback_ = dir.path() / "fallback";
   int port_ = 0;
+  std::string agent_scheme_ = "ws";
 };
 
 TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
@@ -221,6 +226,29 @@ TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkWithAuthentication
     EXPECT_EQ(p->output().find(secret_text), std::string::npos) << p->output();
   }
   EXPECT_EQ(driver->output().find(secret_text), std::string::npos) << driver->output();
+}
+
+// The same over TLS, with authentication too: agents on wss://, the reduces' input fetches and
+// the peer plugin's PUTs over https:// (the agent hands the plugin its TLS settings), every
+// certificate checked against the test's CA.
+TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkOverTls) {
+  if (!TestPki::available()) GTEST_SKIP() << "the openssl program is not installed";
+  TestPki pki(dir.path() / "pki");
+  const fs::path secret = dir.path() / "cluster.secret";
+  writeFile(secret, "shuffle-test-cluster-secret-over-tls\n");
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  const fs::path driver_config = dir.path() / "driver.json";
+  writeFile(driver_config, "{\"tls\": " + pki.tlsJson("server") + "}\n");
+  agent_scheme_ = "wss";
+  auto [driver, a, b] = sigpwrWithPeerMigration(
+      writeAgentConfig("peer", secret, pki.tlsJson("server")),
+      {"--auth-secret-file", secret.string(), "--config", driver_config.string()});
+  for (const ChildProcess* p : {a.get(), b.get()}) {
+    EXPECT_NE(p->output().find("TLS on"), std::string::npos) << p->output();
+    EXPECT_NE(p->output().find("authenticated with driver"), std::string::npos) << p->output();
+    EXPECT_NE(p->output().find("(https)"), std::string::npos) << p->output();
+    EXPECT_EQ(p->output().find("refusing"), std::string::npos) << p->output();
+  }
 }
 
 TEST_F(ShuffleJobDecommissionTest, DriverDecommissionWithFallbackMigrationNeedsNoMapRerun) {

@@ -6,6 +6,10 @@
 // the others; a block gets max_failures_per_block tries before it is left to the next plugin.
 // In a cluster that authenticates each PUT carries a signature the host makes
 // (dh_host.sign_request); a peer that refuses it (401) is a failed try like any other.
+// With a `tls` config (the agent passes its own TLS settings, docs/plugins.md) every PUT goes
+// to an https:// block server through Poco's HTTPS client, the peer's certificate checked
+// against the CA file and its host name; plain http:// peers are then refused, and the body is
+// copied through the TLS layer in pieces instead of with sendfile.
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,9 +20,17 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/SSLException.h>
+
 #include "block_transfer.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::plugins {
 namespace {
@@ -31,18 +43,44 @@ struct PeerConfig {
   int max_failures_per_block = 3;
   int timeout_ms = 30000;
   int retry_delay_ms = 100;
+  // Set: PUTs go to https:// block servers with this client context.
+  Poco::Net::Context::Ptr tls;
 };
+
+// The `tls` member: the client side of the agent's tls section (ca_file, and certificate_file
+// with private_key_file for servers that require client certificates; verify_hostname).
+Poco::Net::Context::Ptr parseTls(const json& value) {
+  std::vector<protocol::JsonPathError> problems;
+  tls::TlsConfig config = tls::readTlsConfig(value, "/tls", problems);
+  for (const auto& [key, message] : tls::tlsConfigProblems(config, /*serves=*/false)) {
+    problems.emplace_back("/tls/" + key, message);
+  }
+  if (!problems.empty()) {
+    throw sdk::Error(DH_INVALID_ARGUMENT,
+                     "peer: config: " + problems.front().path() + ": " + problems.front().detail());
+  }
+  if (!config.enabled) return {};
+  try {
+    return tls::makeContext(config, tls::Role::kClient);
+  } catch (const tls::TlsError& e) {
+    throw sdk::Error(DH_INVALID_ARGUMENT, std::string("peer: config: ") + e.what());
+  }
+}
 
 PeerConfig parseConfig(std::string_view text) {
   json j = json::parse(text.empty() ? std::string_view("{}") : text, nullptr, false);
   if (!j.is_object()) throw sdk::Error(DH_INVALID_ARGUMENT, "peer: config must be an object");
-  static const std::set<std::string> kKeys = {"max_concurrent", "bandwidth_bytes_per_s",
+  static const std::set<std::string> kKeys = {"max_concurrent",         "bandwidth_bytes_per_s",
                                               "max_failures_per_block", "timeout_ms",
-                                              "retry_delay_ms"};
+                                              "retry_delay_ms",         "tls"};
   PeerConfig c;
   for (const auto& [key, value] : j.items()) {
     if (kKeys.count(key) == 0) {
       throw sdk::Error(DH_INVALID_ARGUMENT, "peer: config: unknown key '" + key + "'");
+    }
+    if (key == "tls") {
+      c.tls = parseTls(value);
+      continue;
     }
     if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
       throw sdk::Error(DH_INVALID_ARGUMENT,
@@ -57,17 +95,27 @@ PeerConfig parseConfig(std::string_view text) {
   return c;
 }
 
-// http://HOST:PORT[/prefix] split up.
+// http(s)://HOST:PORT[/prefix] split up.
 struct Endpoint {
+  bool https = false;
   std::string host;
   std::string port = "80";
   std::string prefix;
 };
 
 bool parseUrl(const std::string& url, Endpoint& out) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.compare(0, kScheme.size(), kScheme) != 0) return false;
-  std::string rest = url.substr(kScheme.size());
+  constexpr std::string_view kPlain = "http://";
+  constexpr std::string_view kSecure = "https://";
+  std::string rest;
+  if (url.compare(0, kPlain.size(), kPlain) == 0) {
+    rest = url.substr(kPlain.size());
+  } else if (url.compare(0, kSecure.size(), kSecure) == 0) {
+    rest = url.substr(kSecure.size());
+    out.https = true;
+    out.port = "443";
+  } else {
+    return false;
+  }
   auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   if (slash != std::string::npos) out.prefix = rest.substr(slash);
@@ -136,10 +184,16 @@ class PeerMigration : public sdk::BlockMigration {
     std::vector<PeerTarget> usable;
     for (const auto& p : peers) {
       Endpoint e;
-      if (parseUrl(p.block_url, e)) {
-        usable.push_back(p);
-      } else {
+      if (!parseUrl(p.block_url, e)) {
         host_.warn("peer " + p.executor_id + ": unusable block_url '" + p.block_url + "'");
+      } else if (e.https && !config_.tls) {
+        host_.warn("peer " + p.executor_id + ": block_url '" + p.block_url +
+                   "' is https:// but this agent has no tls section");
+      } else if (!e.https && config_.tls) {
+        host_.warn("peer " + p.executor_id + ": refusing to send blocks in clear text to '" +
+                   p.block_url + "': this agent uses TLS");
+      } else {
+        usable.push_back(p);
       }
     }
     if (usable.empty()) {
@@ -235,6 +289,7 @@ class PeerMigration : public sdk::BlockMigration {
     PutOutcome out;
     Endpoint endpoint;
     parseUrl(peer.block_url, endpoint);
+    if (endpoint.https) return putTls(block, peer, endpoint);
     int file = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (file < 0) {
       out.message = errnoText("cannot open " + block.path);
@@ -310,6 +365,80 @@ class PeerMigration : public sdk::BlockMigration {
       }
     }
     return readAnswer(sock.fd(), peer);
+  }
+
+  // The PUT over TLS: Poco's HTTPS client (the handshake verifies the peer's certificate and
+  // host name), the body copied in pieces under the bandwidth limit.
+  PutOutcome putTls(const BlockToMove& block, const PeerTarget& peer, const Endpoint& endpoint) {
+    PutOutcome out;
+    int file = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file < 0) {
+      out.message = errnoText("cannot open " + block.path);
+      return out;
+    }
+    Socket file_guard(file);
+    struct stat st {};
+    ::fstat(file, &st);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const std::string target = endpoint.prefix + "/blocks/" + block.id;
+    try {
+      Poco::Net::HTTPSClientSession session(
+          endpoint.host, static_cast<Poco::UInt16>(std::stoi(endpoint.port)), config_.tls);
+      session.setTimeout(Poco::Timespan(static_cast<long>(config_.timeout_ms / 1000),
+                                        static_cast<long>((config_.timeout_ms % 1000) * 1000)));
+      Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_PUT, target,
+                                     Poco::Net::HTTPMessage::HTTP_1_1);
+      request.setContentType("application/octet-stream");
+      request.setContentLength64(static_cast<Poco::Int64>(size));
+      request.set("X-Dockhand-Checksum", block.checksum);
+      const std::string authorization = host_.signRequest("PUT", target, block.checksum);
+      if (!authorization.empty()) request.set("Authorization", authorization);
+      request.setKeepAlive(false);
+      std::ostream& body = session.sendRequest(request);
+      const std::uint64_t piece = limiter_.limited() ? (256u << 10) : (1u << 20);
+      std::vector<char> buffer(piece);
+      std::uint64_t sent = 0;
+      bool body_failed = false;
+      while (sent < size) {
+        if (cancelled_) {
+          out.message = "cancelled";
+          return out;
+        }
+        std::uint64_t n = std::min<std::uint64_t>(piece, size - sent);
+        limiter_.acquire(n);
+        ssize_t got = ::read(file, buffer.data(), n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+          out.message = errnoText("cannot read " + block.path);
+          return out;
+        }
+        body.write(buffer.data(), got);
+        if (!body) {
+          body_failed = true;
+          break;
+        }
+        sent += static_cast<std::uint64_t>(got);
+      }
+      Poco::Net::HTTPResponse response;
+      std::istream& in = session.receiveResponse(response);
+      std::string text(4096, '\0');
+      in.read(text.data(), static_cast<std::streamsize>(text.size()));
+      text.resize(static_cast<std::size_t>(in.gcount()));
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      out.status = static_cast<int>(response.getStatus());
+      out.ok = !body_failed && (out.status == 201 || out.status == 200);
+      out.message = "HTTP " + std::to_string(out.status) + (text.empty() ? "" : ": " + text);
+      if (body_failed && out.ok)
+        out.message = "sending the block failed after " + std::to_string(sent) + " bytes";
+      return out;
+    } catch (const Poco::Net::SSLException& e) {
+      out.message = "TLS with " + peer.block_url + " failed: " + tls::explainFailure(e);
+    } catch (const Poco::Exception& e) {
+      out.message = "PUT to " + peer.block_url + " failed: " + e.displayText();
+    } catch (const std::exception& e) {
+      out.message = "PUT to " + peer.block_url + " failed: " + e.what();
+    }
+    return out;
   }
 
   // The answer to a PUT: the status line, and a short body saying why when it is a refusal.

@@ -1,8 +1,8 @@
 // AgentServer: the WebSocket endpoint agents connect to (Poco HTTPServer; the upgrade is
-// accepted on any path). Plain HTTP requests go to FrameHandler::onHttpRequest (the
-// driver's control API), except GET /healthz. It owns transport only: frame size limit, ping/pong,
-// close, and one outbound queue per connection; what the frames mean is the FrameHandler's
-// business.
+// accepted on any path), ws:// or, with a TLS context, wss:// only. Plain HTTP requests go to
+// FrameHandler::onHttpRequest (the driver's control API), except GET /healthz. It owns transport
+// only: frame size limit, ping/pong, close, and one outbound queue per connection; what the frames
+// mean is the FrameHandler's business.
 //
 // Threads: each connection is served by one pool thread that reads frames and calls the
 // handler (onOpen, onFrame..., onClose: in that order, on that thread), and one writer
@@ -23,16 +23,21 @@
 #include <thread>
 #include <variant>
 
+#include <Poco/Net/Context.h>
+
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
 namespace Poco {
 class ThreadPool;
 namespace Net {
-class HTTPServer;
 class WebSocket;
 }  // namespace Net
 }  // namespace Poco
+
+namespace dockhand::tls {
+class HttpServer;
+}  // namespace dockhand::tls
 
 namespace dockhand::driver {
 
@@ -44,6 +49,8 @@ struct ServerOptions {
   long hello_timeout_ms = 10000;  // receive timeout until the handler calls markGreeted()
   long idle_timeout_ms = 60000;   // receive timeout afterwards (then onIdle decides)
   std::size_t max_queued_frames = 100000;
+  // Set: serve wss:// (and the control API https://) with this server context.
+  Poco::Net::Context::Ptr tls;
 };
 
 // One agent's connection. send() and close() may be called from any thread.
@@ -92,6 +99,11 @@ class Connection {
   const std::string peer_;
   const std::size_t max_queued_;
   Poco::Net::WebSocket* socket_ = nullptr;
+  // Over TLS the reader and the writer take turns on the socket (an OpenSSL connection is not
+  // to be used by two threads at once): the writer for each frame it sends, the reader once
+  // data is there to read. Plain sockets need no turns.
+  bool secure_ = false;
+  std::mutex io_mutex_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Outbound> queue_;
@@ -150,7 +162,7 @@ class AgentServer {
   ServerOptions options_;
   FrameHandler& handler_;
   std::unique_ptr<Poco::ThreadPool> pool_;
-  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  std::unique_ptr<tls::HttpServer> server_;
   std::uint16_t port_ = 0;
   std::atomic<std::uint64_t> next_connection_id_{1};
   std::mutex mutex_;

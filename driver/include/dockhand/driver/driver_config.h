@@ -10,6 +10,7 @@
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
 
@@ -43,6 +44,11 @@ struct DriverConfig {
   std::string auth_secret_file;
   // The secret read from auth_secret_file (loadClusterSecret); never read from JSON.
   std::optional<protocol::auth::ClusterSecret> secret;
+  // TLS (docs/security.md): on, agents connect with wss:// and the control API is https://.
+  tls::TlsConfig tls;
+  // The contexts made from `tls` (loadTlsContexts); null with TLS off.
+  Poco::Net::Context::Ptr tls_server;
+  Poco::Net::Context::Ptr tls_client;  // the CLI's requests to a driver's control API
 };
 
 // Parses a driver config object; `source` names the file in errors (ConfigError).
@@ -52,6 +58,10 @@ DriverConfig loadDriverConfig(const std::string& path);
 // Reads config.auth_secret_file (when set) into config.secret. Throws ConfigError saying why
 // the file is refused (e.g. readable by group or others).
 void loadClusterSecret(DriverConfig& config);
+
+// Checks config.tls's files and makes its server and client contexts (TLS on). Throws
+// ConfigError saying which file is unusable and why.
+void loadTlsContexts(DriverConfig& config);
 
 // Reads a whole JSON file; ConfigError naming the file when unreadable or not JSON.
 Json readJsonFile(const std::string& path);

@@ -13,13 +13,14 @@ namespace dockhand::driver {
 
 struct LocalAgentOptions {
   std::string agent_bin;   // the `dockhand` program
-  std::string driver_url;  // ws://127.0.0.1:PORT/
+  std::string driver_url;  // ws://127.0.0.1:PORT/ (wss:// with TLS)
   std::string app_id;
   int count = 2;
   int cores = 2;
   std::string base_dir;  // work dirs and logs go here
   std::string log_level = "info";
-  std::string config_file;       // passed as --config when not empty
+  std::string tls_config_file;   // passed as --config first when not empty (the tls section)
+  std::string config_file;       // passed as --config when not empty (after tls_config_file)
   std::string auth_secret_file;  // passed as --auth-secret-file when not empty
 };
 

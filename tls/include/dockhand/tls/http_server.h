@@ -1,0 +1,56 @@
+// HttpServer: a Poco HTTP server that serves plain http:// as Poco::Net::HTTPServer does, or,
+// with a TLS server context, https:// with every failed handshake logged.
+//
+// Poco's own HTTPServer over a SecureServerSocket drops a connection whose handshake fails
+// (a plain client, a certificate that does not verify) without a word. Here each connection
+// completes its handshake first, within the params' timeout; a failure is handed to the
+// HandshakeLog with the peer's address and an explanation (explainFailure), and the
+// connection is closed. A good one is then served by Poco's HTTPServerConnection, as
+// HTTPServer would serve it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <Poco/Net/Context.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/ServerSocket.h>
+
+namespace Poco {
+class ThreadPool;
+namespace Net {
+class HTTPServer;
+class TCPServer;
+}  // namespace Net
+}  // namespace Poco
+
+namespace dockhand::tls {
+
+// Told about each failed handshake: the peer's address ("127.0.0.1:53412") and why.
+using HandshakeLog = std::function<void(const std::string& peer, const std::string& why)>;
+
+class HttpServer {
+ public:
+  // `pool`: the threads to serve on (nullptr: Poco's default pool). `tls` null: plain HTTP.
+  HttpServer(Poco::Net::HTTPRequestHandlerFactory::Ptr factory, Poco::ThreadPool* pool,
+             const Poco::Net::ServerSocket& socket, Poco::Net::HTTPServerParams::Ptr params,
+             Poco::Net::Context::Ptr tls, HandshakeLog log);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void start();
+  // As HTTPServer::stopAll: stops accepting, and with `abort_current` ends the connections
+  // that wait for their next request.
+  void stopAll(bool abort_current);
+
+ private:
+  Poco::Net::HTTPRequestHandlerFactory::Ptr factory_;
+  Poco::Net::HTTPRequestHandlerFactory* forwarding_ = nullptr;  // factory_, over TLS
+  std::unique_ptr<Poco::Net::HTTPServer> plain_;
+  std::unique_ptr<Poco::Net::TCPServer> secure_;
+};
+
+}  // namespace dockhand::tls

@@ -1,0 +1,94 @@
+// TLS for the agent's and the driver's connections: the `tls` config section, the checks of
+// its files, and the Poco::Net::Context of each role, built from that section alone.
+//
+// Nothing here reads Poco's global SSLManager configuration (no Poco::Util::Application
+// settings, no default contexts): every server and client is handed the context made for it.
+// The one global this installs, once, is what Poco asks SSLManager when a certificate does not
+// verify: Poco's RejectCertificateHandler, for servers and clients (never one that asks on a
+// console or accepts). No passphrase handler is installed: an encrypted key is refused by
+// checkTlsFiles before Poco would ask for one.
+//
+// Used by the agent (driver link, block server, input fetches), the driver (agent server,
+// its CLI's control requests) and the `peer` plugin (its PUTs), which links this statically.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Poco/Net/Context.h>
+#include <nlohmann/json.hpp>
+
+#include "dockhand/protocol/json_reader.h"
+
+namespace Poco {
+class Exception;
+}
+
+namespace dockhand::tls {
+
+// The `tls` object of the agent's and the driver's config (docs/security.md).
+struct TlsConfig {
+  bool enabled = false;
+  // This side's certificate chain (PEM, leaf first) and its unencrypted private key (PEM,
+  // readable by its owner only). Required to serve (driver, agent block server); a client
+  // presents them when the server requires client certificates.
+  std::string certificate_file;
+  std::string private_key_file;
+  // The CA certificates (PEM) peers' certificates must chain to: servers' for a client,
+  // clients' for a server that requires client certificates. The system's CAs are not used.
+  std::string ca_file;
+  // Servers: ask every client for a certificate signed by ca_file and refuse those without.
+  bool require_client_certificate = false;
+  // Clients: the server's certificate must name the host connected to (its subjectAltName
+  // DNS or IP entries). Off only for tests and odd networks; the chain is checked anyway.
+  bool verify_hostname = true;
+};
+
+// The keys of a `tls` object, in the order docs list them.
+const std::vector<std::string>& tlsConfigKeys();
+
+// Reads a `tls` object found at JSON pointer `at` (e.g. "/tls") over `base` (the keys it holds
+// replace base's; `enabled` is true unless the object says otherwise). Every problem (unknown
+// key, wrong type) is appended to `problems` with its pointer; the values that could be read
+// are returned.
+TlsConfig readTlsConfig(const nlohmann::json& value, const std::string& at,
+                        std::vector<protocol::JsonPathError>& problems, TlsConfig base = {});
+
+// The rules about a whole section, once every source is read: with TLS on, ca_file is
+// required, and certificate_file and private_key_file go together (servers need both:
+// `serves`). Each problem is (key, message).
+std::vector<std::pair<std::string, std::string>> tlsConfigProblems(const TlsConfig& config,
+                                                                   bool serves);
+
+// The section as a config file holds it.
+nlohmann::json tlsConfigToJson(const TlsConfig& config);
+
+// A TLS file is unusable, or a context cannot be made; what() says which file and why, e.g.
+// "tls.private_key_file /etc/dockhand/agent.key: does not match tls.certificate_file ...".
+class TlsError : public std::runtime_error {
+ public:
+  explicit TlsError(const std::string& what) : std::runtime_error(what) {}
+};
+
+enum class Role { kServer, kClient };
+
+// Reads and checks the files a role needs: the certificate (PEM, not expired) and the key
+// (PEM, unencrypted, owner-only, matching the certificate) when the role needs or has them,
+// the CA file (at least one PEM certificate). Throws TlsError.
+void checkTlsFiles(const TlsConfig& config, Role role);
+
+// The context of a server (certificate and key required; client certificates verified
+// against ca_file when require_client_certificate) or a client (servers verified against
+// ca_file, host names checked unless verify_hostname is off; the certificate presented when
+// configured). TLS 1.2 or newer. Checks the files first; throws TlsError.
+Poco::Net::Context::Ptr makeContext(const TlsConfig& config, Role role);
+
+// A TLS failure said for a log line: Poco's text plus what it most likely means, e.g.
+// "certificate verify failed: the peer's certificate is not signed by a CA in tls.ca_file".
+std::string explainFailure(const Poco::Exception& e);
+// True when `e` is a failure of the TLS handshake or of certificate checks (not worth a retry
+// with the same settings).
+bool isCertificateFailure(const Poco::Exception& e);
+
+}  // namespace dockhand::tls

@@ -1,0 +1,122 @@
+#include "dockhand/tls/http_server.h"
+
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerConnection.h>
+#include <Poco/Net/SecureStreamSocket.h>
+#include <Poco/Net/TCPServer.h>
+#include <Poco/Net/TCPServerConnection.h>
+#include <Poco/Net/TCPServerConnectionFactory.h>
+#include <Poco/ThreadPool.h>
+
+#include "dockhand/tls/tls.h"
+
+namespace dockhand::tls {
+
+namespace {
+
+using Poco::Net::HTTPRequestHandlerFactory;
+using Poco::Net::HTTPServerParams;
+using Poco::Net::StreamSocket;
+
+// The request handler factory the connections see: it hands each request to the server's
+// factory, and it can tell the connections that the server stops (the event is protected).
+class ForwardingFactory : public HTTPRequestHandlerFactory {
+ public:
+  explicit ForwardingFactory(HTTPRequestHandlerFactory::Ptr inner) : inner_(inner) {}
+  Poco::Net::HTTPRequestHandler* createRequestHandler(
+      const Poco::Net::HTTPServerRequest& request) override {
+    return inner_->createRequestHandler(request);
+  }
+  void announceStop(bool abort_current) { serverStopped(this, abort_current); }
+
+ private:
+  HTTPRequestHandlerFactory::Ptr inner_;
+};
+
+// Completes the TLS handshake, then serves HTTP on the connection as HTTPServer does.
+class HandshakeFirstConnection : public Poco::Net::TCPServerConnection {
+ public:
+  HandshakeFirstConnection(const StreamSocket& socket, HTTPServerParams::Ptr params,
+                           HTTPRequestHandlerFactory::Ptr factory, const HandshakeLog& log)
+      : TCPServerConnection(socket), params_(params), factory_(factory), log_(log) {}
+
+  void run() override {
+    std::string peer = "unknown peer";
+    try {
+      peer = socket().peerAddress().toString();
+      // A client that connects and says nothing must not hold a thread for ever.
+      socket().setReceiveTimeout(params_->getTimeout());
+      socket().setSendTimeout(params_->getTimeout());
+      Poco::Net::SecureStreamSocket secure(socket());
+      secure.completeHandshake();
+    } catch (const Poco::Exception& e) {
+      if (log_) log_(peer, explainFailure(e));
+      return;
+    }
+    Poco::Net::HTTPServerConnection http(socket(), params_, factory_);
+    http.run();
+  }
+
+ private:
+  HTTPServerParams::Ptr params_;
+  HTTPRequestHandlerFactory::Ptr factory_;
+  const HandshakeLog& log_;
+};
+
+class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
+ public:
+  HandshakeFirstFactory(HTTPServerParams::Ptr params, HTTPRequestHandlerFactory::Ptr factory,
+                        HandshakeLog log)
+      : params_(params), factory_(factory), log_(std::move(log)) {}
+
+  Poco::Net::TCPServerConnection* createConnection(const StreamSocket& socket) override {
+    return new HandshakeFirstConnection(socket, params_, factory_, log_);
+  }
+
+ private:
+  HTTPServerParams::Ptr params_;
+  HTTPRequestHandlerFactory::Ptr factory_;
+  HandshakeLog log_;  // outlives every connection: the server joins them before it goes
+};
+
+}  // namespace
+
+HttpServer::HttpServer(HTTPRequestHandlerFactory::Ptr factory, Poco::ThreadPool* pool,
+                       const Poco::Net::ServerSocket& socket, HTTPServerParams::Ptr params,
+                       Poco::Net::Context::Ptr tls, HandshakeLog log)
+    : factory_(factory) {
+  if (!tls) {
+    plain_ = pool != nullptr
+                 ? std::make_unique<Poco::Net::HTTPServer>(factory, *pool, socket, params)
+                 : std::make_unique<Poco::Net::HTTPServer>(factory, socket, params);
+    return;
+  }
+  forwarding_ = new ForwardingFactory(factory);
+  factory_ = forwarding_;
+  auto* connections = new HandshakeFirstFactory(params, factory_, std::move(log));
+  secure_ = pool != nullptr
+                ? std::make_unique<Poco::Net::TCPServer>(connections, *pool, socket, params)
+                : std::make_unique<Poco::Net::TCPServer>(connections, socket, params);
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::start() {
+  if (plain_) {
+    plain_->start();
+  } else {
+    secure_->start();
+  }
+}
+
+void HttpServer::stopAll(bool abort_current) {
+  if (plain_) {
+    plain_->stopAll(abort_current);
+    return;
+  }
+  secure_->stop();
+  static_cast<ForwardingFactory*>(forwarding_)->announceStop(abort_current);
+}
+
+}  // namespace dockhand::tls
