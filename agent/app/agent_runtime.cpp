@@ -79,7 +79,8 @@ AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
         guard_->onStatus(event);  // a terminal status gives the task's addresses back
         on_status(std::move(event));
       },
-      config.work_dir, config.executor_id, std::move(runners));
+      config.work_dir, config.executor_id, std::move(runners),
+      std::chrono::milliseconds(config.plugin_call_timeout_ms));
   guard_ = std::make_unique<ResourceGuard>(*executor_);
 }
 
