@@ -121,7 +121,8 @@ nlohmann::json AgentRuntime::statusJson() const {
   }
   return {{"resources", resourceStatusJson(found_, amount_per_task_, guard_->ledger(), described_)},
           {"discovery", std::move(discovery)},
-          {"plugins", pluginReport(plugins_)}};
+          {"plugins", pluginReport(plugins_)},
+          {"stuck_runners", executor_->stuckRunners()}};
 }
 
 AgentRuntime::~AgentRuntime() {

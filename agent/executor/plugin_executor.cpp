@@ -184,6 +184,17 @@ std::vector<std::string> PluginExecutor::runnerNames() const {
   return names;
 }
 
+std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
+  std::map<std::string, std::string> stuck;
+  for (const auto& [name, runner] : runners_) {
+    std::string call = runner->calls->stuckCall();
+    if (call.empty()) continue;
+    stuck[name] = call + " did not return within " + std::to_string(call_timeout_.count()) +
+                  " ms (plugin_call_timeout_ms)";
+  }
+  return stuck;
+}
+
 Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
                               const std::filesystem::path& task_dir) const {
   Json env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},

@@ -91,6 +91,10 @@ class PluginExecutor final : public Executor {
   // call of theirs did not return (they are not destroyed; end the process without waiting).
   std::vector<std::string> stopRunners(Millis grace);
 
+  // Core thread: each stuck runner and the call it is stuck in, as "launch() of task 7 did
+  // not return within N ms (plugin_call_timeout_ms)" (for the status output).
+  std::map<std::string, std::string> stuckRunners() const;
+
   // Core thread: the number of tasks launched and not yet reported ended.
   std::size_t runningTasks() const { return registry_->tasks.size(); }
   // The names of the runners, sorted.

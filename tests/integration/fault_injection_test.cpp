@@ -449,11 +449,18 @@ class StuckRunnerTest : public FaultInjectionTest {
     return n;
   }
   // The agent still serves: heartbeats come, /v1/status answers, a process task runs.
-  void expectServing(ChildProcess& agent, std::uint64_t process_task) {
+  // It names the stuck runner and call there.
+  void expectServing(ChildProcess& agent, std::uint64_t process_task, const std::string& runner,
+                     const std::string& stuck_call) {
     const std::size_t before = heartbeats();
     EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
     const HttpReply status = httpGet(driver.agentBlockUrl() + "/v1/status");
-    EXPECT_EQ(status.status, 200) << agent.output();
+    ASSERT_EQ(status.status, 200) << agent.output();
+    const json stuck = json::parse(status.body).at("stuck_runners");
+    EXPECT_EQ(stuck.size(), 1u) << status.body;
+    EXPECT_EQ(stuck.value(runner, ""),
+              stuck_call + " did not return within 1000 ms (plugin_call_timeout_ms)")
+        << status.body;
     launch(process_task, "process", {{"shell", "true"}});
     EXPECT_TRUE(driver.waitForStatus(process_task, proto::TaskState::kFinished, 10s))
         << agent.output();
@@ -498,7 +505,7 @@ TEST_F(StuckRunnerTest, LaunchThatNeverReturnsFailsItsTasksAndTheAgentKeepsServi
       << refused->reason;
   EXPECT_TRUE(contains(agent->output(), "task runner 'hang-launch' is stuck")) << agent->output();
 
-  expectServing(*agent, 5);
+  expectServing(*agent, 5, "hang-launch", "launch() of task 2");
   expectStopsWithoutTheStuckCall(*agent);
 }
 
@@ -530,7 +537,7 @@ TEST_F(StuckRunnerTest, KillThatNeverReturnsReportsTheTaskLostAndTheAgentKeepsSe
   launch(3, "hang-kill", json::object());
   EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFailed, 5s)) << agent->output();
 
-  expectServing(*agent, 4);
+  expectServing(*agent, 4, "hang-kill", "kill() of task 1");
   expectStopsWithoutTheStuckCall(*agent);
 }
 
