@@ -507,6 +507,19 @@ int AgentApplication::runAgent(AgentConfig config) {
   loop.post([&backend] { backend.start(); });
   int code = loop.run(toInt(agent::ExitCode::kInternalError));
   link.close();
+  if (auto stuck = runtime->stopRunners(Millis(config.stop_grace_ms)); !stuck.empty()) {
+    // A runner is still in a call (plugin_call_timeout_ms passed, or stop_grace_ms did):
+    // destroying it, or unloading its library, under the call is not safe.
+    log->error(
+        "task runner(s) '{}' did not return from a call (plugin_call_timeout_ms, then "
+        "stop_grace_ms {} ms); exiting without waiting for them",
+        fmt::join(stuck, "', '"), config.stop_grace_ms);
+    if (decommissioner) decommissioner->stopPass(Millis(config.stop_grace_ms));
+    block_server->stop();
+    log->info("dockhand exiting with code {}", code);
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  }
   if (decommissioner && !decommissioner->stopPass(Millis(config.stop_grace_ms))) {
     // A migration plugin ignored cancel() and is still in migrate(): destroying it (or the
     // store it reads) under the call is not safe, so the process ends without destructors.

@@ -79,7 +79,8 @@ AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
         guard_->onStatus(event);  // a terminal status gives the task's addresses back
         on_status(std::move(event));
       },
-      config.work_dir, config.executor_id, std::move(runners));
+      config.work_dir, config.executor_id, std::move(runners),
+      std::chrono::milliseconds(config.plugin_call_timeout_ms));
   guard_ = std::make_unique<ResourceGuard>(*executor_);
 }
 
@@ -120,7 +121,8 @@ nlohmann::json AgentRuntime::statusJson() const {
   }
   return {{"resources", resourceStatusJson(found_, amount_per_task_, guard_->ledger(), described_)},
           {"discovery", std::move(discovery)},
-          {"plugins", pluginReport(plugins_)}};
+          {"plugins", pluginReport(plugins_)},
+          {"stuck_runners", executor_->stuckRunners()}};
 }
 
 AgentRuntime::~AgentRuntime() {

@@ -34,6 +34,10 @@ class AgentRuntime {
 
   // The executor the Backend drives: the plugin executor behind the resource checks.
   Executor& executor() { return *guard_; }
+  // See PluginExecutor::stopRunners: the task runners a call of which did not return.
+  std::vector<std::string> stopRunners(std::chrono::milliseconds grace) {
+    return executor_->stopRunners(grace);
+  }
   // Every plugin asked for, loaded or not (status output).
   const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <future>
 #include <system_error>
 
 #include <spdlog/spdlog.h>
@@ -135,24 +136,39 @@ std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int
 
 PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
                                std::filesystem::path work_dir, std::string executor_id,
-                               std::map<std::string, TaskRunnerFactory> runners)
+                               std::map<std::string, TaskRunnerFactory> runners,
+                               Millis call_timeout)
     : events_(events),
       work_dir_(std::move(work_dir)),
       executor_id_(std::move(executor_id)),
       registry_(std::make_shared<Registry>()),
       live_(std::make_shared<Live>()),
+      call_timeout_(call_timeout),
       io_(std::make_unique<IoPool>(2)) {
   registry_->on_status = std::move(on_status);
   for (auto& [name, factory] : runners) {
-    runners_.emplace(name, factory([this](std::uint64_t task_id, std::int32_t state,
-                                          std::string_view detail_json) {
-                       onRunnerStatus(task_id, state, detail_json);
-                     }));
+    auto runner = std::make_unique<Runner>();
+    runner->plugin =
+        factory([this](std::uint64_t task_id, std::int32_t state, std::string_view detail_json) {
+          onRunnerStatus(task_id, state, detail_json);
+        });
+    runner->calls = std::make_unique<RunnerCalls>(
+        name, call_timeout_,
+        [events = &events_, registry = registry_, live = live_, name = name,
+         timeout = call_timeout_](RunnerCalls::CallInfo stuck,
+                                  std::vector<RunnerCalls::CallInfo> dropped) {
+          // The watchdog's thread: the rest happens on the core thread.
+          events->post([registry, live, name, timeout, stuck = std::move(stuck),
+                        dropped = std::move(dropped)]() mutable {
+            onRunnerStuck(*registry, *live, name, timeout, std::move(stuck), std::move(dropped));
+          });
+        });
+    runners_.emplace(name, std::move(runner));
     runner_list_ += (runner_list_.empty() ? "" : ", ") + name;
   }
 }
 
-PluginExecutor::~PluginExecutor() { destroyRunners(); }
+PluginExecutor::~PluginExecutor() { destroyRunners(SteadyClock::now() + call_timeout_); }
 
 void PluginExecutor::attachBlockStore(BlockStore& store, std::string block_url) {
   block_store_ = &store;
@@ -197,6 +213,17 @@ std::vector<std::string> PluginExecutor::runnerNames() const {
   return names;
 }
 
+std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
+  std::map<std::string, std::string> stuck;
+  for (const auto& [name, runner] : runners_) {
+    std::string call = runner->calls->stuckCall();
+    if (call.empty()) continue;
+    stuck[name] = call + " did not return within " + std::to_string(call_timeout_.count()) +
+                  " ms (plugin_call_timeout_ms)";
+  }
+  return stuck;
+}
+
 Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
                               const std::filesystem::path& task_dir) const {
   Json env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
@@ -226,6 +253,14 @@ Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
               {"env", std::move(env)}};
 }
 
+std::string PluginExecutor::stuckReason(const Runner& runner) const {
+  std::string call = runner.calls->stuckCall();
+  if (call.empty()) return "task runner '" + runner.calls->name() + "' is stopping";
+  return "task runner '" + runner.calls->name() + "' is stuck: " + call +
+         " did not return within " + std::to_string(call_timeout_.count()) +
+         " ms (plugin_call_timeout_ms); restart the agent to use it again";
+}
+
 std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
   auto runner_it = runners_.find(task.runner);
   if (runner_it == runners_.end()) {
@@ -233,37 +268,101 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
            "' (loaded runners: " + (runner_list_.empty() ? std::string("none") : runner_list_) +
            ")";
   }
+  Runner* runner = runner_it->second.get();
+  if (runner->calls->stuck()) return stuckReason(*runner);
   if (registry_->tasks.count(task.task_id) || registry_->fetching.count(task.task_id)) {
     return "task " + std::to_string(task.task_id) + " is already running";
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
   if (auto error = makeTaskDir(task_dir)) return error;
-  const std::string task_json =
+  std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {
     // Before the call: the runner may report the task ended before launch() returns.
     std::lock_guard lock(live_->mutex);
     live_->tasks.insert(task.task_id);
   }
-  TaskRunnerPlugin* runner = runner_it->second.get();
   if (!task.inputs.empty()) {
-    startFetch(task, runner, task_json, task_dir / "input");
+    startFetch(task, runner, std::move(task_json), task_dir / "input");
     return std::nullopt;
   }
-  PluginResult result = runner->launch(task_json);
-  if (!result.ok()) {
+  if (!submitLaunch(events_, registry_, live_, runner, task.task_id, std::move(task_json))) {
     {
       std::lock_guard lock(live_->mutex);
       live_->tasks.erase(task.task_id);
     }
     live_->ended.notify_all();
-    return runner->name() + ": " + result.error;
+    return stuckReason(*runner);
   }
-  registry_->tasks[task.task_id] = runner;
   return std::nullopt;
 }
 
-void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunnerPlugin* runner,
+bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
+                                  const std::shared_ptr<Live>& live, Runner* runner,
+                                  std::uint64_t task_id, std::string task_json) {
+  // Registered before the call runs: a kill queues behind the launch, and the runner's reports
+  // find the task.
+  registry->tasks[task_id] = runner;
+  bool queued = runner->calls->submit(
+      {"launch", task_id,
+       [events = &events, registry, live, runner, task_id, task_json = std::move(task_json)] {
+         PluginResult result = runner->plugin->launch(task_json);
+         if (result.ok()) return;
+         std::string reason = runner->plugin->name() + ": " + result.error;
+         events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
+           log().warn("task {} could not start: {}", task_id, reason);
+           endTask(*registry, *live, task_id, protocol::TaskState::kFailed, std::move(reason));
+         });
+       }});
+  if (!queued) registry->tasks.erase(task_id);
+  return queued;
+}
+
+void PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_id,
+                             protocol::TaskState state, std::string reason) {
+  if (registry.tasks.count(task_id) == 0) return;  // it ended meanwhile, or was never here
+  bool was_live;
+  {
+    std::lock_guard lock(live.mutex);
+    was_live = live.tasks.erase(task_id) > 0;
+  }
+  // Not live: the runner reported it ended, and that status is on its way here.
+  if (!was_live) return;
+  live.ended.notify_all();
+  registry.tasks.erase(task_id);
+  TaskStatusEvent event;
+  event.task_id = task_id;
+  event.state = state;
+  event.reason = std::move(reason);
+  if (registry.on_status) registry.on_status(std::move(event));
+}
+
+void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::string& name,
+                                   Millis timeout, RunnerCalls::CallInfo stuck,
+                                   std::vector<RunnerCalls::CallInfo> dropped) {
+  const std::string what = stuck.hook + "() of task " + std::to_string(stuck.task_id) +
+                           " did not return within " + std::to_string(timeout.count()) +
+                           " ms (plugin_call_timeout_ms)";
+  log().error(
+      "task runner '{}' is stuck: {}; the call is abandoned, {} queued call(s) dropped, and "
+      "later calls to it fail at once until the agent restarts",
+      name, what, dropped.size());
+  auto end = [&](const RunnerCalls::CallInfo& call, const std::string& reason) {
+    if (call.hook == "launch") {
+      endTask(registry, live, call.task_id, protocol::TaskState::kFailed, reason);
+    } else if (call.hook == "kill") {
+      endTask(registry, live, call.task_id, protocol::TaskState::kLost,
+              reason + "; the task could not be killed and its state is unknown");
+    }
+  };
+  end(stuck, "task runner '" + name + "': " + what);
+  for (const auto& call : dropped) {
+    end(call, "task runner '" + name + "' is stuck (" + what + "); " + call.hook +
+                  "() of this task was not made");
+  }
+}
+
+void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* runner,
                                 std::string task_json, const std::filesystem::path& input_dir) {
   auto fetch = std::make_shared<Fetch>();
   fetch->runner = runner;
@@ -271,7 +370,8 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunne
   registry_->fetching[task.task_id] = fetch;
   log().debug("task {}: fetching {} input block(s)", task.task_id, task.inputs.size());
   io_->submit([events = &events_, registry = registry_, live = live_, fetch, inputs = task.inputs,
-               input_dir, task_id = task.task_id, signer = signer_, tls = tls_] {
+               input_dir, task_id = task.task_id, signer = signer_, tls = tls_,
+               stuck_reason = [this, runner] { return stuckReason(*runner); }] {
     std::string error;
     for (const auto& input : inputs) {
       if (fetch->cancelled) break;
@@ -295,16 +395,15 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunne
       }
       live->ended.notify_all();
     }
-    events->post([registry, live, fetch, task_id, error, failed] {
+    events->post([events, registry, live, fetch, task_id, error, failed, stuck_reason] {
       auto it = registry->fetching.find(task_id);
       if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
       registry->fetching.erase(it);
       TaskStatusEvent event;
       event.task_id = task_id;
       if (!failed) {
-        PluginResult result = fetch->runner->launch(fetch->task_json);
-        if (result.ok()) {
-          registry->tasks[task_id] = fetch->runner;
+        if (submitLaunch(*events, registry, live, fetch->runner, task_id,
+                         std::move(fetch->task_json))) {
           return;
         }
         {
@@ -313,7 +412,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, TaskRunne
         }
         live->ended.notify_all();
         event.state = protocol::TaskState::kFailed;
-        event.reason = fetch->runner->name() + ": " + result.error;
+        event.reason = stuck_reason();
       } else if (fetch->cancelled) {
         event.state = protocol::TaskState::kKilled;
         event.reason = fetch->kill_reason;
@@ -334,20 +433,50 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
   }
   auto it = registry_->tasks.find(task_id);
   if (it == registry_->tasks.end()) return false;
-  PluginResult result = it->second->kill(task_id, interrupt, reason);
-  if (result.ok()) return true;
-  if (result.status != DH_NOT_FOUND) {
-    log().warn("task {}: runner {} could not kill it: {}", task_id, it->second->name(),
-               result.error);
+  Runner* runner = it->second;
+  bool queued =
+      runner->calls->submit({"kill", task_id, [runner, task_id, interrupt, reason] {
+                               PluginResult result =
+                                   runner->plugin->kill(task_id, interrupt, reason);
+                               if (!result.ok() && result.status != DH_NOT_FOUND) {
+                                 log().warn("task {}: runner {} could not kill it: {}", task_id,
+                                            runner->plugin->name(), result.error);
+                               }
+                               // DH_NOT_FOUND: it ended meanwhile; its terminal
+                               // status is on its way to the core thread.
+                             }});
+  if (!queued) {
+    // Reported from a closure of its own: the caller (the Backend) is in the middle of an event.
+    std::string why =
+        stuckReason(*runner) + "; the task could not be killed and its state is unknown";
+    log().error("task {}: {}", task_id, why);
+    events_.post([registry = registry_, live = live_, task_id, why = std::move(why)]() mutable {
+      endTask(*registry, *live, task_id, protocol::TaskState::kLost, std::move(why));
+    });
   }
-  // Ended meanwhile: its terminal status is on its way to the core thread.
-  return result.status != DH_NOT_FOUND;
+  return true;
 }
 
 std::optional<Json> PluginExecutor::threadDump(std::uint64_t task_id) {
   auto it = registry_->tasks.find(task_id);
   if (it == registry_->tasks.end()) return std::nullopt;
-  PluginResult result = it->second->threadDump(task_id);
+  Runner* runner = it->second;
+  auto answer = std::make_shared<std::promise<PluginResult>>();
+  std::future<PluginResult> future = answer->get_future();
+  if (!runner->calls->submit({"thread_dump", task_id, [runner, task_id, answer] {
+                                answer->set_value(runner->plugin->threadDump(task_id));
+                              }})) {
+    return Json{{"task_id", task_id}, {"error", stuckReason(*runner)}};
+  }
+  // The core thread waits here, bounded: a dump is asked for by hand, rarely.
+  if (future.wait_for(call_timeout_) != std::future_status::ready) {
+    return Json{
+        {"task_id", task_id},
+        {"error", "task runner '" + runner->calls->name() +
+                      "': thread_dump() did not return within " +
+                      std::to_string(call_timeout_.count()) + " ms (plugin_call_timeout_ms)"}};
+  }
+  PluginResult result = future.get();
   if (!result.ok()) {
     if (result.status == DH_NOT_FOUND) return std::nullopt;
     return Json{{"task_id", task_id}, {"error", result.error}};
@@ -360,8 +489,32 @@ std::optional<Json> PluginExecutor::threadDump(std::uint64_t task_id) {
 }
 
 void PluginExecutor::stopAll(Millis grace) {
+  const TimePoint deadline = SteadyClock::now() + grace;
+  std::vector<std::pair<std::uint64_t, std::string>> unkillable;
   for (const auto& [task_id, runner] : registry_->tasks) {
-    runner->kill(task_id, /*interrupt=*/false, "executor stopping");
+    const bool queued = runner->calls->submit(
+        {"kill", task_id, [runner = runner, task_id = task_id] {
+           runner->plugin->kill(task_id, /*interrupt=*/false, "executor stopping");
+         }});
+    if (!queued) unkillable.emplace_back(task_id, stuckReason(*runner));
+  }
+  for (auto& [task_id, why] : unkillable) {
+    // Not waited for. Reported LOST unless the runner reported it ended already (then that
+    // status is on its way); the runner's reports for it are ignored from now on.
+    bool was_live;
+    {
+      std::lock_guard lock(live_->mutex);
+      was_live = live_->tasks.erase(task_id) > 0;
+    }
+    if (!was_live) continue;
+    TaskStatusEvent event;
+    event.task_id = task_id;
+    event.state = protocol::TaskState::kLost;
+    event.reason = why + "; the task could not be stopped and its state is unknown";
+    log().error("task {}: {}", task_id, event.reason);
+    events_.post([registry = registry_, event = std::move(event)]() mutable {
+      if (registry->on_status) registry->on_status(std::move(event));
+    });
   }
   for (auto& [task_id, fetch] : registry_->fetching) {
     fetch->kill_reason = "executor stopping";
@@ -369,15 +522,32 @@ void PluginExecutor::stopAll(Millis grace) {
   }
   {
     std::unique_lock lock(live_->mutex);
-    live_->ended.wait_for(lock, grace,
-                          [&] { return live_->tasks.empty() && live_->ingesting.empty(); });
+    live_->ended.wait_until(lock, deadline,
+                            [&] { return live_->tasks.empty() && live_->ingesting.empty(); });
   }
-  destroyRunners();
+  destroyRunners(deadline);
 }
 
-void PluginExecutor::destroyRunners() {
+std::vector<std::string> PluginExecutor::stopRunners(Millis grace) {
+  destroyRunners(SteadyClock::now() + grace);
+  return left_behind_;
+}
+
+void PluginExecutor::destroyRunners(TimePoint deadline) {
   if (runners_.empty()) return;
-  runners_.clear();  // destroy(): kills what is left; no report follows
+  for (auto& [name, runner] : runners_) {
+    if (runner->calls->stop(deadline)) {
+      runner->plugin.reset();  // destroy(): kills what is left; no report follows
+      continue;
+    }
+    // A call is still running in the plugin: it is not destroyed under it. What the call
+    // uses stays (leaked); the agent ends the process without waiting for it.
+    log().error("task runner '{}' did not return from {}; it is left behind, not destroyed", name,
+                runner->calls->stuck() ? runner->calls->stuckCall() : std::string("a call"));
+    left_behind_.push_back(name);
+    (void)runner.release();
+  }
+  runners_.clear();
   registry_->tasks.clear();
   std::unordered_set<std::uint64_t> left;
   for (const auto& [task_id, fetch] : registry_->fetching) left.insert(task_id);

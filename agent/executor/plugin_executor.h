@@ -19,10 +19,22 @@
 // their block ids) on an I/O thread; the FINISHED event then carries them, or the task is
 // FAILED when an output is not a valid block id.
 //
-// Threads: launch/kill/threadDump/stopAll run on the core thread. Runners report from their
-// own threads; each report is turned into a TaskStatusEvent there and posted to the core
-// thread, where the task registry (task -> runner) is updated and `on_status` is called. The
-// only state shared across threads is the set of live tasks that stopAll() waits on.
+// Threads: launch/kill/threadDump/stopAll are called on the core thread, which keeps the task
+// registry (task -> runner). The runner's hooks do not run there: each runner has a call
+// thread (RunnerCalls) that runs its launch/kill/thread_dump calls in order, each bounded by
+// `call_timeout` (plugin_call_timeout_ms). A launch the runner refuses is reported as a FAILED
+// status. Runners report from their own threads; each report is turned into a TaskStatusEvent
+// there and posted to the core thread, where the registry is updated and `on_status` is
+// called. The only state shared across threads is the set of live tasks that stopAll() waits
+// on. threadDump() waits for its answer on the core thread, at most `call_timeout`.
+//
+// A runner call that overruns `call_timeout` makes the runner stuck for the rest of the
+// agent's life: the task of a stuck launch (and of each launch queued behind it) is reported
+// FAILED, the task of a stuck or dropped kill LOST, both with a reason naming the runner and
+// the call; later launches are refused at once, a kill of one of its tasks reports it LOST,
+// a thread dump answers an error. Its other tasks still report as they end. At exit a stuck
+// runner is not destroyed (it is in a call): stopRunners() names it, and the agent ends the
+// process without waiting for it.
 //
 // Lifetime: the EventSink must outlive the executor (runner threads post until the runners
 // are destroyed, in stopAll() or the destructor). Posted closures hold the registry by
@@ -49,6 +61,7 @@
 #include "blocks/io_pool.h"
 #include "core/ports.h"
 #include "dockhand/protocol/auth.h"
+#include "executor/runner_calls.h"
 #include "plugins/task_runner_plugin.h"
 
 namespace dockhand::agent {
@@ -59,7 +72,8 @@ class PluginExecutor final : public Executor {
 
   // Creates every runner (throws PluginLoadError when one cannot be created).
   PluginExecutor(EventSink& events, StatusHandler on_status, std::filesystem::path work_dir,
-                 std::string executor_id, std::map<std::string, TaskRunnerFactory> runners);
+                 std::string executor_id, std::map<std::string, TaskRunnerFactory> runners,
+                 Millis call_timeout = Millis(60000));
   ~PluginExecutor() override;
 
   // Makes FINISHED tasks' outputs blocks of `store`, advertised at <block_url>/blocks/<id>.
@@ -77,6 +91,15 @@ class PluginExecutor final : public Executor {
   std::optional<Json> threadDump(std::uint64_t task_id) override;
   void stopAll(Millis grace) override;
 
+  // Stops the runners' call threads and destroys the runners (once; stopAll() does it too),
+  // waiting at most `grace` for calls in progress. Returns the runners left behind because a
+  // call of theirs did not return (they are not destroyed; end the process without waiting).
+  std::vector<std::string> stopRunners(Millis grace);
+
+  // Core thread: each stuck runner and the call it is stuck in, as "launch() of task 7 did
+  // not return within N ms (plugin_call_timeout_ms)" (for the status output).
+  std::map<std::string, std::string> stuckRunners() const;
+
   // Core thread: the number of tasks launched and not yet reported ended.
   std::size_t runningTasks() const { return registry_->tasks.size(); }
   // The names of the runners, sorted.
@@ -88,14 +111,19 @@ class PluginExecutor final : public Executor {
  private:
   // Core-thread state, shared with the closures posted to the core thread.
   // A task whose inputs are being fetched: the runner gets it once they are all here.
+  // A runner and the thread its calls run on.
+  struct Runner {
+    std::unique_ptr<TaskRunnerPlugin> plugin;
+    std::unique_ptr<RunnerCalls> calls;
+  };
   struct Fetch {
-    TaskRunnerPlugin* runner = nullptr;
+    Runner* runner = nullptr;
     std::string task_json;
     std::atomic<bool> cancelled{false};
     std::string kill_reason;  // core thread
   };
   struct Registry {
-    std::unordered_map<std::uint64_t, TaskRunnerPlugin*> tasks;
+    std::unordered_map<std::uint64_t, Runner*> tasks;
     std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
     StatusHandler on_status;
   };
@@ -108,9 +136,23 @@ class PluginExecutor final : public Executor {
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
-  void startFetch(const protocol::TaskDescription& task, TaskRunnerPlugin* runner,
-                  std::string task_json, const std::filesystem::path& input_dir);
-  void destroyRunners();
+  void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,
+                  const std::filesystem::path& input_dir);
+  // Core thread: registers the task with `runner` and queues its launch; false when the
+  // runner is stuck (the task is not registered then).
+  static bool submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
+                           const std::shared_ptr<Live>& live, Runner* runner, std::uint64_t task_id,
+                           std::string task_json);
+  // Core thread: reports the task ended with `state` unless it has already ended (or its
+  // runner reported it ended: that status is on its way).
+  static void endTask(Registry& registry, Live& live, std::uint64_t task_id,
+                      protocol::TaskState state, std::string reason);
+  // Core thread: what happens when `runner`'s call overran (see the header comment).
+  static void onRunnerStuck(Registry& registry, Live& live, const std::string& name, Millis timeout,
+                            RunnerCalls::CallInfo stuck,
+                            std::vector<RunnerCalls::CallInfo> dropped);
+  std::string stuckReason(const Runner& runner) const;
+  void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
   // Creates a task's directory, output/ and input/ (see launch()); why not, or nullopt.
   std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir);
@@ -120,7 +162,9 @@ class PluginExecutor final : public Executor {
   std::string executor_id_;
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<Live> live_;
-  std::map<std::string, std::unique_ptr<TaskRunnerPlugin>> runners_;
+  std::map<std::string, std::unique_ptr<Runner>> runners_;
+  std::vector<std::string> left_behind_;  // runners not destroyed: a call did not return
+  Millis call_timeout_;
   std::string runner_list_;       // "process, x" for messages
   bool tasks_dir_ready_ = false;  // <work_dir>/tasks exists with mode 0711
   BlockStore* block_store_ = nullptr;

@@ -1,7 +1,7 @@
 // TaskRunnerPlugin: a task-runner plugin instance as a C++ object.
 //
 // Every method calls the plugin's hook and, on failure, reads last_error() on the same
-// thread. Call it from the agent's core thread (the hooks must not block). Status reports
+// thread. The executor calls it from the runner's call thread (RunnerCalls). Status reports
 // arrive on the plugin's own threads through the TaskStatusCallback given at creation.
 #pragma once
 

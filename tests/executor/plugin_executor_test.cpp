@@ -166,17 +166,33 @@ TEST_F(PluginExecutorTest, UnknownRunnerIsRefused) {
   EXPECT_EQ(executor_->runningTasks(), 0u);
 }
 
-TEST_F(PluginExecutorTest, RunnerRefusalIsReturnedAndNoStatusFollows) {
+TEST_F(PluginExecutorTest, RunnerRefusalIsReportedFailedOnTheCoreThread) {
+  // launch() runs on the runner's call thread, so a refusal comes back as a FAILED status.
   protocol::TaskDescription task;
   task.task_id = 1;
   task.payload = Json{{"command", {"dockhand-no-such-command"}}};
-  EXPECT_EQ(executor_->launch(task),
+  EXPECT_FALSE(executor_->launch(task));
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kFailed);
+  EXPECT_EQ(end->reason,
             "process: cannot start 'dockhand-no-such-command': No such file or directory");
   EXPECT_EQ(executor_->runningTasks(), 0u);
-  // A later task's events arrive; none for task 1.
   ASSERT_FALSE(executor_->launch(shellTask(2, "true")));
   ASSERT_TRUE(terminal(2));
-  for (const auto& e : events_) EXPECT_NE(e.task_id, 1u);
+  std::size_t task1_events = 0;
+  for (const auto& e : events_) task1_events += e.task_id == 1u;
+  EXPECT_EQ(task1_events, 1u) << "exactly one status for the refused task";
+}
+
+TEST_F(PluginExecutorTest, KillRightAfterLaunchRunsAfterIt) {
+  // Both go to the runner's call thread in order: the kill finds the task started.
+  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100")));
+  EXPECT_TRUE(executor_->kill(1, false, "changed my mind"));
+  auto end = terminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kKilled);
+  EXPECT_EQ(end->reason, "changed my mind");
 }
 
 TEST_F(PluginExecutorTest, KillAndThreadDumpRouteToTheRunner) {

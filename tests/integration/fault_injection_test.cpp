@@ -418,5 +418,128 @@ TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExit
       << agent.output();
 }
 
+// An agent with the process runner and the fixture runner at `runner_path`, its runner calls
+// bounded by 1000 ms and its exit by stop_grace_ms 1000.
+class StuckRunnerTest : public FaultInjectionTest {
+ protected:
+  std::unique_ptr<ChildProcess> startAgentWith(const char* runner_path) {
+    const auto config =
+        writeJson("agent.json", {{"plugins", {{{"name", "process"}}, {{"path", runner_path}}}},
+                                 {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                                 {"plugin_call_timeout_ms", 1000},
+                                 {"stop_grace_ms", 1000}});
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
+                                 driver.url(), "--executor-id", "r1", "--app-id", "faults",
+                                 "--cores", "4", "--hostname", "127.0.0.1", "--work-dir",
+                                 (dir.path() / "work").string()},
+        (dir.path() / "agent.log").string());
+  }
+  void launch(std::uint64_t id, const std::string& runner, const json& payload) {
+    proto::LaunchTask message;
+    message.task.task_id = id;
+    message.task.name = "task " + std::to_string(id);
+    message.task.runner = runner;
+    message.task.payload = payload;
+    driver.send(proto::makeMessage(message));
+  }
+  std::size_t heartbeats() const {
+    std::size_t n = 0;
+    for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
+    return n;
+  }
+  // The agent still serves: heartbeats come, /v1/status answers, a process task runs.
+  // It names the stuck runner and call there.
+  void expectServing(ChildProcess& agent, std::uint64_t process_task, const std::string& runner,
+                     const std::string& stuck_call) {
+    const std::size_t before = heartbeats();
+    EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
+    const HttpReply status = httpGet(driver.agentBlockUrl() + "/v1/status");
+    ASSERT_EQ(status.status, 200) << agent.output();
+    const json stuck = json::parse(status.body).at("stuck_runners");
+    EXPECT_EQ(stuck.size(), 1u) << status.body;
+    EXPECT_EQ(stuck.value(runner, ""),
+              stuck_call + " did not return within 1000 ms (plugin_call_timeout_ms)")
+        << status.body;
+    launch(process_task, "process", {{"shell", "true"}});
+    EXPECT_TRUE(driver.waitForStatus(process_task, proto::TaskState::kFinished, 10s))
+        << agent.output();
+  }
+  // SIGTERM: the agent exits with its usual code without waiting for the stuck call.
+  void expectStopsWithoutTheStuckCall(ChildProcess& agent) {
+    agent.signal(SIGTERM);
+    EXPECT_EQ(agent.waitExit(15s), 0) << agent.output();
+    EXPECT_TRUE(contains(agent.output(), "did not return from a call")) << agent.output();
+    EXPECT_TRUE(contains(agent.output(), "exiting without waiting for them")) << agent.output();
+  }
+
+  FakeDriver driver;  // heartbeats every 200 ms
+};
+
+TEST_F(StuckRunnerTest, LaunchThatNeverReturnsFailsItsTasksAndTheAgentKeepsServing) {
+  auto agent = startAgentWith(DOCKHAND_HANG_LAUNCH);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "hang-launch", {{"value", 1}});
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
+  launch(2, "hang-launch", {{"hang", true}});
+  launch(3, "hang-launch", {{"value", 3}});  // queued behind the stuck launch
+  ASSERT_TRUE(waitUntil([&] { return contains(agent->output(), "it will never return"); }, 10s))
+      << agent->output();
+
+  auto stuck = driver.waitForStatus(2, proto::TaskState::kFailed, 10s);
+  ASSERT_TRUE(stuck) << agent->output();
+  EXPECT_EQ(stuck->reason,
+            "task runner 'hang-launch': launch() of task 2 did not return within 1000 ms "
+            "(plugin_call_timeout_ms)");
+  auto dropped = driver.waitForStatus(3, proto::TaskState::kFailed, 5s);
+  ASSERT_TRUE(dropped) << agent->output();
+  EXPECT_TRUE(contains(dropped->reason, "task runner 'hang-launch' is stuck (launch() of task 2"))
+      << dropped->reason;
+  EXPECT_TRUE(contains(dropped->reason, "launch() of this task was not made")) << dropped->reason;
+  // Later launches to the stuck runner fail at once, naming the call it is stuck in.
+  launch(4, "hang-launch", {{"value", 4}});
+  auto refused = driver.waitForStatus(4, proto::TaskState::kFailed, 5s);
+  ASSERT_TRUE(refused) << agent->output();
+  EXPECT_TRUE(contains(refused->reason,
+                       "task runner 'hang-launch' is stuck: launch() of task 2 did not return"))
+      << refused->reason;
+  EXPECT_TRUE(contains(agent->output(), "task runner 'hang-launch' is stuck")) << agent->output();
+
+  expectServing(*agent, 5, "hang-launch", "launch() of task 2");
+  expectStopsWithoutTheStuckCall(*agent);
+}
+
+TEST_F(StuckRunnerTest, KillThatNeverReturnsReportsTheTaskLostAndTheAgentKeepsServing) {
+  auto agent = startAgentWith(DOCKHAND_HANG_KILL);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "hang-kill", json::object());
+  launch(2, "hang-kill", json::object());
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(2, proto::TaskState::kRunning)) << agent->output();
+  proto::KillTask kill;
+  kill.task_id = 1;
+  kill.reason = "no longer needed";
+  driver.send(proto::makeMessage(kill));
+
+  auto lost = driver.waitForStatus(1, proto::TaskState::kLost, 10s);
+  ASSERT_TRUE(lost) << agent->output();
+  EXPECT_EQ(lost->reason,
+            "task runner 'hang-kill': kill() of task 1 did not return within 1000 ms "
+            "(plugin_call_timeout_ms); the task could not be killed and its state is unknown");
+  // A kill of its other task fails at once: LOST, naming the stuck call.
+  kill.task_id = 2;
+  driver.send(proto::makeMessage(kill));
+  auto second = driver.waitForStatus(2, proto::TaskState::kLost, 5s);
+  ASSERT_TRUE(second) << agent->output();
+  EXPECT_TRUE(
+      contains(second->reason, "task runner 'hang-kill' is stuck: kill() of task 1 did not return"))
+      << second->reason;
+  launch(3, "hang-kill", json::object());
+  EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFailed, 5s)) << agent->output();
+
+  expectServing(*agent, 4, "hang-kill", "kill() of task 1");
+  expectStopsWithoutTheStuckCall(*agent);
+}
+
 }  // namespace
 }  // namespace dockhand::testing

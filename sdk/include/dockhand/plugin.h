@@ -48,13 +48,16 @@
  *
  * THREADING
  *   Written per hook below. In short: create/destroy and discovery run on the agent's
- *   start-up/shutdown thread; task-runner hooks run on the agent's core thread and must not
- *   block (return in well under a millisecond: spawn, then report later); migration runs on
- *   a migration thread and may block. Host callbacks may be called from any thread.
- *   The host measures every core-thread hook (launch, kill, thread_dump, task_stats,
- *   allocate, release) and logs a warning naming the plugin and the hook when one takes
- *   longer than its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow
- *   hook delays every other task's launch and every status update.
+ *   start-up/shutdown thread; task-runner hooks run one at a time, in order, on a call
+ *   thread the agent keeps for the runner, and must not block (return in well under a
+ *   millisecond: spawn, then report later); discovery's allocate/release run on the agent's
+ *   core thread and must not block either; migration runs on a migration thread and may
+ *   block. Host callbacks may be called from any thread.
+ *   The host measures every such hook (launch, kill, thread_dump, task_stats, allocate,
+ *   release) and logs a warning naming the plugin and the hook when one takes longer than
+ *   its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow runner hook
+ *   delays every other call to that runner. A runner hook that takes longer than
+ *   `plugin_call_timeout_ms` is abandoned and the runner is not called again.
  */
 #ifndef DOCKHAND_PLUGIN_H
 #define DOCKHAND_PLUGIN_H
@@ -199,23 +202,24 @@ typedef struct dh_task_runner_vtable {
    * {"task_id": 7, "attempt": 0, "name": "...", "partition": 3, "cpus": 1,
    *  "resources": {"gpu": ["0"]}, "properties": {...}, "payload": <runner-specific JSON>,
    *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...}}
-   * Core thread; must not block: start the work and return. On DH_OK the plugin owns the
+   * Runner call thread; must not block: start the work and return. On DH_OK the plugin owns the
    * task and reports its states through dh_host.task_status. On an error the host reports
    * the task FAILED with last_error() and the plugin reports nothing for it. */
   dh_status (*launch)(dh_plugin* self, const char* task_json);
 
   /* REQUIRED. Stops a task: gracefully, or at once when `interrupt` is non-zero. The plugin
    * then reports KILLED (or the terminal state the task reached first). DH_NOT_FOUND when
-   * the task is unknown or already ended. Core thread; must not block. */
+   * the task is unknown or already ended. Runner call thread; must not block. */
   dh_status (*kill)(dh_plugin* self, uint64_t task_id, int32_t interrupt, const char* reason);
 
   /* Optional. What a task is doing now: *out_json = {"task_id": 7, "processes": [...]}.
-   * DH_NOT_FOUND when the task is unknown. Core thread; must not block long. */
+   * DH_NOT_FOUND when the task is unknown. Runner call thread; must not block long. */
   dh_status (*thread_dump)(dh_plugin* self, uint64_t task_id, const char** out_json);
 
   /* Since 1.1, optional. What a running task uses now, for metrics:
    * *out_json = {"task_id": 7, "cpu_time_ms": N, "rss_bytes": N} (fields the runner cannot
-   * tell are left out). DH_NOT_FOUND when the task is unknown. Core thread; must not block. */
+   * tell are left out). DH_NOT_FOUND when the task is unknown. Not called by the agent
+   * yet; `dockhand plugins` lists it. Must not block. */
   dh_status (*task_stats)(dh_plugin* self, uint64_t task_id, const char** out_json);
 } dh_task_runner_vtable;
 
