@@ -321,9 +321,9 @@ TEST_F(FaultInjectionTest, ManyShortTasksThroughOneAgentLoseNoStatusUpdate) {
                      {"log_level", "warn"}});
   auto driver =
       startDriver({"run", job.string(), "--local-agents", "1", "--cores", "64", "--agent-config",
-                   agent_config.string(), "--quiet", "--log-level", "info", "--timeout", "120"},
+                   agent_config.string(), "--quiet", "--log-level", "info", "--timeout", "600"},
                   {"TMPDIR=" + (dir.path() / "tmp").string()});
-  const auto code = driver->waitExit(150s);
+  const auto code = driver->waitExit(660s);
   const std::string out = driver->output();
   ASSERT_EQ(code, 0) << out.substr(0, 4000);
   const std::string total = std::to_string(n);
