@@ -285,20 +285,31 @@ class PeerMigration : public sdk::BlockMigration {
     return best;
   }
 
+  // Opens the block's file into `file` and sets `size`; false (with out.message) when it
+  // cannot be opened.
+  static bool openBlock(const BlockToMove& block, Socket& file, std::uint64_t& size,
+                        PutOutcome& out) {
+    int fd = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      out.message = errnoText("cannot open " + block.path);
+      return false;
+    }
+    file.reset(fd);
+    struct stat st {};
+    ::fstat(fd, &st);
+    size = static_cast<std::uint64_t>(st.st_size);
+    return true;
+  }
+
   PutOutcome put(const BlockToMove& block, const PeerTarget& peer) {
     PutOutcome out;
     Endpoint endpoint;
     parseUrl(peer.block_url, endpoint);
     if (endpoint.https) return putTls(block, peer, endpoint);
-    int file = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file < 0) {
-      out.message = errnoText("cannot open " + block.path);
-      return out;
-    }
-    Socket file_guard(file);
-    struct stat st {};
-    ::fstat(file, &st);
-    const auto size = static_cast<std::uint64_t>(st.st_size);
+    Socket file_guard;
+    std::uint64_t size = 0;
+    if (!openBlock(block, file_guard, size, out)) return out;
+    const int file = file_guard.fd();
 
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -371,15 +382,10 @@ class PeerMigration : public sdk::BlockMigration {
   // host name), the body copied in pieces under the bandwidth limit.
   PutOutcome putTls(const BlockToMove& block, const PeerTarget& peer, const Endpoint& endpoint) {
     PutOutcome out;
-    int file = ::open(block.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file < 0) {
-      out.message = errnoText("cannot open " + block.path);
-      return out;
-    }
-    Socket file_guard(file);
-    struct stat st {};
-    ::fstat(file, &st);
-    const auto size = static_cast<std::uint64_t>(st.st_size);
+    Socket file_guard;
+    std::uint64_t size = 0;
+    if (!openBlock(block, file_guard, size, out)) return out;
+    const int file = file_guard.fd();
     const std::string target = endpoint.prefix + "/blocks/" + block.id;
     try {
       Poco::Net::HTTPSClientSession session(
