@@ -249,8 +249,9 @@ struct ChildFailure {
 
 // The child runs on a small stack of its own, sharing the agent's memory until exec: no
 // sanitizer instrumentation there (AddressSanitizer would take the foreign stack for a stack
-// switch before each call that does not return, and warn).
-#define DOCKHAND_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
+// switch before each call that does not return, and warn; ThreadSanitizer would record the
+// child's accesses in the parent thread's state, which the child shares).
+#define DOCKHAND_CHILD_CODE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 [[noreturn]] DOCKHAND_CHILD_CODE void childFail(const ChildPlan& plan, ChildStep step, int index) {
   ChildFailure failure{step, index, errno};
