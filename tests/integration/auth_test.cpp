@@ -38,14 +38,8 @@ class AuthTest : public ::testing::Test {
 
   // `dockhand-driver serve` with `extra` options; waits for its port.
   std::unique_ptr<ChildProcess> startDriver(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {driverBinary(), "serve",       "--listen",
-                                     "127.0.0.1:0",  "--port-file", port_file_.string()};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
-    EXPECT_TRUE(
-        waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s))
-        << driver->output();
-    port_ = std::stoi(readFile(port_file_));
+    auto driver = startServingDriver(extra, port_file_, dir.path() / "driver.log", port_);
+    EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
 

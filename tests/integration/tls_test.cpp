@@ -62,14 +62,9 @@ class TlsTest : public ::testing::Test {
   // `dockhand-driver serve` with TLS from `tls` (a tls object); waits for its port.
   std::unique_ptr<ChildProcess> startDriver(const std::string& tls) {
     fs::path config = writeConfig("driver.json", tls);
-    auto driver = std::make_unique<ChildProcess>(
-        std::vector<std::string>{driverBinary(), "serve", "--listen", "127.0.0.1:0", "--port-file",
-                                 port_file_.string(), "--config", config.string()},
-        (dir.path() / "driver.log").string());
-    EXPECT_TRUE(
-        waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s))
-        << driver->output();
-    port_ = std::stoi(readFile(port_file_));
+    auto driver = startServingDriver({"--config", config.string()}, port_file_,
+                                     dir.path() / "driver.log", port_);
+    EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
 

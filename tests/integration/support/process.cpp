@@ -128,6 +128,20 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
 std::string agentBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand"; }
 std::string driverBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver"; }
 
+std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>& extra,
+                                                 const std::filesystem::path& port_file,
+                                                 const std::filesystem::path& log, int& port) {
+  std::vector<std::string> argv = {driverBinary(), "serve",       "--listen",
+                                   "127.0.0.1:0",  "--port-file", port_file.string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto driver = std::make_unique<ChildProcess>(argv, log.string());
+  const bool written =
+      waitUntil([&] { return std::filesystem::exists(port_file) && !readFile(port_file).empty(); },
+                std::chrono::seconds(10));
+  port = written ? std::stoi(readFile(port_file)) : 0;
+  return driver;
+}
+
 int unusedPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};

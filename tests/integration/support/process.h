@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,13 @@ void writeFile(const std::filesystem::path& path, const std::string& text);
 // Paths of the built programs.
 std::string agentBinary();
 std::string driverBinary();
+
+// Starts `dockhand-driver serve --listen 127.0.0.1:0 --port-file PORT_FILE EXTRA...` logging to
+// `log`, and waits up to 10 s for the port it writes there. `port` is that port, or 0 when
+// none came (the caller checks).
+std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>& extra,
+                                                 const std::filesystem::path& port_file,
+                                                 const std::filesystem::path& log, int& port);
 
 // A TCP port on 127.0.0.1 that nothing listens on right now.
 int unusedPort();
