@@ -1,6 +1,7 @@
 #include "process_runner.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
@@ -247,65 +248,113 @@ struct ChildFailure {
   int error;
 };
 
-// The child runs on a small stack of its own, sharing the agent's memory until exec: no
-// sanitizer instrumentation there (AddressSanitizer would take the foreign stack for a stack
-// switch before each call that does not return, and warn; ThreadSanitizer would record the
-// child's accesses in the parent thread's state, which the child shares).
+// The child runs on a small stack of its own, sharing the agent's memory (and the agent
+// thread's thread-local storage) until exec. So it calls no libc function a sanitizer
+// intercepts: an interceptor would update the runtime's state of the parent — ThreadSanitizer
+// took the child's sigaction() for the agent's own and its pid for a fork, and then reported
+// races and "threads after fork" in the agent. Every step is a raw system call, and the child
+// code is not instrumented either (AddressSanitizer would take the foreign stack for a stack
+// switch before each call that does not return).
 #define DOCKHAND_CHILD_CODE __attribute__((no_sanitize("address", "undefined", "thread")))
 
-[[noreturn]] DOCKHAND_CHILD_CODE void childFail(const ChildPlan& plan, ChildStep step, int index) {
-  ChildFailure failure{step, index, errno};
-  [[maybe_unused]] auto n = ::write(plan.report_fd, &failure, sizeof failure);
-  ::_exit(127);
+// The kernel's struct sigaction (not glibc's): all zero is SIG_DFL, no flags, nothing masked.
+struct KernelSigaction {
+  unsigned long handler;
+  unsigned long flags;
+  unsigned long restorer;
+  unsigned long mask;
+};
+constexpr long kKernelSigsetBytes = sizeof(unsigned long);
+
+// The system call's result: -errno on failure, as the kernel returns it. (glibc's syscall()
+// sets errno on failure, which here is the agent thread's: it waits until exec, and reads
+// errno after clone only when clone itself failed.)
+DOCKHAND_CHILD_CODE long rawCall(long rc) { return rc == -1 ? -errno : rc; }
+
+[[noreturn]] DOCKHAND_CHILD_CODE void childFail(const ChildPlan& plan, ChildStep step, int index,
+                                                long rc) {
+  ChildFailure failure{step, index, static_cast<int>(-rc)};
+  ::syscall(SYS_write, plan.report_fd, &failure, sizeof failure);
+  for (;;) ::syscall(SYS_exit_group, 127);
 }
 
-// Moves `fd` to `target`, leaving it open across exec.
-DOCKHAND_CHILD_CODE bool moveFd(int fd, int target) {
-  if (fd == target) return ::fcntl(fd, F_SETFD, 0) == 0;
-  return ::dup2(fd, target) == target;
+// Moves `fd` to `target`, leaving it open across exec. 0 or -errno.
+DOCKHAND_CHILD_CODE long moveFd(int fd, int target) {
+  if (fd == target) return rawCall(::syscall(SYS_fcntl, fd, F_SETFD, 0));
+  long rc = rawCall(::syscall(SYS_dup3, fd, target, 0));
+  return rc < 0 ? rc : 0;
 }
 
 [[noreturn]] DOCKHAND_CHILD_CODE void runChild(const ChildPlan& plan) {
-  if (::setpgid(0, 0) != 0) childFail(plan, ChildStep::kSetpgid, 0);
-  if (!moveFd(plan.stdin_fd, 0) || !moveFd(plan.stdout_fd, 1) || !moveFd(plan.stderr_fd, 2)) {
-    childFail(plan, ChildStep::kStdio, 0);
+  long rc = rawCall(::syscall(SYS_setpgid, 0, 0));
+  if (rc != 0) childFail(plan, ChildStep::kSetpgid, 0, rc);
+  if ((rc = moveFd(plan.stdin_fd, 0)) != 0 || (rc = moveFd(plan.stdout_fd, 1)) != 0 ||
+      (rc = moveFd(plan.stderr_fd, 2)) != 0) {
+    childFail(plan, ChildStep::kStdio, 0, rc);
   }
   // Nothing of the agent's but stdio crosses exec (the report pipe is close-on-exec too).
   ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
+  const KernelSigaction dfl{};
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+    if (sig != SIGKILL && sig != SIGSTOP) {
+      ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, kKernelSigsetBytes);
+    }
   }
   for (int i = 0; i < plan.limit_count; ++i) {
     rlimit limit{plan.limits[i].value, plan.limits[i].value};
-    if (::setrlimit(plan.limits[i].resource, &limit) != 0) {
-      childFail(plan, ChildStep::kSetrlimit, i);
-    }
+    rc = rawCall(::syscall(SYS_prlimit64, 0, plan.limits[i].resource, &limit, nullptr));
+    if (rc != 0) childFail(plan, ChildStep::kSetrlimit, i, rc);
   }
   if (plan.switch_user) {
-    // Raw system calls: they change this process only (glibc's wrappers would try to
-    // change every thread of the process they believe exists).
+    // These change this process only (glibc's wrappers would try to change every thread of
+    // the process they believe exists).
     gid_t groups[1] = {plan.gid};
-    if (::syscall(SYS_setgroups, 1, groups) != 0) childFail(plan, ChildStep::kSetgroups, 0);
-    if (::syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) {
-      childFail(plan, ChildStep::kSetgid, 0);
+    if ((rc = rawCall(::syscall(SYS_setgroups, 1, groups))) != 0) {
+      childFail(plan, ChildStep::kSetgroups, 0, rc);
     }
-    if (::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) {
-      childFail(plan, ChildStep::kSetuid, 0);
+    if ((rc = rawCall(::syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid))) != 0) {
+      childFail(plan, ChildStep::kSetgid, 0, rc);
+    }
+    if ((rc = rawCall(::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid))) != 0) {
+      childFail(plan, ChildStep::kSetuid, 0, rc);
     }
   }
-  if (::chdir(plan.cwd) != 0) childFail(plan, ChildStep::kChdir, 0);
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(plan.program, plan.argv, plan.envp);
-  childFail(plan, ChildStep::kExec, 0);
+  if ((rc = rawCall(::syscall(SYS_chdir, plan.cwd))) != 0)
+    childFail(plan, ChildStep::kChdir, 0, rc);
+  const unsigned long none = 0;
+  ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kKernelSigsetBytes);
+  rc = rawCall(::syscall(SYS_execve, plan.program, plan.argv, plan.envp));
+  childFail(plan, ChildStep::kExec, 0, rc);
 }
 
 DOCKHAND_CHILD_CODE int childMain(void* plan) { runChild(*static_cast<const ChildPlan*>(plan)); }
 
 constexpr std::size_t kChildStackBytes = 64 * 1024;
+
+using CloneFunction = int (*)(int (*)(void*), void*, int, void*, ...);
+
+// libc's clone. ThreadSanitizer intercepts clone() as if it were fork() and runs its
+// after-fork code in the child, which with CLONE_VM rewrites the agent's own runtime state:
+// under TSan the call goes to libc's function directly, and TSan sees only a system call
+// of the waiting thread (the child runs nothing it instruments).
+CloneFunction libcClone() {
+#if defined(__SANITIZE_THREAD__)
+  constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+  constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#else
+  constexpr bool kThreadSanitizer = false;
+#endif
+  if constexpr (kThreadSanitizer) {
+    static const CloneFunction found = [] {
+      void* libc = ::dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+      void* symbol = libc != nullptr ? ::dlsym(libc, "clone") : nullptr;
+      return symbol != nullptr ? reinterpret_cast<CloneFunction>(symbol) : &::clone;
+    }();
+    return found;
+  }
+  return &::clone;
+}
 
 const char* limitName(__rlimit_resource_t resource) {
   switch (resource) {
@@ -682,7 +731,7 @@ pid_t ProcessRunner::spawnWithClone(const TaskSpec& spec, std::vector<char*>& ar
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t pid =
-      ::clone(childMain, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+      libcClone()(childMain, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
   const int clone_error = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
