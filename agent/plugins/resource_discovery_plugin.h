@@ -21,6 +21,8 @@ class ResourceDiscoveryPlugin {
   // Optional hooks: DH_OK when the plugin does not implement them.
   PluginResult allocate(const std::string& allocation_json);
   PluginResult release(const std::string& allocation_json);
+  bool implementsAllocate() const { return table_->allocate != nullptr; }
+  bool implementsRelease() const { return table_->release != nullptr; }
   PluginResult describe();
 
  private:

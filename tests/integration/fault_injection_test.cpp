@@ -369,6 +369,61 @@ TEST_F(FaultInjectionTest, DiscoveryThatNeverReturnsFailsStartupNamingThePlugin)
   EXPECT_FALSE(driver.waitForRegistration(10ms)) << "the agent must not register";
 }
 
+// allocate() runs on the core thread when a task with the resource starts: a call that never
+// returns fails that task after the timeout, later tasks with the resource fail at once (the
+// core thread never waits for the stuck plugin again), and the agent goes on serving.
+TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsServing) {
+  FakeDriver::Options options;
+  options.resource_profile.task_resources = {{"widget", 1.0}};
+  FakeDriver driver(options);
+  const auto config = writeJson(
+      "agent.json", {{"plugins", {{{"name", "process"}}, {{"path", DOCKHAND_HANG_ALLOCATE}}}},
+                     {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                     {"resources", {{"widget", {{"amount", 1}}}}},
+                     {"plugin_call_timeout_ms", 1000}});
+  ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
+                      "--executor-id", "w1", "--app-id", "faults", "--cores", "2", "--hostname",
+                      "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
+                     (dir.path() / "agent.log").string());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent.output();
+  auto launch = [&](std::uint64_t id, bool widget) {
+    proto::LaunchTask message;
+    message.task.task_id = id;
+    message.task.name = "task " + std::to_string(id);
+    message.task.payload = {{"shell", "true"}};
+    if (widget) message.task.resources = {{"widget", {"0"}}};
+    driver.send(proto::makeMessage(message));
+  };
+  auto failedWith = [&](std::uint64_t id, const std::string& reason) {
+    return driver.waitFor(
+        [&](const proto::Envelope& e) {
+          if (e.type != "StatusUpdate") return false;
+          auto update = proto::decodeBody<proto::StatusUpdate>(e.body);
+          return update.task_id == id && update.state == proto::TaskState::kFailed &&
+                 contains(update.reason, "plugin 'hang-allocate' could not allocate widget") &&
+                 contains(update.reason, reason);
+        },
+        10s);
+  };
+  launch(1, true);
+  // "plugin 'hang-allocate' could not allocate widget {...}: allocate() did not return ..."
+  EXPECT_TRUE(failedWith(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
+      << agent.output();
+
+  auto heartbeats = [&] {
+    std::size_t n = 0;
+    for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
+    return n;
+  };
+  const std::size_t before = heartbeats();
+  EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
+  launch(2, true);
+  EXPECT_TRUE(failedWith(2, "an earlier allocate() call of this plugin never returned"))
+      << agent.output();
+  launch(3, false);
+  EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFinished, 10s)) << agent.output();
+}
+
 TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExitBounded) {
   FakeDriver driver;  // heartbeats every 200 ms
   const auto config = writeJson("agent.json", {{"stop_grace_ms", 1000},
