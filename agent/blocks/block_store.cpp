@@ -319,14 +319,61 @@ std::uint64_t BlockStore::totalBytes() const {
   return total;
 }
 
-bool BlockStore::remove(std::string_view id) {
+std::optional<std::filesystem::path> BlockStore::detach(std::string_view id) {
   std::filesystem::path path = pathOf(id);
   std::lock_guard lock(mutex_);
   auto it = blocks_.find(id);
-  if (it == blocks_.end()) return false;
+  if (it == blocks_.end()) return std::nullopt;
   blocks_.erase(it);
-  ::unlink(path.c_str());
+  // Renamed before the lock goes: a block written under the same id right after is never the
+  // file unlinked here.
+  std::filesystem::path doomed =
+      incoming_ / (std::string(id) + ".removed." + std::to_string(++next_temp_));
+  if (::rename(path.c_str(), doomed.c_str()) != 0) {
+    ::unlink(path.c_str());
+    return std::filesystem::path();
+  }
+  return doomed;
+}
+
+bool BlockStore::remove(std::string_view id) {
+  auto doomed = detach(id);
+  if (!doomed) return false;
+  if (!doomed->empty()) ::unlink(doomed->c_str());
   return true;
+}
+
+bool BlockStore::removeLater(std::string_view id) {
+  auto doomed = detach(id);
+  if (!doomed) return false;
+  if (doomed->empty()) return true;
+  std::lock_guard lock(reclaim_mutex_);
+  doomed_.push_back(std::move(*doomed));
+  if (!reclaimer_.joinable()) reclaimer_ = std::thread([this] { reclaim(); });
+  reclaim_wake_.notify_one();
+  return true;
+}
+
+void BlockStore::reclaim() {
+  std::unique_lock lock(reclaim_mutex_);
+  for (;;) {
+    reclaim_wake_.wait(lock, [this] { return reclaim_stopping_ || !doomed_.empty(); });
+    if (doomed_.empty()) return;  // stopping, and nothing left
+    std::filesystem::path next = std::move(doomed_.front());
+    doomed_.pop_front();
+    lock.unlock();
+    ::unlink(next.c_str());
+    lock.lock();
+  }
+}
+
+BlockStore::~BlockStore() {
+  {
+    std::lock_guard lock(reclaim_mutex_);
+    reclaim_stopping_ = true;
+  }
+  reclaim_wake_.notify_one();
+  if (reclaimer_.joinable()) reclaimer_.join();
 }
 
 }  // namespace dockhand::agent

@@ -12,7 +12,9 @@
 // directory with blocks in it indexes them (reading each once to checksum it).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace dockhand::agent {
@@ -63,6 +66,8 @@ class BlockStore {
   // Creates `dir` when missing, removes what an earlier agent left in dir/.incoming, and
   // indexes the blocks already there. Throws BlockStoreError (kIo).
   explicit BlockStore(std::filesystem::path dir);
+  // Finishes the space reclaiming queued by removeLater().
+  ~BlockStore();
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
@@ -122,8 +127,14 @@ class BlockStore {
   std::vector<BlockMeta> list() const;
   std::size_t count() const;
   std::uint64_t totalBytes() const;
-  // Deletes a block; false when it was not there.
+  // Deletes a block; false when it was not there. A reader that has the file open reads on.
   bool remove(std::string_view id);
+  // The same, except that the file's space is given back later, on a thread of the store's:
+  // the block is gone at once (find() and list() no longer see it, its id can be written
+  // again), but freeing a large file's extents takes time (about 0.5 s per GiB on ext4), which
+  // the core thread must not spend. The destructor finishes the queue; what a crash leaves is
+  // removed with .incoming at the next start.
+  bool removeLater(std::string_view id);
 
  private:
   BlockMeta install(const std::string& id, const std::filesystem::path& temp, std::uint64_t size,
@@ -135,6 +146,16 @@ class BlockStore {
   mutable std::mutex mutex_;
   std::map<std::string, BlockMeta, std::less<>> blocks_;
   std::uint64_t next_temp_ = 0;
+
+  // Takes block `id` out of the store: renamed into .incoming (a metadata-only step) and
+  // forgotten, under the lock. The renamed file, to unlink; nullopt when there was no block.
+  std::optional<std::filesystem::path> detach(std::string_view id);
+  void reclaim();  // the reclaimer thread
+  std::mutex reclaim_mutex_;
+  std::condition_variable reclaim_wake_;
+  std::deque<std::filesystem::path> doomed_;
+  bool reclaim_stopping_ = false;
+  std::thread reclaimer_;  // started by the first removeLater()
 };
 
 }  // namespace dockhand::agent

@@ -200,7 +200,7 @@ MigrationPassProgress PluginDecommissioner::passProgress() const {
 void PluginDecommissioner::release(const std::vector<std::string>& block_ids) {
   for (const auto& id : block_ids) {
     try {
-      store_.remove(id);
+      store_.removeLater(id);  // the core thread calls this: no waiting for the disk
     } catch (const BlockStoreError& e) {
       log().warn("cannot delete migrated block {}: {}", id, e.what());
     }

@@ -248,6 +248,53 @@ TEST_F(BlockStoreTest, ConcurrentWritersOfDifferentBlocks) {
   EXPECT_FALSE(fs::exists(root / "blocks" / "rdd_9_3"));
 }
 
+// removeLater: the block is gone from the store at once and its id can be written again; a
+// reader that has the old file open reads it to the end; the space is given back by the time
+// the store is destroyed, and nothing of it is left in the directory.
+TEST_F(BlockStoreTest, RemoveLaterForgetsAtOnceAndFreesTheSpaceBeforeTheStoreGoes) {
+  const fs::path dir = root / "blocks";
+  const std::string old_data(3 << 20, 'o');
+  const std::string new_data(1 << 20, 'n');
+  int reader = -1;
+  {
+    BlockStore store(dir);
+    for (int i = 0; i < 20; ++i) {
+      auto w = store.create("shuffle_0_" + std::to_string(i) + "_0");
+      w->write(old_data.data(), old_data.size());
+      w->commit(checksumOf(old_data));
+    }
+    reader = ::open((dir / "shuffle_0_7_0").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(store.removeLater("shuffle_0_" + std::to_string(i) + "_0"));
+    }
+    EXPECT_FALSE(store.removeLater("shuffle_0_7_0")) << "already gone";
+    EXPECT_FALSE(store.remove("shuffle_0_7_0"));
+    EXPECT_EQ(store.count(), 0u);
+    EXPECT_FALSE(store.find("shuffle_0_7_0"));
+    EXPECT_FALSE(fs::exists(dir / "shuffle_0_7_0"));
+
+    // The same id again, while the old file may still be waiting for its unlink.
+    auto w = store.create("shuffle_0_7_0");
+    w->write(new_data.data(), new_data.size());
+    w->commit(checksumOf(new_data));
+    ASSERT_TRUE(store.find("shuffle_0_7_0"));
+    EXPECT_EQ(store.find("shuffle_0_7_0")->checksum, checksumOf(new_data));
+  }
+  // The store is gone: every removed file is unlinked, the new block stays.
+  EXPECT_EQ(readAll(dir / "shuffle_0_7_0"), new_data);
+  std::vector<std::string> incoming;
+  for (const auto& entry : fs::directory_iterator(dir / ".incoming")) {
+    incoming.push_back(entry.path().filename().string());
+  }
+  EXPECT_TRUE(incoming.empty()) << incoming.front();
+  std::string old_read(old_data.size(), '\0');
+  EXPECT_EQ(::pread(reader, old_read.data(), old_read.size(), 0),
+            static_cast<ssize_t>(old_data.size()));
+  EXPECT_EQ(old_read, old_data) << "an open reader keeps the removed block's bytes";
+  ::close(reader);
+}
+
 TEST_F(BlockStoreTest, AlignedPiecesBypassThePageCacheAndTheTailDoesNot) {
   BlockStore store(root / "blocks");
   writeAlignedPiecesAndATail(store, "rdd_1_0", directIoWorksIn(store.dir()));
