@@ -241,8 +241,8 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
         body.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
       }
     }
-    std::optional<HttpReply> reply =
-        server_.handler_.onHttpRequest(request.getMethod(), path, body);
+    std::optional<HttpReply> reply = server_.handler_.onHttpRequest(
+        ControlRequest{request.getMethod(), path, body, request.get("Authorization", "")});
     if (!reply) {
       response.setStatus(Poco::Net::HTTPResponse::HTTP_UPGRADE_REQUIRED);
       response.setContentType("text/plain");
@@ -250,6 +250,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       return;
     }
     response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(reply->status));
+    for (const auto& [name, value] : reply->headers) response.set(name, value);
     response.setContentType(reply->content_type);
     response.setContentLength64(static_cast<Poco::Int64>(reply->body.size()));
     response.send() << reply->body;

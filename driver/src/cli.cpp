@@ -38,6 +38,7 @@
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/driver/local_agents.h"
 #include "dockhand/driver/report.h"
+#include "dockhand/protocol/auth.h"
 
 namespace dockhand::driver {
 namespace {
@@ -52,8 +53,10 @@ commands:
   run JOB.json [options]   run a job on local agents (started here) and report each task
   serve [options]          serve agents with no job until SIGINT/SIGTERM
   decommission EXECUTOR_ID --driver HOST:PORT [--reason TEXT] [--config FILE]
+               [--auth-secret-file F]
                            ask a running driver to decommission one of its agents (over
-                           https:// when FILE's tls section is on)
+                           https:// when FILE's tls section is on; signed with the cluster
+                           secret when the driver authenticates)
 
 run options:
   --local-agents N     agents to start on this machine (default 2; 0: only external agents)
@@ -304,7 +307,7 @@ Options parseArgs(int argc, char** argv) {
     parseListen(o.driver);  // validates HOST:PORT
     rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
                    "--keep-work-dirs", "--agent-config", "--decommission",
-                   "--decommission-after-ms", "--listen", "--port-file", "--auth-secret-file"},
+                   "--decommission-after-ms", "--listen", "--port-file"},
                   "run or serve");
   } else {
     throw UsageError(
@@ -403,9 +406,9 @@ int decommissionCommand(const Options& o) {
   const std::string path =
       fmt::format("/v1/executors/{}/decommission", encodePathSegment(o.decommission_id));
   // A driver with TLS on serves its control API over https://: the config's tls section says
-  // which CA to trust (and which certificate to present when it requires one).
-  DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
-  loadTlsContexts(config);
+  // which CA to trust (and which certificate to present when it requires one). A driver with
+  // a cluster secret takes only requests signed with it (auth_secret_file or the option).
+  const DriverConfig config = loadConfig(o);
   try {
     std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr;
     if (config.tls_client) {
@@ -421,6 +424,13 @@ int decommissionCommand(const Options& o) {
     const std::string body = Json{{"reason", o.reason}}.dump();
     request.setContentType("application/json");
     request.setContentLength64(static_cast<Poco::Int64>(body.size()));
+    if (config.secret) {
+      // The server checks the path as it decodes it: the id as given, not percent-encoded.
+      const std::string signed_path =
+          fmt::format("/v1/executors/{}/decommission", o.decommission_id);
+      request.set("Authorization",
+                  protocol::auth::makeRequestSigner(*config.secret)("POST", signed_path, body));
+    }
     session.sendRequest(request) << body;
     Poco::Net::HTTPResponse response;
     std::istream& in = session.receiveResponse(response);

@@ -43,7 +43,7 @@ std::string describeDecommission(const DecommissionProgress& p) {
 }
 
 HttpReply jsonReply(int status, const Json& body) {
-  return HttpReply{status, "application/json", body.dump() + "\n"};
+  return HttpReply{status, "application/json", body.dump() + "\n", {}};
 }
 
 HttpReply errorReply(int status, const std::string& message) {
@@ -71,6 +71,9 @@ DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now
                                      std::to_string(config_.heartbeat_interval_ms));
   app_config_.log_level = config_.log_level;
   app_config_.resource_profile = config_.resource_profile;
+  if (config_.secret) {
+    control_verifier_ = std::make_unique<protocol::auth::RequestVerifier>(*config_.secret);
+  }
 }
 
 DriverService::~DriverService() { stop(); }
@@ -192,12 +195,25 @@ Json DriverService::executorsJson() const {
       {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }
 
-std::optional<HttpReply> DriverService::onHttpRequest(const std::string& method,
-                                                      const std::string& path,
-                                                      const std::string& body) {
+std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& request) {
   constexpr std::string_view kExecutors = "/v1/executors";
   constexpr std::string_view kDecommission = "/decommission";
+  const std::string& method = request.method;
+  const std::string& path = request.path;
+  const std::string& body = request.body;
   if (path.rfind("/v1/", 0) != 0) return std::nullopt;
+  if (control_verifier_) {
+    auto refusal = control_verifier_->verify(request.authorization,
+                                             protocol::auth::RequestToSign{method, path, body},
+                                             protocol::auth::wallClockMs());
+    if (refusal) {
+      ++auth_failures_;
+      log()->warn("control request {} {} refused: {}", method, path, *refusal);
+      HttpReply reply = errorReply(401, *refusal);
+      reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
+      return reply;
+    }
+  }
   try {
     if (path == kExecutors || path == std::string(kExecutors) + "/") {
       if (method != "GET") return errorReply(405, "use GET /v1/executors");

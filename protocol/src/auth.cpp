@@ -210,7 +210,7 @@ std::optional<std::string> RequestVerifier::verify(std::string_view header,
                                                    const RequestToSign& request,
                                                    std::int64_t now_ms) {
   if (header.empty()) {
-    return std::string("this block server requires signed requests (Authorization: ") +
+    return std::string("this server requires signed requests (Authorization: ") +
            std::string(kHeaderScheme) + "); the client holds no cluster secret";
   }
   if (header.substr(0, kHeaderScheme.size()) != kHeaderScheme ||

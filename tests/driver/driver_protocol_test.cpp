@@ -227,20 +227,23 @@ class DriverProtocolTest : public ::testing::Test {
 struct HttpResult {
   int status = 0;
   Json body;
+  std::string www_authenticate;
 };
 
 // One request to the driver's control API.
 HttpResult http(std::uint16_t port, const std::string& method, const std::string& path,
-                const std::string& body = "") {
+                const std::string& body = "", const std::string& authorization = "") {
   Poco::Net::HTTPClientSession session("127.0.0.1", port);
   session.setTimeout(Poco::Timespan(5, 0));
   Poco::Net::HTTPRequest request(method, path, Poco::Net::HTTPMessage::HTTP_1_1);
   request.setContentLength64(static_cast<Poco::Int64>(body.size()));
+  if (!authorization.empty()) request.set("Authorization", authorization);
   session.sendRequest(request) << body;
   Poco::Net::HTTPResponse response;
   std::istream& in = session.receiveResponse(response);
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return {static_cast<int>(response.getStatus()), Json::parse(text, nullptr, false)};
+  return {static_cast<int>(response.getStatus()), Json::parse(text, nullptr, false),
+          response.get("WWW-Authenticate", "")};
 }
 
 // The entry of `id` in GET /v1/executors, or null.
@@ -533,8 +536,18 @@ class DriverAuthTest : public DriverProtocolTest {
             {"role", "agent"},
             {"auth", {{"scheme", "hmac-sha256"}, {"nonce", nonce}}}};
   }
+  // The control API takes only requests signed with the cluster secret.
+  static std::string signature(const auth::ClusterSecret& secret, const std::string& method,
+                               const std::string& path, const std::string& body) {
+    return auth::signRequest(secret, auth::RequestToSign{method, path, body}, auth::wallClockMs(),
+                             auth::randomNonce());
+  }
+  HttpResult signedHttp(const std::string& method, const std::string& path,
+                        const std::string& body = "") {
+    return http(port_, method, path, body, signature(secret_, method, path, body));
+  }
   std::uint64_t authFailures() {
-    return http(port_, "GET", "/v1/executors").body["auth"]["failures"].get<std::uint64_t>();
+    return signedHttp("GET", "/v1/executors").body["auth"]["failures"].get<std::uint64_t>();
   }
 
   static constexpr const char* kSecret = "driver-protocol-test-secret-0042";
@@ -557,7 +570,47 @@ TEST_F(DriverAuthTest, ProvesItselfAndAcceptsTheAgentsProof) {
   EXPECT_EQ(accepted.value("ok", true), true) << accepted;
   EXPECT_EQ(c.registerAs("e1").value("ok", true), true);
   EXPECT_EQ(authFailures(), 0u);
-  EXPECT_EQ(http(port_, "GET", "/v1/executors").body["auth"]["required"], true);
+  EXPECT_EQ(signedHttp("GET", "/v1/executors").body["auth"]["required"], true);
+}
+
+// Whoever reaches the driver's port must hold the secret to read or steer it: unsigned,
+// wrongly signed, replayed and altered control requests are refused (401) and counted.
+TEST_F(DriverAuthTest, ControlApiTakesOnlyRequestsSignedWithTheSecret) {
+  const std::string decommission = "/v1/executors/e1/decommission";
+  HttpResult unsigned_get = http(port_, "GET", "/v1/executors");
+  EXPECT_EQ(unsigned_get.status, 401);
+  EXPECT_EQ(unsigned_get.www_authenticate, "Dockhand-HMAC-SHA256");
+  EXPECT_NE(unsigned_get.body["error"].get<std::string>().find("requires signed requests"),
+            std::string::npos)
+      << unsigned_get.body;
+  EXPECT_FALSE(unsigned_get.body.contains("executors"));
+
+  const auth::ClusterSecret other("another-cluster-secret-of-32-bytes");
+  HttpResult wrong = http(port_, "POST", decommission, R"({"reason":"x"})",
+                          signature(other, "POST", decommission, R"({"reason":"x"})"));
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_NE(wrong.body["error"].get<std::string>().find("signature does not match"),
+            std::string::npos)
+      << wrong.body;
+
+  // Signed for one body, sent with another; signed for one path, sent to another.
+  HttpResult altered = http(port_, "POST", decommission, R"({"reason":"y"})",
+                            signature(secret_, "POST", decommission, R"({"reason":"x"})"));
+  EXPECT_EQ(altered.status, 401) << altered.body;
+  HttpResult moved = http(port_, "POST", "/v1/executors/e2/decommission", "",
+                          signature(secret_, "POST", decommission, ""));
+  EXPECT_EQ(moved.status, 401) << moved.body;
+
+  const std::string header = signature(secret_, "GET", "/v1/executors", "");
+  HttpResult first = http(port_, "GET", "/v1/executors", "", header);
+  EXPECT_EQ(first.status, 200) << first.body;
+  HttpResult replayed = http(port_, "GET", "/v1/executors", "", header);
+  EXPECT_EQ(replayed.status, 401);
+  EXPECT_NE(replayed.body["error"].get<std::string>().find("replayed request"), std::string::npos)
+      << replayed.body;
+  EXPECT_EQ(signedHttp("POST", decommission).status, 404) << "signed: reaches the API";
+  EXPECT_EQ(authFailures(), 5u);
+  EXPECT_NE(driver_->log().find("control request GET /v1/executors refused"), std::string::npos);
 }
 
 TEST_F(DriverAuthTest, RefusesHelloWithoutProofAndCloses) {
@@ -588,7 +641,7 @@ TEST_F(DriverAuthTest, AcceptsNothingButAuthenticateAfterHello) {
   Json refused = c.registerAs("e1");
   EXPECT_EQ(errorCode(refused), "auth_failed") << refused;
   EXPECT_TRUE(c.closedByPeer());
-  EXPECT_TRUE(http(port_, "GET", "/v1/executors").body["executors"].empty());
+  EXPECT_TRUE(signedHttp("GET", "/v1/executors").body["executors"].empty());
 }
 
 TEST_F(DriverAuthTest, AReplayedProofFailsOnANewConnection) {

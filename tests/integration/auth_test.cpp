@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/protocol/auth.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -69,6 +70,10 @@ class AuthTest : public ::testing::Test {
     session.setTimeout(Poco::Timespan(5, 0));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, "/v1/executors",
                                    Poco::Net::HTTPMessage::HTTP_1_1);
+    // A driver with the secret takes only signed control requests; one without ignores this.
+    request.set("Authorization",
+                dockhand::protocol::auth::makeRequestSigner(
+                    dockhand::protocol::auth::ClusterSecret(kSecret))("GET", "/v1/executors", ""));
     session.sendRequest(request);
     Poco::Net::HTTPResponse response;
     std::string body;
@@ -144,6 +149,40 @@ TEST_F(AuthTest, AgentWithASecretRefusesADriverWithout) {
       waitUntil([&] { return contains(driver->output(), "the agent refused this driver"); }, 5s))
       << driver->output();
   EXPECT_EQ(executors()["auth"]["required"], false);
+}
+
+// The control API is on the port agents connect to, so it is as exposed as the driver: with a
+// secret, `dockhand-driver decommission` must sign with the same one.
+TEST_F(AuthTest, DecommissionCommandNeedsTheClusterSecret) {
+  fs::path secret = writeSecret("secret", kSecret);
+  fs::path other = writeSecret("other", kOtherSecret);
+  auto driver = startDriver({"--auth-secret-file", secret.string()});
+  auto agent = startAgent(driverUrl(), "a1", {"--auth-secret-file", secret.string()});
+  ASSERT_TRUE(waitUntil([&] { return contains(agent->output(), "Successfully registered"); }, 15s))
+      << agent->output() << driver->output();
+  const std::string at = "127.0.0.1:" + std::to_string(port_);
+  auto decommission = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {driverBinary(), "decommission", "a1", "--driver", at};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<ChildProcess>(argv, (dir.path() / (name + ".log")).string());
+  };
+  auto unsigned_command = decommission("unsigned", {});
+  EXPECT_EQ(unsigned_command->waitExit(15s), 1) << unsigned_command->output();
+  EXPECT_TRUE(contains(unsigned_command->output(), "refused: HTTP 401"))
+      << unsigned_command->output();
+  EXPECT_TRUE(contains(unsigned_command->output(), "requires signed requests"))
+      << unsigned_command->output();
+  auto wrong = decommission("wrong", {"--auth-secret-file", other.string()});
+  EXPECT_EQ(wrong->waitExit(15s), 1) << wrong->output();
+  EXPECT_TRUE(contains(wrong->output(), "signature does not match")) << wrong->output();
+  EXPECT_TRUE(contains(agent->output(), "Successfully registered"));
+  EXPECT_FALSE(contains(agent->output(), "Decommission executor")) << agent->output();
+
+  auto command = decommission("signed", {"--auth-secret-file", secret.string()});
+  EXPECT_EQ(command->waitExit(15s), 0) << command->output() << driver->output();
+  EXPECT_TRUE(contains(command->output(), "executor a1 is decommissioning")) << command->output();
+  EXPECT_EQ(agent->waitExit(20s), 0) << agent->output();
+  EXPECT_EQ(authFailures(), 2u);
 }
 
 TEST_F(AuthTest, ImpostorDriverWithAnotherSecretIsRefusedByTheAgent) {

@@ -21,7 +21,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include <Poco/Net/Context.h>
 
@@ -114,10 +116,19 @@ class Connection {
 };
 
 // The answer to a plain HTTP request (one that is not a WebSocket upgrade).
+// A plain HTTP request to the driver's port other than GET /healthz (the control API).
+struct ControlRequest {
+  std::string method;
+  std::string path;  // the request target without its query
+  std::string body;
+  std::string authorization;  // the Authorization header; "" when there is none
+};
+
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra response headers
 };
 
 // What the frames mean: implemented by DriverService (and by tests).
@@ -126,11 +137,8 @@ class FrameHandler {
   virtual ~FrameHandler() = default;
   // A plain HTTP request other than GET /healthz, on a pool thread; nullopt: not handled
   // (answered 426, agents connect with a WebSocket). Must not throw.
-  virtual std::optional<HttpReply> onHttpRequest(const std::string& method, const std::string& path,
-                                                 const std::string& body) {
-    (void)method;
-    (void)path;
-    (void)body;
+  virtual std::optional<HttpReply> onHttpRequest(const ControlRequest& request) {
+    (void)request;
     return std::nullopt;
   }
   virtual void onOpen(const std::shared_ptr<Connection>& connection) = 0;

@@ -7,6 +7,10 @@
 //                                          "auth": {"required", "failures"}, ...}
 //   POST /v1/executors/<id>/decommission  sends DecommissionExecutor; 404 for an unknown id
 //
+// With a cluster secret every control request must be signed with it (the block servers'
+// Authorization scheme, the body as the signed content); unsigned or wrongly signed ones are
+// answered 401 and counted with the handshake failures.
+//
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
 // driver's heartbeats and expires silent agents. All scheduler state is behind one mutex,
 // held only for the scheduler call itself: decoding happens before, encoding after (on the
@@ -91,8 +95,7 @@ class DriverService : public FrameHandler {
   void onOpen(const std::shared_ptr<Connection>& connection) override;
   void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override;
   bool onIdle(const std::shared_ptr<Connection>& connection) override;
-  std::optional<HttpReply> onHttpRequest(const std::string& method, const std::string& path,
-                                         const std::string& body) override;
+  std::optional<HttpReply> onHttpRequest(const ControlRequest& request) override;
   void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
 
  private:
@@ -126,6 +129,8 @@ class DriverService : public FrameHandler {
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> bad_frames_{0};
   std::atomic<std::uint64_t> auth_failures_{0};
+  // Checks control requests' signatures; set when there is a secret.
+  std::unique_ptr<protocol::auth::RequestVerifier> control_verifier_;
   std::uint64_t registrations_ = 0;          // under mutex_
   std::uint64_t refused_registrations_ = 0;  // under mutex_
   std::uint64_t agents_lost_ = 0;            // under mutex_
