@@ -51,6 +51,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "allow_insecure_plugins",
     "plugin_call_warn_ms",
     "plugin_call_timeout_ms",
+    "keep_task_dirs",
     "resources",
     "block_port",
     "fallback_dir",
@@ -297,6 +298,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalInt("plugin_call_warn_ms", config.plugin_call_warn_ms, 1, 3600000);
     config.plugin_call_timeout_ms =
         r.optionalInt("plugin_call_timeout_ms", config.plugin_call_timeout_ms, 1, 3600000);
+    config.keep_task_dirs = r.optionalInt("keep_task_dirs", config.keep_task_dirs, 0, 100000000);
     config.block_port = static_cast<int>(r.optionalInt("block_port", config.block_port, 0, 65535));
     config.fallback_dir = r.optionalString("fallback_dir", config.fallback_dir);
     config.auth_secret_file = r.optionalString("auth_secret_file", config.auth_secret_file);
@@ -576,6 +578,7 @@ json configToJson(const AgentConfig& config) {
       {"allow_insecure_plugins", config.allow_insecure_plugins},
       {"plugin_call_warn_ms", config.plugin_call_warn_ms},
       {"plugin_call_timeout_ms", config.plugin_call_timeout_ms},
+      {"keep_task_dirs", config.keep_task_dirs},
       {"resources", std::move(resources)},
       {"block_port", config.block_port},
       {"fallback_dir", config.fallback_dir},

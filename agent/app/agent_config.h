@@ -89,9 +89,12 @@ struct AgentConfig {
   std::string plugin_manifest_dir = "/etc/dockhand/plugins.d";
   bool allow_insecure_plugins = false;     // load plugins writable by group/others (development)
   std::int64_t plugin_call_warn_ms = 100;  // warn when a core-thread plugin hook takes longer
-  // The longest a discovery plugin's discover() or describe() may take before the agent gives
-  // up on it (start-up fails naming the plugin; see docs/plugins.md).
+  // The longest a plugin call may take before the agent gives up on it (discovery, resource
+  // allocation, task runner calls; what follows for each: docs/plugins.md).
   std::int64_t plugin_call_timeout_ms = 60000;
+  // Ended tasks whose directories (stdout, stderr, what the task left) are kept, the most
+  // recent ones; older directories are removed.
+  std::int64_t keep_task_dirs = 100;
   // Resources this agent offers, by name, besides (and over) the app's resource profile.
   std::map<std::string, protocol::ExecutorResourceRequest> resources;
   int connect_tries = 3;

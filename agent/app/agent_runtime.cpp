@@ -81,6 +81,7 @@ AgentRuntime::AgentRuntime(const AgentConfig& config, EventSink& events,
       },
       config.work_dir, config.executor_id, std::move(runners),
       std::chrono::milliseconds(config.plugin_call_timeout_ms));
+  executor_->keepTaskDirs(static_cast<std::size_t>(config.keep_task_dirs));
   guard_ = std::make_unique<ResourceGuard>(*executor_);
 }
 

@@ -146,6 +146,7 @@ PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
       call_timeout_(call_timeout),
       io_(std::make_unique<IoPool>(2)) {
   registry_->on_status = std::move(on_status);
+  registry_->retire_dir = [this](std::uint64_t task_id) { retireTaskDir(task_id); };
   for (auto& [name, factory] : runners) {
     auto runner = std::make_unique<Runner>();
     runner->plugin =
@@ -205,6 +206,30 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
     if (ec) return failed(task_dir / sub);
   }
   return std::nullopt;
+}
+
+void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
+  std::vector<std::filesystem::path> doomed;
+  {
+    std::lock_guard lock(live_->mutex);
+    auto& ended = live_->ended_dirs;
+    if (std::find(ended.begin(), ended.end(), task_id) != ended.end()) return;  // reported twice
+    ended.push_back(task_id);
+    while (live_->ended_dirs.size() > keep_task_dirs_) {
+      doomed.push_back(taskDir(live_->ended_dirs.front()));
+      live_->ended_dirs.pop_front();
+    }
+  }
+  if (doomed.empty()) return;
+  io_->submit([doomed = std::move(doomed)] {
+    for (const auto& dir : doomed) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (ec)
+        log().warn("cannot remove the directory of an ended task {}: {}", dir.string(),
+                   ec.message());
+    }
+  });
 }
 
 std::vector<std::string> PluginExecutor::runnerNames() const {
@@ -312,6 +337,7 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
          events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
            log().warn("task {} could not start: {}", task_id, reason);
            endTask(*registry, *live, task_id, protocol::TaskState::kFailed, std::move(reason));
+           registry->retire_dir(task_id);  // the runner refused it: it has no use for the dir
          });
        }});
   if (!queued) registry->tasks.erase(task_id);
@@ -420,6 +446,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
         event.state = protocol::TaskState::kFailed;
         event.reason = error;
       }
+      registry->retire_dir(task_id);  // no runner ever had the task
       if (registry->on_status) registry->on_status(std::move(event));
     });
   });
@@ -595,9 +622,11 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
         std::lock_guard lock(live_->mutex);
         live_->ingesting.insert(task_id);
       }
-      io_->submit([events = &events_, registry = registry_, live = live_, store = block_store_,
-                   output_dir = taskDir(task_id) / "output", block_url = block_url_,
-                   executor_id = executor_id_, event = std::move(*event)]() mutable {
+      // `this` outlives the job: io_ is joined before anything else of the executor goes.
+      io_->submit([this, events = &events_, registry = registry_, live = live_,
+                   store = block_store_, output_dir = taskDir(task_id) / "output",
+                   block_url = block_url_, executor_id = executor_id_,
+                   event = std::move(*event)]() mutable {
         if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
           log().warn("task {}: {}", event.task_id, *error);
           event.state = protocol::TaskState::kFailed;
@@ -609,6 +638,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           live->ingesting.erase(event.task_id);
         }
         live->ended.notify_all();
+        retireTaskDir(event.task_id);
         events->post([registry, event = std::move(event)]() mutable {
           registry->tasks.erase(event.task_id);
           if (registry->on_status) registry->on_status(std::move(event));
@@ -617,6 +647,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       return;
     }
   }
+  if (terminal) retireTaskDir(task_id);
   events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
     if (terminal) registry->tasks.erase(event.task_id);
     if (registry->on_status) registry->on_status(std::move(event));

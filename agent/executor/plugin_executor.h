@@ -44,6 +44,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -83,6 +84,10 @@ class PluginExecutor final : public Executor {
   void setRequestSigner(protocol::auth::RequestSigner signer) { signer_ = std::move(signer); }
   // Input fetches go over https:// with this TLS client context (null: plain http://).
   void setTlsClientContext(Poco::Net::Context::Ptr tls) { tls_ = std::move(tls); }
+  // How many ended tasks' directories stay (the most recent ones, for their stdout/stderr);
+  // older ones are removed on an I/O thread once their runner reported them ended and their
+  // outputs became blocks. Call before the first launch (default 100).
+  void keepTaskDirs(std::size_t count) { keep_task_dirs_ = count; }
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
@@ -126,6 +131,7 @@ class PluginExecutor final : public Executor {
     std::unordered_map<std::uint64_t, Runner*> tasks;
     std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
     StatusHandler on_status;
+    std::function<void(std::uint64_t)> retire_dir;  // retireTaskDir()
   };
   // Tasks a runner accepted and has not reported ended; guarded by live_mutex_.
   struct Live {
@@ -133,6 +139,7 @@ class PluginExecutor final : public Executor {
     std::condition_variable ended;
     std::unordered_set<std::uint64_t> tasks;
     std::unordered_set<std::uint64_t> ingesting;  // ended, outputs becoming blocks
+    std::deque<std::uint64_t> ended_dirs;         // ended tasks' directories still kept
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
@@ -156,6 +163,9 @@ class PluginExecutor final : public Executor {
   std::filesystem::path taskDir(std::uint64_t task_id) const;
   // Creates a task's directory, output/ and input/ (see launch()); why not, or nullopt.
   std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir);
+  // Any thread: the task ended and its runner and outputs are done with its directory; the
+  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread.
+  void retireTaskDir(std::uint64_t task_id);
 
   EventSink& events_;
   std::filesystem::path work_dir_;
@@ -167,6 +177,7 @@ class PluginExecutor final : public Executor {
   Millis call_timeout_;
   std::string runner_list_;       // "process, x" for messages
   bool tasks_dir_ready_ = false;  // <work_dir>/tasks exists with mode 0711
+  std::size_t keep_task_dirs_ = 100;
   BlockStore* block_store_ = nullptr;
   std::string block_url_;
   protocol::auth::RequestSigner signer_;

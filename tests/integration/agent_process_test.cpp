@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include <Poco/Net/ServerSocket.h>
@@ -10,6 +11,7 @@
 
 #include "dockhand/protocol/messages.h"
 #include "support/fake_driver.h"
+#include "support/http_client.h"
 #include "support/process.h"
 
 namespace dockhand::testing {
@@ -139,6 +141,41 @@ TEST_F(AgentProcessTest, FailingTaskReportsExitCodeAndStderr) {
   ASSERT_TRUE(failed) << agent->output();
   EXPECT_EQ(failed->exit_code, 3);
   EXPECT_NE(failed->stderr_tail.find("broken"), std::string::npos);
+}
+
+// Ended tasks' directories: the newest keep_task_dirs stay (stdout, stderr for a look), older
+// ones are removed once their outputs became blocks; the blocks stay.
+TEST_F(AgentProcessTest, KeepsOnlyTheNewestEndedTaskDirectories) {
+  FakeDriver driver;
+  const auto config = dir.path() / "agent.json";
+  writeFile(config, R"({"keep_task_dirs": 2})");
+  auto args = agentArgs(driver.url());
+  args.insert(args.end(), {"--config", config.string()});
+  auto agent = startAgent(args);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  for (std::uint64_t id = 1; id <= 5; ++id) {
+    // Task 3 fails: a failed task's directory counts as any other.
+    driver.send(launch(id, {{"shell",
+                             "echo out > \"$DOCKHAND_OUTPUT_DIR/task_${DOCKHAND_TASK_ID}_o\";"
+                             " echo log; [ $DOCKHAND_TASK_ID -ne 3 ]"}}));
+    const auto state = id == 3 ? proto::TaskState::kFailed : proto::TaskState::kFinished;
+    ASSERT_TRUE(driver.waitForStatus(id, state)) << agent->output();
+  }
+  const auto tasks = dir.path() / "work-a1" / "tasks";
+  auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+      names.insert(entry.path().filename().string());
+    }
+    return names;
+  };
+  const std::set<std::string> newest = {"task-4", "task-5"};
+  EXPECT_TRUE(waitUntil([&] { return listing() == newest; }, 10s))
+      << "left: " << ::testing::PrintToString(listing());
+  EXPECT_EQ(readFile(tasks / "task-5" / "stdout"), "log\n");
+  for (const char* id : {"task_1_o", "task_2_o", "task_4_o", "task_5_o"}) {
+    EXPECT_EQ(httpRequest("HEAD", driver.agentBlockUrl() + "/blocks/" + id).status, 200) << id;
+  }
 }
 
 TEST_F(AgentProcessTest, StopExecutorEndsWithSuccess) {
