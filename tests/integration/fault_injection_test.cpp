@@ -101,6 +101,16 @@ class FaultInjectionTest : public ::testing::Test {
     port_ = std::stoi(readFile(port_file_));
     return driver;
   }
+  // Whether `driver` gets 3 more heartbeats within 5 s: the agent's core thread goes on.
+  static bool heartbeatsGoOn(const FakeDriver& driver) {
+    auto count = [&] {
+      std::size_t n = 0;
+      for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
+      return n;
+    };
+    const std::size_t before = count();
+    return waitUntil([&] { return count() >= before + 3; }, 5s);
+  }
   // An agent of the real driver; `prefix` runs it (e.g. inside a network namespace).
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const std::string& driver_host,
                                            const std::string& hostname, int cores,
@@ -410,13 +420,7 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
   EXPECT_TRUE(failedWith(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
       << agent.output();
 
-  auto heartbeats = [&] {
-    std::size_t n = 0;
-    for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
-    return n;
-  };
-  const std::size_t before = heartbeats();
-  EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
+  EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
   launch(2, true);
   EXPECT_TRUE(failedWith(2, "an earlier allocate() call of this plugin never returned"))
       << agent.output();
@@ -448,13 +452,7 @@ TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExit
       << agent.output();
   // The core thread goes on: heartbeats keep coming, the status output is refreshed, and a
   // task launched now is answered (LOST: the agent is decommissioning).
-  auto heartbeats = [&] {
-    std::size_t n = 0;
-    for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
-    return n;
-  };
-  const std::size_t before = heartbeats();
-  EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
+  EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
   const HttpReply status = httpGet(driver.agentBlockUrl() + "/v1/status");
   ASSERT_EQ(status.status, 200) << agent.output();
   EXPECT_EQ(json::parse(status.body)["state"], "decommissioning") << status.body;
@@ -503,17 +501,11 @@ class StuckRunnerTest : public FaultInjectionTest {
     message.task.payload = payload;
     driver.send(proto::makeMessage(message));
   }
-  std::size_t heartbeats() const {
-    std::size_t n = 0;
-    for (const auto& frame : driver.history()) n += frame.type == "Heartbeat";
-    return n;
-  }
   // The agent still serves: heartbeats come, /v1/status answers, a process task runs.
   // It names the stuck runner and call there.
   void expectServing(ChildProcess& agent, std::uint64_t process_task, const std::string& runner,
                      const std::string& stuck_call) {
-    const std::size_t before = heartbeats();
-    EXPECT_TRUE(waitUntil([&] { return heartbeats() >= before + 3; }, 5s)) << agent.output();
+    EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
     const HttpReply status = httpGet(driver.agentBlockUrl() + "/v1/status");
     ASSERT_EQ(status.status, 200) << agent.output();
     const json stuck = json::parse(status.body).at("stuck_runners");
