@@ -215,9 +215,9 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
     auto& ended = live_->ended_dirs;
     if (std::find(ended.begin(), ended.end(), task_id) != ended.end()) return;  // reported twice
     ended.push_back(task_id);
-    while (live_->ended_dirs.size() > keep_task_dirs_) {
-      doomed.push_back(taskDir(live_->ended_dirs.front()));
-      live_->ended_dirs.pop_front();
+    while (ended.size() > keep_task_dirs_) {
+      doomed.push_back(taskDir(ended.front()));
+      ended.pop_front();
     }
   }
   if (doomed.empty()) return;
@@ -225,9 +225,10 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
     for (const auto& dir : doomed) {
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
-      if (ec)
+      if (ec) {
         log().warn("cannot remove the directory of an ended task {}: {}", dir.string(),
                    ec.message());
+      }
     }
   });
 }
