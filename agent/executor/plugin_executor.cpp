@@ -213,7 +213,6 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
   {
     std::lock_guard lock(live_->mutex);
     auto& ended = live_->ended_dirs;
-    if (std::find(ended.begin(), ended.end(), task_id) != ended.end()) return;  // reported twice
     ended.push_back(task_id);
     while (ended.size() > keep_task_dirs_) {
       doomed.push_back(taskDir(ended.front()));
@@ -337,24 +336,28 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
          std::string reason = runner->plugin->name() + ": " + result.error;
          events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
            log().warn("task {} could not start: {}", task_id, reason);
-           endTask(*registry, *live, task_id, protocol::TaskState::kFailed, std::move(reason));
-           registry->retire_dir(task_id);  // the runner refused it: it has no use for the dir
+           // The runner refused it and has no use for its directory (unless it reported the
+           // task anyway: then that report retires the directory).
+           if (endTask(*registry, *live, task_id, protocol::TaskState::kFailed,
+                       std::move(reason))) {
+             registry->retire_dir(task_id);
+           }
          });
        }});
   if (!queued) registry->tasks.erase(task_id);
   return queued;
 }
 
-void PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_id,
+bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_id,
                              protocol::TaskState state, std::string reason) {
-  if (registry.tasks.count(task_id) == 0) return;  // it ended meanwhile, or was never here
+  if (registry.tasks.count(task_id) == 0) return false;  // it ended meanwhile, or never was here
   bool was_live;
   {
     std::lock_guard lock(live.mutex);
     was_live = live.tasks.erase(task_id) > 0;
   }
   // Not live: the runner reported it ended, and that status is on its way here.
-  if (!was_live) return;
+  if (!was_live) return false;
   live.ended.notify_all();
   registry.tasks.erase(task_id);
   TaskStatusEvent event;
@@ -362,6 +365,7 @@ void PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
   event.state = state;
   event.reason = std::move(reason);
   if (registry.on_status) registry.on_status(std::move(event));
+  return true;
 }
 
 void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::string& name,

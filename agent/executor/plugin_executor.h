@@ -151,8 +151,8 @@ class PluginExecutor final : public Executor {
                            const std::shared_ptr<Live>& live, Runner* runner, std::uint64_t task_id,
                            std::string task_json);
   // Core thread: reports the task ended with `state` unless it has already ended (or its
-  // runner reported it ended: that status is on its way).
-  static void endTask(Registry& registry, Live& live, std::uint64_t task_id,
+  // runner reported it ended: that status is on its way). True when this reported it.
+  static bool endTask(Registry& registry, Live& live, std::uint64_t task_id,
                       protocol::TaskState state, std::string reason);
   // Core thread: what happens when `runner`'s call overran (see the header comment).
   static void onRunnerStuck(Registry& registry, Live& live, const std::string& name, Millis timeout,
@@ -164,7 +164,7 @@ class PluginExecutor final : public Executor {
   // Creates a task's directory, output/ and input/ (see launch()); why not, or nullopt.
   std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir);
   // Any thread: the task ended and its runner and outputs are done with its directory; the
-  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread.
+  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task.
   void retireTaskDir(std::uint64_t task_id);
 
   EventSink& events_;

@@ -403,8 +403,10 @@ std::string encodePathSegment(const std::string& text) {
 
 int decommissionCommand(const Options& o) {
   const Listen driver = parseListen(o.driver);
-  const std::string path =
-      fmt::format("/v1/executors/{}/decommission", encodePathSegment(o.decommission_id));
+  auto route = [](const std::string& id) {
+    return fmt::format("/v1/executors/{}/decommission", id);
+  };
+  const std::string path = route(encodePathSegment(o.decommission_id));
   // A driver with TLS on serves its control API over https://: the config's tls section says
   // which CA to trust (and which certificate to present when it requires one). A driver with
   // a cluster secret takes only requests signed with it (auth_secret_file or the option).
@@ -426,10 +428,8 @@ int decommissionCommand(const Options& o) {
     request.setContentLength64(static_cast<Poco::Int64>(body.size()));
     if (config.secret) {
       // The server checks the path as it decodes it: the id as given, not percent-encoded.
-      const std::string signed_path =
-          fmt::format("/v1/executors/{}/decommission", o.decommission_id);
-      request.set("Authorization",
-                  protocol::auth::makeRequestSigner(*config.secret)("POST", signed_path, body));
+      request.set("Authorization", protocol::auth::makeRequestSigner(*config.secret)(
+                                       "POST", route(o.decommission_id), body));
     }
     session.sendRequest(request) << body;
     Poco::Net::HTTPResponse response;

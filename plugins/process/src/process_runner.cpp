@@ -319,8 +319,9 @@ DOCKHAND_CHILD_CODE long moveFd(int fd, int target) {
       childFail(plan, ChildStep::kSetuid, 0, rc);
     }
   }
-  if ((rc = rawCall(::syscall(SYS_chdir, plan.cwd))) != 0)
+  if ((rc = rawCall(::syscall(SYS_chdir, plan.cwd))) != 0) {
     childFail(plan, ChildStep::kChdir, 0, rc);
+  }
   const unsigned long none = 0;
   ::syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, kKernelSigsetBytes);
   rc = rawCall(::syscall(SYS_execve, plan.program, plan.argv, plan.envp));
