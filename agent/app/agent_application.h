@@ -1,6 +1,6 @@
 // AgentApplication: the `dockhand` program. Parses the command line (Poco options), reads the
-// config, loads plugins, wires the core (EventLoop + Backend) to the driver link and the
-// executor, handles signals, and returns the Backend's exit code from main().
+// config, sets up logging and the signal mask, builds the Agent (agent.h: the parts, wired)
+// and returns its exit code from main(). Not on the path of any task or status.
 #pragma once
 
 #include <map>

@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/agent_config.h"
-#include "app/agent_runtime.h"
+#include "app/plugin_loader.h"
 #include "app/plugin_loader.h"
 #include "core/exit_codes.h"
 #include "resources/resource_discovery.h"

@@ -90,8 +90,17 @@ std::vector<std::string> kindNames(std::uint32_t kinds) {
   return names;
 }
 
+std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config) {
+  std::vector<std::filesystem::path> dirs(config.plugin_dirs.begin(), config.plugin_dirs.end());
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(self.parent_path().parent_path() / "lib" / "dockhand" / "plugins");
+  dirs.emplace_back(DOCKHAND_DEFAULT_PLUGIN_DIR);
+  return dirs;
+}
+
 std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
-                                      bool create) {
+                                      bool create, const PluginCallbacks& callbacks) {
   auto log = logger("agent");
   std::vector<LoadedPlugin> loaded;
   for (const PluginSpec& spec : specs) {
@@ -100,17 +109,8 @@ std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<Plugin
     try {
       plugin.path = host.locate(spec.target);
       plugin.library = host.load(spec.target);
-      if (create) {
-        auto target = std::make_shared<StatusTarget>();
-        PluginCallbacks callbacks;
-        callbacks.task_status = [target](std::uint64_t id, std::int32_t state,
-                                         std::string_view detail) {
-          target->report(id, state, detail);
-        };
-        plugin.instance =
-            PluginInstance::create(plugin.library, spec.config.dump(), std::move(callbacks));
-        plugin.status_target = std::move(target);
-      }
+      if (create)
+        plugin.instance = PluginInstance::create(plugin.library, spec.config.dump(), callbacks);
     } catch (const PluginLoadError& e) {
       plugin.error = e.what();
       plugin.instance.reset();

@@ -12,7 +12,6 @@
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,42 +36,26 @@ PluginSpec readManifest(const std::filesystem::path& file);
 // The config's plugins, then the manifests'. Throws ConfigError for a bad manifest.
 std::vector<PluginSpec> pluginSpecs(const AgentConfig& config);
 
-// Where a task runner instance's status reports go. Set by the executor's factory before the
-// first launch; cleared when the executor is gone, after which reports are dropped. Thread-safe.
-class StatusTarget {
- public:
-  void set(TaskStatusCallback callback) {
-    std::lock_guard lock(mutex_);
-    callback_ = std::move(callback);
-  }
-  void clear() { set(nullptr); }
-  void report(std::uint64_t task_id, std::int32_t state, std::string_view detail) {
-    std::lock_guard lock(mutex_);
-    if (callback_) callback_(task_id, state, detail);
-  }
-
- private:
-  std::mutex mutex_;
-  TaskStatusCallback callback_;
-};
-
 // One plugin as loaded (or not).
 struct LoadedPlugin {
   PluginSpec spec;
   std::filesystem::path path;                    // the file, once located
   std::shared_ptr<const PluginLibrary> library;  // null when loading failed
   std::shared_ptr<PluginInstance> instance;      // null when not created
-  // Where a task runner's status reports go; set before the first launch.
-  std::shared_ptr<StatusTarget> status_target;
-  std::string error;  // why it failed; empty when it is loaded
+  std::string error;                             // why it failed; empty when it is loaded
   bool ok() const { return error.empty(); }
 };
 
-// Loads every spec in order; with `create`, also creates its instance. Throws PluginLoadError
-// (the first required plugin that failed, with its origin); optional failures are logged as
-// warnings and returned with their error.
+// Loads every spec in order; with `create`, also creates its instance, whose host callbacks
+// forward to `callbacks` (a runner's task_status: the executor's runnerReports()). Throws
+// PluginLoadError (the first required plugin that failed, with its origin); optional failures
+// are logged as warnings and returned with their error.
 std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
-                                      bool create = true);
+                                      bool create = true, const PluginCallbacks& callbacks = {});
+
+// The directories searched for plugins, in order: the config's plugin_dirs, the build or
+// install tree next to the program (<bin>/../lib/dockhand/plugins), then the installed default.
+std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config);
 
 // "task_runner,resource_discovery" for a descriptor's kinds.
 std::vector<std::string> kindNames(std::uint32_t kinds);

@@ -86,7 +86,7 @@ struct BackendOptions {
   DecommissionOptions decommission;
 };
 
-class Backend {
+class Backend final : public DriverEvents, public TaskStatusSink {
  public:
   enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
 
@@ -100,15 +100,17 @@ class Backend {
   void start();
 
   // ---- Events (core thread) ----
-  void onDriverConnected();
-  void onDriverConnectFailed(const std::string& reason, bool retryable);
+  // From the driver link (DriverEvents).
+  void onDriverConnected() override;
+  void onDriverConnectFailed(const std::string& reason, bool retryable) override;
   // The handshake failed authentication (either side refused the other's proof): not
   // retried, the agent exits kAuthFailed.
-  void onDriverAuthFailed(const std::string& reason);
+  void onDriverAuthFailed(const std::string& reason) override;
   // A frame from the driver that is not a Reply (the link routes replies to ask callbacks).
-  void onDriverFrame(const protocol::Envelope& frame);
-  void onDriverDisconnected(const std::string& reason);
-  void onTaskStatus(const TaskStatusEvent& status);
+  void onDriverFrame(const protocol::Envelope& frame) override;
+  void onDriverDisconnected(const std::string& reason) override;
+  // From the executor, behind the resource guard (TaskStatusSink).
+  void onTaskStatus(const TaskStatusEvent& status) override;
   void onWorkerLost(const std::string& reason);
   // A stop asked for locally (SIGTERM/SIGINT): stop tasks, tell the driver, exit 0.
   void onStopRequested(const std::string& reason);

@@ -89,7 +89,32 @@ struct TaskStatusEvent {
   std::vector<protocol::BlockInfo> blocks;
 };
 
-// Runs tasks through runner plugins. Status reports are posted to Backend::onTaskStatus().
+// Where a task's status reports go, on the core thread: the Backend, behind the resource
+// guard that gives a finished task's addresses back first. The executor is built with one
+// and posts every runner report to it.
+class TaskStatusSink {
+ public:
+  virtual ~TaskStatusSink() = default;
+  virtual void onTaskStatus(const TaskStatusEvent& status) = 0;
+};
+
+// What the driver link reports, on the core thread (the link posts each call through its
+// EventSink). Implemented by the Backend; the link is built with it.
+class DriverEvents {
+ public:
+  virtual ~DriverEvents() = default;
+  virtual void onDriverConnected() = 0;
+  // `retryable`: false when the driver does not speak the protocol (no point in a retry).
+  virtual void onDriverConnectFailed(const std::string& reason, bool retryable) = 0;
+  // The handshake failed authentication, on either side: never retried.
+  virtual void onDriverAuthFailed(const std::string& reason) = 0;
+  // A frame from the driver that is not a Reply (replies go to their asks' callbacks).
+  virtual void onDriverFrame(const protocol::Envelope& frame) = 0;
+  // The connection was lost (not after a close() the agent asked for).
+  virtual void onDriverDisconnected(const std::string& reason) = 0;
+};
+
+// Runs tasks through runner plugins. Status reports go to its TaskStatusSink.
 class Executor {
  public:
   virtual ~Executor() = default;

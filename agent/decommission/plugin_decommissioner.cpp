@@ -27,15 +27,12 @@ bool MigrationKinds::includes(BlockKind kind) const {
   return false;
 }
 
-PluginDecommissioner::PluginDecommissioner(
-    EventSink& events, BlockStore& store,
-    std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins, MigrationKinds kinds,
-    std::function<void()> on_begin)
-    : events_(events),
-      store_(store),
-      plugins_(std::move(plugins)),
-      kinds_(kinds),
-      on_begin_(std::move(on_begin)) {}
+PluginDecommissioner::PluginDecommissioner(EventSink& events, BlockStore& store,
+                                           const MigrationPluginFactory& make_plugins,
+                                           MigrationKinds kinds, std::function<void()> on_begin)
+    : events_(events), store_(store), kinds_(kinds), on_begin_(std::move(on_begin)) {
+  plugins_ = make_plugins([this](std::string_view progress) { pluginProgress(progress); });
+}
 
 PluginDecommissioner::~PluginDecommissioner() {
   cancel();

@@ -8,7 +8,12 @@
 // thread; local copies are deleted only when the Backend calls release() after telling the
 // driver where they went.
 //
-// Lifetime: the EventSink, the store and the plugins must outlive this object; the destructor
+// The decommissioner creates its plugins itself, through the factory it is built with, so
+// that their progress reports reach it from the start: the factory gets the callback to give
+// each plugin (dh_host.migration_progress) and returns the plugins in pass order.
+//
+// Lifetime: the EventSink and the store must outlive this object, which owns the plugins; the
+// destructor
 // cancels a running pass and joins its thread. A plugin may ignore cancel() and never return
 // from migrate(): stopPass() bounds the wait, and the agent then exits without destroying the
 // decommissioner (the process ends the stuck call).
@@ -41,13 +46,18 @@ struct MigrationKinds {
   bool any() const { return shuffle || rdd || task; }
 };
 
+// Creates the migration plugins, in pass order, each reporting progress through `progress`.
+// Throws PluginLoadError.
+using MigrationPluginFactory = std::function<std::vector<std::unique_ptr<BlockMigrationPlugin>>(
+    MigrationProgressCallback progress)>;
+
 class PluginDecommissioner final : public Decommissioner {
  public:
-  // on_begin runs (on the core thread) when decommissioning starts: the app stops the block
-  // server from taking new blocks there.
+  // on_begin runs (on the core thread) when decommissioning starts: the agent stops the block
+  // server from taking new blocks there. Throws what `make_plugins` throws.
   PluginDecommissioner(EventSink& events, BlockStore& store,
-                       std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins,
-                       MigrationKinds kinds, std::function<void()> on_begin);
+                       const MigrationPluginFactory& make_plugins, MigrationKinds kinds,
+                       std::function<void()> on_begin);
   ~PluginDecommissioner() override;
   PluginDecommissioner(const PluginDecommissioner&) = delete;
   PluginDecommissioner& operator=(const PluginDecommissioner&) = delete;
@@ -70,13 +80,13 @@ class PluginDecommissioner final : public Decommissioner {
   // Runs one pass on the calling thread (what the pass thread does; exposed for tests).
   MigrationPassResult runPass(const std::vector<protocol::Peer>& peers);
 
-  // A plugin's progress report ({"block": id, "done": true, ...}), from any thread: a block of
-  // the running pass that now has a verified copy elsewhere. Others are ignored.
-  void pluginProgress(std::string_view progress_json);
   // What the running (or last) pass has moved so far.
   MigrationPassProgress passProgress() const;
 
  private:
+  // A plugin's progress report ({"block": id, "done": true, ...}), from any thread: a block of
+  // the running pass that now has a verified copy elsewhere. Others are ignored.
+  void pluginProgress(std::string_view progress_json);
   std::vector<BlockMeta> blocksToMigrate() const;
 
   EventSink& events_;

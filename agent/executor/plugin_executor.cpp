@@ -134,9 +134,8 @@ std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int
   return event;
 }
 
-PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
+PluginExecutor::PluginExecutor(EventSink& events, TaskStatusSink& statuses,
                                std::filesystem::path work_dir, std::string executor_id,
-                               std::map<std::string, TaskRunnerFactory> runners,
                                Millis call_timeout)
     : events_(events),
       work_dir_(std::move(work_dir)),
@@ -145,27 +144,33 @@ PluginExecutor::PluginExecutor(EventSink& events, StatusHandler on_status,
       live_(std::make_shared<Live>()),
       call_timeout_(call_timeout),
       io_(std::make_unique<IoPool>(2)) {
-  registry_->on_status = std::move(on_status);
+  registry_->statuses = &statuses;
   registry_->retire_dir = [this](std::uint64_t task_id) { retireTaskDir(task_id); };
-  for (auto& [name, factory] : runners) {
-    auto runner = std::make_unique<Runner>();
-    runner->plugin =
-        factory([this](std::uint64_t task_id, std::int32_t state, std::string_view detail_json) {
-          onRunnerStatus(task_id, state, detail_json);
+}
+
+TaskStatusCallback PluginExecutor::runnerReports() {
+  return [this](std::uint64_t task_id, std::int32_t state, std::string_view detail_json) {
+    onRunnerStatus(task_id, state, detail_json);
+  };
+}
+
+void PluginExecutor::addRunner(const std::string& name, std::unique_ptr<TaskRunnerPlugin> plugin) {
+  auto runner = std::make_unique<Runner>();
+  runner->plugin = std::move(plugin);
+  runner->calls = std::make_unique<RunnerCalls>(
+      name, call_timeout_,
+      [events = &events_, registry = registry_, live = live_, name = name, timeout = call_timeout_](
+          RunnerCalls::CallInfo stuck, std::vector<RunnerCalls::CallInfo> dropped) {
+        // The watchdog's thread: the rest happens on the core thread.
+        events->post([registry, live, name, timeout, stuck = std::move(stuck),
+                      dropped = std::move(dropped)]() mutable {
+          onRunnerStuck(*registry, *live, name, timeout, std::move(stuck), std::move(dropped));
         });
-    runner->calls = std::make_unique<RunnerCalls>(
-        name, call_timeout_,
-        [events = &events_, registry = registry_, live = live_, name = name,
-         timeout = call_timeout_](RunnerCalls::CallInfo stuck,
-                                  std::vector<RunnerCalls::CallInfo> dropped) {
-          // The watchdog's thread: the rest happens on the core thread.
-          events->post([registry, live, name, timeout, stuck = std::move(stuck),
-                        dropped = std::move(dropped)]() mutable {
-            onRunnerStuck(*registry, *live, name, timeout, std::move(stuck), std::move(dropped));
-          });
-        });
-    runners_.emplace(name, std::move(runner));
-    runner_list_ += (runner_list_.empty() ? "" : ", ") + name;
+      });
+  runners_.insert_or_assign(name, std::move(runner));
+  runner_list_.clear();
+  for (const auto& entry : runners_) {
+    runner_list_ += (runner_list_.empty() ? "" : ", ") + entry.first;
   }
 }
 
@@ -364,7 +369,7 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
   event.task_id = task_id;
   event.state = state;
   event.reason = std::move(reason);
-  if (registry.on_status) registry.on_status(std::move(event));
+  registry.statuses->onTaskStatus(event);
   return true;
 }
 
@@ -452,7 +457,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
         event.reason = error;
       }
       registry->retire_dir(task_id);  // no runner ever had the task
-      if (registry->on_status) registry->on_status(std::move(event));
+      registry->statuses->onTaskStatus(event);
     });
   });
 }
@@ -545,7 +550,7 @@ void PluginExecutor::stopAll(Millis grace) {
     event.reason = why + "; the task could not be stopped and its state is unknown";
     log().error("task {}: {}", task_id, event.reason);
     events_.post([registry = registry_, event = std::move(event)]() mutable {
-      if (registry->on_status) registry->on_status(std::move(event));
+      registry->statuses->onTaskStatus(event);
     });
   }
   for (auto& [task_id, fetch] : registry_->fetching) {
@@ -596,7 +601,7 @@ void PluginExecutor::destroyRunners(TimePoint deadline) {
     event.state = protocol::TaskState::kKilled;
     event.reason = "executor stopped";
     events_.post([registry = registry_, event = std::move(event)]() mutable {
-      if (registry->on_status) registry->on_status(std::move(event));
+      registry->statuses->onTaskStatus(event);
     });
   }
 }
@@ -646,7 +651,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
         retireTaskDir(event.task_id);
         events->post([registry, event = std::move(event)]() mutable {
           registry->tasks.erase(event.task_id);
-          if (registry->on_status) registry->on_status(std::move(event));
+          registry->statuses->onTaskStatus(event);
         });
       });
       return;
@@ -655,7 +660,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
   if (terminal) retireTaskDir(task_id);
   events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
     if (terminal) registry->tasks.erase(event.task_id);
-    if (registry->on_status) registry->on_status(std::move(event));
+    registry->statuses->onTaskStatus(event);
   });
 }
 

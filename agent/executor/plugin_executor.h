@@ -1,13 +1,11 @@
 // PluginExecutor: the Executor port, backed by task-runner plugins.
 //
-//   PluginHost host({plugin_dir});
-//   std::map<std::string, TaskRunnerFactory> runners;
-//   runners["process"] = host.taskRunnerFactory("process", process_config_json);
-//   PluginExecutor executor(event_loop, [&](TaskStatusEvent e) { backend.onTaskStatus(e); },
-//                           work_dir, executor_id, std::move(runners));
+//   PluginExecutor executor(event_loop, status_sink, work_dir, executor_id);
+//   auto runner = host.createTaskRunner("process", config_json, executor.runnerReports());
+//   executor.addRunner("process", std::move(runner));
 //
-// The constructor creates one instance of each runner, wired to this executor's status
-// callback. launch() makes <work_dir>/tasks/task-<id>/ (0700, in tasks/ of mode 0711) with
+// Runners are created with runnerReports() as their status callback and added before the
+// first launch. launch() makes <work_dir>/tasks/task-<id>/ (0700, in tasks/ of mode 0711) with
 // output/ and input/ in it, builds
 // the runner's task_json (with the DOCKHAND_* environment, DOCKHAND_OUTPUT_DIR and
 // DOCKHAND_INPUT_DIR included) and hands it to the runner named by the task.
@@ -69,13 +67,19 @@ namespace dockhand::agent {
 
 class PluginExecutor final : public Executor {
  public:
-  using StatusHandler = std::function<void(TaskStatusEvent)>;
-
-  // Creates every runner (throws PluginLoadError when one cannot be created).
-  PluginExecutor(EventSink& events, StatusHandler on_status, std::filesystem::path work_dir,
-                 std::string executor_id, std::map<std::string, TaskRunnerFactory> runners,
-                 Millis call_timeout = Millis(60000));
+  // Every status goes to `statuses` on the core thread. `events` and `statuses` must outlive
+  // the executor; `statuses` is only stored here, so it may be built after the executor.
+  PluginExecutor(EventSink& events, TaskStatusSink& statuses, std::filesystem::path work_dir,
+                 std::string executor_id, Millis call_timeout = Millis(60000));
   ~PluginExecutor() override;
+
+  // The callback a runner instance reports its tasks' states through (dh_host.task_status):
+  // give it to the instance when it is created. Any thread; valid while the executor lives,
+  // so every runner instance that reports must be destroyed before the executor (runners
+  // added with addRunner() are).
+  TaskStatusCallback runnerReports();
+  // Tasks naming `name` go to `runner` from now on. Call before the first launch.
+  void addRunner(const std::string& name, std::unique_ptr<TaskRunnerPlugin> runner);
 
   // Makes FINISHED tasks' outputs blocks of `store`, advertised at <block_url>/blocks/<id>.
   // Call before the first launch. The store must outlive the executor.
@@ -130,7 +134,7 @@ class PluginExecutor final : public Executor {
   struct Registry {
     std::unordered_map<std::uint64_t, Runner*> tasks;
     std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
-    StatusHandler on_status;
+    TaskStatusSink* statuses = nullptr;
     std::function<void(std::uint64_t)> retire_dir;  // retireTaskDir()
   };
   // Tasks a runner accepted and has not reported ended; guarded by live_mutex_.

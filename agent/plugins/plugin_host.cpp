@@ -99,19 +99,4 @@ std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
       PluginInstance::create(std::move(library), config_json, std::move(callbacks)));
 }
 
-TaskRunnerFactory PluginHost::taskRunnerFactory(const std::string& name_or_path,
-                                                std::string config_json) {
-  auto library = load(name_or_path);
-  if (!library->implements(DH_KIND_TASK_RUNNER)) {
-    throw PluginLoadError(library->label() + ": not a task runner");
-  }
-  return [library = std::move(library),
-          config = std::move(config_json)](TaskStatusCallback on_status) {
-    PluginCallbacks callbacks;
-    callbacks.task_status = std::move(on_status);
-    return std::make_unique<TaskRunnerPlugin>(
-        PluginInstance::create(library, config, std::move(callbacks)));
-  };
-}
-
 }  // namespace dockhand::agent

@@ -56,11 +56,6 @@ class PluginHost {
                                                              MigrationProgressCallback on_progress,
                                                              RequestSigner sign_request = {});
 
-  // A factory for PluginExecutor: loads the library now (so errors surface at once) and
-  // creates the instance when the executor supplies its status callback. The factory holds
-  // the library, so it may outlive the host.
-  TaskRunnerFactory taskRunnerFactory(const std::string& name_or_path, std::string config_json);
-
   const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
 
  private:

@@ -34,9 +34,4 @@ class TaskRunnerPlugin {
   const dh_task_runner_vtable* table_;
 };
 
-// Creates a task runner whose status reports go to the callback it is given; the executor
-// calls it with its own callback. See PluginHost::taskRunnerFactory().
-using TaskRunnerFactory =
-    std::function<std::unique_ptr<TaskRunnerPlugin>(TaskStatusCallback on_status)>;
-
 }  // namespace dockhand::agent

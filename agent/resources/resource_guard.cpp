@@ -6,7 +6,8 @@
 
 namespace dockhand::agent {
 
-ResourceGuard::ResourceGuard(Executor& inner) : inner_(inner), ledger_({}, {}) {}
+ResourceGuard::ResourceGuard(Executor& inner, TaskStatusSink& next)
+    : inner_(inner), next_(next), ledger_({}, {}) {}
 
 void ResourceGuard::setResources(const std::map<std::string, DiscoveredResource>& resources,
                                  const std::map<std::string, double>& amount_per_task) {
@@ -42,8 +43,9 @@ std::optional<std::string> ResourceGuard::launch(const protocol::TaskDescription
   return failure;
 }
 
-void ResourceGuard::onStatus(const TaskStatusEvent& event) {
-  if (protocol::isTerminal(event.state)) releaseTask(event.task_id);
+void ResourceGuard::onTaskStatus(const TaskStatusEvent& status) {
+  if (protocol::isTerminal(status.state)) releaseTask(status.task_id);
+  next_.onTaskStatus(status);
 }
 
 void ResourceGuard::releaseTask(std::uint64_t task_id) {

@@ -1,11 +1,12 @@
-// ResourceGuard: the agent's side of resource assignment, as an Executor in front of the real
-// one. Before a task starts it checks the addresses the LaunchTask carries against the
+// ResourceGuard: the agent's side of resource assignment, as a decorator on both directions of
+// the task path: an Executor in front of the real one, and a TaskStatusSink in front of the
+// Backend. Before a task starts it checks the addresses the LaunchTask carries against the
 // ResourceLedger (never more tasks on an address than its share allows) and calls the owning
 // discovery plugin's allocate hook; once the task ended, however it ended, it calls release
 // and gives the addresses back. A violation fails the task before it starts, with the reason.
 //
-// Everything runs on the core thread: launch() there, and taskEnded() from the status
-// handler, which the executor calls there too.
+// Everything runs on the core thread: launch() there, and onTaskStatus(), which the executor
+// calls there for every report before it passes it on to `next`.
 #pragma once
 
 #include <map>
@@ -17,10 +18,11 @@
 
 namespace dockhand::agent {
 
-class ResourceGuard final : public Executor {
+class ResourceGuard final : public Executor, public TaskStatusSink {
  public:
-  // `inner` must outlive the guard. Until setResources(), no task may have any resource.
-  explicit ResourceGuard(Executor& inner);
+  // `inner` and `next` must outlive the guard; they are only stored here, so either may be
+  // built after it. Until setResources(), no task may have any resource.
+  ResourceGuard(Executor& inner, TaskStatusSink& next);
   // The resources this agent registered, and the profile's amount per task. The owners in
   // `resources` must outlive the guard. Call before the first launch.
   void setResources(const std::map<std::string, DiscoveredResource>& resources,
@@ -35,8 +37,8 @@ class ResourceGuard final : public Executor {
   }
   void stopAll(Millis grace) override { inner_.stopAll(grace); }
 
-  // Call for every status event before passing it on: a terminal one releases the task.
-  void onStatus(const TaskStatusEvent& event);
+  // A terminal status releases the task's addresses, then every status goes on to `next`.
+  void onTaskStatus(const TaskStatusEvent& status) override;
 
   const ResourceLedger& ledger() const { return ledger_; }
 
@@ -44,6 +46,7 @@ class ResourceGuard final : public Executor {
   void releaseTask(std::uint64_t task_id);
 
   Executor& inner_;
+  TaskStatusSink& next_;
   std::map<std::string, Discoverer*> owners_;  // resource -> the plugin that found it
   ResourceLedger ledger_;
   // Allocations made per task: (plugin, allocation JSON), released in reverse.

@@ -37,8 +37,8 @@ Poco::Timespan toTimespan(Millis ms) {
 
 }  // namespace
 
-WebSocketLink::WebSocketLink(Options options, EventSink& sink)
-    : options_(std::move(options)), sink_(sink) {}
+WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& events)
+    : options_(std::move(options)), sink_(sink), events_(events) {}
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
@@ -62,7 +62,7 @@ void WebSocketLink::run() {
                            (options_.tls ? " (expected wss://host:port/)"
                                          : " (expected ws://host:port/; wss:// needs the tls "
                                            "section)");
-      sink_.post([this, reason] { listener_.connect_failed(reason, false); });
+      sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
       return;
     }
     std::unique_ptr<Poco::Net::HTTPClientSession> session;
@@ -86,7 +86,7 @@ void WebSocketLink::run() {
     // fail the same way on the next try.
     std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
     log().error("{}", reason);
-    sink_.post([this, reason] { listener_.connect_failed(reason, false); });
+    sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
     return;
   } catch (const Poco::Exception& e) {
     std::string reason = e.displayText();
@@ -98,11 +98,11 @@ void WebSocketLink::run() {
           " (if the driver serves wss://, this agent needs the tls section and a wss:// "
           "driver_url)";
     }
-    sink_.post([this, reason] { listener_.connect_failed(reason, true); });
+    sink_.post([this, reason] { events_.onDriverConnectFailed(reason, true); });
     return;
   } catch (const std::exception& e) {
     std::string reason = e.what();
-    sink_.post([this, reason] { listener_.connect_failed(reason, true); });
+    sink_.post([this, reason] { events_.onDriverConnectFailed(reason, true); });
     return;
   }
 
@@ -112,16 +112,10 @@ void WebSocketLink::run() {
     case HandshakeResult::kOk:
       break;
     case HandshakeResult::kFailed:
-      sink_.post([this, error, retryable] { listener_.connect_failed(error, retryable); });
+      sink_.post([this, error, retryable] { events_.onDriverConnectFailed(error, retryable); });
       return;
     case HandshakeResult::kAuthFailed:
-      sink_.post([this, error] {
-        if (listener_.auth_failed) {
-          listener_.auth_failed(error);
-        } else {
-          listener_.connect_failed(error, false);
-        }
-      });
+      sink_.post([this, error] { events_.onDriverAuthFailed(error); });
       return;
   }
   {
@@ -130,7 +124,7 @@ void WebSocketLink::run() {
   }
   connected_.store(true, std::memory_order_release);
   log().info("connected to driver {}", options_.url);
-  sink_.post([this] { listener_.connected(); });
+  sink_.post([this] { events_.onDriverConnected(); });
   readLoop(*ws);
 }
 
@@ -338,7 +332,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
                   false);
   if (!closing_) {
     log().warn("lost the connection to driver {}: {}", options_.url, reason);
-    sink_.post([this, reason] { listener_.disconnected(reason); });
+    sink_.post([this, reason] { events_.onDriverDisconnected(reason); });
   }
 }
 
@@ -378,7 +372,7 @@ void WebSocketLink::handleText(std::string_view text) {
     postAskResult(std::move(done), std::move(result));
     return;
   }
-  sink_.post([this, env = std::move(env)] { listener_.frame(env); });
+  sink_.post([this, env = std::move(env)] { events_.onDriverFrame(env); });
 }
 
 bool WebSocketLink::sendText(const std::string& text) {

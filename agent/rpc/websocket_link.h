@@ -45,21 +45,10 @@ class WebSocketLink final : public DriverLink {
     Poco::Net::Context::Ptr tls;
   };
 
-  // Callbacks run on the core thread (the link posts them through `sink`).
-  struct Listener {
-    std::function<void()> connected;
-    std::function<void(const std::string& reason, bool retryable)> connect_failed;
-    std::function<void(const protocol::Envelope& frame)> frame;
-    std::function<void(const std::string& reason)> disconnected;
-    // Authentication failed in the handshake, on either side; not worth a retry.
-    std::function<void(const std::string& reason)> auth_failed;
-  };
-
-  WebSocketLink(Options options, EventSink& sink);
+  // What the link learns reaches `events` on the core thread (posted through `sink`). Both
+  // must outlive the link; the link only stores them while it is built.
+  WebSocketLink(Options options, EventSink& sink, DriverEvents& events);
   ~WebSocketLink() override;
-
-  // Must be called before connect().
-  void setListener(Listener listener) { listener_ = std::move(listener); }
 
   void connect() override;
   bool connected() const override { return connected_.load(std::memory_order_acquire); }
@@ -93,7 +82,7 @@ class WebSocketLink final : public DriverLink {
 
   Options options_;
   EventSink& sink_;
-  Listener listener_;
+  DriverEvents& events_;
 
   std::thread thread_;
   std::atomic<bool> connected_{false};

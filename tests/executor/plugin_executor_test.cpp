@@ -56,16 +56,24 @@ class QueueSink : public EventSink {
 class PluginExecutorTest : public ::testing::Test {
  protected:
   PluginExecutorTest() {
-    std::map<std::string, TaskRunnerFactory> runners;
-    runners["process"] = host_.taskRunnerFactory("process", R"({"kill_grace_ms": 200})");
-    executor_ = std::make_unique<PluginExecutor>(
-        sink_,
-        [this](TaskStatusEvent event) {
-          EXPECT_EQ(std::this_thread::get_id(), core_thread_) << "on_status off the core thread";
-          events_.push_back(std::move(event));
-        },
-        tmp_.path(), "exec-1", std::move(runners));
+    executor_ = std::make_unique<PluginExecutor>(sink_, statuses_, tmp_.path(), "exec-1");
+    executor_->addRunner("process", host_.createTaskRunner("process", R"({"kill_grace_ms": 200})",
+                                                           executor_->runnerReports()));
   }
+
+  // Records every status, checking that it arrives on the core thread.
+  class RecordingSink final : public TaskStatusSink {
+   public:
+    explicit RecordingSink(std::vector<TaskStatusEvent>& events) : events_(events) {}
+    void onTaskStatus(const TaskStatusEvent& status) override {
+      EXPECT_EQ(std::this_thread::get_id(), core_thread_) << "status off the core thread";
+      events_.push_back(status);
+    }
+
+   private:
+    std::vector<TaskStatusEvent>& events_;
+    std::thread::id core_thread_ = std::this_thread::get_id();
+  };
 
   static protocol::TaskDescription shellTask(std::uint64_t id, const std::string& script) {
     protocol::TaskDescription task;
@@ -109,8 +117,8 @@ class PluginExecutorTest : public ::testing::Test {
 
   TempDir tmp_;
   QueueSink sink_;
-  std::thread::id core_thread_ = std::this_thread::get_id();
   std::vector<TaskStatusEvent> events_;
+  RecordingSink statuses_{events_};
   PluginHost host_{{DOCKHAND_PLUGIN_DIR}};
   std::unique_ptr<PluginExecutor> executor_;
 };

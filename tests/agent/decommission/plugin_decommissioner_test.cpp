@@ -90,23 +90,28 @@ class PluginDecommissionerTest : public ::testing::Test {
     writer->commit();
   }
 
-  std::unique_ptr<BlockMigrationPlugin> plugin(const std::string& name) {
+  std::unique_ptr<BlockMigrationPlugin> plugin(const std::string& name,
+                                               MigrationProgressCallback progress) {
     nlohmann::json config = {{"max_concurrent", 2}};
     if (name == "peer") {
       config["max_failures_per_block"] = 1;
       config["timeout_ms"] = 2000;
     }
     if (name == "fallback") config["dir"] = (root / "fallback").string();
-    return host.createBlockMigration(name, config.dump(), [this](std::string_view progress) {
-      if (decommissioner) decommissioner->pluginProgress(progress);
-    });
+    return host.createBlockMigration(name, config.dump(), std::move(progress));
   }
 
   void make(std::vector<std::string> names, MigrationKinds kinds = {}) {
-    std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins;
-    for (const auto& n : names) plugins.push_back(plugin(n));
-    decommissioner =
-        std::make_unique<PluginDecommissioner>(sink, *store, std::move(plugins), kinds, nullptr);
+    decommissioner.reset();
+    decommissioner = std::make_unique<PluginDecommissioner>(
+        sink, *store,
+        [&](const MigrationProgressCallback& progress) {
+          report_progress = progress;
+          std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins;
+          for (const auto& n : names) plugins.push_back(plugin(n, progress));
+          return plugins;
+        },
+        kinds, nullptr);
     progress_seen.clear();
   }
 
@@ -135,6 +140,8 @@ class PluginDecommissionerTest : public ::testing::Test {
   PluginHost host{{DOCKHAND_PLUGIN_DIR}};
   std::unique_ptr<BlockStore> store;
   std::unique_ptr<PluginDecommissioner> decommissioner;
+  // The callback the decommissioner gave its plugins: reports sent through it reach it.
+  MigrationProgressCallback report_progress;
   std::vector<MigrationPassProgress> progress_seen;
 };
 
@@ -204,7 +211,7 @@ TEST_F(PluginDecommissionerTest, ReportsThatAreNotAboutThisPassChangeNothing) {
        {"not json", "[]", R"({"block": "rdd_1_0"})", R"({"block": "rdd_1_0", "done": false})",
         R"({"block": 7, "done": true})", R"({"block": "rdd_9_9", "done": true})",
         R"({"block": "rdd_1_0", "done": true})" /* counted already */}) {
-    decommissioner->pluginProgress(report);
+    report_progress(report);
   }
   MigrationPassProgress after = decommissioner->passProgress();
   EXPECT_EQ(after.blocks_moved, before.blocks_moved);

@@ -1,0 +1,516 @@
+#include "app/agent.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <Poco/URI.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "app/systemd_notify.h"
+#include "core/logging.h"
+#include "dockhand/tls/tls.h"
+#include "resources/resource_status.h"
+#include "rpc/worker_watcher.h"
+
+namespace dockhand::agent {
+
+namespace {
+
+constexpr const char* kVersion = DOCKHAND_VERSION;
+
+// Signals the agent's signal thread takes instead of their default actions: the stop signals
+// and the decommission signal (0: none).
+sigset_t handledSignals(int decommission_signal) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  if (decommission_signal > 0) sigaddset(&set, decommission_signal);
+  return set;
+}
+
+// Waits for SIGTERM/SIGINT/SIGHUP (stop) and the decommission signal on its own thread and
+// turns them into core events.
+class SignalThread {
+ public:
+  SignalThread(EventSink& sink, Backend& backend, int decommission_signal)
+      : sink_(sink), backend_(backend), decommission_signal_(decommission_signal) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  void run() {
+    sigset_t set = handledSignals(decommission_signal_);
+    timespec timeout{0, 200 * 1000 * 1000};
+    while (!stop_) {
+      int sig = sigtimedwait(&set, nullptr, &timeout);
+      if (sig <= 0) continue;
+      if (sig == decommission_signal_) {
+        sink_.post([this] { backend_.onDecommissionSignal(); });
+        continue;
+      }
+      std::string reason = std::string("received ") + sigabbrev_np(sig);
+      sink_.post([this, reason] { backend_.onStopRequested(reason); });
+    }
+  }
+
+  EventSink& sink_;
+  Backend& backend_;
+  int decommission_signal_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+StartupError configError(const std::string& what) {
+  return {ExitCode::kConfigError, what, /*config_error=*/true};
+}
+
+// A discovery plugin's describe() answer as JSON, or {"error": why} (logged at warn).
+nlohmann::json describeForStatus(Discoverer& discoverer) {
+  PluginResult described = discoverer.describe();
+  std::string why = described.error;
+  if (described.ok()) {
+    nlohmann::json details = nlohmann::json::parse(described.json, nullptr, false);
+    if (!details.is_discarded()) return details;
+    why = "describe() answered with malformed JSON";
+  }
+  logger("agent")->warn("discovery plugin '{}': {}; its details are left out of the status",
+                        discoverer.name(), why);
+  return {{"error", why}};
+}
+
+// The agent settings a block-migration plugin may take in its config, by key. A plugin is
+// given each one its config schema declares (a plugin without a schema gets an empty config);
+// unset settings (no TLS, no fallback_dir) are not offered.
+nlohmann::json migrationSettings(const AgentConfig& config) {
+  const DecommissionConfig& d = config.decommission;
+  nlohmann::json offered = {{"max_concurrent", d.max_concurrent},
+                            {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
+                            {"max_failures_per_block", d.max_failures_per_block}};
+  // Migration over https:// with the agent's own TLS files (docs/plugins.md).
+  if (config.tls.enabled) {
+    offered["tls"] = {{"ca_file", config.tls.ca_file},
+                      {"certificate_file", config.tls.certificate_file},
+                      {"private_key_file", config.tls.private_key_file},
+                      {"verify_hostname", config.tls.verify_hostname}};
+  }
+  if (!config.fallback_dir.empty()) offered["dir"] = config.fallback_dir;
+  return offered;
+}
+
+// Where each offered key comes from in the agent's config, for the error naming a setting a
+// plugin needs that is not set.
+std::string settingName(const std::string& key) {
+  if (key == "dir") return "fallback_dir";
+  if (key == "tls") return "tls";
+  return "decommission." + key;
+}
+
+}  // namespace
+
+void blockAgentSignals(const AgentConfig& config) {
+  // SIGPIPE stays blocked too: a peer that goes away mid-transfer is an error, not a death.
+  sigset_t signals = handledSignals(decommissionSignalNumber(config.decommission.signal));
+  sigaddset(&signals, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+void Agent::StatusBoard::set(nlohmann::json status) {
+  std::lock_guard lock(mutex_);
+  status_ = std::move(status);
+}
+
+nlohmann::json Agent::StatusBoard::get() const {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+Agent::Agent(AgentConfig config)
+    : config_(std::move(config)),
+      settings_(readSettings(config_)),
+      signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
+                               : protocol::auth::RequestSigner{}),
+      host_(pluginSearchPath(config_), config_.allow_insecure_plugins),
+      executor_(loop_, guard_, config_.work_dir, config_.executor_id,
+                Millis(config_.plugin_call_timeout_ms)),
+      plugins_(loadAgentPlugins()),
+      discoverers_(makeDiscoverers()),
+      guard_(executor_, backend_),
+      store_(openBlockStore()),
+      server_(startBlockServer()),
+      decommissioner_(makeDecommissioner()),
+      link_(linkOptions(), loop_, backend_),
+      backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
+  // The executor's settings, before the first launch.
+  executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
+  executor_.setRequestSigner(signer_);
+  if (settings_.tls_client) executor_.setTlsClientContext(settings_.tls_client);
+  executor_.attachBlockStore(*store_, blockUrl());
+}
+
+Agent::~Agent() = default;
+
+std::string Agent::blockUrl() const {
+  return fmt::format("{}://{}:{}", settings_.tls_server ? "https" : "http", config_.hostname,
+                     server_->port());
+}
+
+Agent::Settings Agent::readSettings(const AgentConfig& config) {
+  Settings settings;
+  try {
+    if (!config.auth_secret_file.empty()) {
+      settings.secret = protocol::auth::loadSecretFile(config.auth_secret_file);
+    }
+    if (config.tls.enabled) {
+      settings.tls_server = tls::makeContext(config.tls, tls::Role::kServer);
+      settings.tls_client = tls::makeContext(config.tls, tls::Role::kClient);
+    }
+    Poco::URI uri(config.driver_url);
+    const char* scheme = config.tls.enabled ? "wss" : "ws";
+    if (uri.getScheme() != scheme || uri.getHost().empty() || uri.getPort() == 0) {
+      throw configError(fmt::format("driver_url: expected {}://HOST:PORT/", scheme));
+    }
+    if (!config.worker_url.empty()) parseWorkerUrl(config.worker_url);
+    if (!config.resources_file.empty()) {
+      settings.given_resources = loadResourcesFile(config.resources_file);
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(config.work_dir, ec);
+    if (ec) {
+      throw configError(
+          fmt::format("work_dir {}: cannot create: {}", config.work_dir, ec.message()));
+    }
+    // Others may pass through (tasks that run as another user reach their own directory
+    // under tasks/) but not list it; what is inside is private to the agent (blocks/ 0700).
+    namespace fs = std::filesystem;
+    fs::permissions(config.work_dir,
+                    fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    if (ec) {
+      throw configError(fmt::format("work_dir {}: cannot set its mode to 0711: {}", config.work_dir,
+                                    ec.message()));
+    }
+  } catch (const ConfigError& e) {
+    throw configError(e.what());
+  } catch (const protocol::auth::SecretError& e) {
+    throw configError(std::string("auth_secret_file: ") + e.what());
+  } catch (const tls::TlsError& e) {
+    throw configError(e.what());
+  } catch (const Poco::Exception& e) {
+    throw configError("driver_url '" + config.driver_url + "': " + e.displayText());
+  } catch (const std::invalid_argument& e) {
+    throw configError(std::string("worker_url: ") + e.what());
+  }
+  return settings;
+}
+
+std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
+  auto log = logger("agent");
+  PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(config_.plugin_call_warn_ms));
+  std::vector<LoadedPlugin> plugins;
+  try {
+    std::vector<PluginSpec> specs;
+    try {
+      specs = pluginSpecs(config_);
+    } catch (const ConfigError& e) {
+      throw PluginLoadError(std::string("plugin manifest: ") + e.what());
+    }
+    // Every instance reports its tasks' states straight to the executor.
+    PluginCallbacks callbacks;
+    callbacks.task_status = executor_.runnerReports();
+    plugins = loadPlugins(host_, specs, /*create=*/true, callbacks);
+  } catch (const PluginLoadError& e) {
+    throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
+  }
+  for (LoadedPlugin& plugin : plugins) {
+    if (!plugin.ok()) continue;
+    const std::uint32_t kinds = plugin.library->descriptor().kinds;
+    log->info("{} {} loaded from {} ({})", plugin.library->label(), plugin.library->version(),
+              plugin.spec.origin, fmt::join(kindNames(kinds), ", "));
+    if ((kinds & DH_KIND_TASK_RUNNER) == 0) continue;
+    // A runner-only instance goes to the executor alone, which destroys it (stopping its
+    // threads) when it stops; one of several kinds is shared with the other parts.
+    auto instance = kinds == DH_KIND_TASK_RUNNER ? std::move(plugin.instance) : plugin.instance;
+    executor_.addRunner(plugin.library->name(),
+                        std::make_unique<TaskRunnerPlugin>(std::move(instance)));
+  }
+  return plugins;
+}
+
+std::vector<std::unique_ptr<PluginDiscoverer>> Agent::makeDiscoverers() {
+  std::vector<std::unique_ptr<PluginDiscoverer>> out;
+  for (const LoadedPlugin& plugin : plugins_) {
+    if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
+    out.push_back(std::make_unique<PluginDiscoverer>(
+        plugin.instance, std::chrono::milliseconds(config_.plugin_call_timeout_ms)));
+  }
+  return out;
+}
+
+std::unique_ptr<BlockStore> Agent::openBlockStore() {
+  try {
+    return std::make_unique<BlockStore>(std::filesystem::path(config_.work_dir) / "blocks");
+  } catch (const std::exception& e) {
+    throw StartupError(ExitCode::kConfigError, e.what(), /*config_error=*/false);
+  }
+}
+
+std::unique_ptr<BlockServer> Agent::startBlockServer() {
+  try {
+    BlockServerOptions options;
+    options.bind_address = config_.bind_address;
+    options.port = config_.block_port;
+    options.fallback_dir = config_.fallback_dir;
+    options.tls = settings_.tls_server;
+    if (settings_.secret) {
+      options.verifier = std::make_shared<protocol::auth::RequestVerifier>(*settings_.secret);
+    }
+    auto server = std::make_unique<BlockServer>(
+        options, *store_, [this, auth = settings_.secret.has_value()] {
+          nlohmann::json status = status_board_.get();
+          status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
+          status["auth"] = {{"required", auth},
+                            {"refused_requests", server_ ? server_->authRefusals() : 0}};
+          return status;
+        });
+    server->start();
+    return server;
+  } catch (const std::exception& e) {
+    throw StartupError(ExitCode::kConfigError, e.what(), /*config_error=*/false);
+  }
+}
+
+std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
+  if (!config_.decommission.enabled) return nullptr;
+  const DecommissionConfig& d = config_.decommission;
+  try {
+    return std::make_unique<PluginDecommissioner>(
+        loop_, *store_,
+        [this](const MigrationProgressCallback& progress) {
+          return makeMigrationPlugins(progress);
+        },
+        MigrationKinds{d.shuffle_blocks, d.rdd_blocks, d.task_blocks},
+        [server = server_.get()] { server->setAcceptingWrites(false); });
+  } catch (const PluginLoadError& e) {
+    throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
+  }
+}
+
+std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
+    const MigrationProgressCallback& progress) {
+  auto log = logger("decommission");
+  const nlohmann::json offered = migrationSettings(config_);
+  std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
+  for (const std::string& name : config_.decommission.migration) {
+    // The plugin's config is what it declares of the agent's settings, and nothing it does
+    // not: the host knows no plugin by name.
+    const nlohmann::json& schema = host_.load(name)->configSchema();
+    nlohmann::json plugin_config = nlohmann::json::object();
+    if (auto properties = schema.find("properties");
+        properties != schema.end() && properties->is_object()) {
+      for (const auto& [key, value] : offered.items()) {
+        if (properties->contains(key)) plugin_config[key] = value;
+      }
+    }
+    if (auto required = schema.find("required"); required != schema.end() && required->is_array()) {
+      for (const auto& key : *required) {
+        if (!key.is_string() || plugin_config.contains(key.get<std::string>())) continue;
+        const std::string setting = settingName(key.get<std::string>());
+        throw PluginLoadError(
+            fmt::format("decommission.migration names '{}' but {} is not set", name, setting));
+      }
+    }
+    out.push_back(host_.createBlockMigration(
+        name, plugin_config.dump(),
+        [log, name, progress](std::string_view report) {
+          log->debug("{}: {}", name, report);
+          progress(report);
+        },
+        signer_));
+    log->info("block migration plugin {} ready", name);
+  }
+  return out;
+}
+
+WebSocketLink::Options Agent::linkOptions() const {
+  return WebSocketLink::Options{config_.driver_url,
+                                Millis(5000),
+                                Millis(10000),
+                                static_cast<std::size_t>(config_.max_frame_bytes),
+                                std::string("dockhand ") + kVersion,
+                                settings_.secret,
+                                settings_.tls_client};
+}
+
+BackendOptions Agent::backendOptions() {
+  BackendOptions options;
+  options.driver_url = config_.driver_url;
+  options.executor_id = config_.executor_id;
+  options.hostname = config_.hostname;
+  options.cores = config_.cores;
+  options.app_id = config_.app_id;
+  options.resource_profile_id = config_.resource_profile_id;
+  options.log_urls = config_.log_urls;
+  options.attributes = config_.attributes;
+  options.resources = settings_.given_resources;
+  options.block_url = blockUrl();
+  options.connect_tries = config_.connect_tries;
+  options.connect_retry_delay = Millis(config_.connect_retry_delay_ms);
+  options.ask_timeout = Millis(config_.ask_timeout_ms);
+  options.stop_grace = Millis(config_.stop_grace_ms);
+  options.discover_resources = [this](const protocol::ResourceProfile& profile,
+                                      std::map<std::string, protocol::ResourceInfo>& resources) {
+    return discoverResources(profile, resources);
+  };
+  // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
+  options.on_running = [] { notifySystemd("READY=1\nSTATUS=registered with the driver"); };
+  options.on_stopping = [] { notifySystemd("STOPPING=1"); };
+  options.decommission.enabled = config_.decommission.enabled;
+  options.decommission.check_interval = Millis(config_.decommission.check_interval_ms);
+  options.decommission.deadline = Millis(config_.decommission.deadline_ms);
+  return options;
+}
+
+std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
+                                     std::map<std::string, protocol::ResourceInfo>& resources) {
+  auto log = logger("agent");
+  std::vector<Discoverer*> chain_order;
+  for (auto& d : discoverers_) chain_order.push_back(d.get());
+  try {
+    DiscoveryChain chain(chain_order);
+    auto found =
+        chain.discoverAll(mergeRequests(profile.executor_resources, config_.resources),
+                          settings_.given_resources, "resources file " + config_.resources_file);
+    guard_.setResources(found, profile.task_resources);
+    // What each discovery plugin describes (an nvidia GPU's name, the host's cgroup limits),
+    // asked once: a describe() may run a program, too slow for every status refresh.
+    discovery_.chain.clear();
+    discovery_.described.clear();
+    for (Discoverer* d : chain_order) {
+      discovery_.chain.push_back(d->name());
+      discovery_.described[d->name()] = describeForStatus(*d);
+    }
+    discovery_.found = found;
+    discovery_.amount_per_task = profile.task_resources;
+    discovery_.done = true;
+    resources.clear();
+    for (const auto& [name, r] : found) {
+      log->info("resource {}: [{}] found by {} ({} requested)", name,
+                fmt::join(r.info.addresses, ", "), r.source, r.requested);
+      resources[name] = r.info;
+    }
+    return {};
+  } catch (const ResourceError& e) {
+    return e.what();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+}
+
+nlohmann::json Agent::statusJson() const {
+  nlohmann::json status = backend_.statusJson();
+  nlohmann::json discovery = nullptr;
+  if (discovery_.done) {
+    nlohmann::json plugins = nlohmann::json::object();
+    for (const auto& [name, details] : discovery_.described) plugins[name] = details;
+    discovery = {{"chain", discovery_.chain}, {"plugins", std::move(plugins)}};
+  }
+  status.update({{"resources", resourceStatusJson(discovery_.found, discovery_.amount_per_task,
+                                                  guard_.ledger(), discovery_.described)},
+                 {"discovery", std::move(discovery)},
+                 {"plugins", pluginReport(plugins_)},
+                 {"stuck_runners", executor_.stuckRunners()}});
+  return status;
+}
+
+void Agent::refreshStatus() {
+  status_board_.set(statusJson());
+  loop_.schedule(Millis(250), [this] { refreshStatus(); });
+}
+
+void Agent::logStart() const {
+  auto log = logger("agent");
+  log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
+            config_.executor_id, config_.app_id, config_.cores, config_.work_dir);
+  if (config_.tls.enabled) {
+    log->info(
+        "TLS on: driver link over wss://, block server over https:// (certificate {}, CA "
+        "{}, client certificates {}, host names {})",
+        config_.tls.certificate_file, config_.tls.ca_file,
+        config_.tls.require_client_certificate ? "required" : "not required",
+        config_.tls.verify_hostname ? "verified" : "NOT verified");
+  }
+  if (settings_.secret) {
+    log->info("authentication on: the cluster secret is read from {}", config_.auth_secret_file);
+  } else {
+    log->info("authentication off: no auth_secret_file (a driver that requires it refuses us)");
+  }
+}
+
+int Agent::run() {
+  logStart();
+  SignalThread signal_thread(loop_, backend_,
+                             decommissionSignalNumber(config_.decommission.signal));
+  loop_.post([this] { refreshStatus(); });
+  std::unique_ptr<WorkerWatcher> watcher;
+  if (!config_.worker_url.empty()) {
+    watcher = std::make_unique<WorkerWatcher>(config_.worker_url, [this](const std::string& why) {
+      loop_.post([this, why] { backend_.onWorkerLost(why); });
+    });
+    watcher->start();
+  }
+  loop_.post([this] { backend_.start(); });
+  return shutDown(loop_.run(toInt(ExitCode::kInternalError)));
+}
+
+int Agent::shutDown(int code) {
+  auto log = logger("agent");
+  link_.close();
+  const auto exitNow = [&] {
+    server_->stop();
+    log->info("dockhand exiting with code {}", code);
+    spdlog::default_logger()->flush();
+    std::_Exit(code);
+  };
+  const Millis grace(config_.stop_grace_ms);
+  if (auto stuck = executor_.stopRunners(grace); !stuck.empty()) {
+    // A runner is still in a call (plugin_call_timeout_ms passed, or stop_grace_ms did):
+    // destroying it, or unloading its library, under the call is not safe.
+    log->error(
+        "task runner(s) '{}' did not return from a call (plugin_call_timeout_ms, then "
+        "stop_grace_ms {} ms); exiting without waiting for them",
+        fmt::join(stuck, "', '"), config_.stop_grace_ms);
+    if (decommissioner_) decommissioner_->stopPass(grace);
+    exitNow();
+  }
+  if (decommissioner_ && !decommissioner_->stopPass(grace)) {
+    // A migration plugin ignored cancel() and is still in migrate(): destroying it (or the
+    // store it reads) under the call is not safe, so the process ends without destructors.
+    log->error(
+        "block migration plugin '{}' did not return from migrate() within {} ms of cancel() "
+        "(stop_grace_ms); exiting without waiting for it",
+        decommissioner_->pluginInCall(), config_.stop_grace_ms);
+    exitNow();
+  }
+  decommissioner_.reset();
+  server_->stop();
+  log->info("dockhand exiting with code {}", code);
+  spdlog::default_logger()->flush();
+  return code;
+}
+
+}  // namespace dockhand::agent

@@ -1,0 +1,151 @@
+// Agent: one running agent, composed. The constructor builds every part in dependency order and
+// hands each its collaborators as it is built; run() runs the core thread until the Backend
+// exits, then stops the parts in the order that loses nothing.
+//
+// The task path it wires (two thread hops each way, no part of agent/app on either):
+//
+//   LaunchTask:   link I/O thread ──post──► core: Backend ─► ResourceGuard ─► PluginExecutor
+//                 ──queue──► runner call thread ─► runner plugin's launch()
+//   StatusUpdate: plugin thread ─► PluginExecutor::runnerReports() ──post──► core:
+//                 ResourceGuard::onTaskStatus ─► Backend::onTaskStatus ─► WebSocketLink::send
+//
+// Cycles are closed by references to parts built later in the same object (the executor's
+// status sink is the guard, the guard's is the Backend, the link's event target is the
+// Backend): each part only stores such a reference while it is built and uses it once the core
+// thread runs, when every part exists. Members are destroyed in reverse: the Backend first, the
+// plugins before the executor their reports go to, the event loop last.
+//
+// Threads: construct and run() on the main thread. Signals must be blocked in every thread
+// before the Agent is built (blockAgentSignals()), so that only its signal thread takes them.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <Poco/Net/Context.h>
+#include <nlohmann/json.hpp>
+
+#include "app/agent_config.h"
+#include "app/log_setup.h"
+#include "app/plugin_loader.h"
+#include "blocks/block_server.h"
+#include "blocks/block_store.h"
+#include "core/backend.h"
+#include "core/event_loop.h"
+#include "core/exit_codes.h"
+#include "decommission/plugin_decommissioner.h"
+#include "dockhand/protocol/auth.h"
+#include "executor/plugin_executor.h"
+#include "plugins/plugin_host.h"
+#include "resources/resource_discovery.h"
+#include "resources/resource_guard.h"
+#include "rpc/websocket_link.h"
+
+namespace dockhand::agent {
+
+// Why the agent could not start: the line to show and the exit code. A config error is shown
+// as "dockhand: config error: <what>" on stderr; any other is logged as critical.
+class StartupError : public std::runtime_error {
+ public:
+  StartupError(ExitCode code, const std::string& what, bool config_error)
+      : std::runtime_error(what), code_(code), config_error_(config_error) {}
+  ExitCode code() const { return code_; }
+  bool configError() const { return config_error_; }
+
+ private:
+  ExitCode code_;
+  bool config_error_;
+};
+
+// Blocks the agent's signals (stop, decommission, SIGPIPE) in the calling thread, and so in
+// every thread it creates from then on. Call before building the Agent.
+void blockAgentSignals(const AgentConfig& config);
+
+class Agent {
+ public:
+  // `config` is complete (defaults applied, --cores resolved). Throws StartupError.
+  explicit Agent(AgentConfig config);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs until the Backend exits; returns the exit code. Ends the process itself (without
+  // destructors) when a plugin call never returned, since destroying the plugin under it is
+  // not safe. Call once.
+  int run();
+
+ private:
+  // What start-up reads and checks before it builds any part (a config error otherwise).
+  struct Settings {
+    std::optional<protocol::auth::ClusterSecret> secret;
+    Poco::Net::Context::Ptr tls_server;
+    Poco::Net::Context::Ptr tls_client;
+    std::map<std::string, protocol::ResourceInfo> given_resources;  // the resources file
+  };
+  // The agent's state for /v1/status: refreshed on the core thread, read on the block
+  // server's threads.
+  class StatusBoard {
+   public:
+    void set(nlohmann::json status);
+    nlohmann::json get() const;
+
+   private:
+    mutable std::mutex mutex_;
+    nlohmann::json status_ = nlohmann::json::object();
+  };
+  // What discovery found, for the status output (core thread).
+  struct Discovery {
+    bool done = false;
+    std::map<std::string, DiscoveredResource> found;
+    std::map<std::string, double> amount_per_task;
+    std::vector<std::string> chain;
+    std::map<std::string, nlohmann::json> described;
+  };
+
+  static Settings readSettings(const AgentConfig& config);
+  std::vector<LoadedPlugin> loadAgentPlugins();
+  std::vector<std::unique_ptr<PluginDiscoverer>> makeDiscoverers();
+  std::unique_ptr<BlockStore> openBlockStore();
+  std::unique_ptr<BlockServer> startBlockServer();
+  std::unique_ptr<PluginDecommissioner> makeDecommissioner();
+  std::vector<std::unique_ptr<BlockMigrationPlugin>> makeMigrationPlugins(
+      const MigrationProgressCallback& progress);
+  WebSocketLink::Options linkOptions() const;
+  // <scheme>://<hostname>:<port> of the block server.
+  std::string blockUrl() const;
+  BackendOptions backendOptions();
+  // BackendOptions::discover_resources: runs the discovery chain for the app's profile.
+  std::string discoverResources(const protocol::ResourceProfile& profile,
+                                std::map<std::string, protocol::ResourceInfo>& resources);
+  nlohmann::json statusJson() const;
+  void refreshStatus();
+  void logStart() const;
+  // The orderly end after the loop returned; ends the process at once when a plugin call is
+  // still in progress.
+  int shutDown(int code);
+
+  AgentConfig config_;
+  Settings settings_;
+  protocol::auth::RequestSigner signer_;
+  EventLoop loop_;
+  SpdlogLevelControl log_control_;
+  PluginHost host_;
+  PluginExecutor executor_;
+  std::vector<LoadedPlugin> plugins_;
+  std::vector<std::unique_ptr<PluginDiscoverer>> discoverers_;
+  ResourceGuard guard_;
+  std::unique_ptr<BlockStore> store_;
+  StatusBoard status_board_;
+  std::unique_ptr<BlockServer> server_;
+  std::unique_ptr<PluginDecommissioner> decommissioner_;
+  WebSocketLink link_;
+  Backend backend_;
+  Discovery discovery_;
+};
+
+}  // namespace dockhand::agent
