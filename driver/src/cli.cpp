@@ -30,10 +30,10 @@
 #include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "dockhand/driver/driver_config.h"
+#include "dockhand/driver/driver_log.h"
 #include "dockhand/driver/driver_service.h"
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/driver/local_agents.h"
@@ -316,16 +316,6 @@ Options parseArgs(int argc, char** argv) {
   return o;
 }
 
-void setUpLogging(const std::string& level) {
-  auto logger = spdlog::get("driver");
-  if (!logger) {
-    logger = spdlog::stderr_color_mt("driver");
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ dockhand-driver: %v");
-    spdlog::set_default_logger(logger);
-  }
-  logger->set_level(spdlog::level::from_str(level));
-}
-
 // Writes the port to `path` atomically (temp file + rename).
 void writePortFile(const std::string& path, std::uint16_t port) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
@@ -362,7 +352,7 @@ DriverConfig loadConfig(const Options& o) {
 
 int serve(const Options& o) {
   DriverConfig config = loadConfig(o);
-  setUpLogging(o.log_level.empty() ? "info" : o.log_level);
+  setUpDriverLogging(o.log_level.empty() ? "info" : o.log_level);
   std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;
@@ -375,18 +365,17 @@ int serve(const Options& o) {
   service.log_task_updates = true;
   service.start(o.listen.host, o.listen.port);
   if (!o.port_file.empty()) writePortFile(o.port_file, service.port());
-  spdlog::get("driver")->info("{} serving agents on {}://{}:{}/ (authentication {}, TLS {})",
-                              driverSoftware(), config.tls.enabled ? "wss" : "ws", o.listen.host,
-                              service.port(), config.secret ? "required" : "off",
-                              !config.tls.enabled ? "off"
-                              : config.tls.require_client_certificate
-                                  ? "on, client certificates required"
-                                  : "on");
+  driverLogger()->info("{} serving agents on {}://{}:{}/ (authentication {}, TLS {})",
+                       driverSoftware(), config.tls.enabled ? "wss" : "ws", o.listen.host,
+                       service.port(), config.secret ? "required" : "off",
+                       !config.tls.enabled                     ? "off"
+                       : config.tls.require_client_certificate ? "on, client certificates required"
+                                                               : "on");
   {
     std::unique_lock lock(mutex);
     cv.wait(lock, [&] { return stop; });
   }
-  spdlog::get("driver")->info("signal {}: stopping", signals.received());
+  driverLogger()->info("signal {}: stopping", signals.received());
   service.stopAgents();
   service.stop();
   return static_cast<int>(DriverExit::kSuccess);
@@ -494,8 +483,8 @@ int run(const Options& o) {
   DriverConfig config;
   config = loadConfig(o);
   job = loadJobFile(o.job_file);
-  setUpLogging(o.log_level.empty() ? "warn" : o.log_level);
-  auto log = spdlog::get("driver");
+  setUpDriverLogging(o.log_level.empty() ? "warn" : o.log_level);
+  const auto& log = driverLogger();
   // The agents learn each task's share of a resource from the profile the driver serves;
   // without the driver config naming it, it is what the job's tasks ask for.
   for (const std::string& warning : completeTaskResources(job, config.resource_profile)) {

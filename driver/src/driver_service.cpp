@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/driver/driver_log.h"
+
 #ifndef DOCKHAND_VERSION
 #define DOCKHAND_VERSION "0.0.0"
 #endif
@@ -16,14 +18,6 @@ namespace ec = protocol::error_code;
 using protocol::MessageType;
 
 namespace {
-
-std::shared_ptr<spdlog::logger> log() {
-  static std::shared_ptr<spdlog::logger> logger = [] {
-    auto existing = spdlog::get("driver");
-    return existing ? existing : spdlog::default_logger();
-  }();
-  return logger;
-}
 
 std::uint64_t wallClockMs() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -208,7 +202,7 @@ std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& requ
                                              protocol::auth::wallClockMs());
     if (refusal) {
       ++auth_failures_;
-      log()->warn("control request {} {} refused: {}", method, path, *refusal);
+      driverLogger()->warn("control request {} {} refused: {}", method, path, *refusal);
       HttpReply reply = errorReply(401, *refusal);
       reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
       return reply;
@@ -249,7 +243,7 @@ void DriverService::markDecommissioning(const std::string& agent_id, const std::
   const AgentInfo* agent = scheduler_.agent(agent_id);
   if (agent == nullptr || agent->state == AgentState::kDecommissioning) return;
   scheduler_.decommissionAgent(agent_id);
-  log()->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id, why);
+  driverLogger()->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id, why);
 }
 
 void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) const {
@@ -273,7 +267,7 @@ ServiceCounters DriverService::counters() const {
 // ---- frames -------------------------------------------------------------------------------
 
 void DriverService::onOpen(const std::shared_ptr<Connection>& c) {
-  log()->debug("connection {} from {}", c->id(), c->peer());
+  driverLogger()->debug("connection {} from {}", c->id(), c->peer());
 }
 
 bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
@@ -285,7 +279,8 @@ bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
                            std::string message) {
   ++bad_frames_;
-  log()->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code, message);
+  driverLogger()->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
+                        message);
   if (id > 0) {
     c.send(protocol::makeErrorReply(id, code, std::move(message)));
   } else {
@@ -303,20 +298,21 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
   }
   protocol::Envelope& env = decoded.value();
   if (env.isReply()) {
-    log()->debug("connection {}: reply to {} ignored (no ask of that id is pending)", c->id(),
-                 env.re);
+    driverLogger()->debug("connection {}: reply to {} ignored (no ask of that id is pending)",
+                          c->id(), env.re);
     return;
   }
   if (env.isError()) {
     if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
       ++auth_failures_;
-      log()->warn("connection {} ({}): authentication failed: the agent refused this driver: {}",
-                  c->id(), c->peer(), env.error->message);
+      driverLogger()->warn(
+          "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
+          c->peer(), env.error->message);
       c->close("authentication failed");
       return;
     }
-    log()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
-                env.error->code, env.error->message);
+    driverLogger()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
+                         env.error->code, env.error->message);
     return;
   }
   const protocol::MessageSpec* spec = protocol::findMessage(env.type);
@@ -397,7 +393,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       Actions actions;
       scheduler_.agentLaunched(c->agent_id, now_(), actions);
       apply(actions);
-      log()->info("agent '{}' is ready for tasks", c->agent_id);
+      driverLogger()->info("agent '{}' is ready for tasks", c->agent_id);
       return;
     }
     case MessageType::kHeartbeat:
@@ -411,7 +407,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
         scheduler_.touch(c->agent_id, now_());
         peers = scheduler_.peersFor(c->agent_id);
       }
-      log()->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
+      driverLogger()->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
       c->send(protocol::makeReply(env.id, protocol::toJson(peers)));
       return;
     }
@@ -424,8 +420,8 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       Actions actions;
       scheduler_.updateBlocks(c->agent_id, update, now, actions);
       apply(actions);
-      log()->debug("agent '{}': {} block(s) added, {} removed", c->agent_id, update.added.size(),
-                   update.removed.size());
+      driverLogger()->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
+                            update.added.size(), update.removed.size());
       if (scheduler_.jobState() != before) changed_.notify_all();
       return;
     }
@@ -442,13 +438,13 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
       apply(actions);
       if (clean) {
-        log()->info(
+        driverLogger()->info(
             "agent '{}' finished decommissioning and left ({} block(s) still listed on "
             "it went with it)",
             c->agent_id, held);
       } else {
-        log()->info("agent '{}' removed itself: {}", c->agent_id,
-                    removal.reason.empty() ? "no reason given" : removal.reason);
+        driverLogger()->info("agent '{}' removed itself: {}", c->agent_id,
+                             removal.reason.empty() ? "no reason given" : removal.reason);
       }
       c->agent_id.clear();
       changed_.notify_all();
@@ -490,8 +486,8 @@ void DriverService::handleHello(const std::shared_ptr<Connection>& c,
   protocol::Hello reply;
   reply.role = "driver";
   reply.software = driverSoftware();
-  log()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
-               hello.role.empty() ? "peer" : hello.role, hello.software);
+  driverLogger()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
+                        hello.role.empty() ? "peer" : hello.role, hello.software);
   if (!config_.secret) {
     // No secret here: an agent that asks for authentication sees no proof and refuses us.
     c->greeted = true;
@@ -541,12 +537,13 @@ void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
   c->auth_pending = false;
   c->greeted = true;
   c->send(protocol::makeReply(env.id, protocol::Json::object()));
-  log()->debug("connection {} ({}): authenticated", c->id(), c->peer());
+  driverLogger()->debug("connection {} ({}): authenticated", c->id(), c->peer());
 }
 
 void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
   ++auth_failures_;
-  log()->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(), why);
+  driverLogger()->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
+                       why);
   refuse(c, id, ec::kAuthFailed, why);
   c.close("authentication failed");
 }
@@ -576,13 +573,13 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     }
   }
   if (!result.ok) {
-    log()->warn("refused registration from {}: {}", c->peer(), result.message);
+    driverLogger()->warn("refused registration from {}: {}", c->peer(), result.message);
     refuse(*c, env.id, result.code, result.message);
     return;
   }
   c->agent_id = reg.executor_id;
-  log()->info("agent '{}' registered from {} ({}): {} cores, resources: {}", reg.executor_id,
-              reg.hostname, c->peer(), reg.cores, describeResources(reg));
+  driverLogger()->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
+                       reg.executor_id, reg.hostname, c->peer(), reg.cores, describeResources(reg));
 }
 
 void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
@@ -599,9 +596,10 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
     return;
   }
   const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
-  if (log()->should_log(level)) {
-    log()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
-               protocol::toString(update.state), update.reason.empty() ? "" : ": ", update.reason);
+  if (driverLogger()->should_log(level)) {
+    driverLogger()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
+                        protocol::toString(update.state), update.reason.empty() ? "" : ": ",
+                        update.reason);
   }
   std::lock_guard lock(mutex_);
   const TimePoint now = now_();
@@ -625,14 +623,15 @@ void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
   // Progress means it decommissions, whoever started it (SIGPWR, the driver).
   markDecommissioning(c->agent_id, "its heartbeat reports a decommission");
   if (scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission)) {
-    log()->info("agent '{}' decommission {}", c->agent_id,
-                describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
+    driverLogger()->info(
+        "agent '{}' decommission {}", c->agent_id,
+        describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
   }
 }
 
 void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {
   if (c->agent_id.empty()) {
-    log()->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
+    driverLogger()->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
     return;
   }
   std::lock_guard lock(mutex_);
@@ -642,11 +641,11 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
   Actions actions;
   if (told_to_stop_.erase(c->agent_id) > 0) {
     scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
-    log()->info("agent '{}' stopped", c->agent_id);
+    driverLogger()->info("agent '{}' stopped", c->agent_id);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     ++agents_lost_;
-    log()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled", c->agent_id,
-                why);
+    driverLogger()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
+                         c->agent_id, why);
   }
   apply(actions);
   changed_.notify_all();
@@ -671,8 +670,8 @@ void DriverService::apply(Actions& actions) {
         break;
       }
       case Action::Kind::kDisconnect:
-        log()->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
-                    action.reason);
+        driverLogger()->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
+                             action.reason);
         ++agents_lost_;
         c.close(action.reason);
         agent_connections_.erase(it);
