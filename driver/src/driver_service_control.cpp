@@ -36,12 +36,12 @@ Json DriverService::executorsJson() const {
                     {"running_tasks", agent.running},
                     {"tasks_launched", agent.tasks_launched},
                     {"block_url", agent.block_url},
-                    {"blocks", scheduler_.blocksHeldBy(id)},
+                    {"blocks", scheduler_.blocks().heldBy(id)},
                     {"decommission", agent.decommission}});
   }
   return Json{
       {"executors", std::move(list)},
-      {"fallback_blocks", scheduler_.blocksHeldBy("")},
+      {"fallback_blocks", scheduler_.blocks().heldBy("")},
       {"blocks", scheduler_.blocks().size()},
       {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }

@@ -208,7 +208,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
         agent_connections_.erase(it);
       }
       const bool clean = removal.reason == kDecommissionFinished;
-      const std::size_t held = scheduler_.blocksHeldBy(c->agent_id);
+      const std::size_t held = scheduler_.blocks().heldBy(c->agent_id);
       Actions actions;
       scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
       apply(actions);

@@ -147,7 +147,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
   agents_.erase(it);
-  const std::vector<std::string> gone = dropHolder(agent_id);
+  const std::vector<std::string> gone = blocks_.dropHolder(agent_id);
 
   // Its tasks are lost with it: run them elsewhere without counting an attempt.
   std::vector<std::size_t> lost;
@@ -244,45 +244,16 @@ void Scheduler::updateBlocks(const std::string& agent_id, const protocol::Update
   for (const auto& info : update.added) {
     // A holder the driver does not know could never be read from nor dropped.
     if (!info.executor_id.empty() && agents_.count(info.executor_id) == 0) continue;
-    BlockLocation& block = blocks_[info.id];
-    block.id = info.id;
-    block.size = info.size;
-    if (!info.checksum.empty() || block.holders.empty()) block.checksum = info.checksum;
-    block.holders[info.executor_id] = info.url;
+    blocks_.add(info);
   }
   std::vector<std::string> gone;
   for (const auto& id : update.removed) {
-    auto it = blocks_.find(id);
-    if (it == blocks_.end()) continue;
     // An id both added and removed in one update moved away from the sender: it stays
     // wherever `added` put it.
-    it->second.holders.erase(agent_id);
-    if (it->second.holders.empty()) {
-      blocks_.erase(it);
-      gone.push_back(id);
-    }
+    if (blocks_.removeHolder(id, agent_id)) gone.push_back(id);
   }
   onBlocksLost(gone, fmt::format("agent {} dropped it", agent_id));
   schedule(now, out);
-}
-
-std::size_t Scheduler::blocksHeldBy(const std::string& agent_id) const {
-  return static_cast<std::size_t>(
-      std::count_if(blocks_.begin(), blocks_.end(),
-                    [&](const auto& entry) { return entry.second.holders.count(agent_id) > 0; }));
-}
-
-std::vector<std::string> Scheduler::dropHolder(const std::string& holder) {
-  std::vector<std::string> gone;
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->second.holders.erase(holder) > 0 && it->second.holders.empty()) {
-      gone.push_back(it->first);
-      it = blocks_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return gone;
 }
 
 void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::string& why) {
@@ -331,8 +302,8 @@ bool Scheduler::inputsReady(const TaskSpec& spec) const {
   }
   if (placeholder == nullptr) return false;
   for (const auto& id : spec.inputs) {
-    auto it = blocks_.find(id);
-    if (it == blocks_.end() || inputUrl(it->second, *placeholder).empty()) return false;
+    const BlockLocation* block = blocks_.find(id);
+    if (block == nullptr || inputUrl(*block, *placeholder).empty()) return false;
   }
   return true;
 }

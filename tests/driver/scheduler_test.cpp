@@ -474,8 +474,8 @@ TEST_F(BlockSchedulingTest, FallbackBlockIsReadThroughALiveActiveAgentsBlockServ
   addBlockAgent("b", 1);
   Actions out;
   report("a", {block("b0", ""), block("b1", "")}, {"b0", "b1"}, out);
-  ASSERT_EQ(scheduler_.blocksHeldBy(""), 2u);
-  EXPECT_EQ(scheduler_.blocksHeldBy("a"), 0u);
+  ASSERT_EQ(scheduler_.blocks().heldBy(""), 2u);
+  EXPECT_EQ(scheduler_.blocks().heldBy("a"), 0u);
   scheduler_.decommissionAgent("a");
 
   JobSpec j =
@@ -653,7 +653,7 @@ TEST_F(BlockSchedulingTest, CleanLeaveAfterMigrationReschedulesNothing) {
   report(leaving, {block("b0", leaving)}, {}, step);
   // It migrates b0 to the other agent, tells the driver, and leaves.
   report(leaving, {block("b0", staying)}, {"b0"}, step);
-  EXPECT_EQ(scheduler_.blocksHeldBy(leaving), 0u);
+  EXPECT_EQ(scheduler_.blocks().heldBy(leaving), 0u);
   Actions left;
   ASSERT_TRUE(scheduler_.removeAgent(leaving, "removed itself: decommission finished", left));
   EXPECT_TRUE(launches(left).empty());
