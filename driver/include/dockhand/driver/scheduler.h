@@ -35,6 +35,9 @@
 // migration.
 //
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
+//
+// The code: scheduler.cpp (agents, blocks, the job), scheduler_placement.cpp (matching a task
+// to an agent, what a launch takes and gives back).
 #pragma once
 
 #include <chrono>
