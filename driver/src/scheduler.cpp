@@ -1,7 +1,6 @@
 #include "dockhand/driver/scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -147,7 +146,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
   agents_.erase(it);
-  const std::vector<std::string> gone = dropHolder(agent_id);
+  const std::vector<std::string> gone = blocks_.dropHolder(agent_id);
 
   // Its tasks are lost with it: run them elsewhere without counting an attempt.
   std::vector<std::size_t> lost;
@@ -244,45 +243,16 @@ void Scheduler::updateBlocks(const std::string& agent_id, const protocol::Update
   for (const auto& info : update.added) {
     // A holder the driver does not know could never be read from nor dropped.
     if (!info.executor_id.empty() && agents_.count(info.executor_id) == 0) continue;
-    BlockLocation& block = blocks_[info.id];
-    block.id = info.id;
-    block.size = info.size;
-    if (!info.checksum.empty() || block.holders.empty()) block.checksum = info.checksum;
-    block.holders[info.executor_id] = info.url;
+    blocks_.add(info);
   }
   std::vector<std::string> gone;
   for (const auto& id : update.removed) {
-    auto it = blocks_.find(id);
-    if (it == blocks_.end()) continue;
     // An id both added and removed in one update moved away from the sender: it stays
     // wherever `added` put it.
-    it->second.holders.erase(agent_id);
-    if (it->second.holders.empty()) {
-      blocks_.erase(it);
-      gone.push_back(id);
-    }
+    if (blocks_.removeHolder(id, agent_id)) gone.push_back(id);
   }
   onBlocksLost(gone, fmt::format("agent {} dropped it", agent_id));
   schedule(now, out);
-}
-
-std::size_t Scheduler::blocksHeldBy(const std::string& agent_id) const {
-  return static_cast<std::size_t>(
-      std::count_if(blocks_.begin(), blocks_.end(),
-                    [&](const auto& entry) { return entry.second.holders.count(agent_id) > 0; }));
-}
-
-std::vector<std::string> Scheduler::dropHolder(const std::string& holder) {
-  std::vector<std::string> gone;
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->second.holders.erase(holder) > 0 && it->second.holders.empty()) {
-      gone.push_back(it->first);
-      it = blocks_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return gone;
 }
 
 void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::string& why) {
@@ -331,8 +301,8 @@ bool Scheduler::inputsReady(const TaskSpec& spec) const {
   }
   if (placeholder == nullptr) return false;
   for (const auto& id : spec.inputs) {
-    auto it = blocks_.find(id);
-    if (it == blocks_.end() || inputUrl(it->second, *placeholder).empty()) return false;
+    const BlockLocation* block = blocks_.find(id);
+    if (block == nullptr || inputUrl(*block, *placeholder).empty()) return false;
   }
   return true;
 }
@@ -562,157 +532,6 @@ std::optional<std::string> Scheduler::unschedulableReason() const {
     }
   }
   return std::nullopt;
-}
-
-std::int64_t resourceUnitsPerAddress(double amount) {
-  if (amount >= 1) return kResourceUnits;
-  // floor(1 / amount) tasks share an address; the epsilon keeps 1 / 0.2 at 5, not 4.999...
-  const auto shares = static_cast<std::int64_t>(std::floor(1.0 / amount + 1e-9));
-  return kResourceUnits / std::max<std::int64_t>(1, shares);
-}
-
-int resourceAddressCount(double amount) {
-  return amount >= 1 ? static_cast<int>(std::llround(amount)) : 1;
-}
-
-// ---- placement ----------------------------------------------------------------------------
-
-bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
-  if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
-  for (const auto& [name, amount] : spec.resources) {
-    auto it = agent.free_units.find(name);
-    if (it == agent.free_units.end()) return false;
-    const std::int64_t units = resourceUnitsPerAddress(amount);
-    const auto usable = std::count_if(it->second.begin(), it->second.end(),
-                                      [&](std::int64_t free) { return free >= units; });
-    if (usable < resourceAddressCount(amount)) return false;
-  }
-  return true;
-}
-
-AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
-  // Spread: the fitting agent with the most free cores (ties: the first by id).
-  AgentInfo* best = nullptr;
-  for (auto& [id, agent] : agents_) {
-    if (fits(spec, agent) && (best == nullptr || agent.free_cores > best->free_cores)) {
-      best = &agent;
-    }
-  }
-  return best;
-}
-
-void Scheduler::schedule(TimePoint now, Actions& out) {
-  if (job_state_ != JobState::kRunning) return;
-  // Shapes (cpus + resources) that found no agent in this pass: a later task of the same
-  // shape will not fit either, so the pass stays linear in the pending tasks.
-  std::vector<const TaskSpec*> misfits;
-  auto sameShape = [](const TaskSpec& a, const TaskSpec& b) {
-    return a.cpus == b.cpus && a.resources == b.resources;
-  };
-  for (auto it = pending_.begin(); it != pending_.end() && total_free_cores_ > 0;) {
-    const TaskSpec& spec = tasks_[*it].spec;
-    if (!inputsReady(spec)) {
-      ++it;  // waits for a block; UpdateBlockInfo or a producer's rerun brings it
-      continue;
-    }
-    bool known_misfit = std::any_of(misfits.begin(), misfits.end(),
-                                    [&](const TaskSpec* m) { return sameShape(*m, spec); });
-    AgentInfo* agent = known_misfit ? nullptr : pickAgent(spec);
-    if (agent == nullptr) {
-      if (!known_misfit) misfits.push_back(&spec);
-      ++it;
-      continue;
-    }
-    std::size_t index = *it;
-    it = pending_.erase(it);
-    launch(index, *agent, now, out);
-  }
-}
-
-void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out) {
-  TaskRecord& t = tasks_[index];
-  Action action;
-  action.kind = Action::Kind::kLaunch;
-  action.agent_id = agent.id;
-  protocol::TaskDescription& d = action.task;
-  d.task_id = next_task_id_++;
-  d.attempt = t.launches;
-  d.name = t.spec.name;
-  d.partition = t.spec.partition;
-  d.runner = t.spec.runner;
-  d.cpus = t.spec.cpus;
-  d.properties = t.spec.properties;
-  d.payload = t.spec.payload;
-  for (const auto& id : t.spec.inputs) {
-    const BlockLocation& block = blocks_.at(id);  // inputsReady() held
-    d.inputs.push_back(
-        protocol::InputBlock{block.id, inputUrl(block, agent), block.size, block.checksum});
-  }
-  std::map<std::string, std::int64_t> units_each;
-  for (const auto& [name, amount] : t.spec.resources) {
-    auto& free = agent.free_units[name];
-    const auto& addresses = agent.resources[name];
-    auto& assigned = d.resources[name];
-    const std::int64_t units = resourceUnitsPerAddress(amount);
-    const int count = resourceAddressCount(amount);
-    // A fraction goes to the fullest address it still fits on, so shares pack together and
-    // whole addresses stay free for whole-address tasks; whole addresses in registration
-    // order.
-    std::vector<std::size_t> order(free.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (units < kResourceUnits) {
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return free[a] < free[b]; });
-    }
-    for (std::size_t i : order) {
-      if (static_cast<int>(assigned.size()) == count) break;
-      if (free[i] < units) continue;
-      free[i] -= units;
-      assigned.push_back(addresses[i]);
-    }
-    units_each[name] = units;
-  }
-  agent.free_cores -= t.spec.cpus;
-  total_free_cores_ -= t.spec.cpus;
-  ++agent.running;
-  ++agent.tasks_launched;
-
-  ++t.launches;
-  t.outcome = TaskOutcome::kRunning;
-  t.task_id = d.task_id;
-  t.agent_id = agent.id;
-  t.launched_at = now;
-
-  RunningTask run;
-  run.job_seq = job_seq_;
-  run.index = index;
-  run.agent_id = agent.id;
-  run.cpus = t.spec.cpus;
-  run.resources = d.resources;
-  run.units_each = std::move(units_each);
-  running_.emplace(d.task_id, std::move(run));
-  out.push_back(std::move(action));
-}
-
-void Scheduler::release(const RunningTask& run) {
-  auto it = agents_.find(run.agent_id);
-  if (it == agents_.end()) return;
-  AgentInfo& agent = it->second;
-  agent.free_cores += run.cpus;
-  if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
-  if (agent.running > 0) --agent.running;
-  for (const auto& [name, addresses] : run.resources) {
-    auto& free = agent.free_units[name];
-    const auto& registered = agent.resources[name];
-    const std::int64_t units =
-        run.units_each.count(name) ? run.units_each.at(name) : kResourceUnits;
-    for (const auto& address : addresses) {
-      auto at = std::find(registered.begin(), registered.end(), address);
-      if (at == registered.end()) continue;
-      auto& slot = free[static_cast<std::size_t>(at - registered.begin())];
-      slot = std::min(kResourceUnits, slot + units);
-    }
-  }
 }
 
 }  // namespace dockhand::driver

@@ -1,8 +1,12 @@
 // The dockhand-driver command line: `run` (a job on local agents), `serve`, and
-// `decommission` (a client of a running driver's control API).
+// `decommission` (a client of a running driver's control API). runCli parses the options
+// (cli_options.h) and hands them to one command; each command runs in the calling thread
+// and starts what else it needs (DriverService, LocalAgents, a SignalWatcher).
 #pragma once
 
 namespace dockhand::driver {
+
+struct CliOptions;
 
 // Exit codes of dockhand-driver.
 enum class DriverExit : int {
@@ -16,5 +20,12 @@ enum class DriverExit : int {
 // Runs the program. Call first thing in main(): it blocks SIGINT/SIGTERM in the calling
 // thread before any other thread exists, so that they are handled in one place.
 int runCli(int argc, char** argv);
+
+// The commands, each returning the exit code (a DriverExit). They throw ConfigError for a
+// bad config or job file and std::exception for anything else that stops them; runCli maps
+// those to exit codes 2 and 1.
+int runCommand(const CliOptions& options);           // cli_run.cpp
+int serveCommand(const CliOptions& options);         // cli_serve.cpp
+int decommissionCommand(const CliOptions& options);  // cli_decommission.cpp
 
 }  // namespace dockhand::driver

@@ -16,6 +16,10 @@
 // held only for the scheduler call itself: decoding happens before, encoding after (on the
 // connections' writer threads). Actions are queued on connections while the mutex is held,
 // so a launch and a later kill of the same task reach the agent in that order.
+//
+// The code, by seam: driver_service.cpp (lifetime, the `run` side, actions, the ticker),
+// driver_service_frames.cpp (the agent protocol), driver_service_handshake.cpp (Hello and
+// authentication), driver_service_control.cpp (the /v1 control API).
 #pragma once
 
 #include <atomic>

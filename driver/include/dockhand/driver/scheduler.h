@@ -23,9 +23,9 @@
 //  * An executor id may be registered once at a time (duplicate_executor otherwise).
 //
 // Blocks (after Spark's BlockManagerMaster): UpdateBlockInfo tells where each block lives, at
-// one or more holders (an agent, or "" for the fallback store). A task that lists "inputs"
-// waits until every input has a holder it can be read from, and is launched with
-// TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an active holder (the
+// one or more holders (an agent, or "" for the fallback store); a BlockMap keeps the record. A task
+// that lists "inputs" waits until every input has a holder it can be read from, and is launched
+// with TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an active holder (the
 // target agent's own copy first), or for a fallback block "<block_url of an active agent>/
 // blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
 // reader waits until the block has moved (UpdateBlockInfo) or is lost. When an agent leaves (lost,
@@ -35,6 +35,9 @@
 // migration.
 //
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
+//
+// The code: scheduler.cpp (agents, blocks, the job), scheduler_placement.cpp (matching a task
+// to an agent, what a launch takes and gives back).
 #pragma once
 
 #include <chrono>
@@ -46,6 +49,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dockhand/driver/block_map.h"
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/protocol/messages.h"
 
@@ -68,15 +72,6 @@ using Actions = std::vector<Action>;
 
 // kRegistered: known, but takes no task until it says LaunchedExecutor (its executor is up).
 enum class AgentState { kRegistered, kActive, kDecommissioning };
-
-// Where one block lives: holder executor id -> the URL a reader GETs it from. The holder ""
-// is the fallback store (URL "fallback:<id>"), read through any agent's block server.
-struct BlockLocation {
-  std::string id;
-  std::uint64_t size = 0;
-  std::string checksum;
-  std::map<std::string, std::string> holders;
-};
 
 // An agent's decommission as its heartbeats report it (missing numbers are 0).
 struct DecommissionProgress {
@@ -203,9 +198,8 @@ class Scheduler {
   // rerun a producer whose block is gone.
   void updateBlocks(const std::string& agent_id, const protocol::UpdateBlockInfo& update,
                     TimePoint now, Actions& out);
-  const std::map<std::string, BlockLocation>& blocks() const { return blocks_; }
-  // Blocks that have `agent_id` among their holders ("" = the fallback store).
-  std::size_t blocksHeldBy(const std::string& agent_id) const;
+  // Where each block lives (blocks().heldBy(id): how many `id` holds).
+  const BlockMap& blocks() const { return blocks_; }
 
   // ---- the job ----
   // Starts a job; the previous one, if any, must be over. Throws std::logic_error otherwise.
@@ -246,8 +240,6 @@ class Scheduler {
   std::string inputUrl(const BlockLocation& block, const AgentInfo& target) const;
   // An active agent with a block server to read fallback blocks through (`preferred` first).
   const AgentInfo* fallbackReader(const AgentInfo* preferred) const;
-  // Drops `holder` from every block; returns the blocks left with no holder (now erased).
-  std::vector<std::string> dropHolder(const std::string& holder);
   // Blocks that no longer exist anywhere: reruns their finished producers when a task that
   // reads them has not finished.
   void onBlocksLost(const std::vector<std::string>& ids, const std::string& why);
@@ -277,7 +269,7 @@ class Scheduler {
   std::uint64_t stray_updates_ = 0;
   TimePoint now_{};
 
-  std::map<std::string, BlockLocation> blocks_;  // by block id
+  BlockMap blocks_;
   std::map<std::string, std::size_t> producer_;  // block id -> index into tasks_ (this job)
   std::map<std::string, std::vector<std::size_t>> consumers_;  // block id -> readers
   std::size_t reruns_for_lost_blocks_ = 0;

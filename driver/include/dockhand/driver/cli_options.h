@@ -1,0 +1,61 @@
+// The dockhand-driver command line as data: CliOptions, what parseCliArgs makes of argv
+// (every option of every command, checked against the command it is given to), and the usage
+// text. Pure code, no I/O: a bad argument throws UsageError, which runCli turns into the
+// usage text and exit code 64.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dockhand::driver {
+
+// A wrong argument: unknown option, bad value, option of another command.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// HOST:PORT of --listen (where agents connect) and of decommission's --driver.
+struct HostPort {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+};
+
+// Parses HOST:PORT ("[::1]:7077" too). Throws UsageError naming --listen, for --driver as well.
+HostPort parseListen(const std::string& text);
+
+struct CliOptions {
+  std::string command;  // "run", "serve" or "decommission"
+  std::string job_file;
+  int local_agents = 2;
+  int cores = 2;
+  std::optional<int> min_agents;
+  std::string agent_bin;
+  HostPort listen;
+  std::string port_file;
+  std::string config_file;
+  std::optional<long> timeout_s;
+  bool keep_work_dirs = false;
+  bool quiet = false;
+  std::string log_level;
+  std::string agent_config;
+  std::string auth_secret_file;
+  std::string decommission_id;  // run: agent to decommission; decommission: the executor
+  long decommission_after_ms = 0;
+  std::string driver;  // decommission: HOST:PORT
+  std::string reason = "dockhand-driver decommission";
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv (argv[0] is the program). With --help or --version nothing else is checked.
+// Throws UsageError.
+CliOptions parseCliArgs(int argc, char** argv);
+
+// The text --help prints (and a usage error after its message).
+std::string_view cliUsage();
+
+}  // namespace dockhand::driver

@@ -1,0 +1,50 @@
+// What the dockhand-driver commands share once their options are parsed: the driver config
+// as the options complete it, the port file, and the one thread that takes SIGINT/SIGTERM.
+//
+// Threads: SignalWatcher::blockInThisThread() must run in main() before any other thread
+// exists (runCli does it), so that every later thread inherits the blocked mask and the
+// signals reach only the watcher's thread, which calls on_signal there.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "dockhand/driver/cli_options.h"
+#include "dockhand/driver/driver_config.h"
+
+namespace dockhand::driver {
+
+// SIGINT/SIGTERM, taken by one thread with sigtimedwait (they are blocked everywhere else).
+class SignalWatcher {
+ public:
+  // Blocks SIGINT/SIGTERM in the calling thread (and so in threads it starts later) and
+  // ignores SIGPIPE.
+  static void blockInThisThread();
+
+  explicit SignalWatcher(std::function<void(int)> on_signal);
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+  // The last signal taken, 0 when none.
+  int received() const { return received_.load(); }
+
+ private:
+  void loop();
+
+  std::function<void(int)> on_signal_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> received_{0};
+  std::thread thread_;
+};
+
+// The driver config of --config (defaults without it), --auth-secret-file over its
+// auth_secret_file, with the secret and the TLS contexts loaded. Throws ConfigError.
+DriverConfig loadConfig(const CliOptions& options);
+
+// Writes the port to `path` atomically (temp file + rename). Throws std::runtime_error.
+void writePortFile(const std::string& path, std::uint16_t port);
+
+}  // namespace dockhand::driver

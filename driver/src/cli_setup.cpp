@@ -1,0 +1,77 @@
+#include "dockhand/driver/cli_setup.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace dockhand::driver {
+namespace {
+
+sigset_t watchedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+void SignalWatcher::blockInThisThread() {
+  sigset_t set = watchedSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+SignalWatcher::SignalWatcher(std::function<void(int)> on_signal)
+    : on_signal_(std::move(on_signal)), thread_([this] { loop(); }) {}
+
+SignalWatcher::~SignalWatcher() {
+  stop_ = true;
+  thread_.join();
+}
+
+void SignalWatcher::loop() {
+  sigset_t set = watchedSignals();
+  timespec wait{0, 200 * 1000 * 1000};
+  while (!stop_.load()) {
+    int sig = sigtimedwait(&set, nullptr, &wait);
+    if (sig > 0) {
+      received_.store(sig);
+      on_signal_(sig);
+    }
+  }
+}
+
+DriverConfig loadConfig(const CliOptions& o) {
+  DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
+  if (!o.auth_secret_file.empty()) config.auth_secret_file = o.auth_secret_file;
+  loadClusterSecret(config);
+  loadTlsContexts(config);
+  return config;
+}
+
+void writePortFile(const std::string& path, std::uint16_t port) {
+  namespace fs = std::filesystem;
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    out.close();
+    if (!out) throw std::runtime_error(fmt::format("cannot write port file {}", tmp));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("cannot write port file {}: {}", path, ec.message()));
+  }
+}
+
+}  // namespace dockhand::driver

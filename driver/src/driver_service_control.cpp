@@ -1,0 +1,99 @@
+// DriverService's control API: GET /v1/executors and POST /v1/executors/<id>/decommission on
+// the agents' HTTP server, each request checked against the cluster secret when there is one.
+// Runs on AgentServer's pool threads; the scheduler is read and changed under mutex_.
+#include "dockhand/driver/driver_service.h"
+
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dockhand/driver/driver_log.h"
+
+namespace dockhand::driver {
+namespace {
+
+HttpReply jsonReply(int status, const Json& body) {
+  return HttpReply{status, "application/json", body.dump() + "\n", {}};
+}
+
+HttpReply errorReply(int status, const std::string& message) {
+  return jsonReply(status, Json{{"error", message}});
+}
+
+}  // namespace
+
+Json DriverService::executorsJson() const {
+  std::lock_guard lock(mutex_);
+  Json list = Json::array();
+  for (const auto& [id, agent] : scheduler_.agents()) {
+    list.push_back({{"executor_id", id},
+                    {"host", agent.host},
+                    {"state", std::string(toString(agent.state))},
+                    {"cores", agent.cores},
+                    {"free_cores", agent.free_cores},
+                    {"running_tasks", agent.running},
+                    {"tasks_launched", agent.tasks_launched},
+                    {"block_url", agent.block_url},
+                    {"blocks", scheduler_.blocks().heldBy(id)},
+                    {"decommission", agent.decommission}});
+  }
+  return Json{
+      {"executors", std::move(list)},
+      {"fallback_blocks", scheduler_.blocks().heldBy("")},
+      {"blocks", scheduler_.blocks().size()},
+      {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
+}
+
+std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& request) {
+  constexpr std::string_view kExecutors = "/v1/executors";
+  constexpr std::string_view kDecommission = "/decommission";
+  const std::string& method = request.method;
+  const std::string& path = request.path;
+  const std::string& body = request.body;
+  if (path.rfind("/v1/", 0) != 0) return std::nullopt;
+  if (control_verifier_) {
+    auto refusal = control_verifier_->verify(request.authorization,
+                                             protocol::auth::RequestToSign{method, path, body},
+                                             protocol::auth::wallClockMs());
+    if (refusal) {
+      ++auth_failures_;
+      driverLogger()->warn("control request {} {} refused: {}", method, path, *refusal);
+      HttpReply reply = errorReply(401, *refusal);
+      reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
+      return reply;
+    }
+  }
+  try {
+    if (path == kExecutors || path == std::string(kExecutors) + "/") {
+      if (method != "GET") return errorReply(405, "use GET /v1/executors");
+      return jsonReply(200, executorsJson());
+    }
+    // "/v1/executors/<id>/decommission"
+    const std::string prefix = std::string(kExecutors) + "/";
+    if (path.size() > prefix.size() + kDecommission.size() && path.rfind(prefix, 0) == 0 &&
+        path.compare(path.size() - kDecommission.size(), kDecommission.size(), kDecommission) ==
+            0) {
+      const std::string id =
+          path.substr(prefix.size(), path.size() - prefix.size() - kDecommission.size());
+      if (method != "POST") return errorReply(405, "use POST /v1/executors/<id>/decommission");
+      std::string reason = "requested through the control API";
+      if (!body.empty()) {
+        Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+        if (parsed.is_object() && parsed.contains("reason") && parsed["reason"].is_string()) {
+          reason = parsed["reason"].get<std::string>();
+        }
+      }
+      if (!decommission(id, reason)) {
+        return errorReply(404, fmt::format("no executor '{}' is registered", id));
+      }
+      return jsonReply(200, Json{{"executor_id", id}, {"decommissioning", true}});
+    }
+    return errorReply(404, fmt::format("no such resource: {}", path));
+  } catch (const std::exception& e) {
+    return errorReply(500, e.what());
+  }
+}
+
+}  // namespace dockhand::driver

@@ -1,0 +1,349 @@
+// DriverService's agent protocol: every frame an agent sends, checked (Hello first, the
+// handshake done, the direction, an id on asks) and dispatched to the scheduler under mutex_,
+// and the agent's registration, status updates, heartbeats, blocks and leaving. Runs on the
+// connections' reader threads.
+#include "dockhand/driver/driver_service.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dockhand/driver/driver_log.h"
+
+namespace dockhand::driver {
+
+namespace ec = protocol::error_code;
+using protocol::MessageType;
+
+namespace {
+
+// The RemoveExecutor reason of an agent that decommissioned itself to the end: a clean leave.
+constexpr std::string_view kDecommissionFinished = "decommission finished";
+
+std::string describeDecommission(const DecommissionProgress& p) {
+  const std::uint64_t blocks_left =
+      p.blocks_total - std::min(p.blocks_total, p.blocks_migrated + p.blocks_failed);
+  return fmt::format("{}: {} of {} block(s) moved, {} left, {} failed; {} of {} bytes moved",
+                     p.state.empty() ? "state unknown" : p.state, p.blocks_migrated, p.blocks_total,
+                     blocks_left, p.blocks_failed, p.bytes_migrated, p.bytes_total);
+}
+
+std::string describeResources(const protocol::RegisterExecutor& reg) {
+  std::string out;
+  for (const auto& [name, info] : reg.resources) {
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", name, info.addresses.size());
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void DriverService::onOpen(const std::shared_ptr<Connection>& c) {
+  driverLogger()->debug("connection {} from {}", c->id(), c->peer());
+}
+
+bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
+  // A registered agent's silence is judged by the ticker (agent_timeout_ms); a connection
+  // that greeted but never registered is simply closed.
+  return !c->agent_id.empty();
+}
+
+void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
+                           std::string message) {
+  ++bad_frames_;
+  driverLogger()->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
+                        message);
+  if (id > 0) {
+    c.send(protocol::makeErrorReply(id, code, std::move(message)));
+  } else {
+    c.send(protocol::makeError(code, std::move(message)));
+  }
+}
+
+void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_view frame) {
+  ++frames_;
+  protocol::DecodeResult decoded = protocol::decodeEnvelope(frame, config_.max_frame_bytes);
+  if (!decoded) {
+    const auto& error = decoded.error();
+    refuse(*c, error.id, error.code, error.message);
+    return;
+  }
+  protocol::Envelope& env = decoded.value();
+  if (env.isReply()) {
+    driverLogger()->debug("connection {}: reply to {} ignored (no ask of that id is pending)",
+                          c->id(), env.re);
+    return;
+  }
+  if (env.isError()) {
+    if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
+      ++auth_failures_;
+      driverLogger()->warn(
+          "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
+          c->peer(), env.error->message);
+      c->close("authentication failed");
+      return;
+    }
+    driverLogger()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
+                         env.error->code, env.error->message);
+    return;
+  }
+  const protocol::MessageSpec* spec = protocol::findMessage(env.type);
+  if (spec == nullptr) {
+    refuse(*c, env.id, ec::kUnknownType, fmt::format("unknown message type '{}'", env.type));
+    return;
+  }
+  if (c->auth_pending && spec->type != MessageType::kAuthenticate) {
+    refuseAuth(*c, env.id,
+               fmt::format("this driver requires authentication: Authenticate must follow Hello, "
+                           "got {}",
+                           env.type));
+    return;
+  }
+  if (!c->greeted && !c->auth_pending && spec->type != MessageType::kHello) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("the first frame must be Hello, got {}", env.type));
+    c->close("no Hello first");
+    return;
+  }
+  if (spec->direction == protocol::Direction::kDriverToAgent) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("{} is sent by the driver, not to it", env.type));
+    return;
+  }
+  if (spec->ask && env.id == 0) {
+    refuse(*c, 0, ec::kMalformedFrame,
+           fmt::format("{} is an ask and needs an id > 0 to answer", env.type));
+    return;
+  }
+  try {
+    handle(c, env, *spec);
+  } catch (const protocol::BodyError& e) {
+    refuse(*c, env.id, ec::kInvalidBody,
+           fmt::format("{} body: {}: {}", env.type, e.path(), e.detail()));
+  }
+}
+
+void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
+                           const protocol::MessageSpec& spec) {
+  switch (spec.type) {
+    case MessageType::kHello:
+      handleHello(c, env);
+      return;
+    case MessageType::kAuthenticate:
+      handleAuthenticate(c, env);
+      return;
+    case MessageType::kRetrieveAppConfig: {
+      protocol::decodeBody<protocol::RetrieveAppConfig>(env.body);
+      c->send(protocol::makeReply(env.id, protocol::toJson(app_config_)));
+      return;
+    }
+    case MessageType::kRegisterExecutor:
+      handleRegister(c, env);
+      return;
+    case MessageType::kStatusUpdate:
+      handleStatus(c, env);
+      return;
+    default:
+      break;
+  }
+  if (c->agent_id.empty()) {
+    if (spec.type == MessageType::kHeartbeat) return;  // harmless before registration
+    refuse(*c, env.id, ec::kNotRegistered,
+           fmt::format("{} before RegisterExecutor was accepted", env.type));
+    return;
+  }
+  switch (spec.type) {
+    case MessageType::kLaunchedExecutor: {
+      auto launched = protocol::decodeBody<protocol::LaunchedExecutor>(env.body);
+      if (launched.executor_id != c->agent_id) {
+        refuse(*c, env.id, ec::kInvalidBody,
+               fmt::format("LaunchedExecutor names '{}' but this connection registered '{}'",
+                           launched.executor_id, c->agent_id));
+        return;
+      }
+      std::lock_guard lock(mutex_);
+      Actions actions;
+      scheduler_.agentLaunched(c->agent_id, now_(), actions);
+      apply(actions);
+      driverLogger()->info("agent '{}' is ready for tasks", c->agent_id);
+      return;
+    }
+    case MessageType::kHeartbeat:
+      handleHeartbeat(c, env);
+      return;
+    case MessageType::kGetPeers: {
+      protocol::decodeBody<protocol::GetPeers>(env.body);
+      std::vector<protocol::Peer> peers;
+      {
+        std::lock_guard lock(mutex_);
+        scheduler_.touch(c->agent_id, now_());
+        peers = scheduler_.peersFor(c->agent_id);
+      }
+      driverLogger()->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
+      c->send(protocol::makeReply(env.id, protocol::toJson(peers)));
+      return;
+    }
+    case MessageType::kUpdateBlockInfo: {
+      auto update = protocol::decodeBody<protocol::UpdateBlockInfo>(env.body);
+      std::lock_guard lock(mutex_);
+      const TimePoint now = now_();
+      scheduler_.touch(c->agent_id, now);
+      const JobState before = scheduler_.jobState();
+      Actions actions;
+      scheduler_.updateBlocks(c->agent_id, update, now, actions);
+      apply(actions);
+      driverLogger()->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
+                            update.added.size(), update.removed.size());
+      if (scheduler_.jobState() != before) changed_.notify_all();
+      return;
+    }
+    case MessageType::kRemoveExecutor: {
+      auto removal = protocol::decodeBody<protocol::RemoveExecutor>(env.body);
+      std::lock_guard lock(mutex_);
+      if (auto it = agent_connections_.find(c->agent_id);
+          it != agent_connections_.end() && it->second == c) {
+        agent_connections_.erase(it);
+      }
+      const bool clean = removal.reason == kDecommissionFinished;
+      const std::size_t held = scheduler_.blocks().heldBy(c->agent_id);
+      Actions actions;
+      scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
+      apply(actions);
+      if (clean) {
+        driverLogger()->info(
+            "agent '{}' finished decommissioning and left ({} block(s) still listed on "
+            "it went with it)",
+            c->agent_id, held);
+      } else {
+        driverLogger()->info("agent '{}' removed itself: {}", c->agent_id,
+                             removal.reason.empty() ? "no reason given" : removal.reason);
+      }
+      c->agent_id.clear();
+      changed_.notify_all();
+      return;
+    }
+    case MessageType::kExecutorDecommissioning: {
+      protocol::decodeBody<protocol::ExecutorDecommissioning>(env.body);
+      {
+        std::lock_guard lock(mutex_);
+        scheduler_.touch(c->agent_id, now_());
+        markDecommissioning(c->agent_id, "it said ExecutorDecommissioning");
+        changed_.notify_all();
+      }
+      c->send(protocol::makeReply(env.id, protocol::Json{{"accepted", true}}));
+      return;
+    }
+    default:
+      refuse(*c, env.id, ec::kUnexpectedMessage,
+             fmt::format("{} is not expected from an agent", env.type));
+      return;
+  }
+}
+
+void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
+                                   const protocol::Envelope& env) {
+  if (!c->agent_id.empty()) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("this connection is already registered as '{}'", c->agent_id));
+    return;
+  }
+  auto reg = protocol::decodeBody<protocol::RegisterExecutor>(env.body);
+  RegistrationResult result;
+  {
+    std::lock_guard lock(mutex_);
+    Actions actions;
+    result = scheduler_.registerAgent(reg, now_(), actions);
+    if (result.ok) {
+      ++registrations_;
+      agent_connections_[reg.executor_id] = c;
+      // The reply goes out before anything the registration leads to.
+      c->send(protocol::makeReply(env.id, protocol::Json::object()));
+      apply(actions);
+      changed_.notify_all();
+    } else {
+      ++refused_registrations_;
+    }
+  }
+  if (!result.ok) {
+    driverLogger()->warn("refused registration from {}: {}", c->peer(), result.message);
+    refuse(*c, env.id, result.code, result.message);
+    return;
+  }
+  c->agent_id = reg.executor_id;
+  driverLogger()->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
+                       reg.executor_id, reg.hostname, c->peer(), reg.cores, describeResources(reg));
+}
+
+void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
+                                 const protocol::Envelope& env) {
+  if (c->agent_id.empty()) {
+    refuse(*c, env.id, ec::kNotRegistered, "StatusUpdate before RegisterExecutor was accepted");
+    return;
+  }
+  auto update = protocol::decodeBody<protocol::StatusUpdate>(env.body);
+  if (update.executor_id != c->agent_id) {
+    refuse(*c, env.id, ec::kInvalidBody,
+           fmt::format("StatusUpdate names executor '{}' but this connection registered '{}'",
+                       update.executor_id, c->agent_id));
+    return;
+  }
+  const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
+  if (driverLogger()->should_log(level)) {
+    driverLogger()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
+                        protocol::toString(update.state), update.reason.empty() ? "" : ": ",
+                        update.reason);
+  }
+  std::lock_guard lock(mutex_);
+  const TimePoint now = now_();
+  scheduler_.touch(c->agent_id, now);
+  const JobState before = scheduler_.jobState();
+  Actions actions;
+  scheduler_.onStatusUpdate(c->agent_id, update, now, actions);
+  apply(actions);
+  if (scheduler_.jobState() != before) changed_.notify_all();
+}
+
+void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
+                                    const protocol::Envelope& env) {
+  auto beat = protocol::decodeBody<protocol::Heartbeat>(env.body);
+  std::lock_guard lock(mutex_);
+  scheduler_.touch(c->agent_id, now_());
+  if (beat.decommission.is_null()) {
+    scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission);
+    return;
+  }
+  // Progress means it decommissions, whoever started it (SIGPWR, the driver).
+  markDecommissioning(c->agent_id, "its heartbeat reports a decommission");
+  if (scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission)) {
+    driverLogger()->info(
+        "agent '{}' decommission {}", c->agent_id,
+        describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
+  }
+}
+
+void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {
+  if (c->agent_id.empty()) {
+    driverLogger()->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  auto it = agent_connections_.find(c->agent_id);
+  if (it == agent_connections_.end() || it->second != c) return;  // already dropped
+  agent_connections_.erase(it);
+  Actions actions;
+  if (told_to_stop_.erase(c->agent_id) > 0) {
+    scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
+    driverLogger()->info("agent '{}' stopped", c->agent_id);
+  } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
+    ++agents_lost_;
+    driverLogger()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
+                         c->agent_id, why);
+  }
+  apply(actions);
+  changed_.notify_all();
+}
+
+}  // namespace dockhand::driver

@@ -1,0 +1,100 @@
+// DriverService's side of the Hello handshake: the protocol version check and, with a cluster
+// secret, the mutual proof (the agent's in Hello and Authenticate, the driver's in its Hello
+// reply). A peer that fails it is refused with auth_failed, counted and closed. Runs on the
+// connection's reader thread; it touches only that connection's handshake fields and the
+// auth_failures_ counter (atomic), never the scheduler.
+#include "dockhand/driver/driver_service.h"
+
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dockhand/driver/driver_log.h"
+#include "dockhand/protocol/auth.h"
+
+namespace dockhand::driver {
+
+namespace ec = protocol::error_code;
+
+void DriverService::handleHello(const std::shared_ptr<Connection>& c,
+                                const protocol::Envelope& env) {
+  if (c->greeted || c->auth_pending) {
+    refuse(*c, env.id, ec::kUnexpectedMessage, "Hello was already exchanged on this connection");
+    return;
+  }
+  auto hello = protocol::decodeBody<protocol::Hello>(env.body);
+  if (hello.protocol_version != protocol::kProtocolVersion) {
+    refuse(*c, env.id, ec::kProtocolVersion,
+           fmt::format("this driver speaks protocol version {}, the peer sent {}; upgrade the "
+                       "older side",
+                       protocol::kProtocolVersion, hello.protocol_version));
+    c->close("protocol version mismatch");
+    return;
+  }
+  protocol::Hello reply;
+  reply.role = "driver";
+  reply.software = driverSoftware();
+  driverLogger()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
+                        hello.role.empty() ? "peer" : hello.role, hello.software);
+  if (!config_.secret) {
+    // No secret here: an agent that asks for authentication sees no proof and refuses us.
+    c->greeted = true;
+    c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
+    return;
+  }
+  if (!hello.auth) {
+    refuseAuth(*c, env.id,
+               "this driver requires authentication and the agent sent no proof: give the agent "
+               "the cluster secret (auth_secret_file, --auth-secret-file)");
+    return;
+  }
+  if (hello.auth->scheme != protocol::auth::kHelloScheme ||
+      !protocol::auth::validNonce(hello.auth->nonce)) {
+    refuseAuth(
+        *c, env.id,
+        fmt::format("unsupported authentication: scheme '{}' with a nonce of {} "
+                    "characters (expected {} and 32 to 128 hex digits)",
+                    hello.auth->scheme, hello.auth->nonce.size(), protocol::auth::kHelloScheme));
+    return;
+  }
+  c->agent_nonce = hello.auth->nonce;
+  c->driver_nonce = protocol::auth::randomNonce();
+  c->auth_pending = true;
+  reply.auth = protocol::HelloAuth{
+      std::string(protocol::auth::kHelloScheme), c->driver_nonce,
+      protocol::auth::helloProof(*config_.secret, "driver", c->agent_nonce, c->driver_nonce)};
+  c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
+}
+
+void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
+                                       const protocol::Envelope& env) {
+  if (!c->auth_pending) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           config_.secret ? "Authenticate was already accepted on this connection"
+                          : "this driver does not authenticate (it has no auth_secret_file)");
+    return;
+  }
+  auto authenticate = protocol::decodeBody<protocol::Authenticate>(env.body);
+  if (!protocol::auth::checkHelloProof(*config_.secret, "agent", c->agent_nonce, c->driver_nonce,
+                                       authenticate.proof)) {
+    refuseAuth(*c, env.id,
+               "the agent's proof does not match this driver's cluster secret: the agent holds "
+               "another secret");
+    return;
+  }
+  c->auth_pending = false;
+  c->greeted = true;
+  c->send(protocol::makeReply(env.id, protocol::Json::object()));
+  driverLogger()->debug("connection {} ({}): authenticated", c->id(), c->peer());
+}
+
+void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
+  ++auth_failures_;
+  driverLogger()->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
+                       why);
+  refuse(c, id, ec::kAuthFailed, why);
+  c.close("authentication failed");
+}
+
+}  // namespace dockhand::driver

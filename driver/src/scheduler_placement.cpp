@@ -1,0 +1,163 @@
+// The Scheduler's placement: which agent a pending task goes to (fits, pickAgent, the
+// scheduling pass), what a launch takes from it (cores, resource addresses or shares of them,
+// the URLs of its inputs) and what a finished launch gives back. Called under the owner's
+// mutex from the Scheduler's other members; see scheduler.h.
+#include "dockhand/driver/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dockhand::driver {
+
+std::int64_t resourceUnitsPerAddress(double amount) {
+  if (amount >= 1) return kResourceUnits;
+  // floor(1 / amount) tasks share an address; the epsilon keeps 1 / 0.2 at 5, not 4.999...
+  const auto shares = static_cast<std::int64_t>(std::floor(1.0 / amount + 1e-9));
+  return kResourceUnits / std::max<std::int64_t>(1, shares);
+}
+
+int resourceAddressCount(double amount) {
+  return amount >= 1 ? static_cast<int>(std::llround(amount)) : 1;
+}
+
+// ---- placement ----------------------------------------------------------------------------
+
+bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
+  if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
+  for (const auto& [name, amount] : spec.resources) {
+    auto it = agent.free_units.find(name);
+    if (it == agent.free_units.end()) return false;
+    const std::int64_t units = resourceUnitsPerAddress(amount);
+    const auto usable = std::count_if(it->second.begin(), it->second.end(),
+                                      [&](std::int64_t free) { return free >= units; });
+    if (usable < resourceAddressCount(amount)) return false;
+  }
+  return true;
+}
+
+AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
+  // Spread: the fitting agent with the most free cores (ties: the first by id).
+  AgentInfo* best = nullptr;
+  for (auto& [id, agent] : agents_) {
+    if (fits(spec, agent) && (best == nullptr || agent.free_cores > best->free_cores)) {
+      best = &agent;
+    }
+  }
+  return best;
+}
+
+void Scheduler::schedule(TimePoint now, Actions& out) {
+  if (job_state_ != JobState::kRunning) return;
+  // Shapes (cpus + resources) that found no agent in this pass: a later task of the same
+  // shape will not fit either, so the pass stays linear in the pending tasks.
+  std::vector<const TaskSpec*> misfits;
+  auto sameShape = [](const TaskSpec& a, const TaskSpec& b) {
+    return a.cpus == b.cpus && a.resources == b.resources;
+  };
+  for (auto it = pending_.begin(); it != pending_.end() && total_free_cores_ > 0;) {
+    const TaskSpec& spec = tasks_[*it].spec;
+    if (!inputsReady(spec)) {
+      ++it;  // waits for a block; UpdateBlockInfo or a producer's rerun brings it
+      continue;
+    }
+    bool known_misfit = std::any_of(misfits.begin(), misfits.end(),
+                                    [&](const TaskSpec* m) { return sameShape(*m, spec); });
+    AgentInfo* agent = known_misfit ? nullptr : pickAgent(spec);
+    if (agent == nullptr) {
+      if (!known_misfit) misfits.push_back(&spec);
+      ++it;
+      continue;
+    }
+    std::size_t index = *it;
+    it = pending_.erase(it);
+    launch(index, *agent, now, out);
+  }
+}
+
+void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out) {
+  TaskRecord& t = tasks_[index];
+  Action action;
+  action.kind = Action::Kind::kLaunch;
+  action.agent_id = agent.id;
+  protocol::TaskDescription& d = action.task;
+  d.task_id = next_task_id_++;
+  d.attempt = t.launches;
+  d.name = t.spec.name;
+  d.partition = t.spec.partition;
+  d.runner = t.spec.runner;
+  d.cpus = t.spec.cpus;
+  d.properties = t.spec.properties;
+  d.payload = t.spec.payload;
+  for (const auto& id : t.spec.inputs) {
+    const BlockLocation& block = blocks_.at(id);  // inputsReady() held
+    d.inputs.push_back(
+        protocol::InputBlock{block.id, inputUrl(block, agent), block.size, block.checksum});
+  }
+  std::map<std::string, std::int64_t> units_each;
+  for (const auto& [name, amount] : t.spec.resources) {
+    auto& free = agent.free_units[name];
+    const auto& addresses = agent.resources[name];
+    auto& assigned = d.resources[name];
+    const std::int64_t units = resourceUnitsPerAddress(amount);
+    const int count = resourceAddressCount(amount);
+    // A fraction goes to the fullest address it still fits on, so shares pack together and
+    // whole addresses stay free for whole-address tasks; whole addresses in registration
+    // order.
+    std::vector<std::size_t> order(free.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (units < kResourceUnits) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return free[a] < free[b]; });
+    }
+    for (std::size_t i : order) {
+      if (static_cast<int>(assigned.size()) == count) break;
+      if (free[i] < units) continue;
+      free[i] -= units;
+      assigned.push_back(addresses[i]);
+    }
+    units_each[name] = units;
+  }
+  agent.free_cores -= t.spec.cpus;
+  total_free_cores_ -= t.spec.cpus;
+  ++agent.running;
+  ++agent.tasks_launched;
+
+  ++t.launches;
+  t.outcome = TaskOutcome::kRunning;
+  t.task_id = d.task_id;
+  t.agent_id = agent.id;
+  t.launched_at = now;
+
+  RunningTask run;
+  run.job_seq = job_seq_;
+  run.index = index;
+  run.agent_id = agent.id;
+  run.cpus = t.spec.cpus;
+  run.resources = d.resources;
+  run.units_each = std::move(units_each);
+  running_.emplace(d.task_id, std::move(run));
+  out.push_back(std::move(action));
+}
+
+void Scheduler::release(const RunningTask& run) {
+  auto it = agents_.find(run.agent_id);
+  if (it == agents_.end()) return;
+  AgentInfo& agent = it->second;
+  agent.free_cores += run.cpus;
+  if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
+  if (agent.running > 0) --agent.running;
+  for (const auto& [name, addresses] : run.resources) {
+    auto& free = agent.free_units[name];
+    const auto& registered = agent.resources[name];
+    const std::int64_t units =
+        run.units_each.count(name) ? run.units_each.at(name) : kResourceUnits;
+    for (const auto& address : addresses) {
+      auto at = std::find(registered.begin(), registered.end(), address);
+      if (at == registered.end()) continue;
+      auto& slot = free[static_cast<std::size_t>(at - registered.begin())];
+      slot = std::min(kResourceUnits, slot + units);
+    }
+  }
+}
+
+}  // namespace dockhand::driver

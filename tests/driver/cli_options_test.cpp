@@ -1,0 +1,110 @@
+#include "dockhand/driver/cli_options.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dockhand::driver {
+namespace {
+
+CliOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "dockhand-driver");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  return parseCliArgs(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string usageErrorOf(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(CliOptionsTest, RunTakesItsJobFileAndOptionsInBothSpellings) {
+  CliOptions o = parse({"run", "job.json", "--local-agents", "3", "--cores=4", "--listen",
+                        "[::1]:7077", "--timeout", "30", "-q"});
+  EXPECT_EQ(o.command, "run");
+  EXPECT_EQ(o.job_file, "job.json");
+  EXPECT_EQ(o.local_agents, 3);
+  EXPECT_EQ(o.cores, 4);
+  EXPECT_EQ(o.listen.host, "::1");
+  EXPECT_EQ(o.listen.port, 7077);
+  ASSERT_TRUE(o.timeout_s.has_value());
+  EXPECT_EQ(*o.timeout_s, 30);
+  EXPECT_TRUE(o.quiet);
+  EXPECT_FALSE(o.min_agents.has_value());
+}
+
+TEST(CliOptionsTest, DefaultsWithoutOptions) {
+  CliOptions o = parse({"serve"});
+  EXPECT_EQ(o.command, "serve");
+  EXPECT_EQ(o.listen.host, "127.0.0.1");
+  EXPECT_EQ(o.listen.port, 0);
+  EXPECT_EQ(o.local_agents, 2);
+  EXPECT_EQ(o.cores, 2);
+  EXPECT_EQ(o.reason, "dockhand-driver decommission");
+}
+
+TEST(CliOptionsTest, HelpAndVersionSkipEveryOtherCheck) {
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"-h", "bogus-command"}).help);
+  EXPECT_TRUE(parse({"--version"}).version);
+}
+
+TEST(CliOptionsTest, DecommissionNeedsAnIdAndTheDriver) {
+  CliOptions o =
+      parse({"decommission", "exec-1", "--driver", "127.0.0.1:9000", "--reason", "maintenance"});
+  EXPECT_EQ(o.command, "decommission");
+  EXPECT_EQ(o.decommission_id, "exec-1");
+  EXPECT_EQ(o.driver, "127.0.0.1:9000");
+  EXPECT_EQ(o.reason, "maintenance");
+  EXPECT_EQ(usageErrorOf({"decommission", "exec-1"}), "decommission needs --driver HOST:PORT");
+  EXPECT_EQ(usageErrorOf({"decommission", "--driver", "h:1"}),
+            "decommission takes exactly one executor id");
+  EXPECT_EQ(usageErrorOf({"decommission", "x", "--driver", "nohost"}),
+            "--listen expects HOST:PORT, got 'nohost'");
+}
+
+TEST(CliOptionsTest, OptionsOfAnotherCommandAreRefused) {
+  EXPECT_EQ(usageErrorOf({"serve", "--cores", "2"}), "--cores is an option of run, not serve");
+  EXPECT_EQ(usageErrorOf({"run", "job.json", "--driver=h:1"}),
+            "--driver is an option of decommission, not run");
+  EXPECT_EQ(usageErrorOf({"decommission", "x", "--driver", "h:1", "--port-file", "f"}),
+            "--port-file is an option of run or serve, not decommission");
+}
+
+TEST(CliOptionsTest, BadValuesAreUsageErrors) {
+  EXPECT_EQ(usageErrorOf({"run", "j", "--cores", "0"}),
+            "--cores expects a whole number in [1, 4096], got '0'");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--listen", "h:70000"}),
+            "--listen: '70000' is not a port (0-65535)");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--quiet=yes"}), "--quiet takes no value");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--config"}), "--config needs a value");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--log-level", "loud"}), "--log-level: unknown level 'loud'");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--frobnicate"}), "unknown option '--frobnicate'");
+  EXPECT_EQ(usageErrorOf({"run", "j", "--decommission-after-ms", "5"}),
+            "--decommission-after-ms needs --decommission EXECUTOR_ID");
+}
+
+TEST(CliOptionsTest, MissingOrUnknownCommand) {
+  EXPECT_EQ(usageErrorOf({}), "missing command (run, serve or decommission)");
+  EXPECT_EQ(usageErrorOf({"launch"}),
+            "unknown command 'launch' (expected run, serve or decommission)");
+  EXPECT_EQ(usageErrorOf({"run"}), "run takes exactly one job file");
+  EXPECT_EQ(usageErrorOf({"serve", "extra"}), "serve takes no arguments");
+}
+
+TEST(CliOptionsTest, UsageNamesEveryCommand) {
+  const std::string usage(cliUsage());
+  EXPECT_EQ(usage.rfind("usage: dockhand-driver", 0), 0u);
+  for (const char* command : {"run JOB.json", "serve [options]", "decommission EXECUTOR_ID"}) {
+    EXPECT_NE(usage.find(command), std::string::npos) << command;
+  }
+}
+
+}  // namespace
+}  // namespace dockhand::driver
