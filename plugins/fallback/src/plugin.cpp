@@ -50,6 +50,19 @@ FallbackConfig parseConfig(std::string_view text) {
 
 class FallbackMigration : public ConcurrentBlockMigration {
  public:
+  // What parseConfig accepts (the agent passes dir, max_concurrent and bandwidth_bytes_per_s
+  // from its decommission section), checked by the host before create().
+  static constexpr const char* kConfigSchema = R"({
+    "type": "object",
+    "properties": {
+      "dir": {"type": "string", "minLength": 1},
+      "max_concurrent": {"type": "integer"},
+      "bandwidth_bytes_per_s": {"type": "integer", "minimum": 0}
+    },
+    "required": ["dir"],
+    "additionalProperties": false
+  })";
+
   FallbackMigration(sdk::Host host, std::string_view config_json)
       : FallbackMigration(host, parseConfig(config_json)) {}
 

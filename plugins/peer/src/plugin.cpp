@@ -169,6 +169,33 @@ bool sendAll(int fd, const char* data, std::size_t size) {
 
 class PeerMigration : public ConcurrentBlockMigration {
  public:
+  // What parseConfig accepts (the agent passes max_concurrent, bandwidth_bytes_per_s,
+  // max_failures_per_block and, with TLS on, its tls section), checked by the host before
+  // create(). `tls` takes the keys of the agent's tls section (tls/tls.h).
+  static constexpr const char* kConfigSchema = R"({
+    "type": "object",
+    "properties": {
+      "max_concurrent": {"type": "integer", "minimum": 0},
+      "bandwidth_bytes_per_s": {"type": "integer", "minimum": 0},
+      "max_failures_per_block": {"type": "integer", "minimum": 0},
+      "timeout_ms": {"type": "integer", "minimum": 0},
+      "retry_delay_ms": {"type": "integer", "minimum": 0},
+      "tls": {
+        "type": "object",
+        "properties": {
+          "enabled": {"type": "boolean"},
+          "ca_file": {"type": "string"},
+          "certificate_file": {"type": "string"},
+          "private_key_file": {"type": "string"},
+          "require_client_certificate": {"type": "boolean"},
+          "verify_hostname": {"type": "boolean"}
+        },
+        "additionalProperties": false
+      }
+    },
+    "additionalProperties": false
+  })";
+
   PeerMigration(sdk::Host host, std::string_view config_json)
       : PeerMigration(host, parseConfig(config_json)) {}
 
