@@ -39,6 +39,8 @@ namespace dockhand::plugins::process {
 
 class ProcessRunner final : public sdk::TaskRunner {
  public:
+  static constexpr const char* kConfigSchema = kProcessConfigSchema;
+
   ProcessRunner(sdk::Host host, std::string_view config_json);
   ~ProcessRunner() override;
 
