@@ -246,17 +246,14 @@ BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& 
   Xxh64 hash;
   std::uint64_t size = 0;
   std::vector<char> buffer(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      throw ioError("block " + id + ": cannot read " + file.string(), error);
-    }
-    if (n == 0) break;
-    hash.update(buffer.data(), static_cast<std::size_t>(n));
-    size += static_cast<std::uint64_t>(n);
+  if (int error = readToEnd(fd, buffer,
+                            [&](const char* data, std::size_t n) {
+                              hash.update(data, n);
+                              size += n;
+                            });
+      error != 0) {
+    ::close(fd);
+    throw ioError("block " + id + ": cannot read " + file.string(), error);
   }
   struct stat dir_stat {};
   // Renamed in only when it is a file of the agent's own with no other name: then making it
@@ -275,18 +272,15 @@ BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& 
     ::close(fd);
     throw ioError("block " + id + ": cannot read " + file.string(), error);
   }
-  for (;;) {
-    ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      throw ioError("block " + id + ": cannot read " + file.string(), error);
-    }
-    if (n == 0) break;
-    writer->write(buffer.data(), static_cast<std::size_t>(n));
+  int error = 0;
+  try {
+    error = readToEnd(fd, buffer, [&](const char* data, std::size_t n) { writer->write(data, n); });
+  } catch (...) {
+    ::close(fd);  // the store refused the copy (disk full, ...)
+    throw;
   }
   ::close(fd);
+  if (error != 0) throw ioError("block " + id + ": cannot read " + file.string(), error);
   BlockMeta meta = writer->commit(hash.text());
   ::unlink(file.c_str());
   return meta;

@@ -56,23 +56,26 @@ std::optional<std::uint64_t> parseChecksum(std::string_view text) {
   return value;
 }
 
+int readToEnd(int fd, std::vector<char>& buffer,
+              const std::function<void(const char* data, std::size_t size)>& piece) {
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return 0;
+    piece(buffer.data(), static_cast<std::size_t>(n));
+  }
+}
+
 std::string checksumOfFile(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path.string());
   Xxh64 hash;
   std::vector<char> buffer(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      throw std::system_error(error, std::generic_category(), "read " + path.string());
-    }
-    if (n == 0) break;
-    hash.update(buffer.data(), static_cast<std::size_t>(n));
-  }
+  const int error =
+      readToEnd(fd, buffer, [&](const char* data, std::size_t size) { hash.update(data, size); });
   ::close(fd);
+  if (error != 0) throw std::system_error(error, std::generic_category(), "read " + path.string());
   return hash.text();
 }
 

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dockhand::agent {
 
@@ -27,6 +29,12 @@ class Xxh64 {
  private:
   void* state_;  // XXH64_state_t, kept out of this header
 };
+
+// Reads the open file `fd` from its offset to its end in pieces of `buffer`'s size and hands
+// each to `piece`; a read a signal interrupts is tried again. Returns 0, or the errno of the
+// read that failed. `fd` stays open (the caller's); what `piece` throws goes through.
+int readToEnd(int fd, std::vector<char>& buffer,
+              const std::function<void(const char* data, std::size_t size)>& piece);
 
 std::string formatChecksum(std::uint64_t value);
 // The value of "xxh64:<16 hex>", or nullopt when `text` is not in that form.

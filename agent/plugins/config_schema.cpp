@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dockhand/protocol/json_reader.h"
+
 namespace dockhand::agent {
 namespace {
 
@@ -41,21 +43,6 @@ bool hasType(const json& value, const std::string& type) {
     return false;
   }
   return typeOf(value) == type;
-}
-
-// Escapes a property name for a JSON pointer (RFC 6901).
-std::string pointerToken(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // A count keyword's value: a non-negative integer (parsed JSON holds it unsigned, JSON built
@@ -173,7 +160,7 @@ class Checker {
     if (auto it = schema.find("required"); it != schema.end() && it->is_array()) {
       for (const auto& name : *it) {
         if (name.is_string() && !value.contains(name.get<std::string>())) {
-          add(path + "/" + pointerToken(name.get<std::string>()), "is required");
+          add(path + "/" + protocol::escapePointerToken(name.get<std::string>()), "is required");
         }
       }
     }
@@ -184,7 +171,7 @@ class Checker {
     const json* additional = nullptr;
     if (auto it = schema.find("additionalProperties"); it != schema.end()) additional = &*it;
     for (const auto& [name, member] : value.items()) {
-      const std::string member_path = path + "/" + pointerToken(name);
+      const std::string member_path = path + "/" + protocol::escapePointerToken(name);
       if (properties != nullptr) {
         if (auto p = properties->find(name); p != properties->end()) {
           check(member, *p, member_path);

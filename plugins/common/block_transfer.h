@@ -1,6 +1,8 @@
 // Shared by the built-in block-migration plugins (peer, fallback), header-only so that each
-// plugin library stays self-contained: the migrate request's blocks, xxh64 checksums, a
-// bandwidth limit shared by a plugin's transfer threads, and durable file writes.
+// plugin library stays self-contained: the migrate request's blocks, the skeleton both
+// plugins are built on (ConcurrentBlockMigration: migrate() and cancel(), the blocks spread
+// over transfer threads, progress, the answer), xxh64 checksums, a bandwidth limit shared by
+// a plugin's transfer threads, and durable file writes.
 #ifndef DOCKHAND_PLUGINS_BLOCK_TRANSFER_H
 #define DOCKHAND_PLUGINS_BLOCK_TRANSFER_H
 
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +77,57 @@ inline void parseMigrateRequest(std::string_view text, std::vector<BlockToMove>&
   }
 }
 
+// Where a block went: the location its readers use, and the executor that holds it ("" when
+// none does, as for a shared directory).
+struct BlockMoved {
+  std::string location;
+  std::string executor_id;
+};
+
+// What moving one block came to: where it went, or (moved empty) why it did not.
+struct MoveOutcome {
+  std::optional<BlockMoved> moved;
+  std::string why;
+};
+
+// migrate()'s answer when every block failed for the same reason.
+inline std::string failEveryBlock(const std::vector<BlockToMove>& blocks, const std::string& why) {
+  nlohmann::json failed = nlohmann::json::array();
+  for (const auto& b : blocks) failed.push_back({{"id", b.id}, {"reason", why}});
+  return nlohmann::json{{"migrated", nlohmann::json::array()}, {"failed", failed}}.dump();
+}
+
+// The skeleton of a migration plugin's migrate(): moves every block with move(block, index)
+// (returning a MoveOutcome) on up to `max_concurrent` threads, tells the host of each block
+// that arrived (migration_progress), and returns the answer
+// {"migrated": [{"id", "location", "executor_id"}], "failed": [{"id", "reason"}]}, each list in
+// the order the blocks finished. `move` runs on those threads, several at once.
+template <typename Move>
+std::string moveBlocks(const sdk::Host& host, const std::vector<BlockToMove>& blocks,
+                       int max_concurrent, Move move) {
+  nlohmann::json migrated = nlohmann::json::array();
+  nlohmann::json failed = nlohmann::json::array();
+  std::mutex results_mutex;
+  forEachConcurrently(blocks.size(), max_concurrent, [&](std::size_t i) {
+    const BlockToMove& block = blocks[i];
+    MoveOutcome outcome = move(block, i);
+    std::lock_guard lock(results_mutex);
+    if (outcome.moved) {
+      migrated.push_back({{"id", block.id},
+                          {"location", outcome.moved->location},
+                          {"executor_id", outcome.moved->executor_id}});
+      host.migrationProgress(nlohmann::json{{"block", block.id},
+                                            {"bytes", block.size},
+                                            {"done", true},
+                                            {"location", outcome.moved->location}}
+                                 .dump());
+    } else {
+      failed.push_back({{"id", block.id}, {"reason", outcome.why}});
+    }
+  });
+  return nlohmann::json{{"migrated", migrated}, {"failed", failed}}.dump();
+}
+
 inline std::string formatXxh64(std::uint64_t value) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out = "xxh64:";
@@ -117,6 +171,36 @@ class RateLimiter {
   std::uint64_t rate_;
   std::mutex mutex_;
   std::chrono::steady_clock::time_point next_{};
+};
+
+// The skeleton of the built-in migration plugins. migrate() starts a pass (cancel() of an
+// earlier one no longer counts), reads the request and hands its blocks and peers to
+// moveAll(), which a plugin implements, usually with moveBlocks(). cancel() may come from
+// any thread while a pass runs: moveAll checks cancelled_ between blocks and between pieces.
+// The bandwidth limit is shared by every transfer thread of the instance.
+class ConcurrentBlockMigration : public sdk::BlockMigration {
+ public:
+  void cancel() override { cancelled_ = true; }
+
+  std::string migrate(std::string_view request_json) final {
+    cancelled_ = false;
+    std::vector<BlockToMove> blocks;
+    std::vector<PeerTarget> peers;
+    parseMigrateRequest(request_json, blocks, peers);
+    return moveAll(blocks, peers);
+  }
+
+ protected:
+  ConcurrentBlockMigration(sdk::Host host, std::uint64_t bandwidth_bytes_per_s)
+      : host_(host), limiter_(bandwidth_bytes_per_s) {}
+
+  // Moves the request's blocks; returns migrate()'s answer.
+  virtual std::string moveAll(const std::vector<BlockToMove>& blocks,
+                              const std::vector<PeerTarget>& peers) = 0;
+
+  sdk::Host host_;
+  RateLimiter limiter_;
+  std::atomic<bool> cancelled_{false};
 };
 
 inline std::string errnoText(const std::string& what) { return what + ": " + std::strerror(errno); }

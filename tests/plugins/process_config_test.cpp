@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "dockhand/plugin.hpp"
+#include "plugins/config_schema.h"
 
 namespace dockhand::plugins::process {
 namespace {
@@ -134,6 +135,74 @@ TEST(ProcessConfigTest, Limits) {
   EXPECT_THAT(errorOf(R"({"usr": "nobody"})"),
               HasSubstr("config/usr: unknown key (known keys: kill_grace_ms, result_limit_bytes, "
                         "stderr_tail_bytes, user, group, inherit_env, env_allow, limits)"));
+}
+
+// The schema the host checks before create() and parseConfig accept the same configs, but for
+// the rules the schema leaves to parseConfig.
+TEST(ProcessConfigTest, SchemaAcceptsWhatParseConfigAccepts) {
+  const nlohmann::json schema = nlohmann::json::parse(kProcessConfigSchema);
+  auto schema_accepts = [&](const std::string& config) {
+    return agent::checkAgainstSchema(nlohmann::json::parse(config), schema).empty();
+  };
+  auto parses = [](const std::string& config) {
+    try {
+      parseConfig(config);
+      return true;
+    } catch (const sdk::Error&) {
+      return false;
+    }
+  };
+  for (const char* good : {
+           R"({})",
+           R"({"kill_grace_ms": 0, "result_limit_bytes": 1073741824, "stderr_tail_bytes": 0})",
+           R"({"kill_grace_ms": 86400000, "inherit_env": true})",
+           R"({"user": "nobody", "group": "nogroup", "inherit_env": false,
+               "env_allow": ["LANG", "_X1"]})",
+           R"({"user": 65534, "group": 0})",
+           R"({"limits": {"open_files": 1, "processes": 1, "address_space_bytes": 16777216,
+                          "core_bytes": 0}})",
+           R"({"limits": {"open_files": 1073741824, "processes": 9223372036854775807}})",
+       }) {
+    EXPECT_TRUE(schema_accepts(good)) << good;
+    EXPECT_TRUE(parses(good)) << good;
+  }
+  for (const char* bad : {
+           R"({"kill_grace": 10})",
+           R"({"kill_grace_ms": -1})",
+           R"({"kill_grace_ms": 86400001})",
+           R"({"kill_grace_ms": "5"})",
+           R"({"result_limit_bytes": 1073741825})",
+           R"({"stderr_tail_bytes": -1})",
+           R"({"user": ""})",
+           R"({"user": -1})",
+           R"({"user": true})",
+           R"({"user": "nobody", "group": ""})",
+           R"({"inherit_env": "no"})",
+           R"({"inherit_env": false, "env_allow": "HOME"})",
+           R"({"inherit_env": false, "env_allow": [1]})",
+           R"({"limits": []})",
+           R"({"limits": {"open_files": 0}})",
+           R"({"limits": {"open_files": 1073741825}})",
+           R"({"limits": {"processes": 0}})",
+           R"({"limits": {"address_space_bytes": 16777215}})",
+           R"({"limits": {"core_bytes": -1}})",
+           R"({"limits": {"stack_bytes": 1}})",
+       }) {
+    EXPECT_FALSE(schema_accepts(bad)) << bad;
+    EXPECT_FALSE(parses(bad)) << bad;
+  }
+  // Left to parseConfig: env_allow only without inheriting and never an agent variable; a
+  // variable name's form and group needing user ("pattern", "dependentRequired": keywords the
+  // agent's checker skips).
+  for (const char* parse_refuses : {
+           R"({"env_allow": ["HOME"]})",
+           R"({"inherit_env": false, "env_allow": ["DOCKHAND_SECRET"]})",
+           R"({"inherit_env": false, "env_allow": ["1X"]})",
+           R"({"group": "root"})",
+       }) {
+    EXPECT_TRUE(schema_accepts(parse_refuses)) << parse_refuses;
+    EXPECT_FALSE(parses(parse_refuses)) << parse_refuses;
+  }
 }
 
 }  // namespace

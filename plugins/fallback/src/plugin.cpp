@@ -48,42 +48,39 @@ FallbackConfig parseConfig(std::string_view text) {
   return c;
 }
 
-class FallbackMigration : public sdk::BlockMigration {
+class FallbackMigration : public ConcurrentBlockMigration {
  public:
+  // What parseConfig accepts (the agent passes dir, max_concurrent and bandwidth_bytes_per_s
+  // from its decommission section), checked by the host before create().
+  static constexpr const char* kConfigSchema = R"({
+    "type": "object",
+    "properties": {
+      "dir": {"type": "string", "minLength": 1},
+      "max_concurrent": {"type": "integer"},
+      "bandwidth_bytes_per_s": {"type": "integer", "minimum": 0}
+    },
+    "required": ["dir"],
+    "additionalProperties": false
+  })";
+
   FallbackMigration(sdk::Host host, std::string_view config_json)
-      : host_(host), config_(parseConfig(config_json)), limiter_(config_.bandwidth_bytes_per_s) {}
-
-  void cancel() override { cancelled_ = true; }
-
-  std::string migrate(std::string_view request_json) override {
-    cancelled_ = false;
-    std::vector<BlockToMove> blocks;
-    std::vector<PeerTarget> peers;
-    parseMigrateRequest(request_json, blocks, peers);
-    json migrated = json::array();
-    json failed = json::array();
-    std::mutex results_mutex;
-    forEachConcurrently(blocks.size(), config_.max_concurrent, [&](std::size_t i) {
-      const BlockToMove& block = blocks[i];
-      std::string why = cancelled_ ? std::string("cancelled") : copyBlock(block);
-      std::lock_guard lock(results_mutex);
-      if (why.empty()) {
-        migrated.push_back(
-            {{"id", block.id}, {"location", "fallback:" + block.id}, {"executor_id", ""}});
-        host_.migrationProgress(json{{"block", block.id},
-                                     {"bytes", block.size},
-                                     {"done", true},
-                                     {"location", "fallback:" + block.id}}
-                                    .dump());
-      } else {
-        host_.warn("block " + block.id + " to " + config_.dir + ": " + why);
-        failed.push_back({{"id", block.id}, {"reason", why}});
-      }
-    });
-    return json{{"migrated", migrated}, {"failed", failed}}.dump();
-  }
+      : FallbackMigration(host, parseConfig(config_json)) {}
 
  private:
+  FallbackMigration(sdk::Host host, FallbackConfig config)
+      : ConcurrentBlockMigration(host, config.bandwidth_bytes_per_s), config_(std::move(config)) {}
+
+  std::string moveAll(const std::vector<BlockToMove>& blocks,
+                      const std::vector<PeerTarget>& /*peers*/) override {
+    return moveBlocks(host_, blocks, config_.max_concurrent,
+                      [&](const BlockToMove& block, std::size_t /*index*/) -> MoveOutcome {
+                        std::string why = cancelled_ ? std::string("cancelled") : copyBlock(block);
+                        if (why.empty()) return {BlockMoved{"fallback:" + block.id, ""}, {}};
+                        host_.warn("block " + block.id + " to " + config_.dir + ": " + why);
+                        return {std::nullopt, why};
+                      });
+  }
+
   // Copies one block; returns "" on success, else why not.
   std::string copyBlock(const BlockToMove& block) {
     if (block.id.empty() || block.id.find('/') != std::string::npos || block.id[0] == '.') {
@@ -152,10 +149,7 @@ class FallbackMigration : public sdk::BlockMigration {
     return {};
   }
 
-  sdk::Host host_;
   FallbackConfig config_;
-  RateLimiter limiter_;
-  std::atomic<bool> cancelled_{false};
   std::atomic<std::uint64_t> counter_{0};
 };
 

@@ -13,18 +13,11 @@
 //    "resource": "gpu"}
 // "nvml_library": "" skips NVML; "nvidia_smi": "" skips the fallback.
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -32,12 +25,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bounded_run.h"
 #include "dockhand/plugin.hpp"
-
-extern char** environ;
 
 namespace {
 
+using dockhand::plugins::BoundedRun;
 using dockhand::sdk::Error;
 using nlohmann::json;
 
@@ -161,88 +154,13 @@ std::string findProgram(const std::string& program) {
   return "";
 }
 
-struct Run {
-  bool timed_out = false;
-  int exit_code = -1;
-  int signal = 0;
-  std::string out;
-  std::string err;
-};
-
-// Runs argv[0] (a path) with stdin from /dev/null, in its own process group, killed as a
-// group past the deadline.
-Run runBounded(std::vector<std::string> args, std::chrono::milliseconds timeout) {
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    const std::string why = std::strerror(errno);
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
-      if (fd >= 0) ::close(fd);
-    }
-    throw Error(DH_ERROR, "nvidia: pipe: " + why);
+// nvidia-smi run to its end or the deadline (plugins/common/bounded_run.h).
+BoundedRun runProgram(std::vector<std::string> args, std::chrono::milliseconds timeout) {
+  try {
+    return dockhand::plugins::runBounded(std::move(args), timeout);
+  } catch (const std::runtime_error& e) {
+    throw Error(DH_ERROR, std::string("nvidia: ") + e.what());
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (rc != 0) {
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    throw Error(DH_ERROR, "nvidia: cannot run " + args[0] + ": " + std::strerror(rc));
-  }
-
-  Run run;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int fds[2] = {out_pipe[0], err_pipe[0]};
-  char buffer[4096];
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      run.timed_out = true;
-      break;
-    }
-    pollfd polled[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-    if (::poll(polled, 2, static_cast<int>(left.count())) < 0 && errno == EINTR) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] < 0 || polled[i].revents == 0) continue;
-      const ssize_t n = ::read(fds[i], buffer, sizeof buffer);
-      if (n > 0) {
-        std::string& sink = i == 0 ? run.out : run.err;
-        if (sink.size() < (1u << 20)) sink.append(buffer, static_cast<std::size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i]);
-        fds[i] = -1;
-      }
-    }
-  }
-  for (int fd : fds) {
-    if (fd >= 0) ::close(fd);
-  }
-  if (run.timed_out) ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
-  return run;
 }
 
 std::string trim(std::string text) {
@@ -384,7 +302,7 @@ class NvidiaDiscovery : public dockhand::sdk::ResourceDiscovery {
                   (nvidia_smi_.find('/') == std::string::npos ? " on the PATH" : "");
       return probe;
     }
-    Run run = runBounded(
+    BoundedRun run = runProgram(
         {program, "--query-gpu=index,name,uuid,memory.total", "--format=csv,noheader,nounits"},
         timeout_);
     if (run.timed_out) {

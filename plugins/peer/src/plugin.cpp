@@ -167,20 +167,44 @@ bool sendAll(int fd, const char* data, std::size_t size) {
   return true;
 }
 
-class PeerMigration : public sdk::BlockMigration {
+class PeerMigration : public ConcurrentBlockMigration {
  public:
+  // What parseConfig accepts (the agent passes max_concurrent, bandwidth_bytes_per_s,
+  // max_failures_per_block and, with TLS on, its tls section), checked by the host before
+  // create(). `tls` takes the keys of the agent's tls section (tls/tls.h).
+  static constexpr const char* kConfigSchema = R"({
+    "type": "object",
+    "properties": {
+      "max_concurrent": {"type": "integer", "minimum": 0},
+      "bandwidth_bytes_per_s": {"type": "integer", "minimum": 0},
+      "max_failures_per_block": {"type": "integer", "minimum": 0},
+      "timeout_ms": {"type": "integer", "minimum": 0},
+      "retry_delay_ms": {"type": "integer", "minimum": 0},
+      "tls": {
+        "type": "object",
+        "properties": {
+          "enabled": {"type": "boolean"},
+          "ca_file": {"type": "string"},
+          "certificate_file": {"type": "string"},
+          "private_key_file": {"type": "string"},
+          "require_client_certificate": {"type": "boolean"},
+          "verify_hostname": {"type": "boolean"}
+        },
+        "additionalProperties": false
+      }
+    },
+    "additionalProperties": false
+  })";
+
   PeerMigration(sdk::Host host, std::string_view config_json)
-      : host_(host), config_(parseConfig(config_json)), limiter_(config_.bandwidth_bytes_per_s) {}
+      : PeerMigration(host, parseConfig(config_json)) {}
 
-  void cancel() override { cancelled_ = true; }
+ private:
+  PeerMigration(sdk::Host host, PeerConfig config)
+      : ConcurrentBlockMigration(host, config.bandwidth_bytes_per_s), config_(std::move(config)) {}
 
-  std::string migrate(std::string_view request_json) override {
-    cancelled_ = false;
-    std::vector<BlockToMove> blocks;
-    std::vector<PeerTarget> peers;
-    parseMigrateRequest(request_json, blocks, peers);
-    json migrated = json::array();
-    json failed = json::array();
+  std::string moveAll(const std::vector<BlockToMove>& blocks,
+                      const std::vector<PeerTarget>& peers) override {
     std::vector<PeerTarget> usable;
     for (const auto& p : peers) {
       Endpoint e;
@@ -196,48 +220,28 @@ class PeerMigration : public sdk::BlockMigration {
         usable.push_back(p);
       }
     }
-    if (usable.empty()) {
-      for (const auto& b : blocks) failed.push_back({{"id", b.id}, {"reason", "no peers"}});
-      return json{{"migrated", migrated}, {"failed", failed}}.dump();
-    }
+    if (usable.empty()) return failEveryBlock(blocks, "no peers");
     peer_failures_ = std::vector<int>(usable.size(), 0);
-    std::mutex results_mutex;
-    forEachConcurrently(blocks.size(), config_.max_concurrent, [&](std::size_t i) {
-      // A peer that goes away mid-body must be an error here, never a signal.
-      sigset_t pipe;
-      sigemptyset(&pipe);
-      sigaddset(&pipe, SIGPIPE);
-      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
-      const BlockToMove& block = blocks[i];
-      if (cancelled_) {
-        std::lock_guard lock(results_mutex);
-        failed.push_back({{"id", block.id}, {"reason", "cancelled"}});
-        return;
-      }
-      std::string why;
-      std::optional<std::size_t> target = moveBlock(block, usable, i, why);
-      std::lock_guard lock(results_mutex);
-      if (target) {
-        const PeerTarget& peer = usable[*target];
-        std::string location = peer.block_url + "/blocks/" + block.id;
-        while (location.find("//blocks/") != std::string::npos) {
-          location.replace(location.find("//blocks/"), 9, "/blocks/");
-        }
-        migrated.push_back(
-            {{"id", block.id}, {"location", location}, {"executor_id", peer.executor_id}});
-        host_.migrationProgress(json{
-            {"block", block.id},
-            {"bytes", block.size},
-            {"done", true},
-            {"location", location}}.dump());
-      } else {
-        failed.push_back({{"id", block.id}, {"reason", why}});
-      }
-    });
-    return json{{"migrated", migrated}, {"failed", failed}}.dump();
+    return moveBlocks(host_, blocks, config_.max_concurrent,
+                      [&](const BlockToMove& block, std::size_t i) -> MoveOutcome {
+                        // A peer that goes away mid-body must be an error here, never a signal.
+                        sigset_t pipe;
+                        sigemptyset(&pipe);
+                        sigaddset(&pipe, SIGPIPE);
+                        pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+                        if (cancelled_) return {std::nullopt, "cancelled"};
+                        std::string why;
+                        std::optional<std::size_t> target = moveBlock(block, usable, i, why);
+                        if (!target) return {std::nullopt, why};
+                        const PeerTarget& peer = usable[*target];
+                        std::string location = peer.block_url + "/blocks/" + block.id;
+                        while (location.find("//blocks/") != std::string::npos) {
+                          location.replace(location.find("//blocks/"), 9, "/blocks/");
+                        }
+                        return {BlockMoved{location, peer.executor_id}, {}};
+                      });
   }
 
- private:
   // Tries peers until one takes the block; returns its index, or nullopt with `why`.
   std::optional<std::size_t> moveBlock(const BlockToMove& block,
                                        const std::vector<PeerTarget>& peers, std::size_t salt,
@@ -472,10 +476,7 @@ class PeerMigration : public sdk::BlockMigration {
     return out;
   }
 
-  sdk::Host host_;
   PeerConfig config_;
-  RateLimiter limiter_;
-  std::atomic<bool> cancelled_{false};
   std::mutex peers_mutex_;
   std::vector<int> peer_failures_;
 };

@@ -39,6 +39,39 @@ struct ProcessConfig {
 // Throws dockhand::sdk::Error(DH_INVALID_ARGUMENT) naming the key ("config/kill_grace_ms: ...").
 ProcessConfig parseConfig(std::string_view config_json);
 
+// The JSON Schema of what parseConfig accepts, which the host checks before create(). Two
+// rules it leaves to parseConfig: env_allow only goes with inherit_env false, and never names
+// one of the agent's own variables. ("pattern" and "dependentRequired" are for independent
+// validators; the agent's checker skips them and parseConfig enforces them.)
+inline constexpr const char* kProcessConfigSchema = R"({
+  "type": "object",
+  "properties": {
+    "kill_grace_ms": {"type": "integer", "minimum": 0, "maximum": 86400000},
+    "result_limit_bytes": {"type": "integer", "minimum": 0, "maximum": 1073741824},
+    "stderr_tail_bytes": {"type": "integer", "minimum": 0, "maximum": 1073741824},
+    "user": {"type": ["string", "integer"], "minLength": 1, "minimum": 0},
+    "group": {"type": ["string", "integer"], "minLength": 1, "minimum": 0},
+    "inherit_env": {"type": "boolean"},
+    "env_allow": {
+      "type": "array",
+      "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+    },
+    "limits": {
+      "type": "object",
+      "properties": {
+        "open_files": {"type": "integer", "minimum": 1, "maximum": 1073741824},
+        "processes": {"type": "integer", "minimum": 1, "maximum": 9223372036854775807},
+        "address_space_bytes":
+            {"type": "integer", "minimum": 16777216, "maximum": 9223372036854775807},
+        "core_bytes": {"type": "integer", "minimum": 0, "maximum": 9223372036854775807}
+      },
+      "additionalProperties": false
+    }
+  },
+  "dependentRequired": {"group": ["user"]},
+  "additionalProperties": false
+})";
+
 // Who the tasks run as, resolved from the passwd and group databases when the runner is
 // created.
 struct TaskIdentity {

@@ -1,11 +1,13 @@
 // ProcessRunner: the `process` task runner. Each task is one command started with
 // posix_spawn in a process group of its own (clone + exec when it runs as another user or
-// under resource limits); one reaper thread per instance waits for the
+// under resource limits; task_spawn.h); one reaper thread per instance waits for the
 // group leaders to exit (epoll over pidfds), kills what they leave behind and reports.
+// The task's environment is built by task_environment.h, its files handled by task_files.h.
 //
-// Flow of a task:
-//   launch (core thread)  parse task_json -> posix_spawn -> pidfd_open -> epoll add -> RUNNING
-//   kill   (core thread)  SIGTERM (or SIGKILL) to the group; a graceful kill arms a deadline
+// Flow of a task (launch, kill and threadDump come one at a time, in order, on the call
+// thread the agent keeps for this runner: agent/executor/runner_calls.h):
+//   launch (call thread)  parse task_json -> spawn -> pidfd_open -> epoll add -> RUNNING
+//   kill   (call thread)  SIGTERM (or SIGKILL) to the group; a graceful kill arms a deadline
 //                         after which the reaper sends SIGKILL
 //   reaper (own thread)   pidfd readable -> SIGKILL the group -> reap the leader -> reap the
 //                         group's leftovers (the agent is a child subreaper) -> report once
@@ -37,6 +39,8 @@ namespace dockhand::plugins::process {
 
 class ProcessRunner final : public sdk::TaskRunner {
  public:
+  static constexpr const char* kConfigSchema = kProcessConfigSchema;
+
   ProcessRunner(sdk::Host host, std::string_view config_json);
   ~ProcessRunner() override;
 
@@ -67,13 +71,9 @@ class ProcessRunner final : public sdk::TaskRunner {
     Clock::time_point next_try;
   };
 
-  // Start the task's leader in a new process group; throw the launch error.
-  pid_t spawnWithPosixSpawn(const TaskSpec& spec, std::vector<char*>& argv,
-                            std::vector<char*>& envp);
-  // clone(CLONE_VM | CLONE_VFORK) + exec, for what posix_spawn cannot do: another user,
-  // resource limits.
-  pid_t spawnWithClone(const TaskSpec& spec, std::vector<char*>& argv, std::vector<char*>& envp);
-
+  // Gives a task's work directory to the task's user (when tasks run as another user);
+  // throws the launch error.
+  void giveWorkDir(const std::string& work_dir);
   // Gives a task's work directory back to the agent (when tasks run as another user).
   void takeBack(std::uint64_t task_id, const std::string& work_dir);
 

@@ -1,19 +1,7 @@
 #include "run_script.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <fstream>
-#include <stdexcept>
 #include <vector>
-
-extern char** environ;
 
 namespace dockhand::plugins::script {
 namespace {
@@ -25,100 +13,16 @@ bool hasShebang(const std::string& path) {
   return in.gcount() == 2 && head[0] == '#' && head[1] == '!';
 }
 
-class Pipe {
- public:
-  Pipe() {
-    if (::pipe2(fds_, O_CLOEXEC) != 0) throw std::runtime_error(std::strerror(errno));
-  }
-  ~Pipe() {
-    closeRead();
-    closeWrite();
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  int read() const { return fds_[0]; }
-  int write() const { return fds_[1]; }
-  void closeRead() { closeFd(fds_[0]); }
-  void closeWrite() { closeFd(fds_[1]); }
-
- private:
-  static void closeFd(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  int fds_[2] = {-1, -1};
-};
-
 }  // namespace
 
-ScriptRun runScript(const std::string& path, std::chrono::milliseconds timeout) {
-  Pipe out;
-  Pipe err;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out.write(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err.write(), 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-
+BoundedRun runScript(const std::string& path, std::chrono::milliseconds timeout) {
   std::vector<std::string> args;
   if (hasShebang(path)) {
     args = {path};
   } else {
     args = {"/bin/sh", path};
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("cannot run " + path + ": " + std::strerror(rc));
-  out.closeWrite();
-  err.closeWrite();
-
-  ScriptRun run;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool out_open = true;
-  bool err_open = true;
-  char buffer[4096];
-  while (out_open || err_open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      run.timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{out_open ? out.read() : -1, POLLIN, 0},
-                     {err_open ? err.read() : -1, POLLIN, 0}};
-    const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        (i == 0 ? run.out : run.err).append(buffer, static_cast<std::size_t>(n));
-        if (run.out.size() > (1u << 20)) run.out.resize(1u << 20);  // bounded
-        if (run.err.size() > (1u << 20)) run.err.resize(1u << 20);
-      } else if (n == 0 || errno != EINTR) {
-        (i == 0 ? out_open : err_open) = false;
-      }
-    }
-  }
-  if (run.timed_out) ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
-  return run;
+  return runBounded(std::move(args), timeout);
 }
 
 }  // namespace dockhand::plugins::script

@@ -64,7 +64,7 @@ class ScriptDiscovery : public dockhand::sdk::ResourceDiscovery {
       throw Error(DH_ERROR, what + " is not executable (chmod +x it)");
     }
 
-    dockhand::plugins::script::ScriptRun run;
+    dockhand::plugins::BoundedRun run;
     try {
       run = dockhand::plugins::script::runScript(script, timeout_);
     } catch (const std::exception& e) {

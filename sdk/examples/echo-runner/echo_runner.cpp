@@ -47,8 +47,9 @@ class EchoRunner : public dockhand::sdk::TaskRunner {
     host_.info("echo runner ready (prefix '" + prefix_ + "')");
   }
 
-  // Runs on the agent's core thread: must not block. Echoing is instant, so it reports at
-  // once; a real runner would start the work and report from its own thread.
+  // Runs on the call thread the agent keeps for this runner: must not block (the runner's
+  // other calls wait). Echoing is instant, so it reports at once; a real runner would start
+  // the work and report from its own thread.
   void launch(std::string_view task_json) override {
     const std::uint64_t id = taskId(task_json);
     const std::string message = prefix_ + stringField(task_json, "message");

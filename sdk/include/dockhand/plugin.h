@@ -7,8 +7,14 @@
  * data travels as UTF-8 JSON text, no C++ type, exception or allocator ever does.
  *
  * NAMING
- *   dh_plugin_*  hooks the plugin implements and the host calls.
- *   dh_host_*    callbacks the host implements and the plugin calls (struct dh_host).
+ *   Every type and function name starts with dh_, every macro and constant with DH_. The
+ *   hooks and callbacks are fields of tables, named for what they do, and the table says
+ *   which side implements them:
+ *     dh_plugin_descriptor, dh_*_vtable  hooks the plugin implements and the host calls
+ *                                        (create, launch, migrate, ...);
+ *     dh_host                            callbacks the host implements and the plugin calls
+ *                                        (log, task_status, sign_request, ...).
+ *   The one symbol a plugin exports is dh_plugin_entry. These names are the ABI: they stay.
  *
  * VERSIONING (the rule)
  *   DH_ABI_MAJOR changes when an existing function or field changes meaning or place. The
