@@ -66,7 +66,8 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       timers_(timers),
       log_control_(log_control),
       exiter_(exiter),
-      decommissioner_(decommissioner) {}
+      decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,
+                    timers_, decommissioner, *this) {}
 
 void Backend::setState(State next) {
   // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
@@ -320,7 +321,7 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
       }
       case proto::MessageType::kDecommissionExecutor: {
         auto msg = proto::decodeBody<proto::DecommissionExecutor>(frame.body);
-        decommissionSelf(msg.reason.empty() ? "requested by the driver" : msg.reason);
+        decommission_.onDriverRequest(msg.reason.empty() ? "requested by the driver" : msg.reason);
         break;
       }
       case proto::MessageType::kTaskThreadDump:
@@ -371,7 +372,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     update.reason = kill->second.reason;
     early_kills_.erase(kill);
     last_task_finish_ = timers_.now();
-    ++task_finishes_;
+    decommission_.onTaskEnded();
     sendStatus(std::move(update));
     return;
   }
@@ -381,7 +382,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     sendStatus(std::move(update));
     return;
   }
-  if (decommissioning_) {
+  if (decommission_.decommissioning()) {
     // LOST, not FAILED: the driver reschedules it elsewhere without counting a failure.
     log().info("refusing task {}: decommissioning", task.task_id);
     update.state = proto::TaskState::kLost;
@@ -397,7 +398,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     update.state = proto::TaskState::kFailed;
     update.reason = *error;
     last_task_finish_ = timers_.now();
-    ++task_finishes_;
+    decommission_.onTaskEnded();
     sendStatus(std::move(update));
   }
 }
@@ -482,7 +483,7 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   if (proto::isTerminal(status.state)) {
     running_.erase(it);
     last_task_finish_ = timers_.now();
-    ++task_finishes_;
+    decommission_.onTaskEnded();
   }
   if (!status.blocks.empty()) {
     // Before the status: the driver must know the blocks when it learns the task finished.
@@ -499,13 +500,14 @@ void Backend::sendStatus(proto::StatusUpdate update) {
   sendInOrder(proto::makeMessage(update), task_id);
 }
 
-void Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
+bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
   // Keep order: once something waits in the outbox, everything queues behind it.
-  if (outbox_.empty() && link_.connected() && link_.send(frame)) return;
+  if (outbox_.empty() && link_.connected() && link_.send(frame)) return true;
   outbox_.push_back(Outgoing{std::move(frame), task_id});
   if (outbox_.size() == 1) {
     log().warn("cannot send status updates to the driver right now; queueing them");
   }
+  return false;
 }
 
 void Backend::flushOutbox() {
@@ -553,15 +555,7 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     timers_.cancel(*heartbeat_timer_);
     heartbeat_timer_.reset();
   }
-  if (decommission_timer_) {
-    timers_.cancel(*decommission_timer_);
-    decommission_timer_.reset();
-  }
-  if (deadline_timer_) {
-    timers_.cancel(*deadline_timer_);
-    deadline_timer_.reset();
-  }
-  if (pass_running_ && decommissioner_ != nullptr) decommissioner_->cancel();
+  decommission_.stop();
   if (notify_driver && link_.connected()) {
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
@@ -600,252 +594,26 @@ void Backend::finishExit(ExitCode code) {
   exiter_.exit(toInt(code));
 }
 
-// ---- Decommission --------------------------------------------------------------------------
+// ---- Decommission (DecommissionFlow does the work) -----------------------------------------
 
-void Backend::onDecommissionSignal() {
-  if (!options_.decommission.enabled) {
-    log().warn(
-        "received the decommission signal, but decommission is disabled on this agent "
-        "(decommission.enabled is false); ignoring it");
-    return;
-  }
-  if (decommissioning_ || decommission_asked_) {
-    log().warn("executor {} already started decommissioning; ignoring the signal",
-               options_.executor_id);
-    return;
-  }
-  if (exiting_) {
-    log().info("decommission signal ignored: the executor is stopping");
-    return;
-  }
-  if (state_ != State::kRunning) {
-    log().warn("decommission signal before executor {} registered; ignoring it",
-               options_.executor_id);
-    return;
-  }
-  decommission_asked_ = true;
-  log().info("decommission signal received: telling the driver that executor {} decommissions",
-             options_.executor_id);
-  link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{options_.executor_id}),
-            options_.ask_timeout, [this](AskResult result) {
-              decommission_asked_ = false;
-              if (exiting_) return;
-              if (!result.ok) {
-                log().error(
-                    "cannot tell the driver that executor {} starts decommissioning ({}); not "
-                    "decommissioning",
-                    options_.executor_id, result.error.message);
-                return;
-              }
-              last_driver_message_ = timers_.now();
-              bool accepted = true;
-              if (result.body.is_object()) {
-                auto it = result.body.find("accepted");
-                if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
-              }
-              if (!accepted) {
-                log().warn("the driver did not accept the decommissioning of executor {}",
-                           options_.executor_id);
-                return;
-              }
-              decommissionSelf("decommission signal");
-            });
-}
+void Backend::onDecommissionSignal() { decommission_.onSignal(); }
 
-void Backend::decommissionSelf(const std::string& reason) {
-  if (!options_.decommission.enabled) {
-    log().warn("received a decommission request ({}), but decommission is disabled; ignoring it",
-               reason);
-    return;
-  }
-  if (decommissioning_) {
-    log().warn("executor {} already started decommissioning; ignoring ({})", options_.executor_id,
-               reason);
-    return;
-  }
-  if (exiting_) {
-    log().info("decommission request ignored: the executor is stopping");
-    return;
-  }
-  if (state_ != State::kRunning) {
-    log().warn("decommission request before executor {} registered; ignoring it",
-               options_.executor_id);
-    return;
-  }
-  decommissioning_ = true;
-  const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
-  log().info("Decommission executor {} ({}); {} running task(s), block migration {}",
-             options_.executor_id, reason, running_.size(), migrate ? "on" : "off");
-  if (decommissioner_ != nullptr) decommissioner_->begin();
-  if (options_.decommission.deadline.count() > 0) {
-    deadline_timer_ =
-        timers_.schedule(options_.decommission.deadline, [this] { decommissionDeadlinePassed(); });
-  }
-  // As in the seed, blocks start moving at once, while running tasks go on.
-  if (migrate) startMigrationPass();
-  scheduleDecommissionCheck();
-  log().info("Will exit when finished decommissioning");
-}
+void Backend::driverAnswered() { last_driver_message_ = timers_.now(); }
 
-void Backend::scheduleDecommissionCheck() {
-  decommission_timer_ =
-      timers_.schedule(options_.decommission.check_interval, [this] { decommissionCheck(); });
-}
+bool Backend::sendInOrder(proto::Envelope frame) { return sendInOrder(std::move(frame), 0); }
 
-void Backend::decommissionCheck() {
-  decommission_timer_.reset();
-  if (exiting_) return;
-  const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
-  // A pass proves every block moved only if no task finished (and so added blocks) since it
-  // started: the seed's "migration time > last task finish time".
-  const bool conclusive = last_pass_conclusive_ && last_pass_finishes_ == task_finishes_;
-  if (running_.empty()) {
-    if (!migrate) {
-      log().info("No running tasks, no block migration configured, stopping.");
-      decommission_phase_ = "finished";
-      exitExecutor(ExitCode::kSuccess, "decommission finished", /*notify_driver=*/true);
-      return;
-    }
-    if (conclusive) {
-      log().info("No running tasks, all blocks migrated, stopping.");
-      decommission_phase_ = "finished";
-      exitExecutor(ExitCode::kSuccess, "decommission finished", /*notify_driver=*/true);
-      return;
-    }
-    log().debug("No running tasks; blocks not yet all migrated");
-  } else {
-    log().debug("Blocked from shutdown by {} running task(s)", running_.size());
-  }
-  if (migrate && !pass_running_ && !conclusive) startMigrationPass();
-  scheduleDecommissionCheck();
-}
-
-void Backend::startMigrationPass() {
-  pass_running_ = true;
-  ++passes_;
-  const std::uint64_t finishes_at_start = task_finishes_;
-  link_.ask(proto::makeMessage(proto::GetPeers{options_.executor_id}), options_.ask_timeout,
-            [this, finishes_at_start](AskResult result) {
-              if (exiting_) {
-                pass_running_ = false;
-                return;
-              }
-              std::vector<proto::Peer> peers;
-              if (result.ok) {
-                last_driver_message_ = timers_.now();
-                try {
-                  peers = proto::parsePeers(result.body);
-                } catch (const proto::BodyError& e) {
-                  log().warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
-                             e.detail());
-                }
-              } else {
-                log().warn("cannot get peers from the driver: {}", result.error.message);
-              }
-              log().debug("migration pass {} with {} peer(s)", passes_, peers.size());
-              pass_progress_ = MigrationPassProgress{};
-              decommissioner_->startPass(
-                  std::move(peers),
-                  [this](MigrationPassProgress progress) {
-                    if (pass_running_) pass_progress_ = progress;
-                  },
-                  [this, finishes_at_start](MigrationPassResult pass) {
-                    onMigrationPass(std::move(pass), finishes_at_start);
-                  });
-            });
-}
-
-void Backend::onMigrationPass(MigrationPassResult result, std::uint64_t finishes_at_start) {
-  pass_running_ = false;
-  pass_progress_ = MigrationPassProgress{};
-  if (exiting_) return;
-  bool told = true;
-  if (!result.moved.empty()) {
-    proto::UpdateBlockInfo info;
-    info.executor_id = options_.executor_id;
-    info.added = result.moved;
-    for (const auto& block : result.moved) info.removed.push_back(block.id);
-    sendInOrder(proto::makeMessage(info), 0);
-    // Only once the driver has been told may the local copies go.
-    told = outbox_.empty();
-    if (told) {
-      decommissioner_->release(info.removed);
-      blocks_migrated_ += result.moved.size();
-      bytes_migrated_ += result.bytes_moved;
-    } else {
-      log().warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
-                 result.moved.size());
-    }
-  }
-  for (const auto& [id, why] : result.failed) log().warn("block {} not migrated: {}", id, why);
-  blocks_failed_ = result.failed.size();
-  blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
-  bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
-  last_pass_conclusive_ = result.complete && told;
-  last_pass_finishes_ = finishes_at_start;
-  log().info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
-             result.moved.size(), result.failed.size(), blocks_left_);
-}
-
-void Backend::decommissionDeadlinePassed() {
-  deadline_timer_.reset();
-  if (exiting_) return;
-  std::vector<std::string> left;
-  if (decommissioner_ != nullptr && decommissioner_->migrationEnabled()) {
-    left = decommissioner_->blocksLeft();
-  }
-  for (const auto& id : left) log().error("block {} was not migrated before the deadline", id);
-  if (!running_.empty()) {
-    log().error("{} task(s) still running at the decommission deadline", running_.size());
-  }
-  decommission_phase_ = "deadline-passed";
-  exitExecutor(ExitCode::kDecommissionIncomplete,
-               fmt::format("decommission deadline ({} ms) passed: {} block(s) not migrated, {} "
-                           "task(s) running",
-                           options_.decommission.deadline.count(), left.size(), running_.size()),
-               /*notify_driver=*/true);
-}
-
-Json Backend::decommissionProgress() const {
-  if (!decommissioning_) return nullptr;
-  std::string phase = decommission_phase_;
-  if (phase.empty()) {
-    const bool migrate = decommissioner_ != nullptr && decommissioner_->migrationEnabled();
-    phase = !running_.empty() ? "waiting-for-tasks" : (migrate ? "migrating" : "finishing");
-  }
-  // While a pass runs, what it has moved so far counts as migrated, and what it set out to
-  // move (its own count of the blocks here) replaces the last pass's count of what was left.
-  std::uint64_t blocks_migrated = blocks_migrated_;
-  std::uint64_t bytes_migrated = bytes_migrated_;
-  std::uint64_t blocks_left = blocks_left_;
-  std::uint64_t bytes_left = bytes_left_;
-  if (pass_running_ && pass_progress_.blocks_total > 0) {
-    blocks_migrated += pass_progress_.blocks_moved;
-    bytes_migrated += pass_progress_.bytes_moved;
-    blocks_left = pass_progress_.blocks_total -
-                  std::min(pass_progress_.blocks_moved, pass_progress_.blocks_total);
-    bytes_left = pass_progress_.bytes_total -
-                 std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
-  }
-  return Json{{"state", phase},
-              {"running_tasks", running_.size()},
-              {"blocks_total", blocks_migrated + blocks_left},
-              {"blocks_migrated", blocks_migrated},
-              {"blocks_failed", blocks_failed_},
-              {"blocks_left", blocks_left},
-              {"bytes_total", bytes_migrated + bytes_left},
-              {"bytes_migrated", bytes_migrated},
-              {"bytes_left", bytes_left},
-              {"passes", passes_}};
+void Backend::exit(ExitCode code, const std::string& reason) {
+  exitExecutor(code, reason, /*notify_driver=*/true);
 }
 
 Json Backend::statusJson() const {
-  return Json{{"executor_id", options_.executor_id},
-              {"state", decommissioning_ && !exiting_ ? std::string("decommissioning")
-                                                      : std::string(toString(state_))},
-              {"running_tasks", running_.size()},
-              {"queued_updates", outbox_.size()},
-              {"decommission", decommissionProgress()}};
+  return Json{
+      {"executor_id", options_.executor_id},
+      {"state", decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
+                                                             : std::string(toString(state_))},
+      {"running_tasks", running_.size()},
+      {"queued_updates", outbox_.size()},
+      {"decommission", decommissionProgress()}};
 }
 
 }  // namespace dockhand::agent

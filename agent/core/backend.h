@@ -15,14 +15,11 @@
 //   tasks are stopped, the driver is told (RemoveExecutor) when that makes sense, and the
 //   Exiter ends the process with the exit code.
 //
-// Decommission (the seed's decommissionSelf and its wait loop): a signal (onDecommissionSignal,
-// which first asks the driver ExecutorDecommissioning) or the driver's DecommissionExecutor
-// starts it, once. From then on LaunchTask is answered LOST ("executor <id> is
-// decommissioning"), running tasks go on, and the Decommissioner migrates blocks in passes.
-// A timer on the core thread checks every check_interval: the agent exits 0 ("decommission
-// finished") once no task runs and a pass that STARTED after the last task finished moved
-// every block (with migration off: once no task runs). Past the optional deadline it logs
-// what was not moved and exits kDecommissionIncomplete.
+// Decommission lives in DecommissionFlow (core/decommission_flow.h), a state machine the
+// Backend owns and delegates to: the decommission signal, the driver's DecommissionExecutor,
+// task ends and the exit reach it from here, and it asks back through DecommissionFlow::Host
+// (running tasks, registered/stopping, in-order sends, exit). While it decommissions,
+// LaunchTask is answered LOST ("executor <id> is decommissioning") and running tasks go on.
 //
 // Every method runs on the core thread; the Backend never blocks except in the final
 // Executor::stopAll() on the exit path, and never touches a socket itself.
@@ -36,17 +33,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/decommission_flow.h"
 #include "core/exit_codes.h"
 #include "core/ports.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
-
-struct DecommissionOptions {
-  bool enabled = true;
-  Millis check_interval{1000};  // the wait loop's period (the seed sleeps 1 s)
-  Millis deadline{0};           // 0: wait as long as it takes
-};
 
 struct BackendOptions {
   std::string driver_url;
@@ -86,7 +78,9 @@ struct BackendOptions {
   DecommissionOptions decommission;
 };
 
-class Backend final : public DriverEvents, public TaskStatusSink {
+class Backend final : public DriverEvents,
+                      public TaskStatusSink,
+                      private DecommissionFlow::Host {
  public:
   enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
 
@@ -123,7 +117,7 @@ class Backend final : public DriverEvents, public TaskStatusSink {
 
   // ---- Observers (for tests and the status output) ----
   State state() const { return state_; }
-  std::size_t runningTasks() const { return running_.size(); }
+  std::size_t runningTasks() const override { return running_.size(); }
   std::size_t queuedStatusUpdates() const { return outbox_.size(); }
   std::size_t rememberedKills() const { return early_kills_.size(); }
   const std::map<std::string, std::string>& properties() const { return properties_; }
@@ -131,10 +125,9 @@ class Backend final : public DriverEvents, public TaskStatusSink {
   Millis heartbeatInterval() const { return options_.heartbeat_interval; }
   Millis driverTimeout() const { return options_.driver_timeout; }
   std::optional<TimePoint> lastTaskFinish() const { return last_task_finish_; }
-  bool decommissioning() const { return decommissioning_; }
-  // {"state", "blocks_total", "blocks_migrated", "blocks_failed", "bytes_total",
-  //  "bytes_migrated", "passes"} while decommissioning, null otherwise.
-  Json decommissionProgress() const;
+  bool decommissioning() const { return decommission_.decommissioning(); }
+  // See DecommissionFlow::progress(): null unless decommissioning.
+  Json decommissionProgress() const { return decommission_.progress(); }
   // The agent's state for /v1/status: {"executor_id", "state", "running_tasks", ...}.
   Json statusJson() const;
 
@@ -162,15 +155,16 @@ class Backend final : public DriverEvents, public TaskStatusSink {
   void handleThreadDump(const protocol::Envelope& frame);
   void replyError(const protocol::Envelope& frame, std::string_view code, std::string message);
 
-  void decommissionSelf(const std::string& reason);
-  void scheduleDecommissionCheck();
-  void decommissionCheck();
-  void startMigrationPass();
-  void onMigrationPass(MigrationPassResult result, std::uint64_t finishes_at_start);
-  void decommissionDeadlinePassed();
+  // DecommissionFlow::Host.
+  bool registered() const override { return state_ == State::kRunning; }
+  bool stopping() const override { return exiting_; }
+  void driverAnswered() override;
+  bool sendInOrder(protocol::Envelope frame) override;
+  void exit(ExitCode code, const std::string& reason) override;
 
   void sendStatus(protocol::StatusUpdate update);
-  void sendInOrder(protocol::Envelope frame, std::uint64_t task_id);
+  // True when `frame` went out now; false when it waits in the outbox.
+  bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id);
   void flushOutbox();
   void rememberKill(std::uint64_t task_id, const std::string& reason);
   void pruneEarlyKills();
@@ -182,7 +176,6 @@ class Backend final : public DriverEvents, public TaskStatusSink {
   Timers& timers_;
   LogControl& log_control_;
   Exiter& exiter_;
-  Decommissioner* decommissioner_;
 
   State state_ = State::kIdle;
   bool exiting_ = false;
@@ -201,24 +194,10 @@ class Backend final : public DriverEvents, public TaskStatusSink {
   };
   std::deque<Outgoing> outbox_;
   std::optional<TimePoint> last_task_finish_;
-  std::uint64_t task_finishes_ = 0;  // terminal task statuses seen: orders passes and finishes
 
-  // Decommission.
-  bool decommissioning_ = false;
-  bool decommission_asked_ = false;  // ExecutorDecommissioning ask in flight
-  std::optional<Timers::TimerId> decommission_timer_;
-  std::optional<Timers::TimerId> deadline_timer_;
-  bool pass_running_ = false;
-  bool last_pass_conclusive_ = false;     // the last pass moved every block it saw
-  std::uint64_t last_pass_finishes_ = 0;  // task_finishes_ when that pass started
-  std::uint64_t passes_ = 0;
-  std::uint64_t blocks_migrated_ = 0;
-  std::uint64_t bytes_migrated_ = 0;
-  std::size_t blocks_failed_ = 0;  // in the last pass
-  std::size_t blocks_left_ = 0;
-  std::uint64_t bytes_left_ = 0;
-  MigrationPassProgress pass_progress_;  // of the pass running now
-  std::string decommission_phase_;
+  // Constructed last: it keeps references to the ports above and to this Backend as its
+  // Host.
+  DecommissionFlow decommission_;
 };
 
 std::string_view toString(Backend::State state);

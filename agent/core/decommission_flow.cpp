@@ -1,0 +1,349 @@
+#include "core/decommission_flow.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+
+namespace dockhand::agent {
+
+namespace proto = dockhand::protocol;
+
+namespace {
+
+// The Backend's logger: decommission is part of the agent's story in the log.
+spdlog::logger& log() {
+  static auto instance = logger("agent");
+  return *instance;
+}
+
+}  // namespace
+
+std::string_view toString(DecommissionPhase phase) {
+  switch (phase) {
+    case DecommissionPhase::kInactive:
+      return "inactive";
+    case DecommissionPhase::kAskingDriver:
+      return "asking-driver";
+    case DecommissionPhase::kDecommissioning:
+      return "decommissioning";
+    case DecommissionPhase::kFinished:
+      return "finished";
+    case DecommissionPhase::kDeadlinePassed:
+      return "deadline-passed";
+  }
+  return "unknown";
+}
+
+DecommissionFlow::DecommissionFlow(DecommissionOptions options, std::string executor_id,
+                                   Millis ask_timeout, DriverLink& link, Timers& timers,
+                                   Decommissioner* decommissioner, Host& host)
+    : options_(options),
+      executor_id_(std::move(executor_id)),
+      ask_timeout_(ask_timeout),
+      link_(link),
+      timers_(timers),
+      decommissioner_(decommissioner),
+      host_(host) {}
+
+bool DecommissionFlow::isLegalMove(Phase from, Phase to) {
+  switch (from) {
+    case Phase::kInactive:
+      return to == Phase::kAskingDriver || to == Phase::kDecommissioning;
+    case Phase::kAskingDriver:
+      return to == Phase::kInactive || to == Phase::kDecommissioning;
+    case Phase::kDecommissioning:
+      return to == Phase::kFinished || to == Phase::kDeadlinePassed;
+    case Phase::kFinished:
+    case Phase::kDeadlinePassed:
+      return false;
+  }
+  return false;
+}
+
+bool DecommissionFlow::moveTo(Phase next) {
+  if (!isLegalMove(phase_, next)) {
+    log().error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
+    return false;
+  }
+  log().debug("decommission {} -> {}", toString(phase_), toString(next));
+  phase_ = next;
+  return true;
+}
+
+bool DecommissionFlow::decommissioning() const {
+  return phase_ == Phase::kDecommissioning || phase_ == Phase::kFinished ||
+         phase_ == Phase::kDeadlinePassed;
+}
+
+bool DecommissionFlow::migrationEnabled() const {
+  return decommissioner_ != nullptr && decommissioner_->migrationEnabled();
+}
+
+void DecommissionFlow::onTaskEnded() { ++task_ends_; }
+
+// ---- Triggers ------------------------------------------------------------------------------
+
+void DecommissionFlow::onSignal() {
+  if (!options_.enabled) {
+    log().warn(
+        "received the decommission signal, but decommission is disabled on this agent "
+        "(decommission.enabled is false); ignoring it");
+    return;
+  }
+  if (phase_ != Phase::kInactive) {
+    log().warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
+    return;
+  }
+  if (host_.stopping()) {
+    log().info("decommission signal ignored: the executor is stopping");
+    return;
+  }
+  if (!host_.registered()) {
+    log().warn("decommission signal before executor {} registered; ignoring it", executor_id_);
+    return;
+  }
+  if (!moveTo(Phase::kAskingDriver)) return;
+  log().info("decommission signal received: telling the driver that executor {} decommissions",
+             executor_id_);
+  link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
+            [this](const AskResult& result) { onDriverAnswer(result); });
+}
+
+void DecommissionFlow::onDriverAnswer(const AskResult& result) {
+  // Not asking any more when the driver's own request started decommissioning meanwhile: the
+  // answer then changes nothing (begin() below only logs that it started already).
+  const bool asking = phase_ == Phase::kAskingDriver;
+  if (host_.stopping()) {
+    if (asking) moveTo(Phase::kInactive);
+    return;
+  }
+  if (!result.ok) {
+    log().error(
+        "cannot tell the driver that executor {} starts decommissioning ({}); not "
+        "decommissioning",
+        executor_id_, result.error.message);
+    if (asking) moveTo(Phase::kInactive);
+    return;
+  }
+  host_.driverAnswered();
+  bool accepted = true;
+  if (result.body.is_object()) {
+    auto it = result.body.find("accepted");
+    if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
+  }
+  if (!accepted) {
+    log().warn("the driver did not accept the decommissioning of executor {}", executor_id_);
+    if (asking) moveTo(Phase::kInactive);
+    return;
+  }
+  begin("decommission signal");
+}
+
+void DecommissionFlow::onDriverRequest(const std::string& reason) { begin(reason); }
+
+void DecommissionFlow::begin(const std::string& reason) {
+  if (!options_.enabled) {
+    log().warn("received a decommission request ({}), but decommission is disabled; ignoring it",
+               reason);
+    return;
+  }
+  if (decommissioning()) {
+    log().warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
+    return;
+  }
+  if (host_.stopping()) {
+    log().info("decommission request ignored: the executor is stopping");
+    return;
+  }
+  if (!host_.registered()) {
+    log().warn("decommission request before executor {} registered; ignoring it", executor_id_);
+    return;
+  }
+  if (!moveTo(Phase::kDecommissioning)) return;
+  const bool migrate = migrationEnabled();
+  log().info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
+             reason, host_.runningTasks(), migrate ? "on" : "off");
+  if (decommissioner_ != nullptr) decommissioner_->begin();
+  if (options_.deadline.count() > 0) {
+    deadline_timer_ = timers_.schedule(options_.deadline, [this] { deadlinePassed(); });
+  }
+  // As in the seed, blocks start moving at once, while running tasks go on.
+  if (migrate) startPass();
+  scheduleCheck();
+  log().info("Will exit when finished decommissioning");
+}
+
+// ---- The wait loop -------------------------------------------------------------------------
+
+void DecommissionFlow::scheduleCheck() {
+  check_timer_ = timers_.schedule(options_.check_interval, [this] { check(); });
+}
+
+void DecommissionFlow::check() {
+  check_timer_.reset();
+  if (host_.stopping()) return;
+  const bool migrate = migrationEnabled();
+  // A pass proves every block moved only if no task ended (and so added blocks) since it
+  // started: the seed's "migration time > last task finish time".
+  const bool conclusive = last_pass_conclusive_ && last_pass_ends_ == task_ends_;
+  const std::size_t running = host_.runningTasks();
+  if (running == 0) {
+    if (!migrate) {
+      finish("No running tasks, no block migration configured, stopping.");
+      return;
+    }
+    if (conclusive) {
+      finish("No running tasks, all blocks migrated, stopping.");
+      return;
+    }
+    log().debug("No running tasks; blocks not yet all migrated");
+  } else {
+    log().debug("Blocked from shutdown by {} running task(s)", running);
+  }
+  if (migrate && !pass_running_ && !conclusive) startPass();
+  scheduleCheck();
+}
+
+void DecommissionFlow::finish(std::string_view why) {
+  log().info("{}", why);
+  if (!moveTo(Phase::kFinished)) return;
+  host_.exit(ExitCode::kSuccess, "decommission finished");
+}
+
+void DecommissionFlow::deadlinePassed() {
+  deadline_timer_.reset();
+  if (host_.stopping()) return;
+  std::vector<std::string> left;
+  if (migrationEnabled()) left = decommissioner_->blocksLeft();
+  for (const auto& id : left) log().error("block {} was not migrated before the deadline", id);
+  const std::size_t running = host_.runningTasks();
+  if (running > 0) {
+    log().error("{} task(s) still running at the decommission deadline", running);
+  }
+  if (!moveTo(Phase::kDeadlinePassed)) return;
+  host_.exit(ExitCode::kDecommissionIncomplete,
+             fmt::format("decommission deadline ({} ms) passed: {} block(s) not migrated, {} "
+                         "task(s) running",
+                         options_.deadline.count(), left.size(), running));
+}
+
+void DecommissionFlow::stop() {
+  if (check_timer_) {
+    timers_.cancel(*check_timer_);
+    check_timer_.reset();
+  }
+  if (deadline_timer_) {
+    timers_.cancel(*deadline_timer_);
+    deadline_timer_.reset();
+  }
+  if (pass_running_ && decommissioner_ != nullptr) decommissioner_->cancel();
+}
+
+// ---- Migration passes ----------------------------------------------------------------------
+
+void DecommissionFlow::startPass() {
+  pass_running_ = true;
+  ++passes_;
+  const std::uint64_t ends_at_start = task_ends_;
+  link_.ask(proto::makeMessage(proto::GetPeers{executor_id_}), ask_timeout_,
+            [this, ends_at_start](const AskResult& result) {
+              if (host_.stopping()) {
+                pass_running_ = false;
+                return;
+              }
+              std::vector<proto::Peer> peers;
+              if (result.ok) {
+                host_.driverAnswered();
+                try {
+                  peers = proto::parsePeers(result.body);
+                } catch (const proto::BodyError& e) {
+                  log().warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
+                             e.detail());
+                }
+              } else {
+                log().warn("cannot get peers from the driver: {}", result.error.message);
+              }
+              log().debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              pass_progress_ = MigrationPassProgress{};
+              decommissioner_->startPass(
+                  std::move(peers),
+                  [this](MigrationPassProgress progress) {
+                    if (pass_running_) pass_progress_ = progress;
+                  },
+                  [this, ends_at_start](MigrationPassResult pass) {
+                    onPassDone(std::move(pass), ends_at_start);
+                  });
+            });
+}
+
+void DecommissionFlow::onPassDone(MigrationPassResult result, std::uint64_t ends_at_start) {
+  pass_running_ = false;
+  pass_progress_ = MigrationPassProgress{};
+  if (host_.stopping()) return;
+  bool told = true;
+  if (!result.moved.empty()) {
+    proto::UpdateBlockInfo info;
+    info.executor_id = executor_id_;
+    info.added = result.moved;
+    for (const auto& block : result.moved) info.removed.push_back(block.id);
+    // Only once the driver has been told may the local copies go.
+    told = host_.sendInOrder(proto::makeMessage(info));
+    if (told) {
+      decommissioner_->release(info.removed);
+      blocks_migrated_ += result.moved.size();
+      bytes_migrated_ += result.bytes_moved;
+    } else {
+      log().warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
+                 result.moved.size());
+    }
+  }
+  for (const auto& [id, why] : result.failed) log().warn("block {} not migrated: {}", id, why);
+  blocks_failed_ = result.failed.size();
+  blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
+  bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
+  last_pass_conclusive_ = result.complete && told;
+  last_pass_ends_ = ends_at_start;
+  log().info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
+             result.moved.size(), result.failed.size(), blocks_left_);
+}
+
+// ---- Progress ------------------------------------------------------------------------------
+
+Json DecommissionFlow::progress() const {
+  if (!decommissioning()) return nullptr;
+  const std::size_t running = host_.runningTasks();
+  std::string state;
+  if (phase_ == Phase::kDecommissioning) {
+    state = running > 0 ? "waiting-for-tasks" : (migrationEnabled() ? "migrating" : "finishing");
+  } else {
+    state = toString(phase_);  // finished, deadline-passed
+  }
+  // While a pass runs, what it has moved so far counts as migrated, and what it set out to
+  // move (its own count of the blocks here) replaces the last pass's count of what was left.
+  std::uint64_t blocks_migrated = blocks_migrated_;
+  std::uint64_t bytes_migrated = bytes_migrated_;
+  std::uint64_t blocks_left = blocks_left_;
+  std::uint64_t bytes_left = bytes_left_;
+  if (pass_running_ && pass_progress_.blocks_total > 0) {
+    blocks_migrated += pass_progress_.blocks_moved;
+    bytes_migrated += pass_progress_.bytes_moved;
+    blocks_left = pass_progress_.blocks_total -
+                  std::min(pass_progress_.blocks_moved, pass_progress_.blocks_total);
+    bytes_left = pass_progress_.bytes_total -
+                 std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
+  }
+  return Json{{"state", state},
+              {"running_tasks", running},
+              {"blocks_total", blocks_migrated + blocks_left},
+              {"blocks_migrated", blocks_migrated},
+              {"blocks_failed", blocks_failed_},
+              {"blocks_left", blocks_left},
+              {"bytes_total", bytes_migrated + bytes_left},
+              {"bytes_migrated", bytes_migrated},
+              {"bytes_left", bytes_left},
+              {"passes", passes_}};
+}
+
+}  // namespace dockhand::agent
