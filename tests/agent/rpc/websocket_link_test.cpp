@@ -92,7 +92,7 @@ class TestDriver {
   TestDriver() {
     Poco::Net::ServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0));
     port_ = socket.address().port();
-    server_ = std::make_unique<Poco::Net::HTTPServer>(new Factory(*this), socket,
+    server_ = std::make_unique<Poco::Net::HTTPServer>(new Connections(this), socket,
                                                       new Poco::Net::HTTPServerParams);
     server_->start();
   }
@@ -124,15 +124,13 @@ class TestDriver {
     return frame;
   }
 
+  // One text frame to the link; false when none is connected. (A failed send throws, and the
+  // test fails with Poco's reason.)
   bool sendText(const std::string& text) {
     std::lock_guard lock(mutex_);
     if (!socket_) return false;
-    try {
-      socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-      return true;
-    } catch (const Poco::Exception&) {
-      return false;
-    }
+    socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    return true;
   }
   bool send(const proto::Envelope& frame) { return sendText(proto::encodeEnvelope(frame)); }
 
@@ -149,35 +147,34 @@ class TestDriver {
   }
 
  private:
-  class Handler : public Poco::Net::HTTPRequestHandler {
-   public:
-    explicit Handler(TestDriver& driver) : driver_(driver) {}
+  // Poco's server calls: every request becomes a connection served by accept().
+  struct Connection final : Poco::Net::HTTPRequestHandler {
+    explicit Connection(TestDriver* owner) : driver(owner) {}
     void handleRequest(Poco::Net::HTTPServerRequest& request,
                        Poco::Net::HTTPServerResponse& response) override {
-      try {
-        WebSocket ws(request, response);
-        driver_.serve(ws);
-      } catch (const Poco::Exception&) {
-        // the test sees the effect through the link
-      }
-      driver_.connectionEnded();
+      driver->accept(request, response);
     }
-
-   private:
-    TestDriver& driver_;
+    TestDriver* driver;
   };
-
-  class Factory : public Poco::Net::HTTPRequestHandlerFactory {
-   public:
-    explicit Factory(TestDriver& driver) : driver_(driver) {}
+  struct Connections final : Poco::Net::HTTPRequestHandlerFactory {
+    explicit Connections(TestDriver* owner) : driver(owner) {}
     Poco::Net::HTTPRequestHandler* createRequestHandler(
         const Poco::Net::HTTPServerRequest&) override {
-      return new Handler(driver_);
+      return new Connection(driver);
     }
-
-   private:
-    TestDriver& driver_;
+    TestDriver* driver;
   };
+
+  // On a server thread: the WebSocket handshake, then serve() until the connection ends.
+  void accept(Poco::Net::HTTPServerRequest& request, Poco::Net::HTTPServerResponse& response) {
+    try {
+      WebSocket ws(request, response);
+      serve(ws);
+    } catch (const Poco::Exception&) {
+      // a connection cut short: the test sees the effect through the link
+    }
+    connectionEnded();
+  }
 
   // The next text frame, decoded; nullopt once the link has closed or gone silent past the
   // deadline. Called on the server's thread only.
@@ -289,10 +286,13 @@ class WebSocketLinkTest : public ::testing::Test {
     return link;
   }
 
-  // Asks `link` with GetPeers; the result lands in `result`.
-  static void askPeers(WebSocketLink& link, Millis timeout, std::optional<AskResult>& result) {
+  // Asks `link` with GetPeers (the result lands in `result`); returns the ask as the driver
+  // received it.
+  std::optional<proto::Envelope> askPeers(WebSocketLink& link, Millis timeout,
+                                          std::optional<AskResult>& result) {
     link.ask(proto::makeMessage(proto::GetPeers{"a1"}), timeout,
              [&result](AskResult r) { result = std::move(r); });
+    return driver_.nextFrame();
   }
 
   // Declared in this order so that the link (made in each test) goes first, then the driver,
@@ -358,9 +358,7 @@ TEST_F(WebSocketLinkTest, MessageSentReachesTheDriver) {
 TEST_F(WebSocketLinkTest, AskAnsweredByAReplyReachesItsCallback) {
   auto link = connectedLink();
   std::optional<AskResult> result;
-  askPeers(*link, kDeadline, result);
-
-  const auto ask = driver_.nextFrame();
+  const auto ask = askPeers(*link, kDeadline, result);
   ASSERT_TRUE(ask.has_value());
   EXPECT_EQ(ask->type, "GetPeers");
   ASSERT_GT(ask->id, 0u) << "an ask carries an id for its Reply";
@@ -374,9 +372,7 @@ TEST_F(WebSocketLinkTest, AskAnsweredByAReplyReachesItsCallback) {
 TEST_F(WebSocketLinkTest, RefusalOfAnAskReachesItsCallback) {
   auto link = connectedLink();
   std::optional<AskResult> result;
-  askPeers(*link, kDeadline, result);
-
-  const auto ask = driver_.nextFrame();
+  const auto ask = askPeers(*link, kDeadline, result);
   ASSERT_TRUE(ask.has_value());
   ASSERT_TRUE(driver_.send(
       proto::makeErrorReply(ask->id, proto::error_code::kNotRegistered, "who are you?")));
@@ -431,8 +427,7 @@ TEST_F(WebSocketLinkTest, MalformedFrameIsAnsweredWithAnErrorAndTheLinkGoesOn) {
 TEST_F(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
   auto link = connectedLink();
   std::optional<AskResult> result;
-  askPeers(*link, kDeadline, result);
-  ASSERT_TRUE(driver_.nextFrame().has_value());
+  ASSERT_TRUE(askPeers(*link, kDeadline, result).has_value());
 
   driver_.drop();
   ASSERT_TRUE(sink_.runUntil([&] { return !events_.disconnected.empty() && result.has_value(); }));
@@ -449,8 +444,7 @@ TEST_F(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
 TEST_F(WebSocketLinkTest, CloseEndsTheIoThreadWithoutADisconnectEvent) {
   auto link = connectedLink();
   std::optional<AskResult> result;
-  askPeers(*link, kDeadline, result);
-  ASSERT_TRUE(driver_.nextFrame().has_value());
+  ASSERT_TRUE(askPeers(*link, kDeadline, result).has_value());
 
   // close() joins the I/O thread: its return is the proof that the thread ended.
   auto closed = std::async(std::launch::async, [&] { link->close(); });
