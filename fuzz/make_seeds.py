@@ -13,6 +13,13 @@ import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "fuzz" / "corpus"
+# The tests that feed protocol frames and bodies.
+FRAME_TESTS = ("tests/protocol/*.cpp", "tests/agent/core/*.cpp", "tests/agent/blocks/*.cpp",
+               "tests/agent/decommission/*.cpp", "tests/agent/rpc/*.cpp", "tests/driver/*.cpp",
+               "tests/integration/**/*.cpp")
+# The tests of resource discovery: the agent's chain, and the discovery plugins.
+DISCOVERY_TESTS = ("tests/agent/resources/*.cpp", "tests/plugins/*.cpp",
+                   "tests/plugins/script/*.cpp")
 RAW = re.compile(r'R"\((.*?)\)"', re.S)
 
 # The keys each body decoder reads: a test body goes to every decoder it shares a key with.
@@ -70,8 +77,7 @@ def add(target, data):
 
 def main():
     bodies = []
-    for text in literals("tests/protocol/*.cpp", "tests/agent/**/*.cpp", "tests/driver/*.cpp",
-                         "tests/integration/**/*.cpp"):
+    for text in literals(*FRAME_TESTS):
         value = parsed(text)
         if isinstance(value, dict) and "type" in value:
             add("envelope", text)
@@ -96,18 +102,18 @@ def main():
     configs += ROOT.glob("examples/*/agent*.json")
     for path in sorted(configs):
         add("agent_config", path.read_bytes())
-    for text in literals("tests/app/*.cpp"):
+    for text in literals("tests/agent/app/*.cpp"):
         value = parsed(text)
         if isinstance(value, dict):
             add("agent_config", text)
         elif isinstance(value, list):
             add("resources_file", text)
 
-    for text in literals("tests/resources/*.cpp"):
+    for text in literals(*DISCOVERY_TESTS):
         value = parsed(text)
         if isinstance(value, dict) and "name" in value:
             add("discovery_output", f"{value['name']}\n{text}")
-    for text in literals("tests/resources/*.cpp"):
+    for text in literals(*DISCOVERY_TESTS):
         # The fake scripts' echo lines: what Spark's discovery scripts print.
         for line in re.findall(r"echo '(\{.*?\})'", text):
             value = parsed(line)

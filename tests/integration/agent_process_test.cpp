@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -21,28 +22,10 @@ namespace proto = dockhand::protocol;
 using std::chrono_literals::operator""ms;
 using std::chrono_literals::operator""s;
 
-constexpr int kDriverLost = 5;
-constexpr int kBootstrapFailed = 3;
-constexpr int kWorkerLost = 6;
-constexpr int kUsage = 64;
-constexpr int kConfigError = 2;
-
 class AgentProcessTest : public ::testing::Test {
  protected:
-  std::vector<std::string> agentArgs(const std::string& driver_url, const std::string& id = "a1") {
-    return {agentBinary(),
-            "--driver-url",
-            driver_url,
-            "--executor-id",
-            id,
-            "--app-id",
-            "test-app",
-            "--cores",
-            "2",
-            "--hostname",
-            "127.0.0.1",
-            "--work-dir",
-            (dir.path() / ("work-" + id)).string()};
+  AgentCommand agentCommand(const std::string& driver_url, const std::string& id = "a1") {
+    return {.driver_url = driver_url, .executor_id = id, .work_dir = dir.path() / ("work-" + id)};
   }
   std::unique_ptr<ChildProcess> startAgent(std::vector<std::string> args,
                                            const std::string& log = "agent.log") {
@@ -75,7 +58,7 @@ class AgentProcessTest : public ::testing::Test {
 
 TEST_F(AgentProcessTest, RegistersAndSendsHeartbeats) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   auto beat = driver.waitForType("Heartbeat", 5s);
   ASSERT_TRUE(beat.has_value()) << agent->output();
@@ -85,7 +68,7 @@ TEST_F(AgentProcessTest, RegistersAndSendsHeartbeats) {
 
 TEST_F(AgentProcessTest, RunsTaskAndReportsItsOutput) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(1, {{"shell", "echo hello from $DOCKHAND_TASK_ID"}}));
   ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
@@ -96,7 +79,7 @@ TEST_F(AgentProcessTest, RunsTaskAndReportsItsOutput) {
 
 TEST_F(AgentProcessTest, KillTaskKillsTheWholeProcessTree) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   auto pid_file = dir.path() / "pids";
   std::string script = "sleep 300 & echo $! >> " + pid_file.string() + "; sh -c 'echo $$ >> " +
@@ -120,7 +103,7 @@ TEST_F(AgentProcessTest, KillTaskKillsTheWholeProcessTree) {
 
 TEST_F(AgentProcessTest, KillThatOvertakesItsLaunchStillStopsTheTask) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   proto::KillTask kill;
   kill.task_id = 9;
@@ -134,7 +117,7 @@ TEST_F(AgentProcessTest, KillThatOvertakesItsLaunchStillStopsTheTask) {
 
 TEST_F(AgentProcessTest, FailingTaskReportsExitCodeAndStderr) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(3, {{"shell", "echo broken >&2; exit 3"}}));
   auto failed = driver.waitForStatus(3, proto::TaskState::kFailed);
@@ -149,9 +132,9 @@ TEST_F(AgentProcessTest, KeepsOnlyTheNewestEndedTaskDirectories) {
   FakeDriver driver;
   const auto config = dir.path() / "agent.json";
   writeFile(config, R"({"keep_task_dirs": 2})");
-  auto args = agentArgs(driver.url());
-  args.insert(args.end(), {"--config", config.string()});
-  auto agent = startAgent(args);
+  auto command = agentCommand(driver.url());
+  command.config = config;
+  auto agent = startAgent(command.argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   for (std::uint64_t id = 1; id <= 5; ++id) {
     // Task 3 fails: a failed task's directory counts as any other.
@@ -180,7 +163,7 @@ TEST_F(AgentProcessTest, KeepsOnlyTheNewestEndedTaskDirectories) {
 
 TEST_F(AgentProcessTest, StopExecutorEndsWithSuccess) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(proto::makeMessage(proto::StopExecutor{}));
   EXPECT_EQ(agent->waitExit(10s), 0) << agent->output();
@@ -188,35 +171,33 @@ TEST_F(AgentProcessTest, StopExecutorEndsWithSuccess) {
 
 TEST_F(AgentProcessTest, ExitsWithDriverLostCodeAndLeavesNoTaskBehind) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   auto pid_file = dir.path() / "pids";
   driver.send(launch(1, {{"shell", "echo $$ >> " + pid_file.string() + "; exec sleep 300"}}));
   auto pids = readPids(pid_file, 1);
   ASSERT_EQ(pids.size(), 1u) << agent->output();
   driver.dropConnection();
-  EXPECT_EQ(agent->waitExit(15s), kDriverLost) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kDriverLost)) << agent->output();
   EXPECT_TRUE(waitUntil([&] { return processGone(pids[0]); }, 5s));
 }
 
 TEST_F(AgentProcessTest, ExitsWithBootstrapCodeAfterThreeFailedTries) {
   auto config = dir.path() / "agent.json";
   writeFile(config, R"({"connect_retry_delay_ms": 50})");
-  auto args = agentArgs("ws://127.0.0.1:" + std::to_string(unusedPort()) + "/");
-  args.push_back("--config");
-  args.push_back(config.string());
-  auto agent = startAgent(args);
-  EXPECT_EQ(agent->waitExit(30s), kBootstrapFailed) << agent->output();
+  auto command = agentCommand("ws://127.0.0.1:" + std::to_string(unusedPort()) + "/");
+  command.config = config;
+  auto agent = startAgent(command.argv());
+  EXPECT_EQ(agent->waitExit(30s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_NE(agent->output().find("after 3 tries"), std::string::npos) << agent->output();
 }
 
 TEST_F(AgentProcessTest, ExitsWhenItsWorkerGoesAway) {
   FakeDriver driver;
   Poco::Net::ServerSocket worker(Poco::Net::SocketAddress("127.0.0.1", 0));
-  auto args = agentArgs(driver.url());
-  args.push_back("--worker-url");
-  args.push_back("tcp://127.0.0.1:" + std::to_string(worker.address().port()));
-  auto agent = startAgent(args);
+  auto command = agentCommand(driver.url());
+  command.extra = {"--worker-url", "tcp://127.0.0.1:" + std::to_string(worker.address().port())};
+  auto agent = startAgent(command.argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   ASSERT_TRUE(worker.poll(Poco::Timespan(10, 0), Poco::Net::Socket::SELECT_READ))
       << agent->output();
@@ -224,13 +205,13 @@ TEST_F(AgentProcessTest, ExitsWhenItsWorkerGoesAway) {
   EXPECT_TRUE(agent->running());
   connection.close();  // the worker goes away
   worker.close();
-  EXPECT_EQ(agent->waitExit(15s), kWorkerLost) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kWorkerLost)) << agent->output();
   EXPECT_TRUE(driver.waitForType("RemoveExecutor", 5s).has_value());
 }
 
 TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.sendRaw("{this is not json");
   auto error = driver.waitForType("Error", 5s);
@@ -258,14 +239,14 @@ TEST_F(AgentProcessTest, LaunchBeforeRegistrationIsAProtocolViolation) {
   FakeDriver::Options options;
   options.refuse_registration = true;
   FakeDriver driver(options);
-  auto agent = startAgent(agentArgs(driver.url()));
-  EXPECT_EQ(agent->waitExit(10s), 4) << agent->output();  // refused registration
+  auto agent = startAgent(agentCommand(driver.url()).argv());
+  EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kRegistrationRefused)) << agent->output();
   EXPECT_NE(agent->output().find("refused"), std::string::npos);
 }
 
 TEST_F(AgentProcessTest, SigtermStopsTasksAndExitsCleanly) {
   FakeDriver driver;
-  auto agent = startAgent(agentArgs(driver.url()));
+  auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   auto pid_file = dir.path() / "pids";
   driver.send(launch(1, {{"shell", "echo $$ >> " + pid_file.string() + "; exec sleep 300"}}));
@@ -299,13 +280,13 @@ TEST_F(AgentProcessTest, VersionPrintsTheVersion) {
 
 TEST_F(AgentProcessTest, UnknownOptionPrintsUsage) {
   auto agent = startAgent({agentBinary(), "--no-such-option", "x"});
-  EXPECT_EQ(agent->waitExit(10s), kUsage);
+  EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kUsage));
   EXPECT_NE(agent->output().find("usage"), std::string::npos) << agent->output();
 }
 
 TEST_F(AgentProcessTest, MissingRequiredOptionsAreNamed) {
   auto agent = startAgent({agentBinary(), "--driver-url", "ws://127.0.0.1:1/"});
-  EXPECT_EQ(agent->waitExit(10s), kUsage);
+  EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kUsage));
   std::string out = agent->output();
   EXPECT_NE(out.find("--executor-id"), std::string::npos) << out;
   EXPECT_NE(out.find("--app-id"), std::string::npos) << out;
@@ -316,11 +297,10 @@ TEST_F(AgentProcessTest, ConfigErrorNamesFileAndPathBeforeConnecting) {
   FakeDriver driver;
   auto config = dir.path() / "bad.json";
   writeFile(config, R"({"plugins": [{"name": "process", "required": "yes"}]})");
-  auto args = agentArgs(driver.url());
-  args.push_back("--config");
-  args.push_back(config.string());
-  auto agent = startAgent(args);
-  EXPECT_EQ(agent->waitExit(10s), kConfigError);
+  auto command = agentCommand(driver.url());
+  command.config = config;
+  auto agent = startAgent(command.argv());
+  EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kConfigError));
   std::string out = agent->output();
   EXPECT_NE(out.find(config.string()), std::string::npos) << out;
   EXPECT_NE(out.find("/plugins/0/required"), std::string::npos) << out;

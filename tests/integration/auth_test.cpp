@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/driver/cli.h"
 #include "dockhand/protocol/auth.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -21,9 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
-
-constexpr int kConfigError = 2;
-constexpr int kAuthFailed = 11;
 
 constexpr const char* kSecret = "s3cr3t-f0r-the-auth-test-7b1e9d";
 constexpr const char* kOtherSecret = "an0ther-s3cr3t-n0t-the-cluster";
@@ -46,21 +45,13 @@ class AuthTest : public ::testing::Test {
 
   std::unique_ptr<ChildProcess> startAgent(const std::string& driver_url, const std::string& id,
                                            const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {agentBinary(),
-                                     "--driver-url",
-                                     driver_url,
-                                     "--executor-id",
-                                     id,
-                                     "--app-id",
-                                     "auth-test",
-                                     "--cores",
-                                     "1",
-                                     "--hostname",
-                                     "127.0.0.1",
-                                     "--work-dir",
-                                     (dir.path() / ("work-" + id)).string()};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return std::make_unique<ChildProcess>(argv, (dir.path() / (id + ".log")).string());
+    AgentCommand command{.driver_url = driver_url,
+                         .executor_id = id,
+                         .app_id = "auth-test",
+                         .cores = 1,
+                         .work_dir = dir.path() / ("work-" + id),
+                         .extra = extra};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   std::string driverUrl() const { return "ws://127.0.0.1:" + std::to_string(port_) + "/"; }
@@ -109,7 +100,7 @@ TEST_F(AuthTest, AgentWithoutASecretIsRefusedByADriverThatRequiresOne) {
   fs::path secret = writeSecret("secret", kSecret);
   auto driver = startDriver({"--auth-secret-file", secret.string()});
   auto agent = startAgent(driverUrl(), "a1");
-  EXPECT_EQ(agent->waitExit(15s), kAuthFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kAuthFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "the driver refused this agent")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "requires authentication")) << agent->output();
   EXPECT_TRUE(waitUntil([&] { return contains(driver->output(), "authentication failed"); }, 5s))
@@ -124,7 +115,7 @@ TEST_F(AuthTest, AgentWithAnotherSecretIsRefusedAndRefusesTheDriver) {
   fs::path other = writeSecret("other", kOtherSecret);
   auto driver = startDriver({"--auth-secret-file", secret.string()});
   auto agent = startAgent(driverUrl(), "a1", {"--auth-secret-file", other.string()});
-  EXPECT_EQ(agent->waitExit(15s), kAuthFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kAuthFailed)) << agent->output();
   // The driver proves itself first; the agent finds the proof wrong and says so to both.
   EXPECT_TRUE(contains(agent->output(), "the driver's proof does not match")) << agent->output();
   EXPECT_TRUE(
@@ -142,7 +133,7 @@ TEST_F(AuthTest, AgentWithASecretRefusesADriverWithout) {
   auto driver = startDriver({});
   fs::path secret = writeSecret("secret", kSecret);
   auto agent = startAgent(driverUrl(), "a1", {"--auth-secret-file", secret.string()});
-  EXPECT_EQ(agent->waitExit(15s), kAuthFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kAuthFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "did not prove it knows the cluster secret"))
       << agent->output();
   EXPECT_TRUE(
@@ -191,7 +182,7 @@ TEST_F(AuthTest, ImpostorDriverWithAnotherSecretIsRefusedByTheAgent) {
   FakeDriver impostor(options);
   fs::path secret = writeSecret("secret", kSecret);
   auto agent = startAgent(impostor.url(), "a1", {"--auth-secret-file", secret.string()});
-  EXPECT_EQ(agent->waitExit(15s), kAuthFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kAuthFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "the driver's proof does not match")) << agent->output();
   auto refusal = impostor.waitForType("Error", 5s);
   ASSERT_TRUE(refusal.has_value());
@@ -249,7 +240,7 @@ TEST_F(AuthTest, JobRunsOnLocalAgentsThatAuthenticate) {
 TEST_F(AuthTest, SecretFileReadableByOthersIsRefusedWithTheReason) {
   fs::path secret = writeSecret("secret", kSecret, 0644);
   auto agent = startAgent("ws://127.0.0.1:9/", "a1", {"--auth-secret-file", secret.string()});
-  EXPECT_EQ(agent->waitExit(15s), kConfigError) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kConfigError)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), secret.string())) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "group or others")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "chmod 600")) << agent->output();
@@ -258,7 +249,8 @@ TEST_F(AuthTest, SecretFileReadableByOthersIsRefusedWithTheReason) {
   ChildProcess driver(
       {driverBinary(), "serve", "--listen", "127.0.0.1:0", "--auth-secret-file", secret.string()},
       (dir.path() / "driver-0644.log").string());
-  EXPECT_EQ(driver.waitExit(15s), kConfigError) << driver.output();
+  EXPECT_EQ(driver.waitExit(15s), static_cast<int>(driver::DriverExit::kConfigError))
+      << driver.output();
   EXPECT_TRUE(contains(driver.output(), "group or others")) << driver.output();
   EXPECT_FALSE(contains(driver.output(), kSecret)) << driver.output();
 }

@@ -7,15 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include "support/agent_command.h"
 #include "support/process.h"
 
 namespace dockhand::testing {
 namespace {
 
 using std::chrono_literals::operator""s;
-
-constexpr int kRegistrationRefused = 4;
-constexpr int kDriverLost = 5;
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -32,12 +30,11 @@ class ClusterTest : public ::testing::Test {
     return driver;
   }
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const std::string& log) {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{
-            agentBinary(), "--driver-url", "ws://127.0.0.1:" + std::to_string(port_) + "/",
-            "--executor-id", id, "--app-id", "cluster-test", "--cores", "2", "--hostname",
-            "127.0.0.1", "--work-dir", (dir.path() / ("work-" + id + "-" + log)).string()},
-        (dir.path() / log).string());
+    AgentCommand command{.driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
+                         .executor_id = id,
+                         .app_id = "cluster-test",
+                         .work_dir = dir.path() / ("work-" + id + "-" + log)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / log).string());
   }
   static bool registered(ChildProcess& agent) {
     return agent.output().find("Successfully registered") != std::string::npos;
@@ -53,7 +50,7 @@ TEST_F(ClusterTest, AgentsRegisterAndADuplicateIdIsRefused) {
   auto first = startAgent("exec-1", "first.log");
   ASSERT_TRUE(waitUntil([&] { return registered(*first); }, 10s)) << first->output();
   auto second = startAgent("exec-1", "second.log");
-  EXPECT_EQ(second->waitExit(10s), kRegistrationRefused) << second->output();
+  EXPECT_EQ(second->waitExit(10s), toInt(ExitCode::kRegistrationRefused)) << second->output();
   EXPECT_NE(second->output().find("exec-1"), std::string::npos) << second->output();
   EXPECT_NE(second->output().find("duplicate_executor"), std::string::npos) << second->output();
   auto other = startAgent("exec-2", "other.log");
@@ -74,7 +71,7 @@ TEST_F(ClusterTest, AgentExitsWithDriverLostWhenTheDriverIsKilled) {
       << agent->output() << driver->output();
   pid_t task = std::stoi(readFile(pid_file));
   driver->signal(SIGKILL);
-  EXPECT_EQ(agent->waitExit(15s), kDriverLost) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kDriverLost)) << agent->output();
   EXPECT_TRUE(waitUntil([&] { return processGone(task); }, 5s)) << "task " << task << " survived";
 }
 

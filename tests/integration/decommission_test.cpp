@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -29,8 +30,6 @@ namespace fs = std::filesystem;
 namespace proto = dockhand::protocol;
 using std::chrono_literals::operator""ms;
 using std::chrono_literals::operator""s;
-
-constexpr int kDecommissionIncomplete = 10;
 
 // The block files in an agent's block directory (the temporary area left out).
 std::vector<std::string> storedBlocks(const fs::path& work_dir) {
@@ -51,22 +50,12 @@ class DecommissionTest : public ::testing::Test {
                                            const proto::Json& config = proto::Json::object()) {
     fs::path config_file = dir.path() / (id + ".json");
     writeFile(config_file, config.dump());
-    std::vector<std::string> args = {agentBinary(),
-                                     "--driver-url",
-                                     driver_url,
-                                     "--executor-id",
-                                     id,
-                                     "--app-id",
-                                     "test-app",
-                                     "--cores",
-                                     "4",
-                                     "--hostname",
-                                     "127.0.0.1",
-                                     "--work-dir",
-                                     workDir(id).string(),
-                                     "--config",
-                                     config_file.string()};
-    return std::make_unique<ChildProcess>(args, (dir.path() / (id + ".log")).string());
+    AgentCommand command{.config = config_file,
+                         .driver_url = driver_url,
+                         .executor_id = id,
+                         .cores = 4,
+                         .work_dir = workDir(id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   static proto::Envelope launch(std::uint64_t task_id, const std::string& shell) {
@@ -290,7 +279,7 @@ TEST_F(DecommissionTest, DeadlineExpiresWithBlocksLeftExitsTen) {
   agent->signal(SIGPWR);
   auto code = agent->waitExit(15s);
   ASSERT_TRUE(code) << agent->output();
-  EXPECT_EQ(*code, kDecommissionIncomplete) << agent->output();
+  EXPECT_EQ(*code, toInt(ExitCode::kDecommissionIncomplete)) << agent->output();
   EXPECT_NE(agent->output().find("rdd_4_4"), std::string::npos);
   auto remove = driver.waitForType("RemoveExecutor", 1s);
   ASSERT_TRUE(remove);
@@ -360,7 +349,7 @@ TEST_F(DecommissionTest, PeerWithAFullDiskRefusesAndTheBlockStaysAtHome) {
   agent->signal(SIGPWR);
   auto code = agent->waitExit(20s);
   ASSERT_TRUE(code) << agent->output();
-  EXPECT_EQ(*code, kDecommissionIncomplete) << agent->output();
+  EXPECT_EQ(*code, toInt(ExitCode::kDecommissionIncomplete)) << agent->output();
   EXPECT_NE(agent->output().find("HTTP 507"), std::string::npos) << agent->output();
   EXPECT_NE(agent->output().find("not enough disk space for block shuffle_2_0_0"),
             std::string::npos)

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -34,10 +35,6 @@ namespace proto = dockhand::protocol;
 using nlohmann::json;
 using std::chrono_literals::operator""ms;
 using std::chrono_literals::operator""s;
-
-constexpr int kDriverLost = 5;
-constexpr int kResourcesUnavailable = 9;
-constexpr int kDecommissionIncomplete = 10;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -116,15 +113,26 @@ class FaultInjectionTest : public ::testing::Test {
                                            const std::string& hostname, int cores,
                                            std::vector<std::string> prefix = {}) {
     std::vector<std::string> argv = std::move(prefix);
-    for (const std::string& a :
-         {agentBinary(), std::string("--driver-url"),
-          "ws://" + driver_host + ":" + std::to_string(port_) + "/", std::string("--executor-id"),
-          id, std::string("--app-id"), std::string("faults"), std::string("--cores"),
-          std::to_string(cores), std::string("--hostname"), hostname, std::string("--work-dir"),
-          (dir.path() / ("work-" + id)).string()}) {
-      argv.push_back(a);
-    }
+    const AgentCommand command{
+        .driver_url = "ws://" + driver_host + ":" + std::to_string(port_) + "/",
+        .executor_id = id,
+        .app_id = "faults",
+        .cores = cores,
+        .hostname = hostname,
+        .work_dir = dir.path() / ("work-" + id)};
+    for (const std::string& arg : command.argv()) argv.push_back(arg);
     return std::make_unique<ChildProcess>(argv, (dir.path() / (id + ".log")).string());
+  }
+  // The command line of an agent of `driver` with the config file `config`, working in work/.
+  std::vector<std::string> faultsAgent(const fs::path& config, const FakeDriver& driver,
+                                       const std::string& id, int cores) {
+    return AgentCommand{.config = config,
+                        .driver_url = driver.url(),
+                        .executor_id = id,
+                        .app_id = "faults",
+                        .cores = cores,
+                        .work_dir = dir.path() / "work"}
+        .argv();
   }
   fs::path writeJson(const std::string& name, const json& value) {
     const auto path = dir.path() / name;
@@ -174,8 +182,8 @@ TEST_F(FaultInjectionTest, DriverKilledMidJobEveryAgentExitsAndNoTaskProcessSurv
       << driver->output() << a1->output() << a2->output();
 
   driver->signal(SIGKILL);
-  EXPECT_EQ(a1->waitExit(10s), kDriverLost) << a1->output();
-  EXPECT_EQ(a2->waitExit(10s), kDriverLost) << a2->output();
+  EXPECT_EQ(a1->waitExit(10s), toInt(ExitCode::kDriverLost)) << a1->output();
+  EXPECT_EQ(a2->waitExit(10s), toInt(ExitCode::kDriverLost)) << a2->output();
   for (std::size_t i = 0; i < started.size(); ++i) {
     const pid_t pid = started[i];
     EXPECT_TRUE(waitUntil([&] { return processGone(pid); }, 5s))
@@ -291,7 +299,7 @@ TEST_F(FaultInjectionTest, PartitionedAgentExitsDriverLostAndItsTaskRunsElsewher
 
   ASSERT_TRUE(ns->partition()) << readFile(dir.path() / "ip.log");
   // The agent hears nothing from the driver for dockhand.driver.timeout_ms and gives up.
-  EXPECT_EQ(inside->waitExit(15s), kDriverLost) << inside->output();
+  EXPECT_EQ(inside->waitExit(15s), toInt(ExitCode::kDriverLost)) << inside->output();
   EXPECT_TRUE(contains(inside->output(), "silent for")) << inside->output();
   EXPECT_TRUE(waitUntil([&] { return processGone(*task) && groupGone(*task); }, 5s))
       << "the partitioned agent's task " << *task << " survived it";
@@ -362,15 +370,12 @@ TEST_F(FaultInjectionTest, DiscoveryThatNeverReturnsFailsStartupNamingThePlugin)
                      {"resources", {{"widget", {{"amount", 1}}}}},
                      {"plugin_call_timeout_ms", 3000},
                      {"block_port", block_port}});
-  ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
-                      "--executor-id", "d1", "--app-id", "faults", "--cores", "1", "--hostname",
-                      "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
-                     (dir.path() / "agent.log").string());
+  ChildProcess agent(faultsAgent(config, driver, "d1", 1), (dir.path() / "agent.log").string());
   ASSERT_TRUE(driver.waitForType("RetrieveAppConfig", 10s)) << agent.output();
   // While discover() hangs, the block server still answers.
   const std::string status_url = "http://127.0.0.1:" + std::to_string(block_port) + "/v1/status";
   EXPECT_EQ(httpGet(status_url).status, 200) << agent.output();
-  EXPECT_EQ(agent.waitExit(15s), kResourcesUnavailable) << agent.output();
+  EXPECT_EQ(agent.waitExit(15s), toInt(ExitCode::kResourcesUnavailable)) << agent.output();
   const std::string out = agent.output();
   EXPECT_TRUE(contains(out,
                        "resource 'widget': plugin 'hang-discovery' failed: discover() did "
@@ -391,10 +396,7 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
                      {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
                      {"resources", {{"widget", {{"amount", 1}}}}},
                      {"plugin_call_timeout_ms", 1000}});
-  ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
-                      "--executor-id", "w1", "--app-id", "faults", "--cores", "2", "--hostname",
-                      "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
-                     (dir.path() / "agent.log").string());
+  ChildProcess agent(faultsAgent(config, driver, "w1", 2), (dir.path() / "agent.log").string());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent.output();
   auto launch = [&](std::uint64_t id, bool widget) {
     proto::LaunchTask message;
@@ -435,10 +437,7 @@ TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExit
                                                 {{"migration", {DOCKHAND_HANG_MIGRATION}},
                                                  {"check_interval_ms", 100},
                                                  {"deadline_ms", 6000}}}});
-  ChildProcess agent({agentBinary(), "--config", config.string(), "--driver-url", driver.url(),
-                      "--executor-id", "m1", "--app-id", "faults", "--cores", "2", "--hostname",
-                      "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
-                     (dir.path() / "agent.log").string());
+  ChildProcess agent(faultsAgent(config, driver, "m1", 2), (dir.path() / "agent.log").string());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent.output();
   proto::LaunchTask launch;
   launch.task.task_id = 1;
@@ -471,7 +470,7 @@ TEST_F(FaultInjectionTest, MigrationThatNeverReturnsLeavesTheAgentServingAndExit
 
   // The deadline passes with the block not moved; the exit waits stop_grace_ms for the stuck
   // call, then goes without it.
-  EXPECT_EQ(agent.waitExit(15s), kDecommissionIncomplete) << agent.output();
+  EXPECT_EQ(agent.waitExit(15s), toInt(ExitCode::kDecommissionIncomplete)) << agent.output();
   EXPECT_TRUE(contains(agent.output(), "did not return from migrate() within 1000 ms"))
       << agent.output();
 }
@@ -486,12 +485,8 @@ class StuckRunnerTest : public FaultInjectionTest {
                                  {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
                                  {"plugin_call_timeout_ms", 1000},
                                  {"stop_grace_ms", 1000}});
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
-                                 driver.url(), "--executor-id", "r1", "--app-id", "faults",
-                                 "--cores", "4", "--hostname", "127.0.0.1", "--work-dir",
-                                 (dir.path() / "work").string()},
-        (dir.path() / "agent.log").string());
+    return std::make_unique<ChildProcess>(faultsAgent(config, driver, "r1", 4),
+                                          (dir.path() / "agent.log").string());
   }
   void launch(std::uint64_t id, const std::string& runner, const json& payload) {
     proto::LaunchTask message;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -46,12 +47,13 @@ class PrivilegeTest : public ::testing::Test {
     writeFile(config, json{{"plugins", {plugin}},
                            {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}
                           .dump());
+    const AgentCommand command{.config = config,
+                               .driver_url = driver.url(),
+                               .executor_id = "p1",
+                               .app_id = "privilege",
+                               .work_dir = workDir()};
     return std::make_unique<ChildProcess>(
-        std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
-                                 driver.url(), "--executor-id", "p1", "--app-id", "privilege",
-                                 "--cores", "2", "--hostname", "127.0.0.1", "--work-dir",
-                                 workDir().string()},
-        (dir.path() / "agent.log").string(),
+        command.argv(), (dir.path() / "agent.log").string(),
         std::vector<std::string>{"DOCKHAND_TEST_SECRET=agent-only", "PRIV_TEST_ALLOWED=yes",
                                  "PRIV_TEST_OTHER=no"});
   }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -24,8 +25,6 @@ namespace proto = dockhand::protocol;
 using nlohmann::json;
 using std::chrono_literals::operator""s;
 using ::testing::HasSubstr;
-
-constexpr int kResourcesUnavailable = 9;
 
 class ResourcesTest : public ::testing::Test {
  protected:
@@ -43,11 +42,12 @@ class ResourcesTest : public ::testing::Test {
     return path.string();
   }
   std::vector<std::string> agentArgs(const std::string& config, const FakeDriver& driver) {
-    return {agentBinary(),  "--config",   config,
-            "--driver-url", driver.url(), "--executor-id",
-            "r1",           "--app-id",   "resources",
-            "--cores",      "2",          "--hostname",
-            "127.0.0.1",    "--work-dir", (dir.path() / "work").string()};
+    return AgentCommand{.config = config,
+                        .driver_url = driver.url(),
+                        .executor_id = "r1",
+                        .app_id = "resources",
+                        .work_dir = dir.path() / "work"}
+        .argv();
   }
 
   void runQuarterGpuJob(const std::vector<std::string>& driver_args);
@@ -59,7 +59,7 @@ TEST_F(ResourcesTest, TooFewAddressesStopTheAgentNamingResourceFoundAndRequested
   FakeDriver driver;
   const auto config = agentConfig({{"gpu", {"0"}}}, {{"gpu", {{"amount", 2}}}});
   ChildProcess agent(agentArgs(config, driver), (dir.path() / "agent.log").string());
-  ASSERT_EQ(agent.waitExit(20s), kResourcesUnavailable) << agent.output();
+  ASSERT_EQ(agent.waitExit(20s), toInt(ExitCode::kResourcesUnavailable)) << agent.output();
   EXPECT_THAT(agent.output(),
               HasSubstr("resource 'gpu': 2 requested, but static found only 1 address(es): [0]"));
   for (const auto& frame : driver.history()) {

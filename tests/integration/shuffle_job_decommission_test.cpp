@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/agent_command.h"
 #include "support/process.h"
 #include "support/test_pki.h"
 
@@ -124,13 +125,13 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config) {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{agentBinary(), "--config", config.string(), "--driver-url",
-                                 agent_scheme_ + "://127.0.0.1:" + std::to_string(port_) + "/",
-                                 "--executor-id", id, "--app-id", "shuffle-decommission-test",
-                                 "--cores", "2", "--hostname", "127.0.0.1", "--work-dir",
-                                 (dir.path() / ("work-" + id)).string()},
-        (dir.path() / (id + ".log")).string());
+    const AgentCommand command{
+        .config = config,
+        .driver_url = agent_scheme_ + "://127.0.0.1:" + std::to_string(port_) + "/",
+        .executor_id = id,
+        .app_id = "shuffle-decommission-test",
+        .work_dir = dir.path() / ("work-" + id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   bool allMapsStarted() const {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/messages.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -69,12 +70,13 @@ class AgentStatusTest : public ::testing::Test {
     return path.string();
   }
   std::unique_ptr<ChildProcess> startAgent(const std::string& config, const FakeDriver& driver) {
-    return std::make_unique<ChildProcess>(
-        std::vector<std::string>{agentBinary(), "--config", config, "--driver-url", driver.url(),
-                                 "--executor-id", "s1", "--app-id", "status", "--cores", "4",
-                                 "--hostname", "127.0.0.1", "--work-dir",
-                                 (dir.path() / "work").string()},
-        (dir.path() / "agent.log").string());
+    const AgentCommand command{.config = config,
+                               .driver_url = driver.url(),
+                               .executor_id = "s1",
+                               .app_id = "status",
+                               .cores = 4,
+                               .work_dir = dir.path() / "work"};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / "agent.log").string());
   }
   // Polls the agent's status until `holds` is true of it; returns the last status read.
   json waitForStatus(const FakeDriver& driver, const std::function<bool(const json&)>& holds) {

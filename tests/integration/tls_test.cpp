@@ -17,7 +17,9 @@
 #include "blocks/block_server.h"
 #include "blocks/block_store.h"
 #include "blocks/checksum.h"
+#include "dockhand/driver/cli.h"
 #include "dockhand/tls/tls.h"
+#include "support/agent_command.h"
 #include "support/process.h"
 #include "support/test_pki.h"
 
@@ -26,9 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
-
-constexpr int kConfigError = 2;
-constexpr int kBootstrapFailed = 3;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -71,13 +70,13 @@ class TlsTest : public ::testing::Test {
   // An agent with the config file `config` (may be empty) connecting to `scheme`://.
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config,
                                            const std::string& scheme = "wss") {
-    std::vector<std::string> argv = {agentBinary()};
-    if (!config.empty()) argv.insert(argv.end(), {"--config", config.string()});
-    argv.insert(argv.end(),
-                {"--driver-url", scheme + "://127.0.0.1:" + std::to_string(port_) + "/",
-                 "--executor-id", id, "--app-id", "tls-test", "--cores", "1", "--hostname",
-                 "127.0.0.1", "--work-dir", (dir.path() / ("work-" + id)).string()});
-    return std::make_unique<ChildProcess>(argv, (dir.path() / (id + ".log")).string());
+    const AgentCommand command{.config = config,
+                               .driver_url = scheme + "://127.0.0.1:" + std::to_string(port_) + "/",
+                               .executor_id = id,
+                               .app_id = "tls-test",
+                               .cores = 1,
+                               .work_dir = dir.path() / ("work-" + id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   static bool registered(const ChildProcess& agent) {
@@ -140,7 +139,7 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
 TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
   auto driver = startDriver(pki_->tlsJson("server"));
   auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server", "other-ca")));
-  EXPECT_EQ(agent->waitExit(15s), kBootstrapFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "certificate verify failed")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "not signed by a CA in tls.ca_file")) << agent->output();
@@ -155,7 +154,7 @@ TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
 TEST_F(TlsTest, DriverCertificateForAnotherHostIsRefused) {
   auto driver = startDriver(pki_->tlsJson("wrong-host"));
   auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
-  EXPECT_EQ(agent->waitExit(15s), kBootstrapFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "does not name the host connected to")) << agent->output();
   // The same certificate passes when host names are not checked (the chain still is).
   auto lax = startAgent(
@@ -168,7 +167,7 @@ TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
   fs::path config = dir.path() / "plain.json";
   writeFile(config, R"({"connect_tries": 1})");
   auto agent = startAgent("a1", config, "ws");
-  EXPECT_EQ(agent->waitExit(15s), kBootstrapFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "if the driver serves wss://")) << agent->output();
   EXPECT_TRUE(
       waitUntil([&] { return contains(driver->output(), "the peer does not speak TLS here"); }, 5s))
@@ -185,7 +184,7 @@ TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
       waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s));
   port_ = std::stoi(readFile(port_file_));
   auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
-  EXPECT_EQ(agent->waitExit(15s), kBootstrapFailed) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
 }
 
@@ -193,7 +192,7 @@ TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {
   auto driver = startDriver(pki_->tlsJson("server", "ca", R"("require_client_certificate": true)"));
   // A certificate from another CA is refused; one from the cluster's CA is welcome.
   auto stranger = startAgent("stranger", writeConfig("stranger.json", pki_->tlsJson("untrusted")));
-  EXPECT_EQ(stranger->waitExit(15s), kBootstrapFailed) << stranger->output();
+  EXPECT_EQ(stranger->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << stranger->output();
   EXPECT_TRUE(contains(stranger->output(), "TLS handshake with the driver failed"))
       << stranger->output();
   EXPECT_TRUE(waitUntil(
@@ -248,7 +247,8 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
     auto agent = startAgent("bad-" + std::to_string(n),
                             writeConfig("bad-" + std::to_string(n) + ".json", c.tls));
     ++n;
-    EXPECT_EQ(agent->waitExit(10s), kConfigError) << c.tls << "\n" << agent->output();
+    EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kConfigError)) << c.tls << "\n"
+                                                                   << agent->output();
     EXPECT_TRUE(contains(agent->output(), "dockhand: config error: tls.")) << agent->output();
     EXPECT_TRUE(contains(agent->output(), c.expected)) << c.expected << "\n" << agent->output();
   }
@@ -257,7 +257,8 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   ChildProcess driver(
       {driverBinary(), "serve", "--listen", "127.0.0.1:0", "--config", config.string()},
       (dir.path() / "bad-driver.log").string());
-  EXPECT_EQ(driver.waitExit(10s), kConfigError) << driver.output();
+  EXPECT_EQ(driver.waitExit(10s), static_cast<int>(driver::DriverExit::kConfigError))
+      << driver.output();
   EXPECT_TRUE(contains(driver.output(), "does not match the certificate")) << driver.output();
 }
 

@@ -9,6 +9,7 @@
 
 #include "dockhand/protocol/messages.h"
 #include "plugins/plugin_host.h"
+#include "support/agent_command.h"
 #include "support/fake_driver.h"
 #include "support/process.h"
 
@@ -37,11 +38,13 @@ TEST(SdkExamplesTest, EchoRunnerRunsATaskInARealAgent) {
       json{{"path", examplePlugin("echo-runner", "echo")}, {"config", {{"prefix", "> "}}}}.dump());
   writeFile(dir.path() / "agent.json", json{{"plugin_manifest_dir", manifests.string()}}.dump());
   FakeDriver driver;
-  ChildProcess agent(
-      {agentBinary(), "--config", (dir.path() / "agent.json").string(), "--driver-url",
-       driver.url(), "--executor-id", "e1", "--app-id", "sdk", "--cores", "1", "--hostname",
-       "127.0.0.1", "--work-dir", (dir.path() / "work").string()},
-      (dir.path() / "agent.log").string());
+  const AgentCommand command{.config = dir.path() / "agent.json",
+                             .driver_url = driver.url(),
+                             .executor_id = "e1",
+                             .app_id = "sdk",
+                             .cores = 1,
+                             .work_dir = dir.path() / "work"};
+  ChildProcess agent(command.argv(), (dir.path() / "agent.log").string());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent.output();
   proto::LaunchTask launch;
   launch.task.task_id = 4;

@@ -30,7 +30,7 @@
  *       does this for you), so a plugin may run on a host of the same or a newer minor.
  *   Every field added after 1.0 says "Since 1.N" and is optional. The test suite records
  *   the layout of every struct at each minor and fails when the header changes without a
- *   version bump (tests/plugins/abi_layout_test.cpp).
+ *   version bump (tests/sdk/abi_layout_test.cpp).
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
  *   1.2 dh_host.sign_request.

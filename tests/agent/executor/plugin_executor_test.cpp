@@ -8,9 +8,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "../plugins/test_processes.h"
 #include "executor/plugin_executor.h"
 #include "plugins/plugin_host.h"
+#include "test_processes.h"
 
 namespace dockhand::agent {
 namespace {
