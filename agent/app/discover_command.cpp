@@ -9,7 +9,6 @@
 
 #include "app/agent_config.h"
 #include "app/plugin_loader.h"
-#include "app/plugin_loader.h"
 #include "core/exit_codes.h"
 #include "resources/resource_discovery.h"
 

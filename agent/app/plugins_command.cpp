@@ -10,7 +10,6 @@
 
 #include "app/agent_config.h"
 #include "app/plugin_loader.h"
-#include "app/plugin_loader.h"
 #include "core/exit_codes.h"
 
 namespace dockhand::agent {

@@ -78,9 +78,7 @@ struct BackendOptions {
   DecommissionOptions decommission;
 };
 
-class Backend final : public DriverEvents,
-                      public TaskStatusSink,
-                      private DecommissionFlow::Host {
+class Backend final : public DriverEvents, public TaskStatusSink, private DecommissionFlow::Host {
  public:
   enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
 
