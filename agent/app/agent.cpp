@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -94,31 +95,35 @@ nlohmann::json describeForStatus(Discoverer& discoverer) {
   return {{"error", why}};
 }
 
-// The agent settings a block-migration plugin may take in its config, by key. A plugin is
-// given each one its config schema declares (a plugin without a schema gets an empty config);
-// unset settings (no TLS, no fallback_dir) are not offered.
-nlohmann::json migrationSettings(const AgentConfig& config) {
-  const DecommissionConfig& d = config.decommission;
-  nlohmann::json offered = {{"max_concurrent", d.max_concurrent},
-                            {"bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
-                            {"max_failures_per_block", d.max_failures_per_block}};
-  // Migration over https:// with the agent's own TLS files (docs/plugins.md).
-  if (config.tls.enabled) {
-    offered["tls"] = {{"ca_file", config.tls.ca_file},
-                      {"certificate_file", config.tls.certificate_file},
-                      {"private_key_file", config.tls.private_key_file},
-                      {"verify_hostname", config.tls.verify_hostname}};
-  }
-  if (!config.fallback_dir.empty()) offered["dir"] = config.fallback_dir;
-  return offered;
-}
+// An agent setting a block-migration plugin may take in its config: the key, where it comes
+// from in the agent's config (for the error when a plugin needs one that is not set), and its
+// value (null: not set, not offered).
+struct MigrationSetting {
+  const char* key;
+  const char* setting;
+  nlohmann::json value;
+};
 
-// Where each offered key comes from in the agent's config, for the error naming a setting a
-// plugin needs that is not set.
-std::string settingName(const std::string& key) {
-  if (key == "dir") return "fallback_dir";
-  if (key == "tls") return "tls";
-  return "decommission." + key;
+// A plugin is given each setting its config schema declares (a plugin without a schema gets an
+// empty config).
+std::vector<MigrationSetting> migrationSettings(const AgentConfig& config) {
+  const DecommissionConfig& d = config.decommission;
+  nlohmann::json tls = nullptr;
+  if (config.tls.enabled) {
+    // Migration over https:// with the agent's own TLS files (docs/plugins.md).
+    tls = {{"ca_file", config.tls.ca_file},
+           {"certificate_file", config.tls.certificate_file},
+           {"private_key_file", config.tls.private_key_file},
+           {"verify_hostname", config.tls.verify_hostname}};
+  }
+  return {
+      {"max_concurrent", "decommission.max_concurrent", d.max_concurrent},
+      {"bandwidth_bytes_per_s", "decommission.bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
+      {"max_failures_per_block", "decommission.max_failures_per_block", d.max_failures_per_block},
+      {"tls", "tls", std::move(tls)},
+      {"dir", "fallback_dir",
+       config.fallback_dir.empty() ? nlohmann::json(nullptr)
+                                   : nlohmann::json(config.fallback_dir)}};
 }
 
 }  // namespace
@@ -313,25 +318,27 @@ std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
 std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
     const MigrationProgressCallback& progress) {
   auto log = logger("decommission");
-  const nlohmann::json offered = migrationSettings(config_);
+  const std::vector<MigrationSetting> offered = migrationSettings(config_);
   std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
   for (const std::string& name : config_.decommission.migration) {
     // The plugin's config is what it declares of the agent's settings, and nothing it does
     // not: the host knows no plugin by name.
     const nlohmann::json& schema = host_.load(name)->configSchema();
+    const nlohmann::json properties = schema.is_object()
+                                          ? schema.value("properties", nlohmann::json::object())
+                                          : nlohmann::json::object();
+    const nlohmann::json required = schema.is_object()
+                                        ? schema.value("required", nlohmann::json::array())
+                                        : nlohmann::json::array();
     nlohmann::json plugin_config = nlohmann::json::object();
-    if (auto properties = schema.find("properties");
-        properties != schema.end() && properties->is_object()) {
-      for (const auto& [key, value] : offered.items()) {
-        if (properties->contains(key)) plugin_config[key] = value;
-      }
-    }
-    if (auto required = schema.find("required"); required != schema.end() && required->is_array()) {
-      for (const auto& key : *required) {
-        if (!key.is_string() || plugin_config.contains(key.get<std::string>())) continue;
-        const std::string setting = settingName(key.get<std::string>());
+    for (const MigrationSetting& s : offered) {
+      if (!properties.is_object() || !properties.contains(s.key)) continue;
+      if (!s.value.is_null()) {
+        plugin_config[s.key] = s.value;
+      } else if (required.is_array() &&
+                 std::find(required.begin(), required.end(), s.key) != required.end()) {
         throw PluginLoadError(
-            fmt::format("decommission.migration names '{}' but {} is not set", name, setting));
+            fmt::format("decommission.migration names '{}' but {} is not set", name, s.setting));
       }
     }
     out.push_back(host_.createBlockMigration(
@@ -480,36 +487,30 @@ int Agent::run() {
 int Agent::shutDown(int code) {
   auto log = logger("agent");
   link_.close();
-  const auto exitNow = [&] {
-    server_->stop();
-    log->info("dockhand exiting with code {}", code);
-    spdlog::default_logger()->flush();
-    std::_Exit(code);
-  };
   const Millis grace(config_.stop_grace_ms);
+  // A plugin still in a call cannot be destroyed (nor its library unloaded) under it: the
+  // process then ends without destructors.
+  bool abandon = false;
   if (auto stuck = executor_.stopRunners(grace); !stuck.empty()) {
-    // A runner is still in a call (plugin_call_timeout_ms passed, or stop_grace_ms did):
-    // destroying it, or unloading its library, under the call is not safe.
     log->error(
         "task runner(s) '{}' did not return from a call (plugin_call_timeout_ms, then "
         "stop_grace_ms {} ms); exiting without waiting for them",
         fmt::join(stuck, "', '"), config_.stop_grace_ms);
     if (decommissioner_) decommissioner_->stopPass(grace);
-    exitNow();
-  }
-  if (decommissioner_ && !decommissioner_->stopPass(grace)) {
-    // A migration plugin ignored cancel() and is still in migrate(): destroying it (or the
-    // store it reads) under the call is not safe, so the process ends without destructors.
+    abandon = true;
+  } else if (decommissioner_ && !decommissioner_->stopPass(grace)) {
+    // A migration plugin ignored cancel() and is still in migrate().
     log->error(
         "block migration plugin '{}' did not return from migrate() within {} ms of cancel() "
         "(stop_grace_ms); exiting without waiting for it",
         decommissioner_->pluginInCall(), config_.stop_grace_ms);
-    exitNow();
+    abandon = true;
   }
-  decommissioner_.reset();
+  if (!abandon) decommissioner_.reset();
   server_->stop();
   log->info("dockhand exiting with code {}", code);
   spdlog::default_logger()->flush();
+  if (abandon) std::_Exit(code);
   return code;
 }
 

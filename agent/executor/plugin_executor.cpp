@@ -5,6 +5,7 @@
 #include <future>
 #include <system_error>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "blocks/block_fetcher.h"
@@ -168,10 +169,6 @@ void PluginExecutor::addRunner(const std::string& name, std::unique_ptr<TaskRunn
         });
       });
   runners_.insert_or_assign(name, std::move(runner));
-  runner_list_.clear();
-  for (const auto& entry : runners_) {
-    runner_list_ += (runner_list_.empty() ? "" : ", ") + entry.first;
-  }
 }
 
 PluginExecutor::~PluginExecutor() { destroyRunners(SteadyClock::now() + call_timeout_); }
@@ -294,9 +291,10 @@ std::string PluginExecutor::stuckReason(const Runner& runner) const {
 std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
   auto runner_it = runners_.find(task.runner);
   if (runner_it == runners_.end()) {
-    return "no task runner named '" + task.runner +
-           "' (loaded runners: " + (runner_list_.empty() ? std::string("none") : runner_list_) +
-           ")";
+    const auto names = runnerNames();
+    return fmt::format(
+        "no task runner named '{}' (loaded runners: {})", task.runner,
+        names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
   }
   Runner* runner = runner_it->second.get();
   if (runner->calls->stuck()) return stuckReason(*runner);

@@ -179,7 +179,6 @@ class PluginExecutor final : public Executor {
   std::map<std::string, std::unique_ptr<Runner>> runners_;
   std::vector<std::string> left_behind_;  // runners not destroyed: a call did not return
   Millis call_timeout_;
-  std::string runner_list_;       // "process, x" for messages
   bool tasks_dir_ready_ = false;  // <work_dir>/tasks exists with mode 0711
   std::size_t keep_task_dirs_ = 100;
   BlockStore* block_store_ = nullptr;
