@@ -150,9 +150,9 @@ Agent::Agent(AgentConfig config)
       settings_(readSettings(config_)),
       signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
                                : protocol::auth::RequestSigner{}),
-      host_(pluginSearchPath(config_), config_.allow_insecure_plugins),
-      executor_(loop_, guard_, config_.work_dir, config_.executor_id,
-                Millis(config_.plugin_call_timeout_ms)),
+      host_(pluginSearchPath(config_), config_.allow_insecure_plugins,
+            Millis(config_.plugin_call_timeout_ms)),
+      executor_(loop_, guard_, config_.work_dir, config_.executor_id),
       plugins_(loadAgentPlugins()),
       discoverers_(makeDiscoverers()),
       guard_(executor_, backend_),
@@ -260,8 +260,7 @@ std::vector<std::unique_ptr<PluginDiscoverer>> Agent::makeDiscoverers() {
   std::vector<std::unique_ptr<PluginDiscoverer>> out;
   for (const LoadedPlugin& plugin : plugins_) {
     if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
-    out.push_back(std::make_unique<PluginDiscoverer>(
-        plugin.instance, std::chrono::milliseconds(config_.plugin_call_timeout_ms)));
+    out.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
   }
   return out;
 }
@@ -488,22 +487,34 @@ int Agent::shutDown(int code) {
   auto log = logger("agent");
   link_.close();
   const Millis grace(config_.stop_grace_ms);
-  // A plugin still in a call cannot be destroyed (nor its library unloaded) under it: the
-  // process then ends without destructors.
+  // Every plugin's calls are stopped, each waited for until `grace` has passed. A plugin still
+  // in a call then is left behind, not destroyed (nor its library unloaded) under the call,
+  // and the process ends without destructors.
   bool abandon = false;
   if (auto stuck = executor_.stopRunners(grace); !stuck.empty()) {
     log->error(
         "task runner(s) '{}' did not return from a call (plugin_call_timeout_ms, then "
         "stop_grace_ms {} ms); exiting without waiting for them",
         fmt::join(stuck, "', '"), config_.stop_grace_ms);
-    if (decommissioner_) decommissioner_->stopPass(grace);
     abandon = true;
-  } else if (decommissioner_ && !decommissioner_->stopPass(grace)) {
-    // A migration plugin ignored cancel() and is still in migrate().
-    log->error(
-        "block migration plugin '{}' did not return from migrate() within {} ms of cancel() "
-        "(stop_grace_ms); exiting without waiting for it",
-        decommissioner_->pluginInCall(), config_.stop_grace_ms);
+  }
+  if (decommissioner_) {
+    if (auto stuck = decommissioner_->stopPass(grace); !stuck.empty()) {
+      // A migration plugin ignored cancel() and is still in migrate().
+      log->error(
+          "block migration plugin '{}' did not return from migrate() within {} ms of cancel() "
+          "(stop_grace_ms); exiting without waiting for it",
+          fmt::join(stuck, "', '"), config_.stop_grace_ms);
+      abandon = true;
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (const LoadedPlugin& plugin : plugins_) {
+    if (!plugin.instance || plugin.instance->calls().stop(deadline)) continue;
+    log->error("plugin '{}' did not return from {}; exiting without waiting for it",
+               plugin.instance->name(),
+               plugin.instance->calls().stuck() ? plugin.instance->calls().stuckCall()
+                                                : std::string("a call (stop_grace_ms)"));
     abandon = true;
   }
   if (!abandon) decommissioner_.reset();

@@ -60,15 +60,15 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   spdlog::set_level(as_json ? spdlog::level::err : spdlog::level::warn);
 
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins);
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  std::chrono::milliseconds(config.plugin_call_timeout_ms));
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers;
   try {
     for (auto& plugin : loadPlugins(host, specs, /*create=*/false)) {
       if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
       try {
-        discoverers.push_back(std::make_unique<PluginDiscoverer>(
-            PluginInstance::create(plugin.library, plugin.spec.config.dump(), {}),
-            std::chrono::milliseconds(config.plugin_call_timeout_ms)));
+        discoverers.push_back(std::make_unique<PluginDiscoverer>(PluginInstance::create(
+            plugin.library, plugin.spec.config.dump(), {}, host.callTimeout())));
       } catch (const PluginLoadError& e) {
         if (plugin.spec.required) throw;
         err << "dockhand: optional plugin left out: " << e.what() << "\n";

@@ -110,7 +110,8 @@ std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<Plugin
       plugin.path = host.locate(spec.target);
       plugin.library = host.load(spec.target);
       if (create)
-        plugin.instance = PluginInstance::create(plugin.library, spec.config.dump(), callbacks);
+        plugin.instance = PluginInstance::create(plugin.library, spec.config.dump(), callbacks,
+                                                 host.callTimeout());
     } catch (const PluginLoadError& e) {
       plugin.error = e.what();
       plugin.instance.reset();

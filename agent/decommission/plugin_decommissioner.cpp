@@ -1,5 +1,6 @@
 #include "decommission/plugin_decommissioner.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -35,8 +36,9 @@ PluginDecommissioner::PluginDecommissioner(EventSink& events, BlockStore& store,
 }
 
 PluginDecommissioner::~PluginDecommissioner() {
-  cancel();
-  if (pass_thread_.joinable()) pass_thread_.join();
+  std::chrono::milliseconds grace(0);
+  for (auto& plugin : plugins_) grace = std::max(grace, plugin->instance().calls().timeout());
+  stopPass(grace);
 }
 
 void PluginDecommissioner::begin() {
@@ -52,10 +54,6 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     std::lock_guard lock(progress_mutex_);
     on_progress_ = std::move(progress);
   }
-  {
-    std::lock_guard lock(pass_mutex_);
-    pass_running_ = true;
-  }
   pass_thread_ = std::thread([this, peers = std::move(peers), done = std::move(done)]() mutable {
     MigrationPassResult result;
     try {
@@ -67,9 +65,6 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     events_.post([done = std::move(done), result = std::move(result)]() mutable {
       done(std::move(result));
     });
-    std::lock_guard lock(pass_mutex_);
-    pass_running_ = false;
-    pass_ended_.notify_all();
   });
 }
 
@@ -112,15 +107,7 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
     }
     Json request{{"blocks", std::move(blocks)}, {"peers", peer_list}};
     log().info("{}: migrating {} block(s)", plugin->name(), remaining.size());
-    {
-      std::lock_guard lock(pass_mutex_);
-      plugin_in_call_ = plugin->name();
-    }
     PluginResult answer = plugin->migrate(request.dump());
-    {
-      std::lock_guard lock(pass_mutex_);
-      plugin_in_call_.clear();
-    }
     if (!answer.ok()) {
       log().warn("{}: migration failed: {}", plugin->name(), answer.error);
       for (const auto& [id, meta] : remaining) reasons[id] = plugin->name() + ": " + answer.error;
@@ -210,15 +197,18 @@ std::vector<std::string> PluginDecommissioner::blocksLeft() const {
   return out;
 }
 
-bool PluginDecommissioner::stopPass(std::chrono::milliseconds timeout) {
+std::vector<std::string> PluginDecommissioner::stopPass(std::chrono::milliseconds grace) {
+  if (stopped_) return left_in_call_;
+  stopped_ = true;
   cancel();
-  std::unique_lock lock(pass_mutex_);
-  return pass_ended_.wait_for(lock, timeout, [this] { return !pass_running_; });
-}
-
-std::string PluginDecommissioner::pluginInCall() const {
-  std::lock_guard lock(pass_mutex_);
-  return plugin_in_call_;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (auto& plugin : plugins_) {
+    // A migrate() that ignores cancel() is answered "abandoned" here at the deadline, so the
+    // pass thread goes on (and makes no other call: the calls are stopped).
+    if (!plugin->instance().calls().stop(deadline)) left_in_call_.push_back(plugin->name());
+  }
+  if (pass_thread_.joinable()) pass_thread_.join();
+  return left_in_call_;
 }
 
 void PluginDecommissioner::cancel() {

@@ -12,16 +12,18 @@
 // that their progress reports reach it from the start: the factory gets the callback to give
 // each plugin (dh_host.migration_progress) and returns the plugins in pass order.
 //
-// Lifetime: the EventSink and the store must outlive this object, which owns the plugins; the
-// destructor
-// cancels a running pass and joins its thread. A plugin may ignore cancel() and never return
-// from migrate(): stopPass() bounds the wait, and the agent then exits without destroying the
-// decommissioner (the process ends the stuck call).
+// Each migrate() goes through its plugin instance's calls (plugins/plugin_calls.h), unbounded
+// there: the decommission deadline bounds a pass, and stopPass() the wait at exit.
+//
+// Lifetime: the EventSink and the store must outlive this object, which owns the plugins. A
+// plugin may ignore cancel() and never return from migrate(): stopPass() stops the plugins'
+// calls, waiting at most its grace, which releases the pass thread, and joins it; a plugin still
+// in its call is left behind, not destroyed (plugin_instance.h), and the agent ends the process
+// without destructors. The destructor does the same with plugin_call_timeout_ms as the grace.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -71,11 +73,11 @@ class PluginDecommissioner final : public Decommissioner {
   std::vector<std::string> blocksLeft() const override;
   void cancel() override;
 
-  // Cancels a running pass and waits up to `timeout` for its thread to end. False when it is
-  // still running (a plugin call that does not return): the destructor would block then.
-  bool stopPass(std::chrono::milliseconds timeout);
-  // The plugin whose migrate() the running pass is in ("" when none).
-  std::string pluginInCall() const;
+  // Cancels a running pass, stops the plugins' calls (waiting until `grace` has passed for a
+  // migrate() in progress) and joins the pass thread. Returns the plugins whose migrate() did
+  // not return by then (left behind); empty when every one did. Once only: later calls return
+  // what the first did.
+  std::vector<std::string> stopPass(std::chrono::milliseconds grace);
 
   // Runs one pass on the calling thread (what the pass thread does; exposed for tests).
   MigrationPassResult runPass(const std::vector<protocol::Peer>& peers);
@@ -96,10 +98,8 @@ class PluginDecommissioner final : public Decommissioner {
   std::function<void()> on_begin_;
   std::atomic<bool> cancelled_{false};
   std::thread pass_thread_;
-  mutable std::mutex pass_mutex_;
-  std::condition_variable pass_ended_;
-  bool pass_running_ = false;
-  std::string plugin_in_call_;
+  bool stopped_ = false;
+  std::vector<std::string> left_in_call_;  // what stopPass() returned
 
   mutable std::mutex progress_mutex_;
   MigrationPassProgress progress_;

@@ -136,14 +136,12 @@ std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int
 }
 
 PluginExecutor::PluginExecutor(EventSink& events, TaskStatusSink& statuses,
-                               std::filesystem::path work_dir, std::string executor_id,
-                               Millis call_timeout)
+                               std::filesystem::path work_dir, std::string executor_id)
     : events_(events),
       work_dir_(std::move(work_dir)),
       executor_id_(std::move(executor_id)),
       registry_(std::make_shared<Registry>()),
       live_(std::make_shared<Live>()),
-      call_timeout_(call_timeout),
       io_(std::make_unique<IoPool>(2)) {
   registry_->statuses = &statuses;
   registry_->retire_dir = [this](std::uint64_t task_id) { retireTaskDir(task_id); };
@@ -157,21 +155,27 @@ TaskStatusCallback PluginExecutor::runnerReports() {
 
 void PluginExecutor::addRunner(const std::string& name, std::unique_ptr<TaskRunnerPlugin> plugin) {
   auto runner = std::make_unique<Runner>();
+  runner->name = name;
   runner->plugin = std::move(plugin);
-  runner->calls = std::make_unique<RunnerCalls>(
-      name, call_timeout_,
-      [events = &events_, registry = registry_, live = live_, name = name, timeout = call_timeout_](
-          RunnerCalls::CallInfo stuck, std::vector<RunnerCalls::CallInfo> dropped) {
+  runner->calls = &runner->plugin->instance().calls();
+  runner->calls->onStuck(
+      [events = &events_, registry = registry_, live = live_, name = name, calls = runner->calls](
+          PluginCalls::CallInfo stuck, std::vector<PluginCalls::CallInfo> dropped) {
         // The watchdog's thread: the rest happens on the core thread.
-        events->post([registry, live, name, timeout, stuck = std::move(stuck),
+        events->post([registry, live, name, what = calls->stuckCall(), stuck = std::move(stuck),
                       dropped = std::move(dropped)]() mutable {
-          onRunnerStuck(*registry, *live, name, timeout, std::move(stuck), std::move(dropped));
+          onRunnerStuck(*registry, *live, name, what, std::move(stuck), std::move(dropped));
         });
       });
   runners_.insert_or_assign(name, std::move(runner));
 }
 
-PluginExecutor::~PluginExecutor() { destroyRunners(SteadyClock::now() + call_timeout_); }
+PluginExecutor::~PluginExecutor() {
+  // A call in progress gets what is left of its own bound.
+  Millis grace(0);
+  for (const auto& [name, runner] : runners_) grace = std::max(grace, runner->calls->timeout());
+  destroyRunners(SteadyClock::now() + grace);
+}
 
 void PluginExecutor::attachBlockStore(BlockStore& store, std::string block_url) {
   block_store_ = &store;
@@ -244,9 +248,7 @@ std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
   std::map<std::string, std::string> stuck;
   for (const auto& [name, runner] : runners_) {
     std::string call = runner->calls->stuckCall();
-    if (call.empty()) continue;
-    stuck[name] = call + " did not return within " + std::to_string(call_timeout_.count()) +
-                  " ms (plugin_call_timeout_ms)";
+    if (!call.empty()) stuck[name] = std::move(call);
   }
   return stuck;
 }
@@ -282,10 +284,9 @@ Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
 
 std::string PluginExecutor::stuckReason(const Runner& runner) const {
   std::string call = runner.calls->stuckCall();
-  if (call.empty()) return "task runner '" + runner.calls->name() + "' is stopping";
-  return "task runner '" + runner.calls->name() + "' is stuck: " + call +
-         " did not return within " + std::to_string(call_timeout_.count()) +
-         " ms (plugin_call_timeout_ms); restart the agent to use it again";
+  if (call.empty()) return "task runner '" + runner.name + "' is stopping";
+  return "task runner '" + runner.name + "' is stuck: " + call +
+         "; restart the agent to use it again";
 }
 
 std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
@@ -332,7 +333,7 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   // find the task.
   registry->tasks[task_id] = runner;
   bool queued = runner->calls->submit(
-      {"launch", task_id,
+      {{"launch", task_id},
        [events = &events, registry, live, runner, task_id, task_json = std::move(task_json)] {
          PluginResult result = runner->plugin->launch(task_json);
          if (result.ok()) return;
@@ -372,16 +373,13 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
 }
 
 void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::string& name,
-                                   Millis timeout, RunnerCalls::CallInfo stuck,
-                                   std::vector<RunnerCalls::CallInfo> dropped) {
-  const std::string what = stuck.hook + "() of task " + std::to_string(stuck.task_id) +
-                           " did not return within " + std::to_string(timeout.count()) +
-                           " ms (plugin_call_timeout_ms)";
+                                   const std::string& what, PluginCalls::CallInfo stuck,
+                                   std::vector<PluginCalls::CallInfo> dropped) {
   log().error(
       "task runner '{}' is stuck: {}; the call is abandoned, {} queued call(s) dropped, and "
       "later calls to it fail at once until the agent restarts",
       name, what, dropped.size());
-  auto end = [&](const RunnerCalls::CallInfo& call, const std::string& reason) {
+  auto end = [&](const PluginCalls::CallInfo& call, const std::string& reason) {
     if (call.hook == "launch") {
       endTask(registry, live, call.task_id, protocol::TaskState::kFailed, reason);
     } else if (call.hook == "kill") {
@@ -470,7 +468,7 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
   if (it == registry_->tasks.end()) return false;
   Runner* runner = it->second;
   bool queued =
-      runner->calls->submit({"kill", task_id, [runner, task_id, interrupt, reason] {
+      runner->calls->submit({{"kill", task_id}, [runner, task_id, interrupt, reason] {
                                PluginResult result =
                                    runner->plugin->kill(task_id, interrupt, reason);
                                if (!result.ok() && result.status != DH_NOT_FOUND) {
@@ -496,22 +494,10 @@ std::optional<Json> PluginExecutor::threadDump(std::uint64_t task_id) {
   auto it = registry_->tasks.find(task_id);
   if (it == registry_->tasks.end()) return std::nullopt;
   Runner* runner = it->second;
-  auto answer = std::make_shared<std::promise<PluginResult>>();
-  std::future<PluginResult> future = answer->get_future();
-  if (!runner->calls->submit({"thread_dump", task_id, [runner, task_id, answer] {
-                                answer->set_value(runner->plugin->threadDump(task_id));
-                              }})) {
-    return Json{{"task_id", task_id}, {"error", stuckReason(*runner)}};
-  }
+  if (runner->calls->stuck()) return Json{{"task_id", task_id}, {"error", stuckReason(*runner)}};
   // The core thread waits here, bounded: a dump is asked for by hand, rarely.
-  if (future.wait_for(call_timeout_) != std::future_status::ready) {
-    return Json{
-        {"task_id", task_id},
-        {"error", "task runner '" + runner->calls->name() +
-                      "': thread_dump() did not return within " +
-                      std::to_string(call_timeout_.count()) + " ms (plugin_call_timeout_ms)"}};
-  }
-  PluginResult result = future.get();
+  PluginResult result = runner->calls->call(
+      {"thread_dump", task_id}, [runner, task_id] { return runner->plugin->threadDump(task_id); });
   if (!result.ok()) {
     if (result.status == DH_NOT_FOUND) return std::nullopt;
     return Json{{"task_id", task_id}, {"error", result.error}};
@@ -528,7 +514,7 @@ void PluginExecutor::stopAll(Millis grace) {
   std::vector<std::pair<std::uint64_t, std::string>> unkillable;
   for (const auto& [task_id, runner] : registry_->tasks) {
     const bool queued = runner->calls->submit(
-        {"kill", task_id, [runner = runner, task_id = task_id] {
+        {{"kill", task_id}, [runner = runner, task_id = task_id] {
            runner->plugin->kill(task_id, /*interrupt=*/false, "executor stopping");
          }});
     if (!queued) unkillable.emplace_back(task_id, stuckReason(*runner));
@@ -571,16 +557,10 @@ std::vector<std::string> PluginExecutor::stopRunners(Millis grace) {
 void PluginExecutor::destroyRunners(TimePoint deadline) {
   if (runners_.empty()) return;
   for (auto& [name, runner] : runners_) {
-    if (runner->calls->stop(deadline)) {
-      runner->plugin.reset();  // destroy(): kills what is left; no report follows
-      continue;
-    }
-    // A call is still running in the plugin: it is not destroyed under it. What the call
-    // uses stays (leaked); the agent ends the process without waiting for it.
-    log().error("task runner '{}' did not return from {}; it is left behind, not destroyed", name,
-                runner->calls->stuck() ? runner->calls->stuckCall() : std::string("a call"));
-    left_behind_.push_back(name);
-    (void)runner.release();
+    // A runner still in a call is not destroyed under it: its instance is left behind (see
+    // plugin_instance.h), and the agent ends the process without waiting for it.
+    if (!runner->calls->stop(deadline)) left_behind_.push_back(name);
+    runner->plugin.reset();  // destroy(): kills what is left; no report follows
   }
   runners_.clear();
   registry_->tasks.clear();

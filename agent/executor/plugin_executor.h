@@ -18,15 +18,16 @@
 // FAILED when an output is not a valid block id.
 //
 // Threads: launch/kill/threadDump/stopAll are called on the core thread, which keeps the task
-// registry (task -> runner). The runner's hooks do not run there: each runner has a call
-// thread (RunnerCalls) that runs its launch/kill/thread_dump calls in order, each bounded by
-// `call_timeout` (plugin_call_timeout_ms). A launch the runner refuses is reported as a FAILED
-// status. Runners report from their own threads; each report is turned into a TaskStatusEvent
-// there and posted to the core thread, where the registry is updated and `on_status` is
-// called. The only state shared across threads is the set of live tasks that stopAll() waits
-// on. threadDump() waits for its answer on the core thread, at most `call_timeout`.
+// registry (task -> runner). The runner's hooks do not run there: they go through the
+// runner instance's calls (plugins/plugin_calls.h), which run its launch/kill/thread_dump
+// calls in order on a call thread of its own, each bounded by plugin_call_timeout_ms. A launch the
+// runner refuses is reported as a FAILED status. Runners report from their own threads; each report
+// is turned into a TaskStatusEvent there and posted to the core thread, where the registry is
+// updated and `on_status` is called. The only state shared across threads is the set of live tasks
+// that stopAll() waits on. threadDump() waits for its answer on the core thread, at most
+// plugin_call_timeout_ms.
 //
-// A runner call that overruns `call_timeout` makes the runner stuck for the rest of the
+// A runner call that overruns plugin_call_timeout_ms makes the runner stuck for the rest of the
 // agent's life: the task of a stuck launch (and of each launch queued behind it) is reported
 // FAILED, the task of a stuck or dropped kill LOST, both with a reason naming the runner and
 // the call; later launches are refused at once, a kill of one of its tasks reports it LOST,
@@ -60,7 +61,7 @@
 #include "blocks/io_pool.h"
 #include "core/ports.h"
 #include "dockhand/protocol/auth.h"
-#include "executor/runner_calls.h"
+#include "plugins/plugin_calls.h"
 #include "plugins/task_runner_plugin.h"
 
 namespace dockhand::agent {
@@ -70,7 +71,7 @@ class PluginExecutor final : public Executor {
   // Every status goes to `statuses` on the core thread. `events` and `statuses` must outlive
   // the executor; `statuses` is only stored here, so it may be built after the executor.
   PluginExecutor(EventSink& events, TaskStatusSink& statuses, std::filesystem::path work_dir,
-                 std::string executor_id, Millis call_timeout = Millis(60000));
+                 std::string executor_id);
   ~PluginExecutor() override;
 
   // The callback a runner instance reports its tasks' states through (dh_host.task_status):
@@ -120,10 +121,11 @@ class PluginExecutor final : public Executor {
  private:
   // Core-thread state, shared with the closures posted to the core thread.
   // A task whose inputs are being fetched: the runner gets it once they are all here.
-  // A runner and the thread its calls run on.
+  // A runner and its instance's calls.
   struct Runner {
+    std::string name;
     std::unique_ptr<TaskRunnerPlugin> plugin;
-    std::unique_ptr<RunnerCalls> calls;
+    PluginCalls* calls = nullptr;  // plugin->instance().calls()
   };
   struct Fetch {
     Runner* runner = nullptr;
@@ -159,9 +161,9 @@ class PluginExecutor final : public Executor {
   static bool endTask(Registry& registry, Live& live, std::uint64_t task_id,
                       protocol::TaskState state, std::string reason);
   // Core thread: what happens when `runner`'s call overran (see the header comment).
-  static void onRunnerStuck(Registry& registry, Live& live, const std::string& name, Millis timeout,
-                            RunnerCalls::CallInfo stuck,
-                            std::vector<RunnerCalls::CallInfo> dropped);
+  static void onRunnerStuck(Registry& registry, Live& live, const std::string& name,
+                            const std::string& what, PluginCalls::CallInfo stuck,
+                            std::vector<PluginCalls::CallInfo> dropped);
   std::string stuckReason(const Runner& runner) const;
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
@@ -178,8 +180,7 @@ class PluginExecutor final : public Executor {
   std::shared_ptr<Live> live_;
   std::map<std::string, std::unique_ptr<Runner>> runners_;
   std::vector<std::string> left_behind_;  // runners not destroyed: a call did not return
-  Millis call_timeout_;
-  bool tasks_dir_ready_ = false;  // <work_dir>/tasks exists with mode 0711
+  bool tasks_dir_ready_ = false;          // <work_dir>/tasks exists with mode 0711
   std::size_t keep_task_dirs_ = 100;
   BlockStore* block_store_ = nullptr;
   std::string block_url_;

@@ -10,9 +10,14 @@ BlockMigrationPlugin::BlockMigrationPlugin(std::shared_ptr<PluginInstance> insta
 }
 
 PluginResult BlockMigrationPlugin::migrate(const std::string& request_json) {
-  const char* out = nullptr;
-  dh_status status = table_->migrate(instance_->handle(), request_json.c_str(), &out);
-  return instance_->result(status, out);
+  return instance_->calls().call(
+      {"migrate"},
+      [instance = instance_.get(), table = table_, request_json] {
+        const char* out = nullptr;
+        dh_status status = table->migrate(instance->handle(), request_json.c_str(), &out);
+        return instance->result(status, out);
+      },
+      std::chrono::milliseconds(0));
 }
 
 void BlockMigrationPlugin::cancel() {

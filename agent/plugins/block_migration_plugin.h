@@ -1,5 +1,7 @@
-// BlockMigrationPlugin: a block-migration plugin instance as a C++ object. migrate() blocks;
-// call it from a migration thread. cancel() may be called from any thread.
+// BlockMigrationPlugin: a block-migration plugin instance as a C++ object. migrate() makes its
+// call through the instance's PluginCalls and waits for the answer: call it from a migration
+// thread. cancel() is the one hook made at once, from the caller's thread (any thread): it must
+// reach a migrate() in progress.
 #pragma once
 
 #include <memory>
@@ -16,9 +18,12 @@ class BlockMigrationPlugin {
 
   const std::string& name() const { return instance_->name(); }
 
-  // DH_OK with json = {"migrated": [...], "failed": [...]}, or an error.
+  // DH_OK with json = {"migrated": [...], "failed": [...]}, or an error. The one call not
+  // bounded by plugin_call_timeout_ms: a migration takes as long as its blocks need, and the
+  // decommission deadline (then cancel() and stop_grace_ms at exit) bounds it instead.
   PluginResult migrate(const std::string& request_json);
   void cancel();
+  PluginInstance& instance() const { return *instance_; }
 
  private:
   std::shared_ptr<PluginInstance> instance_;

@@ -12,8 +12,11 @@ bool isPath(const std::string& name_or_path) {
 
 }  // namespace
 
-PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure)
-    : plugin_dirs_(std::move(plugin_dirs)), allow_insecure_(allow_insecure) {}
+PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure,
+                       std::chrono::milliseconds call_timeout)
+    : plugin_dirs_(std::move(plugin_dirs)),
+      allow_insecure_(allow_insecure),
+      call_timeout_(call_timeout) {}
 
 std::filesystem::path PluginHost::locate(const std::string& name_or_path) const {
   if (name_or_path.empty()) throw PluginLoadError("plugin '': empty plugin name");
@@ -59,7 +62,8 @@ std::shared_ptr<const PluginLibrary> PluginHost::load(const std::string& name_or
 std::shared_ptr<PluginInstance> PluginHost::create(const std::string& name_or_path,
                                                    const std::string& config_json,
                                                    PluginCallbacks callbacks) {
-  return PluginInstance::create(load(name_or_path), config_json, std::move(callbacks));
+  return PluginInstance::create(load(name_or_path), config_json, std::move(callbacks),
+                                call_timeout_);
 }
 
 std::unique_ptr<TaskRunnerPlugin> PluginHost::createTaskRunner(const std::string& name_or_path,
@@ -72,7 +76,7 @@ std::unique_ptr<TaskRunnerPlugin> PluginHost::createTaskRunner(const std::string
   PluginCallbacks callbacks;
   callbacks.task_status = std::move(on_status);
   return std::make_unique<TaskRunnerPlugin>(
-      PluginInstance::create(std::move(library), config_json, std::move(callbacks)));
+      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_timeout_));
 }
 
 std::unique_ptr<ResourceDiscoveryPlugin> PluginHost::createResourceDiscovery(
@@ -82,7 +86,7 @@ std::unique_ptr<ResourceDiscoveryPlugin> PluginHost::createResourceDiscovery(
     throw PluginLoadError(library->label() + ": not a resource discovery plugin");
   }
   return std::make_unique<ResourceDiscoveryPlugin>(
-      PluginInstance::create(std::move(library), config_json, {}));
+      PluginInstance::create(std::move(library), config_json, {}, call_timeout_));
 }
 
 std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
@@ -96,7 +100,7 @@ std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
   callbacks.migration_progress = std::move(on_progress);
   callbacks.sign_request = std::move(sign_request);
   return std::make_unique<BlockMigrationPlugin>(
-      PluginInstance::create(std::move(library), config_json, std::move(callbacks)));
+      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_timeout_));
 }
 
 }  // namespace dockhand::agent

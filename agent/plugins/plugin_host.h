@@ -13,6 +13,7 @@
 // unload). Use the host from one thread at a time (start-up and shutdown).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -32,8 +33,10 @@ namespace dockhand::agent {
 class PluginHost {
  public:
   // `allow_insecure` lets files and directories that group or others may write be loaded
-  // (development only; see PluginLibrary::open).
-  explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure = false);
+  // (development only; see PluginLibrary::open). Every instance's hook calls are bounded by
+  // `call_timeout` (plugin_call_timeout_ms; see plugin_calls.h).
+  explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure = false,
+                      std::chrono::milliseconds call_timeout = PluginInstance::kDefaultCallTimeout);
 
   // The file for a plugin name or path. Throws PluginLoadError when no directory has it.
   std::filesystem::path locate(const std::string& name_or_path) const;
@@ -57,10 +60,12 @@ class PluginHost {
                                                              RequestSigner sign_request = {});
 
   const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
+  std::chrono::milliseconds callTimeout() const { return call_timeout_; }
 
  private:
   std::vector<std::filesystem::path> plugin_dirs_;
   bool allow_insecure_ = false;
+  std::chrono::milliseconds call_timeout_;
   mutable std::mutex mutex_;
   std::map<std::filesystem::path, std::shared_ptr<const PluginLibrary>> by_path_;
   std::map<std::string, std::shared_ptr<const PluginLibrary>> by_name_;

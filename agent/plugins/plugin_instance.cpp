@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,17 @@ namespace dockhand::agent {
 namespace {
 
 std::atomic<std::int64_t> gCoreHookWarnLimitMs{100};
+
+// Instances left behind by their deleter: never destroyed, never unloaded (see the header).
+struct LeftBehind {
+  std::mutex mutex;
+  std::vector<PluginInstance*> instances;
+  std::vector<std::string> names;
+};
+LeftBehind& leftBehindInstances() {
+  static auto* instance = new LeftBehind();  // never destroyed: outlives every exit path
+  return *instance;
+}
 
 std::shared_ptr<spdlog::logger> pluginLogger(const std::string& plugin_name) {
   const std::string logger_name = "plugin." + plugin_name;
@@ -44,7 +56,8 @@ spdlog::level::level_enum levelOf(std::int32_t level) {
 
 std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const PluginLibrary> library,
                                                        const std::string& config_json,
-                                                       PluginCallbacks callbacks) {
+                                                       PluginCallbacks callbacks,
+                                                       std::chrono::milliseconds call_timeout) {
   const std::string label = library->label();
   auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_object()) throw PluginLoadError(label + ": config must be a JSON object");
@@ -61,28 +74,65 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
     }
   }
   std::shared_ptr<PluginInstance> instance(
-      new PluginInstance(std::move(library), config_json, std::move(callbacks)));
-  const dh_plugin_descriptor& d = instance->descriptor();
-  dh_plugin* handle = nullptr;
-  dh_status status = d.create(&instance->host_, instance->config_json_.c_str(), &handle);
-  if (status != DH_OK) {
-    std::string why = handle ? instance->lastError(handle)
-                             : "status " + std::to_string(status) + " and no message";
-    if (handle) d.destroy(handle);
-    throw PluginLoadError(label + ": create failed: " + why);
-  }
-  if (handle == nullptr) throw PluginLoadError(label + ": create returned no instance");
-  instance->handle_ = handle;
+      new PluginInstance(std::move(library), config_json, std::move(callbacks), call_timeout),
+      &PluginInstance::release);
+  PluginInstance& self = *instance;
+  const PluginResult created = self.calls_.call({"create"}, [&self] {
+    dh_plugin* handle = nullptr;
+    const dh_status status =
+        self.descriptor().create(&self.host_, self.config_json_.c_str(), &handle);
+    if (status == DH_OK && handle != nullptr) {
+      self.handle_ = handle;
+      return PluginResult{};
+    }
+    PluginResult failed{status == DH_OK ? DH_ERROR : status, {}, {}};
+    if (status == DH_OK) {
+      failed.error = "it returned no instance";
+    } else {
+      failed.error =
+          handle ? self.lastError(handle) : "status " + std::to_string(status) + " and no message";
+      if (handle) self.descriptor().destroy(handle);
+    }
+    return failed;
+  });
+  // A create() that never returned is named in the error; the instance is then left behind.
+  if (!created.ok()) throw PluginLoadError(label + ": create failed: " + created.error);
   instance->logger_->debug("created ({} {})", instance->name(), instance->library().version());
   return instance;
 }
 
+void PluginInstance::release(PluginInstance* instance) {
+  PluginCalls& calls = instance->calls_;
+  // Calls still queued may run; a stuck instance is not waited for again.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (calls.stuck() ? std::chrono::milliseconds(0) : calls.timeout());
+  if (calls.stop(deadline)) {
+    delete instance;
+    return;
+  }
+  std::string what = instance->library().label() + ": " +
+                     (calls.stuck() ? calls.stuckCall() : std::string("a call did not return"));
+  instance->logger_->error("{}; the plugin is left behind, not destroyed", what);
+  auto& left = leftBehindInstances();
+  std::lock_guard lock(left.mutex);
+  left.instances.push_back(instance);
+  left.names.push_back(std::move(what));
+}
+
+std::vector<std::string> PluginInstance::leftBehind() {
+  auto& left = leftBehindInstances();
+  std::lock_guard lock(left.mutex);
+  return left.names;
+}
+
 PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
-                               std::string config_json, PluginCallbacks callbacks)
+                               std::string config_json, PluginCallbacks callbacks,
+                               std::chrono::milliseconds call_timeout)
     : library_(std::move(library)),
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),
-      logger_(pluginLogger(library_->name())) {
+      logger_(pluginLogger(library_->name())),
+      calls_("plugin '" + library_->name() + "'", call_timeout) {
   host_.struct_size = sizeof(dh_host);
   host_.ctx = this;
   host_.log = &hostLog;

@@ -1,10 +1,17 @@
 // PluginInstance: one instance of a plugin (the dh_plugin* its create() returned), with the
 // dh_host table the plugin calls back through.
 //
+// Every hook call goes through the instance's PluginCalls (plugin_calls.h: one ordered call
+// thread, each call bounded by plugin_call_timeout_ms, and what "stuck" means), create() too.
+//
 // Lifetime: the instance holds a shared_ptr to its PluginLibrary, declared first so that it
 // is released last: destroy() runs in the destructor, then the library may be unloaded. The
 // callbacks may be invoked from any plugin thread until destroy() returns, so they must stay
-// valid (and thread-safe) for the instance's whole life.
+// valid (and thread-safe) for the instance's whole life. An instance is only ever held by the
+// shared_ptr create() returns, whose deleter first stops its calls: when a call is still in
+// the plugin then (a stuck call), the instance is left behind instead of destroyed (neither
+// destroy() nor the library's unloading happens under a running call), and leftBehind()
+// names it; the agent then ends its process without running destructors.
 #pragma once
 
 #include <atomic>
@@ -14,12 +21,15 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <spdlog/logger.h>
 
 #include "dockhand/plugin.h"
 #include "dockhand/protocol/auth.h"
+#include "plugins/plugin_calls.h"
 #include "plugins/plugin_library.h"
+#include "plugins/plugin_result.h"
 
 namespace dockhand::agent {
 
@@ -40,26 +50,20 @@ struct PluginCallbacks {
   RequestSigner sign_request;
 };
 
-// The outcome of one call into a plugin: its status, and either the plugin's out_json (on
-// DH_OK) or its last_error() message (otherwise).
-struct PluginResult {
-  dh_status status = DH_OK;
-  std::string json;   // out_json, copied, for hooks that return one
-  std::string error;  // last_error(), copied, when status != DH_OK
-  bool ok() const { return status == DH_OK; }
-};
-
 class PluginInstance {
  public:
   // Calls the plugin's create() with `config_json` (which must be a JSON object) and a
   // dh_host table forwarding to `callbacks`; the plugin's log lines go to the spdlog logger
   // "plugin.<name>". Before create(), the config is checked against the plugin's
   // config_schema: "<label>: config /path: <problem>" (every problem, joined by "; ").
-  // Throws PluginLoadError "<label>: create failed: <plugin's message>".
-  static std::shared_ptr<PluginInstance> create(std::shared_ptr<const PluginLibrary> library,
-                                                const std::string& config_json,
-                                                PluginCallbacks callbacks);
-  // Calls the plugin's destroy().
+  // Throws PluginLoadError "<label>: create failed: <plugin's message>" (or the call that
+  // never returned). Every call is bounded by `call_timeout` (plugin_call_timeout_ms).
+  static std::shared_ptr<PluginInstance> create(
+      std::shared_ptr<const PluginLibrary> library, const std::string& config_json,
+      PluginCallbacks callbacks, std::chrono::milliseconds call_timeout = kDefaultCallTimeout);
+  static constexpr std::chrono::milliseconds kDefaultCallTimeout{60000};
+
+  // Calls the plugin's destroy() (the deleter of create()'s shared_ptr has stopped the calls).
   ~PluginInstance();
   PluginInstance(const PluginInstance&) = delete;
   PluginInstance& operator=(const PluginInstance&) = delete;
@@ -68,6 +72,12 @@ class PluginInstance {
   const std::string& name() const { return library_->name(); }
   const dh_plugin_descriptor& descriptor() const { return library_->descriptor(); }
   dh_plugin* handle() const { return handle_; }
+  // The instance's calls: every hook call but cancel() goes through them.
+  PluginCalls& calls() { return calls_; }
+
+  // The instances not destroyed because a call of theirs was still running ("plugin 'x': its
+  // migrate() ..."), for the log and the decision to end the process without destructors.
+  static std::vector<std::string> leftBehind();
 
   // Turns a hook's return into a result: copies out_json on success, or reads last_error()
   // (which must happen on the thread that made the call, right after it).
@@ -83,7 +93,9 @@ class PluginInstance {
 
  private:
   PluginInstance(std::shared_ptr<const PluginLibrary> library, std::string config_json,
-                 PluginCallbacks callbacks);
+                 PluginCallbacks callbacks, std::chrono::milliseconds call_timeout);
+  // create()'s deleter: stops the calls, then destroys the instance or leaves it behind.
+  static void release(PluginInstance* instance);
   std::string lastError(dh_plugin* handle) const;
 
   static void hostLog(void* ctx, std::int32_t level, const char* message) noexcept;
@@ -102,6 +114,7 @@ class PluginInstance {
   dh_host host_{};
   dh_plugin* handle_ = nullptr;
   std::atomic<std::uint64_t> slow_calls_{0};
+  PluginCalls calls_;  // last: stopped (by the deleter) before anything above goes
 };
 
 // Runs one core-thread hook and reports its duration to the instance.

@@ -10,33 +10,44 @@ ResourceDiscoveryPlugin::ResourceDiscoveryPlugin(std::shared_ptr<PluginInstance>
 }
 
 PluginResult ResourceDiscoveryPlugin::discover(const std::string& request_json) {
-  const char* out = nullptr;
-  dh_status status = table_->discover(instance_->handle(), request_json.c_str(), &out);
-  if (status == DH_DECLINED) return PluginResult{DH_DECLINED, {}, {}};
-  return instance_->result(status, out);
+  return instance_->calls().call(
+      {"discover"}, [instance = instance_.get(), table = table_, request_json] {
+        const char* out = nullptr;
+        dh_status status = table->discover(instance->handle(), request_json.c_str(), &out);
+        if (status == DH_DECLINED) return PluginResult{DH_DECLINED, {}, {}};
+        return instance->result(status, out);
+      });
 }
 
 PluginResult ResourceDiscoveryPlugin::allocate(const std::string& allocation_json) {
-  if (table_->allocate == nullptr) return {};
-  dh_status status = timedCoreHook(*instance_, "allocate", [&] {
-    return table_->allocate(instance_->handle(), allocation_json.c_str());
-  });
-  return instance_->result(status);
+  if (table_->allocate == nullptr) return {};  // no call for a hook that does nothing
+  return instance_->calls().call(
+      {"allocate"}, [instance = instance_.get(), table = table_, allocation_json] {
+        dh_status status = timedCoreHook(*instance, "allocate", [&] {
+          return table->allocate(instance->handle(), allocation_json.c_str());
+        });
+        return instance->result(status);
+      });
 }
 
 PluginResult ResourceDiscoveryPlugin::release(const std::string& allocation_json) {
   if (table_->release == nullptr) return {};
-  dh_status status = timedCoreHook(*instance_, "release", [&] {
-    return table_->release(instance_->handle(), allocation_json.c_str());
-  });
-  return instance_->result(status);
+  return instance_->calls().call(
+      {"release"}, [instance = instance_.get(), table = table_, allocation_json] {
+        dh_status status = timedCoreHook(*instance, "release", [&] {
+          return table->release(instance->handle(), allocation_json.c_str());
+        });
+        return instance->result(status);
+      });
 }
 
 PluginResult ResourceDiscoveryPlugin::describe() {
   if (table_->describe == nullptr) return PluginResult{DH_OK, "{}", {}};
-  const char* out = nullptr;
-  dh_status status = table_->describe(instance_->handle(), &out);
-  return instance_->result(status, out);
+  return instance_->calls().call({"describe"}, [instance = instance_.get(), table = table_] {
+    const char* out = nullptr;
+    dh_status status = table->describe(instance->handle(), &out);
+    return instance->result(status, out);
+  });
 }
 
 }  // namespace dockhand::agent

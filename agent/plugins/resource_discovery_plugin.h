@@ -1,5 +1,7 @@
-// ResourceDiscoveryPlugin: a resource-discovery plugin instance as a C++ object. Call it from
-// the start-up thread (discover may block) and the core thread (allocate/release).
+// ResourceDiscoveryPlugin: a resource-discovery plugin instance as a C++ object. Each method
+// makes its hook call through the instance's PluginCalls and waits for the answer (at most
+// plugin_call_timeout_ms): discover() from the start-up thread, allocate()/release() from the
+// core thread. Once a call overran, every later one fails at once (plugin_calls.h).
 #pragma once
 
 #include <memory>

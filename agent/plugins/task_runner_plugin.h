@@ -1,8 +1,9 @@
 // TaskRunnerPlugin: a task-runner plugin instance as a C++ object.
 //
 // Every method calls the plugin's hook and, on failure, reads last_error() on the same
-// thread. The executor calls it from the runner's call thread (RunnerCalls). Status reports
-// arrive on the plugin's own threads through the TaskStatusCallback given at creation.
+// thread. Call them on the instance's call thread only: the executor submits each one through
+// instance().calls() (plugins/plugin_calls.h). Status reports arrive on the plugin's own
+// threads through the TaskStatusCallback given at creation.
 #pragma once
 
 #include <cstdint>

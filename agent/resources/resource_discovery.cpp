@@ -8,8 +8,6 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "plugins/bounded_call.h"
-
 namespace dockhand::agent {
 
 using nlohmann::json;
@@ -23,55 +21,6 @@ ResourceRequests mergeRequests(const ResourceRequests& profile, const ResourceRe
     if (!request.vendor.empty()) merged.vendor = request.vendor;
   }
   return out;
-}
-
-PluginResult PluginDiscoverer::bounded(const char* hook, std::function<PluginResult()> call,
-                                       bool* abandoned) {
-  if (call_timeout_.count() <= 0) return call();
-  auto result = callWithTimeout<PluginResult>(std::move(call), call_timeout_);
-  if (result) return std::move(*result);
-  if (abandoned != nullptr) *abandoned = true;
-  return PluginResult{DH_ERROR,
-                      {},
-                      fmt::format("{}() did not return within {} ms (plugin_call_timeout_ms); the "
-                                  "call is abandoned",
-                                  hook, call_timeout_.count())};
-}
-
-PluginResult PluginDiscoverer::discover(const std::string& request_json) {
-  return bounded("discover",
-                 [plugin = plugin_, request_json] { return plugin->discover(request_json); });
-}
-
-PluginResult PluginDiscoverer::describe() {
-  return bounded("describe", [plugin = plugin_] { return plugin->describe(); });
-}
-
-PluginResult PluginDiscoverer::boundedCoreHook(const char* hook,
-                                               std::function<PluginResult()> call) {
-  if (!stuck_.empty()) return PluginResult{DH_ERROR, {}, stuck_};
-  bool abandoned = false;
-  PluginResult result = bounded(hook, std::move(call), &abandoned);
-  if (abandoned) {
-    stuck_ = fmt::format(
-        "an earlier {}() call of this plugin never returned (abandoned after {} ms, "
-        "plugin_call_timeout_ms); no more allocate() or release() calls are made to it",
-        hook, call_timeout_.count());
-  }
-  return result;
-}
-
-PluginResult PluginDiscoverer::allocate(const std::string& allocation_json) {
-  if (!plugin_->implementsAllocate()) return {};  // no thread for a call that does nothing
-  return boundedCoreHook("allocate", [plugin = plugin_, allocation_json] {
-    return plugin->allocate(allocation_json);
-  });
-}
-
-PluginResult PluginDiscoverer::release(const std::string& allocation_json) {
-  if (!plugin_->implementsRelease()) return {};
-  return boundedCoreHook(
-      "release", [plugin = plugin_, allocation_json] { return plugin->release(allocation_json); });
 }
 
 DiscoveryChain::DiscoveryChain(std::vector<Discoverer*> discoverers)

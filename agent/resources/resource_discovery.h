@@ -54,34 +54,24 @@ class Discoverer {
   virtual PluginResult release(const std::string&) { return {}; }
 };
 
-// A Discoverer over a loaded discovery plugin. With a call timeout, each hook call runs on a
-// thread of its own and is given up on after the timeout: the answer is then an error naming
-// the hook and the limit (see bounded_call.h; the stuck call keeps the instance alive).
-// allocate() and release() are called on the core thread, which a stuck call would stop for
-// good: once one of them was given up on, the plugin counts as stuck and later allocate() and
-// release() calls fail at once, naming the call that never returned, so the core thread waits
-// for a stuck plugin at most once.
+// A Discoverer over a loaded discovery plugin. Each hook call goes through the instance's
+// calls (plugins/plugin_calls.h): bounded by plugin_call_timeout_ms, and once one overran the
+// plugin is stuck and every later call fails at once, naming the call that never returned, so
+// the core thread (allocate/release) waits for a stuck plugin at most once.
 class PluginDiscoverer final : public Discoverer {
  public:
-  explicit PluginDiscoverer(std::shared_ptr<PluginInstance> instance,
-                            std::chrono::milliseconds call_timeout = std::chrono::milliseconds(0))
-      : plugin_(std::make_shared<ResourceDiscoveryPlugin>(std::move(instance))),
-        call_timeout_(call_timeout) {}
-  const std::string& name() const override { return plugin_->name(); }
-  PluginResult discover(const std::string& request_json) override;
-  PluginResult describe() override;
-  PluginResult allocate(const std::string& json) override;
-  PluginResult release(const std::string& json) override;
+  explicit PluginDiscoverer(std::shared_ptr<PluginInstance> instance)
+      : plugin_(std::move(instance)) {}
+  const std::string& name() const override { return plugin_.name(); }
+  PluginResult discover(const std::string& request_json) override {
+    return plugin_.discover(request_json);
+  }
+  PluginResult describe() override { return plugin_.describe(); }
+  PluginResult allocate(const std::string& json) override { return plugin_.allocate(json); }
+  PluginResult release(const std::string& json) override { return plugin_.release(json); }
 
  private:
-  // `abandoned` (when given) is set when the call did not return in time.
-  PluginResult bounded(const char* hook, std::function<PluginResult()> call,
-                       bool* abandoned = nullptr);
-  PluginResult boundedCoreHook(const char* hook, std::function<PluginResult()> call);
-
-  std::shared_ptr<ResourceDiscoveryPlugin> plugin_;
-  std::chrono::milliseconds call_timeout_;
-  std::string stuck_;  // why allocate()/release() fail at once: a call that never returned
+  ResourceDiscoveryPlugin plugin_;
 };
 
 struct DiscoveredResource {

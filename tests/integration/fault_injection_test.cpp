@@ -424,7 +424,9 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
 
   EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
   launch(2, true);
-  EXPECT_TRUE(failedWith(2, "an earlier allocate() call of this plugin never returned"))
+  EXPECT_TRUE(failedWith(2,
+                         "plugin 'hang-allocate' is stuck: allocate() did not return within "
+                         "1000 ms (plugin_call_timeout_ms); restart the agent to use it again"))
       << agent.output();
   launch(3, false);
   EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFinished, 10s)) << agent.output();

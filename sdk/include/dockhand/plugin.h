@@ -53,17 +53,20 @@
  *   the host calls `destroy` exactly once, after its last call into the instance.
  *
  * THREADING
- *   Written per hook below. In short: create/destroy and discovery run on the agent's
- *   start-up/shutdown thread; task-runner hooks run one at a time, in order, on a call
- *   thread the agent keeps for the runner, and must not block (return in well under a
- *   millisecond: spawn, then report later); discovery's allocate/release run on the agent's
- *   core thread and must not block either; migration runs on a migration thread and may
- *   block. Host callbacks may be called from any thread.
+ *   Written per hook below. In short: every hook but cancel and destroy runs on a call
+ *   thread the agent keeps for the instance, one call at a time, in the order the agent
+ *   makes them (create first); so a plugin never sees two such calls at once. cancel comes
+ *   from any thread (it must reach a running migrate); destroy comes after the last call
+ *   returned, on the agent's shutdown thread. Task-runner hooks and discovery's allocate/
+ *   release must not block (return in well under a millisecond: spawn, then report later):
+ *   the agent's core thread waits for allocate/release. discover may block; migrate may block
+ *   for as long as its blocks take. Host callbacks may be called from any thread.
  *   The host measures every such hook (launch, kill, thread_dump, task_stats, allocate,
  *   release) and logs a warning naming the plugin and the hook when one takes longer than
  *   its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow runner hook
- *   delays every other call to that runner. A runner hook that takes longer than
- *   `plugin_call_timeout_ms` is abandoned and the runner is not called again.
+ *   delays every other call to that runner. A call (migrate excepted: the decommission
+ *   deadline bounds it) that takes longer than `plugin_call_timeout_ms` is abandoned and
+ *   the instance is not called again until the agent restarts.
  */
 #ifndef DOCKHAND_PLUGIN_H
 #define DOCKHAND_PLUGIN_H
@@ -182,13 +185,13 @@ typedef struct dh_resource_discovery_vtable {
    *                "discovery_script": "/path" (optional)}
    * On DH_OK, *out_json = {"name": "gpu", "addresses": ["0", "1"]} (plugin-owned).
    * DH_DECLINED: this plugin does not provide that resource; the host asks the next one.
-   * Start-up thread; may block (bounded by the plugin's own timeout). */
+   * Call thread, at start-up; may block (plugin_call_timeout_ms bounds it). */
   dh_status (*discover)(dh_plugin* self, const char* request_json, const char** out_json);
 
   /* Optional. Called before a task that was given addresses of a resource this plugin
    * discovered starts: prepare the device. allocation_json:
-   * {"task_id": 7, "name": "gpu", "addresses": ["1"]}. Core thread; must not block long.
-   * An error fails the task before it starts. */
+   * {"task_id": 7, "name": "gpu", "addresses": ["1"]}. Call thread, while the core thread
+   * waits; must not block long. An error fails the task before it starts. */
   dh_status (*allocate)(dh_plugin* self, const char* allocation_json);
 
   /* Optional. Called after that task ended, however it ended, with the same JSON. */
@@ -208,7 +211,7 @@ typedef struct dh_task_runner_vtable {
    * {"task_id": 7, "attempt": 0, "name": "...", "partition": 3, "cpus": 1,
    *  "resources": {"gpu": ["0"]}, "properties": {...}, "payload": <runner-specific JSON>,
    *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...}}
-   * Runner call thread; must not block: start the work and return. On DH_OK the plugin owns the
+   * Call thread; must not block: start the work and return. On DH_OK the plugin owns the
    * task and reports its states through dh_host.task_status. On an error the host reports
    * the task FAILED with last_error() and the plugin reports nothing for it. work_dir is the
    * plugin's until it reports a terminal state; then it is the agent's, which removes it
@@ -217,11 +220,11 @@ typedef struct dh_task_runner_vtable {
 
   /* REQUIRED. Stops a task: gracefully, or at once when `interrupt` is non-zero. The plugin
    * then reports KILLED (or the terminal state the task reached first). DH_NOT_FOUND when
-   * the task is unknown or already ended. Runner call thread; must not block. */
+   * the task is unknown or already ended. Call thread; must not block. */
   dh_status (*kill)(dh_plugin* self, uint64_t task_id, int32_t interrupt, const char* reason);
 
   /* Optional. What a task is doing now: *out_json = {"task_id": 7, "processes": [...]}.
-   * DH_NOT_FOUND when the task is unknown. Runner call thread; must not block long. */
+   * DH_NOT_FOUND when the task is unknown. Call thread; must not block long. */
   dh_status (*thread_dump)(dh_plugin* self, uint64_t task_id, const char** out_json);
 
   /* Since 1.1, optional. What a running task uses now, for metrics:
@@ -243,7 +246,7 @@ typedef struct dh_block_migration_vtable {
    * On DH_OK, *out_json = {"migrated": [{"id": "...", "location": "..."}],
    *                        "failed": [{"id": "...", "reason": "..."}]}.
    * The plugin must only report a block migrated once a complete, verified copy exists
-   * at the destination. Migration thread; may block; reports progress through the host. */
+   * at the destination. Call thread; may block; reports progress through the host. */
   dh_status (*migrate)(dh_plugin* self, const char* request_json, const char** out_json);
 
   /* Optional. Asks a running migrate() to return early. Any thread. */
@@ -268,7 +271,7 @@ typedef struct dh_plugin_descriptor {
   const char* config_schema;
 
   /* REQUIRED. Creates an instance. `host` stays valid until destroy(). config_json is the
-   * plugin's config object ("{}" when none). Start-up thread. On failure return an error
+   * plugin's config object ("{}" when none). Call thread, at start-up. On failure return an error
    * status; if *out was set, the host reads last_error(*out) and then calls destroy(*out). */
   dh_status (*create)(const dh_host* host, const char* config_json, dh_plugin** out);
 

@@ -1,0 +1,242 @@
+#include "plugins/plugin_calls.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace dockhand::agent {
+
+std::string PluginCalls::CallInfo::text() const {
+  return hook + "()" + (task_id != 0 ? " of task " + std::to_string(task_id) : std::string());
+}
+
+struct PluginCalls::State {
+  std::string plugin;
+  Millis timeout{0};
+  std::mutex mutex;
+  std::condition_variable work;   // the call thread waits for calls
+  std::condition_variable watch;  // the watchdog waits for a call to start, or its deadline
+  std::condition_variable ended;  // stop() waits for the call thread to end
+  std::deque<Call> queue;
+  bool started = false;  // the threads run
+  bool in_call = false;
+  Call current;  // info and not_done of the call in progress (its `run` is on the call thread)
+  Millis current_timeout{0};
+  std::chrono::steady_clock::time_point call_started;
+  std::uint64_t calls_started = 0;
+  bool watchdog_idle = false;
+  bool stopping = false;
+  bool stuck = false;
+  std::string stuck_call;  // "launch() of task 7 did not return within ..."
+  bool call_thread_done = false;
+  StuckHandler on_stuck;
+  std::thread call_thread;
+  std::thread watchdog;
+};
+
+std::string PluginCalls::overrun(const State& s) {
+  return s.current.info.text() + " did not return within " +
+         std::to_string(s.current_timeout.count()) + " ms" +
+         (s.current.timeout ? std::string() : std::string(" (plugin_call_timeout_ms)"));
+}
+
+void PluginCalls::runCalls(const std::shared_ptr<State>& s) {
+  std::unique_lock lock(s->mutex);
+  for (;;) {
+    s->work.wait(lock, [&] { return s->stopping || !s->queue.empty(); });
+    if (s->queue.empty()) break;  // stopping, and every queued call has run
+    Call call = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->in_call = true;
+    s->current.info = call.info;
+    s->current.not_done = std::move(call.not_done);
+    s->current.timeout = call.timeout;
+    s->current_timeout = call.timeout.value_or(s->timeout);
+    s->call_started = std::chrono::steady_clock::now();
+    ++s->calls_started;
+    if (s->watchdog_idle) s->watch.notify_one();
+    lock.unlock();
+    call.run();
+    call = Call{};  // what the call holds goes before the lock is taken
+    lock.lock();
+    s->in_call = false;
+    s->current.not_done = nullptr;
+    // The watchdog of a bounded call looks again at its deadline by itself; one watching an
+    // unbounded call waits for this.
+    if (s->current_timeout.count() <= 0) s->watch.notify_one();
+  }
+  s->call_thread_done = true;
+  s->ended.notify_all();
+  s->watch.notify_one();
+}
+
+void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
+  std::unique_lock lock(s->mutex);
+  while (!s->call_thread_done) {
+    if (!s->in_call) {
+      s->watchdog_idle = true;
+      s->watch.wait(lock, [&] { return s->in_call || s->call_thread_done; });
+      s->watchdog_idle = false;
+      continue;
+    }
+    const std::uint64_t seen = s->calls_started;
+    if (s->current_timeout.count() <= 0) {
+      s->watch.wait(lock,
+                    [&] { return s->call_thread_done || !s->in_call || s->calls_started != seen; });
+      continue;
+    }
+    // The call thread does not wake the watchdog when a bounded call ends (that would cost
+    // every call a wake-up): it looks again at the deadline of the call it saw start.
+    const auto deadline = s->call_started + s->current_timeout;
+    s->watch.wait_until(lock, deadline, [&] { return s->call_thread_done; });
+    if (s->call_thread_done) break;
+    if (!s->in_call || s->calls_started != seen || std::chrono::steady_clock::now() < deadline) {
+      continue;
+    }
+    s->stuck = true;
+    s->stuck_call = overrun(*s);
+    const bool stopping = s->stopping;
+    CallInfo overran = s->current.info;
+    auto overran_not_done = std::move(s->current.not_done);
+    s->current.not_done = nullptr;
+    std::deque<Call> queued;
+    queued.swap(s->queue);
+    const std::string stuck_call = s->stuck_call;
+    const std::string reason = s->plugin + " is stuck: " + stuck_call;
+    lock.unlock();
+    if (overran_not_done) overran_not_done(stuck_call + "; the call is abandoned");
+    std::vector<CallInfo> dropped;
+    dropped.reserve(queued.size());
+    for (auto& call : queued) {
+      dropped.push_back(call.info);
+      if (call.not_done) call.not_done(reason + "; " + call.info.text() + " was not made");
+    }
+    queued.clear();
+    // Once stop() has begun, nobody is told: the instance is going away.
+    if (s->on_stuck && !stopping) s->on_stuck(std::move(overran), std::move(dropped));
+    return;
+  }
+}
+
+PluginCalls::PluginCalls(std::string plugin, Millis timeout)
+    : plugin_(std::move(plugin)), timeout_(timeout), state_(std::make_shared<State>()) {
+  state_->plugin = plugin_;
+  state_->timeout = timeout;
+}
+
+PluginCalls::~PluginCalls() { stop(std::chrono::steady_clock::now() + timeout_); }
+
+void PluginCalls::onStuck(StuckHandler handler) {
+  std::lock_guard lock(state_->mutex);
+  state_->on_stuck = std::move(handler);
+}
+
+bool PluginCalls::submit(Call call) {
+  std::string refused;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stuck) {
+      refused =
+          plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
+    } else if (state_->stopping) {
+      refused = plugin_ + " is stopping";
+    } else {
+      if (!state_->started) {
+        state_->started = true;
+        state_->call_thread = std::thread([s = state_] { runCalls(s); });
+        state_->watchdog = std::thread([s = state_] { watchCalls(s); });
+      }
+      state_->queue.push_back(std::move(call));
+    }
+  }
+  if (refused.empty()) {
+    state_->work.notify_one();
+    return true;
+  }
+  if (call.not_done) call.not_done(refused);
+  return false;
+}
+
+PluginResult PluginCalls::call(CallInfo info, std::function<PluginResult()> hook,
+                               std::optional<Millis> timeout) {
+  struct Answer {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::optional<PluginResult> result;
+  };
+  auto answer = std::make_shared<Answer>();
+  auto give = [answer](PluginResult result) {
+    std::lock_guard lock(answer->mutex);
+    if (answer->result) return;  // the first answer counts: an abandoned call's comes too late
+    answer->result = std::move(result);
+    answer->ready.notify_one();
+  };
+  submit(Call(
+      std::move(info), [hook = std::move(hook), give] { give(hook()); },
+      [give](const std::string& reason) {
+        give(PluginResult{DH_ERROR, {}, reason});
+      },
+      timeout));
+  std::unique_lock lock(answer->mutex);
+  answer->ready.wait(lock, [&] { return answer->result.has_value(); });
+  return std::move(*answer->result);
+}
+
+bool PluginCalls::stuck() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stuck;
+}
+
+std::string PluginCalls::stuckCall() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stuck ? state_->stuck_call : std::string();
+}
+
+std::string PluginCalls::stuckReason() const {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->stuck) return {};
+  return plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
+}
+
+bool PluginCalls::stop(std::chrono::steady_clock::time_point deadline) {
+  bool done;
+  std::deque<Call> left;
+  std::function<void(const std::string&)> current_not_done;
+  {
+    std::unique_lock lock(state_->mutex);
+    if (state_->stopping || !state_->started) {
+      state_->stopping = true;
+      return !state_->started || state_->call_thread_done;
+    }
+    state_->stopping = true;
+    state_->work.notify_one();
+    // Past the deadline only a thread in a call (or with calls still to make) is given up on;
+    // one with nothing left to do is about to end.
+    done = state_->ended.wait_until(lock, deadline, [&] { return state_->call_thread_done; }) ||
+           (!state_->in_call && state_->queue.empty());
+    if (!done) {
+      // Whoever waits for these calls is told; the queued ones are never made.
+      left.swap(state_->queue);
+      current_not_done = std::move(state_->current.not_done);
+      state_->current.not_done = nullptr;
+    }
+  }
+  if (done) {
+    state_->call_thread.join();
+    state_->watchdog.join();
+    return true;
+  }
+  const std::string reason = plugin_ + " is stopping";
+  if (current_not_done) current_not_done(reason + "; the call in progress is abandoned");
+  for (auto& call : left) {
+    if (call.not_done) call.not_done(reason + "; " + call.info.text() + " was not made");
+  }
+  state_->call_thread.detach();
+  // The watchdog ends by itself: at the deadline of the call it watches, or it has already.
+  state_->watchdog.detach();
+  return false;
+}
+
+}  // namespace dockhand::agent

@@ -1,0 +1,294 @@
+// PluginCalls with plain closures: order, the thread calls run on, the watchdog's bound, what
+// "stuck" does to queued, waiting and later calls, and stopping. Calls that "hang" wait on a
+// gate the test opens at the end, so no thread is left.
+#include "plugins/plugin_calls.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dockhand::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A door calls wait behind until the test opens it.
+class Gate {
+ public:
+  void wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// What on_stuck reported, waited for with a bound.
+struct StuckReport {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::optional<PluginCalls::CallInfo> stuck;
+  std::vector<PluginCalls::CallInfo> dropped;
+  int reports = 0;
+
+  PluginCalls::StuckHandler handler() {
+    return [this](PluginCalls::CallInfo call, std::vector<PluginCalls::CallInfo> rest) {
+      std::lock_guard lock(mutex);
+      stuck = std::move(call);
+      dropped = std::move(rest);
+      ++reports;
+      cv.notify_all();
+    };
+  }
+  bool waitFor(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex);
+    return cv.wait_for(lock, timeout, [&] { return stuck.has_value(); });
+  }
+};
+
+TEST(PluginCallsTest, RunsCallsInOrderOnOneThreadThatIsNotTheCaller) {
+  StuckReport report;
+  PluginCalls calls("plugin 'r'", 10s);
+  calls.onStuck(report.handler());
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  std::vector<std::thread::id> threads;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    ASSERT_TRUE(calls.submit({{"launch", i}, [&, i] {
+                                std::lock_guard lock(mutex);
+                                order.push_back(i);
+                                threads.push_back(std::this_thread::get_id());
+                              }}));
+  }
+  ASSERT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+  ASSERT_EQ(order.size(), 200u);
+  for (std::uint64_t i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
+  for (const auto& id : threads) {
+    EXPECT_EQ(id, threads.front());
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+  EXPECT_FALSE(calls.stuck());
+  EXPECT_EQ(report.reports, 0);
+  EXPECT_FALSE(calls.submit({{"kill", 1}, [] {}})) << "a stopped instance takes no calls";
+}
+
+TEST(PluginCallsTest, CallsUnderTheTimeoutNeverMakeItStuck) {
+  StuckReport report;
+  PluginCalls calls("plugin 'r'", 200ms);
+  calls.onStuck(report.handler());
+  // Calls keep starting across several timeout periods, each well under the bound.
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(calls.submit(
+        {{"launch", static_cast<std::uint64_t>(i)}, [] { std::this_thread::sleep_for(20ms); }}));
+  }
+  ASSERT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+  EXPECT_FALSE(calls.stuck());
+  EXPECT_EQ(report.reports, 0);
+}
+
+TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
+  StuckReport report;
+  Gate gate;
+  std::atomic<int> ran_after{0};
+  {
+    PluginCalls calls("plugin 'r'", 100ms);
+    calls.onStuck(report.handler());
+    ASSERT_TRUE(calls.submit({{"launch", 1}, [] {}}));
+    ASSERT_TRUE(calls.submit({{"launch", 7}, [&] { gate.wait(); }}));
+    ASSERT_TRUE(calls.submit({{"kill", 3}, [&] { ++ran_after; }}));
+    ASSERT_TRUE(calls.submit({{"launch", 8}, [&] { ++ran_after; }}));
+    ASSERT_TRUE(report.waitFor(10s));
+    EXPECT_TRUE(calls.stuck());
+    EXPECT_EQ(calls.stuckCall(),
+              "launch() of task 7 did not return within 100 ms (plugin_call_timeout_ms)");
+    EXPECT_EQ(calls.stuckReason(),
+              "plugin 'r' is stuck: launch() of task 7 did not return within 100 ms "
+              "(plugin_call_timeout_ms); restart the agent to use it again");
+    EXPECT_EQ(report.stuck->hook, "launch");
+    EXPECT_EQ(report.stuck->task_id, 7u);
+    ASSERT_EQ(report.dropped.size(), 2u);
+    EXPECT_EQ(report.dropped[0].hook, "kill");
+    EXPECT_EQ(report.dropped[0].task_id, 3u);
+    EXPECT_EQ(report.dropped[1].task_id, 8u);
+    EXPECT_FALSE(calls.submit({{"launch", 9}, [&] { ++ran_after; }}));
+    // The stuck call is waited for only until the deadline.
+    EXPECT_FALSE(calls.stop(std::chrono::steady_clock::now() + 100ms));
+    gate.open();  // the call returns late: nothing changes, the detached thread ends
+  }
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(ran_after.load(), 0) << "dropped calls never run";
+  EXPECT_EQ(report.reports, 1);
+}
+
+TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
+  StuckReport report;
+  Gate gate;
+  PluginCalls calls("plugin 'r'", 50ms);
+  calls.onStuck(report.handler());
+  ASSERT_TRUE(calls.submit({{"thread_dump", 2}, [&] { gate.wait(); }}));
+  ASSERT_TRUE(report.waitFor(10s));
+  gate.open();
+  EXPECT_FALSE(calls.submit({{"launch", 3}, [] {}}));
+  EXPECT_TRUE(calls.stuck());
+  // The call thread is free again, so it stops.
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+}
+
+TEST(PluginCallsTest, StopWaitsForACallInProgressOnlyUntilTheDeadline) {
+  StuckReport report;
+  Gate gate;
+  {
+    PluginCalls calls("plugin 'r'", 1h);
+    calls.onStuck(report.handler());
+    std::atomic<bool> started{false};
+    ASSERT_TRUE(calls.submit({{"kill", 5}, [&] {
+                                started = true;
+                                gate.wait();
+                              }}));
+    for (int i = 0; i < 10000 && !started; ++i) std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(started);
+    EXPECT_FALSE(calls.stop(std::chrono::steady_clock::now() + 100ms));
+    EXPECT_FALSE(calls.stuck()) << "the call has not overrun its own timeout";
+    gate.open();
+  }
+  EXPECT_EQ(report.reports, 0) << "no report once stop() has begun";
+}
+
+TEST(PluginCallsTest, CallWaitsForTheAnswerMadeOnTheCallThread) {
+  PluginCalls calls("plugin 'r'", 10s);
+  std::thread::id ran_on;
+  PluginResult answer = calls.call({"discover"}, [&] {
+    ran_on = std::this_thread::get_id();
+    return PluginResult{DH_OK, R"({"name":"gpu"})", {}};
+  });
+  EXPECT_TRUE(answer.ok());
+  EXPECT_EQ(answer.json, R"({"name":"gpu"})");
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+  // A refusal of the plugin's own comes back as it is.
+  answer = calls.call({"allocate"}, [] { return PluginResult{DH_ERROR, {}, "no such device"}; });
+  EXPECT_EQ(answer.status, DH_ERROR);
+  EXPECT_EQ(answer.error, "no such device");
+}
+
+TEST(PluginCallsTest, CallThatOverrunsIsAnsweredWithAnErrorAndLaterCallsFailAtOnce) {
+  StuckReport report;
+  Gate gate;
+  {
+    PluginCalls calls("plugin 'hang'", 100ms);
+    calls.onStuck(report.handler());
+    // A call queued behind the one that hangs is never made; its caller is told why.
+    std::optional<PluginResult> queued;
+    std::thread behind;
+    PluginResult first = calls.call({"allocate"}, [&] {
+      behind =
+          std::thread([&] { queued = calls.call({"release"}, [] { return PluginResult{}; }); });
+      // The second call is queued before this one overruns.
+      std::this_thread::sleep_for(20ms);
+      gate.wait();
+      return PluginResult{};
+    });
+    EXPECT_EQ(first.status, DH_ERROR);
+    EXPECT_EQ(first.error,
+              "allocate() did not return within 100 ms (plugin_call_timeout_ms); the call is "
+              "abandoned");
+    behind.join();
+    ASSERT_TRUE(queued.has_value());
+    EXPECT_EQ(queued->status, DH_ERROR);
+    EXPECT_EQ(queued->error,
+              "plugin 'hang' is stuck: allocate() did not return within 100 ms "
+              "(plugin_call_timeout_ms); release() was not made");
+    ASSERT_TRUE(report.waitFor(10s));
+    ASSERT_EQ(report.dropped.size(), 1u);
+    EXPECT_EQ(report.dropped[0].hook, "release");
+
+    bool made = false;
+    PluginResult later = calls.call({"release"}, [&] {
+      made = true;
+      return PluginResult{};
+    });
+    EXPECT_FALSE(made);
+    EXPECT_EQ(later.error,
+              "plugin 'hang' is stuck: allocate() did not return within 100 ms "
+              "(plugin_call_timeout_ms); restart the agent to use it again");
+    gate.open();
+  }
+}
+
+TEST(PluginCallsTest, ACallsOwnBoundReplacesTheTimeoutAndZeroMeansNone) {
+  StuckReport report;
+  PluginCalls calls("plugin 'm'", 50ms);
+  calls.onStuck(report.handler());
+  // Unbounded: well past the instance's timeout, and not stuck.
+  PluginResult moved = calls.call(
+      {"migrate"},
+      [] {
+        std::this_thread::sleep_for(300ms);
+        return PluginResult{DH_OK, "{}", {}};
+      },
+      0ms);
+  EXPECT_TRUE(moved.ok()) << moved.error;
+  EXPECT_FALSE(calls.stuck());
+  // The next call is bounded again (by its own bound here), and the watchdog sees it.
+  Gate gate;
+  PluginResult late = calls.call(
+      {"describe"},
+      [&] {
+        gate.wait();
+        return PluginResult{};
+      },
+      150ms);
+  EXPECT_EQ(late.error, "describe() did not return within 150 ms; the call is abandoned");
+  EXPECT_TRUE(calls.stuck());
+  gate.open();
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+}
+
+TEST(PluginCallsTest, StopAnswersCallersOfACallItGivesUpOn) {
+  Gate gate;
+  PluginCalls calls("plugin 'm'", 1h);
+  std::atomic<bool> started{false};
+  std::optional<PluginResult> answer;
+  std::thread caller([&] {
+    answer = calls.call(
+        {"migrate"},
+        [&] {
+          started = true;
+          gate.wait();
+          return PluginResult{};
+        },
+        0ms);
+  });
+  for (int i = 0; i < 10000 && !started; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(started);
+  EXPECT_FALSE(calls.stop(std::chrono::steady_clock::now() + 100ms));
+  caller.join();  // released by stop(), not by the gate
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error, "plugin 'm' is stopping; the call in progress is abandoned");
+  EXPECT_EQ(calls.call({"migrate"}, [] { return PluginResult{}; }).error, "plugin 'm' is stopping");
+  gate.open();
+}
+
+TEST(PluginCallsTest, AnInstanceNeverCalledStartsNoThreadAndStopsAtOnce) {
+  PluginCalls calls("plugin 'idle'", 10s);
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now()));
+  EXPECT_FALSE(calls.submit({{"launch", 1}, [] {}}));
+}
+
+}  // namespace
+}  // namespace dockhand::agent
