@@ -392,11 +392,11 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
   }
   log().debug("Got assigned task {} ({})", task.task_id, task.name);
   running_.emplace(task.task_id, RunningTask{task.cpus, task.resources});
-  if (auto error = executor_.launch(task)) {
+  if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
-    log().warn("task {} could not start: {}", task.task_id, *error);
+    log().warn("task {} could not start: {}", task.task_id, launched.error().message);
     update.state = proto::TaskState::kFailed;
-    update.reason = *error;
+    update.reason = launched.error().message;
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
     sendStatus(std::move(update));

@@ -288,21 +288,21 @@ std::string PluginExecutor::stuckReason(const Runner& runner) const {
          " ms (plugin_call_timeout_ms); restart the agent to use it again";
 }
 
-std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
+Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   auto runner_it = runners_.find(task.runner);
   if (runner_it == runners_.end()) {
     const auto names = runnerNames();
-    return fmt::format(
+    return Error(fmt::format(
         "no task runner named '{}' (loaded runners: {})", task.runner,
-        names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+        names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
   }
   Runner* runner = runner_it->second.get();
-  if (runner->calls->stuck()) return stuckReason(*runner);
+  if (runner->calls->stuck()) return Error(stuckReason(*runner));
   if (registry_->tasks.count(task.task_id) || registry_->fetching.count(task.task_id)) {
-    return "task " + std::to_string(task.task_id) + " is already running";
+    return Error("task " + std::to_string(task.task_id) + " is already running");
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
-  if (auto error = makeTaskDir(task_dir)) return error;
+  if (auto error = makeTaskDir(task_dir)) return Error(std::move(*error));
   std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {
@@ -312,7 +312,7 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
   }
   if (!task.inputs.empty()) {
     startFetch(task, runner, std::move(task_json), task_dir / "input");
-    return std::nullopt;
+    return {};
   }
   if (!submitLaunch(events_, registry_, live_, runner, task.task_id, std::move(task_json))) {
     {
@@ -320,9 +320,9 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
       live_->tasks.erase(task.task_id);
     }
     live_->ended.notify_all();
-    return stuckReason(*runner);
+    return Error(stuckReason(*runner));
   }
-  return std::nullopt;
+  return {};
 }
 
 bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
