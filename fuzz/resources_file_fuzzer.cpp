@@ -12,7 +12,7 @@
 #include "app/agent_config.h"
 #include "fuzz_check.h"
 
-using dockhand::agent::ConfigError;
+using dockhand::ConfigError;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

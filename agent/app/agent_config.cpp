@@ -240,24 +240,6 @@ const std::vector<std::string>& configKeys() {
   return keys;
 }
 
-std::string ConfigProblem::text() const {
-  std::string out = origin;
-  if (!path.empty()) out += (out.empty() ? "" : ": ") + path;
-  if (!message.empty()) out += (out.empty() ? "" : ": ") + message;
-  return out;
-}
-
-namespace {
-std::string joinProblems(const std::vector<ConfigProblem>& problems) {
-  std::string out;
-  for (const auto& p : problems) out += (out.empty() ? "" : "\n") + p.text();
-  return out;
-}
-}  // namespace
-
-ConfigError::ConfigError(std::vector<ConfigProblem> problems)
-    : std::runtime_error(joinProblems(problems)), problems_(std::move(problems)) {}
-
 void loadConfigJson(const std::string& text, const std::string& origin, AgentConfig& config,
                     ConfigOrigins* origins) {
   json root = parseJson(text, origin);

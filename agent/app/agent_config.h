@@ -9,38 +9,19 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "dockhand/base/config_error.h"
 #include "dockhand/protocol/messages.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 
-// One config problem: where it is (origin: a file path, "env:VAR" or "--option"; path: the
-// JSON pointer of the value, empty when the problem is about no one value) and what is wrong.
-struct ConfigProblem {
-  std::string origin;
-  std::string path;
-  std::string message;
-  std::string text() const;  // "origin: /path: message", leaving out empty parts
-};
-
-// Config problems, every one found (not only the first); what() holds them one a line.
-class ConfigError : public std::runtime_error {
- public:
-  explicit ConfigError(const std::string& what)
-      : std::runtime_error(what), problems_{ConfigProblem{"", "", what}} {}
-  explicit ConfigError(std::vector<ConfigProblem> problems);
-  const std::vector<ConfigProblem>& problems() const { return problems_; }
-
- private:
-  std::vector<ConfigProblem> problems_;
-};
-
+// Problems are ConfigErrors (dockhand/base/config_error.h), every one found, not only the first,
+// each with its origin (a file path, "env:VAR" or "--option") and JSON pointer.
 struct PluginEntry {
   std::string name;  // a plugin name searched in plugin_dirs ("process"), or empty with path
   std::string path;  // an explicit .so path
