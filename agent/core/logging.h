@@ -1,16 +1,6 @@
-// Named loggers per part ("agent", "link", "executor", "plugin.<name>"), all sharing the
-// sinks of the default logger, so that a live level change reaches every one of them.
+// Named loggers of the agent's parts: logger("name") is dockhand::logger
+// (dockhand/base/logging.h), which the agent and the driver share. This header only forwards
+// to it for the files that still include it; new code includes dockhand/base/logging.h.
 #pragma once
 
-#include <memory>
-#include <string>
-
-#include <spdlog/spdlog.h>
-
-namespace dockhand::agent {
-
-// Returns the logger `name`, creating it from the default logger's sinks and level on first
-// use. Thread-safe.
-std::shared_ptr<spdlog::logger> logger(const std::string& name);
-
-}  // namespace dockhand::agent
+#include "dockhand/base/logging.h"

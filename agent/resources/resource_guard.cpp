@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 

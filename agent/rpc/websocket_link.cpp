@@ -14,7 +14,7 @@
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
@@ -24,10 +24,7 @@ using Poco::Net::WebSocket;
 
 namespace {
 
-spdlog::logger& log() {
-  static auto instance = logger("link");
-  return *instance;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("link"); }
 
 const Poco::Timespan kPollInterval(0, 200 * 1000);
 
@@ -94,7 +91,7 @@ void WebSocketLink::run() {
     // A certificate that does not verify, a peer that does not speak TLS: the same settings
     // fail the same way on the next try.
     std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
-    log().error("{}", reason);
+    log()->error("{}", reason);
     sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
     return;
   } catch (const Poco::Exception& e) {
@@ -131,7 +128,7 @@ void WebSocketLink::run() {
     socket_ = ws;
   }
   connected_.store(true, std::memory_order_release);
-  log().info("connected to driver {}", options_.url);
+  log()->info("connected to driver {}", options_.url);
   sink_.post([this] { events_.onDriverConnected(); });
   readLoop(*ws);
 }
@@ -234,7 +231,8 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
     if (!accepted->ok) {
       return authFailure("the driver refused this agent's proof: " + accepted->error->message);
     }
-    log().info("authenticated with driver {} (both sides proved the cluster secret)", options_.url);
+    log()->info("authenticated with driver {} (both sides proved the cluster secret)",
+                options_.url);
     return {};
   } catch (const proto::BodyError& e) {
     return finalFailure(std::string("invalid Hello reply from the driver: ") + e.what());
@@ -288,7 +286,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       if (op == WebSocket::FRAME_OP_PONG) continue;
       if (op != WebSocket::FRAME_OP_TEXT || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
         ++malformed_frames_;
-        log().warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
+        log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
         sendText(proto::encodeEnvelope(
             proto::makeError(proto::error_code::kMalformedFrame,
                              "only unfragmented text frames carry protocol messages")));
@@ -322,7 +320,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   failPendingAsks(proto::error_code::kDisconnected, "disconnected from the driver: " + reason,
                   false);
   if (!closing_) {
-    log().warn("lost the connection to driver {}: {}", options_.url, reason);
+    log()->warn("lost the connection to driver {}: {}", options_.url, reason);
     sink_.post([this, reason] { events_.onDriverDisconnected(reason); });
   }
 }
@@ -332,7 +330,7 @@ void WebSocketLink::handleText(std::string_view text) {
   if (!decoded) {
     ++malformed_frames_;
     const auto& err = decoded.error();
-    log().warn("malformed frame from the driver: {}", err.message);
+    log()->warn("malformed frame from the driver: {}", err.message);
     sendText(proto::encodeEnvelope(err.id != 0
                                        ? proto::makeErrorReply(err.id, err.code, err.message)
                                        : proto::makeError(err.code, err.message)));
@@ -350,7 +348,7 @@ void WebSocketLink::handleText(std::string_view text) {
       }
     }
     if (!done) {
-      log().debug("reply to unknown or expired ask {} ignored", env.re);
+      log()->debug("reply to unknown or expired ask {} ignored", env.re);
       return;
     }
     AskResult result;
@@ -373,7 +371,7 @@ bool WebSocketLink::sendText(const std::string& text) {
     socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
     return true;
   } catch (const Poco::Exception& e) {
-    log().warn("send to driver failed: {}", e.displayText());
+    log()->warn("send to driver failed: {}", e.displayText());
     return false;
   }
 }

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/log_setup.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 namespace {
@@ -362,8 +363,7 @@ TEST(LogLevelTest, AcceptsSpdlogAndLog4jNames) {
 
 TEST(LogLevelTest, ControlChangesTheLevelOfEveryLogger) {
   SpdlogLevelControl control;
-  auto named = spdlog::default_logger()->clone("level-test");
-  spdlog::register_logger(named);
+  auto named = logger("level-test");
   EXPECT_TRUE(control.setLevel("error"));
   EXPECT_EQ(named->level(), spdlog::level::err);
   EXPECT_FALSE(control.setLevel("nonsense"));
