@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/agent_config.h"
 #include "fuzz_check.h"
+#include "resources/resources_file.h"
 
 using dockhand::ConfigError;
 

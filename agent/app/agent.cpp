@@ -19,6 +19,7 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
 #include "resources/resource_status.h"
+#include "resources/resources_file.h"
 #include "rpc/worker_watcher.h"
 
 namespace dockhand::agent {

@@ -4,6 +4,11 @@
 // environment (DOCKHAND_LOG_URL_*, DOCKHAND_EXECUTOR_ATTRIBUTE_* and their SPARK_ twins), and
 // the command line. Reading is strict: an unknown key or a value of the wrong type is an
 // error that names the file and the JSON path, and the agent exits 2 before connecting.
+//
+// One header, four files: agent_config.cpp reads one source (a file, its fragments);
+// config_layers.cpp layers the sources (loadConfig, the environment, options, defaults);
+// config_check.cpp holds the whole-config rules; config_output.cpp writes the effective config.
+// The Spark resources file is agent/resources/resources_file.h.
 #pragma once
 
 #include <cstdint>
@@ -173,13 +178,5 @@ void applyDefaults(AgentConfig& config);
 
 // The required options that are missing ("--driver-url", ...), empty when complete.
 std::vector<std::string> missingRequired(const AgentConfig& config);
-
-// Reads a Spark-format resources file: a JSON array of
-// {"id": {"componentName": "spark.executor", "resourceName": "gpu"}, "addresses": ["0"]}.
-// Throws ConfigError naming the file and JSON path.
-std::map<std::string, protocol::ResourceInfo> loadResourcesFile(const std::string& path);
-// The same from JSON text; `origin` names the source in messages.
-std::map<std::string, protocol::ResourceInfo> parseResourcesJson(const std::string& text,
-                                                                 const std::string& origin);
 
 }  // namespace dockhand::agent
