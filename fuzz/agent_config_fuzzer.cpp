@@ -10,8 +10,8 @@
 #include "app/agent_config.h"
 #include "fuzz_check.h"
 
+using dockhand::ConfigError;
 using dockhand::agent::AgentConfig;
-using dockhand::agent::ConfigError;
 using dockhand::agent::ConfigOrigins;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/agent_config.h"
 #include "fuzz_check.h"
+#include "resources/resources_file.h"
 
-using dockhand::agent::ConfigError;
+using dockhand::ConfigError;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -16,9 +16,10 @@
 #include <spdlog/spdlog.h>
 
 #include "app/systemd_notify.h"
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
 #include "resources/resource_status.h"
+#include "resources/resources_file.h"
 #include "rpc/worker_watcher.h"
 
 namespace dockhand::agent {
@@ -520,7 +521,7 @@ int Agent::shutDown(int code) {
   if (!abandon) decommissioner_.reset();
   server_->stop();
   log->info("dockhand exiting with code {}", code);
-  spdlog::default_logger()->flush();
+  log->flush();
   if (abandon) std::_Exit(code);
   return code;
 }

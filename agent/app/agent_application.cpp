@@ -12,7 +12,7 @@
 #include "app/agent.h"
 #include "app/log_setup.h"
 #include "core/exit_codes.h"
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/plugin.h"
 #include "host_info.h"
 
@@ -195,7 +195,7 @@ int AgentApplication::runAgent(AgentConfig config) {
     return toInt(agent::ExitCode::kConfigError);
   }
   setupLogging(*level);
-  auto log = agent::logger("agent");
+  auto log = dockhand::logger("agent");
   if (config.cores <= 0) {
     const auto host = dockhand::host::probeHost();
     config.cores = host.effective_cpus;

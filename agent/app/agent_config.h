@@ -4,43 +4,29 @@
 // environment (DOCKHAND_LOG_URL_*, DOCKHAND_EXECUTOR_ATTRIBUTE_* and their SPARK_ twins), and
 // the command line. Reading is strict: an unknown key or a value of the wrong type is an
 // error that names the file and the JSON path, and the agent exits 2 before connecting.
+//
+// One header, four files: agent_config.cpp reads one source (a file, its fragments);
+// config_layers.cpp layers the sources (loadConfig, the environment, options, defaults);
+// config_check.cpp holds the whole-config rules; config_output.cpp writes the effective config.
+// The Spark resources file is agent/resources/resources_file.h.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "dockhand/base/config_error.h"
 #include "dockhand/protocol/messages.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 
-// One config problem: where it is (origin: a file path, "env:VAR" or "--option"; path: the
-// JSON pointer of the value, empty when the problem is about no one value) and what is wrong.
-struct ConfigProblem {
-  std::string origin;
-  std::string path;
-  std::string message;
-  std::string text() const;  // "origin: /path: message", leaving out empty parts
-};
-
-// Config problems, every one found (not only the first); what() holds them one a line.
-class ConfigError : public std::runtime_error {
- public:
-  explicit ConfigError(const std::string& what)
-      : std::runtime_error(what), problems_{ConfigProblem{"", "", what}} {}
-  explicit ConfigError(std::vector<ConfigProblem> problems);
-  const std::vector<ConfigProblem>& problems() const { return problems_; }
-
- private:
-  std::vector<ConfigProblem> problems_;
-};
-
+// Problems are ConfigErrors (dockhand/base/config_error.h), every one found, not only the first,
+// each with its origin (a file path, "env:VAR" or "--option") and JSON pointer.
 struct PluginEntry {
   std::string name;  // a plugin name searched in plugin_dirs ("process"), or empty with path
   std::string path;  // an explicit .so path
@@ -192,13 +178,5 @@ void applyDefaults(AgentConfig& config);
 
 // The required options that are missing ("--driver-url", ...), empty when complete.
 std::vector<std::string> missingRequired(const AgentConfig& config);
-
-// Reads a Spark-format resources file: a JSON array of
-// {"id": {"componentName": "spark.executor", "resourceName": "gpu"}, "addresses": ["0"]}.
-// Throws ConfigError naming the file and JSON path.
-std::map<std::string, protocol::ResourceInfo> loadResourcesFile(const std::string& path);
-// The same from JSON text; `origin` names the source in messages.
-std::map<std::string, protocol::ResourceInfo> parseResourcesJson(const std::string& text,
-                                                                 const std::string& origin);
 
 }  // namespace dockhand::agent

@@ -11,6 +11,7 @@
 #include "app/plugin_loader.h"
 #include "core/exit_codes.h"
 #include "resources/resource_discovery.h"
+#include "resources/resources_file.h"
 
 namespace dockhand::agent {
 namespace {

@@ -7,6 +7,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/logging.h"
+
 namespace dockhand::agent {
 
 std::optional<spdlog::level::level_enum> parseLogLevel(std::string_view name) {
@@ -32,7 +34,7 @@ void setupLogging(spdlog::level::level_enum level) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %n: %v");
   }
   logger->set_level(level);
-  spdlog::set_default_logger(logger);
+  setDefaultLogger(logger);
   spdlog::set_level(level);
 }
 

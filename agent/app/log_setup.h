@@ -14,8 +14,9 @@ namespace dockhand::agent {
 // critical (fatal), off, and log4j's all. nullopt for anything else.
 std::optional<spdlog::level::level_enum> parseLogLevel(std::string_view name);
 
-// Sets up the default logger on stderr. Under systemd (JOURNAL_STREAM set) lines carry no
-// timestamp, since the journal adds its own.
+// Sets up the default logger on stderr (setDefaultLogger: the named loggers of logger("x")
+// share it). Under systemd (JOURNAL_STREAM set) lines carry no timestamp, since the journal
+// adds its own.
 void setupLogging(spdlog::level::level_enum level);
 
 class SpdlogLevelControl final : public LogControl {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 

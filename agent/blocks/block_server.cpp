@@ -24,7 +24,7 @@
 #include "blocks/block_id.h"
 #include "blocks/block_request.h"
 #include "blocks/checksum.h"
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/http_server.h"
 
 namespace dockhand::agent {
@@ -38,10 +38,7 @@ using Poco::Net::HTTPServerResponse;
 constexpr std::size_t kChunk = 1 << 20;
 constexpr char kChecksumHeader[] = "X-Dockhand-Checksum";
 
-spdlog::logger& log() {
-  static auto instance = logger("blocks");
-  return *instance;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("blocks"); }
 
 void sendText(HTTPServerResponse& response, HTTPResponse::HTTPStatus status,
               const std::string& text) {
@@ -76,7 +73,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       route(request, response);
       if (has_body && !body_read_) lingerAfterRefusal(request);
     } catch (const std::exception& e) {
-      log().warn("{} {}: {}", request.getMethod(), request.getURI(), e.what());
+      log()->warn("{} {}: {}", request.getMethod(), request.getURI(), e.what());
       if (!response.sent()) {
         sendText(response, HTTPResponse::HTTP_INTERNAL_SERVER_ERROR, e.what());
       }
@@ -135,8 +132,8 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
                                     protocol::auth::wallClockMs());
     if (!refusal) return true;
     server_.countAuthRefusal();
-    log().warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),
-               *refusal);
+    log()->warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),
+                *refusal);
     response.set("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
     sendText(response, HTTPResponse::HTTP_UNAUTHORIZED, "unauthorized: " + *refusal);
     return false;
@@ -271,14 +268,14 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
         // The sender went away mid-body: nothing is committed.
         const std::uint64_t got = writer->written();
         writer.reset();  // the partial file goes before the answer does
-        log().warn("PUT {}: body ended after {} of {} bytes; discarded", id, got, length);
+        log()->warn("PUT {}: body ended after {} of {} bytes; discarded", id, got, length);
         return sendText(response, HTTPResponse::HTTP_BAD_REQUEST,
                         "block " + id + ": body ended after " + std::to_string(got) + " of " +
                             std::to_string(length) + " bytes");
       }
       BlockMeta meta = writer->commit(expected);
-      log().debug("stored block {} ({} bytes) from {}", id, meta.size,
-                  request.clientAddress().toString());
+      log()->debug("stored block {} ({} bytes) from {}", id, meta.size,
+                   request.clientAddress().toString());
       std::string body =
           nlohmann::json{{"id", meta.id}, {"size", meta.size}, {"checksum", meta.checksum}}.dump() +
           "\n";
@@ -302,7 +299,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
         case Kind::kIo:
           break;
       }
-      log().warn("PUT {}: {}", id, e.what());
+      log()->warn("PUT {}: {}", id, e.what());
       return sendText(response, HTTPResponse::HTTP_INTERNAL_SERVER_ERROR, e.what());
     }
   }
@@ -370,7 +367,7 @@ void BlockServer::start() {
     server_ = std::make_unique<tls::HttpServer>(
         new HandlerFactory(*this), nullptr, socket, params, options_.tls,
         [](const std::string& peer, const std::string& why) {
-          log().warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
+          log()->warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
         });
     server_->start();
   } catch (const Poco::Exception& e) {
@@ -378,8 +375,8 @@ void BlockServer::start() {
     throw std::runtime_error("block server: cannot listen on " + options_.bind_address + ":" +
                              std::to_string(options_.port) + ": " + e.displayText());
   }
-  log().info("block server listening on {}:{} ({})", options_.bind_address, port_,
-             options_.tls ? "https" : "http");
+  log()->info("block server listening on {}:{} ({})", options_.bind_address, port_,
+              options_.tls ? "https" : "http");
 }
 
 void BlockServer::stop() {

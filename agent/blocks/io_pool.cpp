@@ -1,6 +1,6 @@
 #include "blocks/io_pool.h"
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 

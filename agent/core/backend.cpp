@@ -4,7 +4,7 @@
 #include <charconv>
 #include <stdexcept>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 namespace {
@@ -18,10 +18,7 @@ namespace proto = dockhand::protocol;
 
 namespace {
 
-spdlog::logger& log() {
-  static auto instance = logger("agent");
-  return *instance;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
 
 // Reads a positive millisecond count from the app config's properties.
 std::optional<Millis> millisProperty(const std::map<std::string, std::string>& props,
@@ -32,7 +29,8 @@ std::optional<Millis> millisProperty(const std::map<std::string, std::string>& p
   const std::string& text = it->second;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
-    log().warn("ignoring app config property {}='{}': expected a positive number of ms", key, text);
+    log()->warn("ignoring app config property {}='{}': expected a positive number of ms", key,
+                text);
     return std::nullopt;
   }
   return Millis(value);
@@ -73,10 +71,10 @@ void Backend::setState(State next) {
   // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
   bool legal = next == State::kStopping || static_cast<int>(next) == static_cast<int>(state_) + 1;
   if (!legal) {
-    log().error("illegal state transition {} -> {}", toString(state_), toString(next));
+    log()->error("illegal state transition {} -> {}", toString(state_), toString(next));
     return;
   }
-  log().debug("state {} -> {}", toString(state_), toString(next));
+  log()->debug("state {} -> {}", toString(state_), toString(next));
   bool stopping = next == State::kStopping && state_ != State::kStopping;
   state_ = next;
   if (next == State::kRunning && options_.on_running) options_.on_running();
@@ -85,7 +83,7 @@ void Backend::setState(State next) {
 
 void Backend::start() {
   if (state_ != State::kIdle) return;
-  log().info("Connecting to driver: {}", options_.driver_url);
+  log()->info("Connecting to driver: {}", options_.driver_url);
   setState(State::kConnecting);
   connect();
 }
@@ -105,8 +103,8 @@ void Backend::onDriverConnected() {
 void Backend::onDriverConnectFailed(const std::string& reason, bool retryable) {
   if (state_ != State::kConnecting) return;
   if (retryable && connect_attempts_ < options_.connect_tries) {
-    log().warn("cannot connect to driver {} (try {} of {}): {}", options_.driver_url,
-               connect_attempts_, options_.connect_tries, reason);
+    log()->warn("cannot connect to driver {} (try {} of {}): {}", options_.driver_url,
+                connect_attempts_, options_.connect_tries, reason);
     timers_.schedule(options_.connect_retry_delay * connect_attempts_, [this] {
       if (state_ == State::kConnecting) connect();
     });
@@ -163,12 +161,12 @@ void Backend::applyAppConfig(const Json& body) {
   properties_["dockhand.app.id"] = options_.app_id;
   if (config.log_level) {
     if (!log_control_.setLevel(*config.log_level)) {
-      log().warn("ignoring unknown log level '{}' from the app config", *config.log_level);
+      log()->warn("ignoring unknown log level '{}' from the app config", *config.log_level);
     }
   }
   if (!config.delegation_tokens.empty()) {
     delegation_tokens_ = std::move(config.delegation_tokens);
-    log().info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+    log()->info("received delegation tokens ({} bytes)", delegation_tokens_.size());
   }
   if (auto v = millisProperty(properties_, "dockhand.heartbeat.interval_ms")) {
     options_.heartbeat_interval = *v;
@@ -212,8 +210,8 @@ void Backend::registerWithDriver() {
 }
 
 void Backend::onRegistered() {
-  log().info("Successfully registered with driver as executor {} ({} cores)", options_.executor_id,
-             options_.cores);
+  log()->info("Successfully registered with driver as executor {} ({} cores)", options_.executor_id,
+              options_.cores);
   setState(State::kRunning);
   link_.send(proto::makeMessage(proto::LaunchedExecutor{options_.executor_id}));
   scheduleHeartbeat();
@@ -250,7 +248,7 @@ void Backend::heartbeat() {
 // ---- Frames from the driver ----------------------------------------------------------------
 
 void Backend::replyError(const proto::Envelope& frame, std::string_view code, std::string message) {
-  log().warn("{} from driver: {}", frame.type, message);
+  log()->warn("{} from driver: {}", frame.type, message);
   if (frame.id != 0) {
     link_.send(proto::makeErrorReply(frame.id, code, std::move(message)));
   } else {
@@ -261,7 +259,7 @@ void Backend::replyError(const proto::Envelope& frame, std::string_view code, st
 void Backend::onDriverFrame(const proto::Envelope& frame) {
   last_driver_message_ = timers_.now();
   if (frame.isError()) {
-    log().warn("the driver reported an error: {} ({})", frame.error->message, frame.error->code);
+    log()->warn("the driver reported an error: {} ({})", frame.error->message, frame.error->code);
     return;
   }
   const proto::MessageSpec* spec = proto::findMessage(frame.type);
@@ -293,7 +291,7 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
         break;
       case proto::MessageType::kStopExecutor:
         proto::decodeBody<proto::StopExecutor>(frame.body);
-        log().info("Driver commanded a shutdown");
+        log()->info("Driver commanded a shutdown");
         exitExecutor(ExitCode::kSuccess, "stopped by the driver", /*notify_driver=*/false);
         break;
       case proto::MessageType::kShutdown:
@@ -305,13 +303,13 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
       case proto::MessageType::kUpdateDelegationTokens: {
         auto msg = proto::decodeBody<proto::UpdateDelegationTokens>(frame.body);
         delegation_tokens_ = std::move(msg.tokens);
-        log().info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+        log()->info("received delegation tokens ({} bytes)", delegation_tokens_.size());
         break;
       }
       case proto::MessageType::kUpdateExecutorLogLevel: {
         auto msg = proto::decodeBody<proto::UpdateExecutorLogLevel>(frame.body);
         if (log_control_.setLevel(msg.level)) {
-          log().info("log level set to {} by the driver", msg.level);
+          log()->info("log level set to {} by the driver", msg.level);
         } else {
           replyError(frame, proto::error_code::kInvalidBody,
                      fmt::format("unknown log level '{}' (trace, debug, info, warn, error, off)",
@@ -366,8 +364,8 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     early_kills_.erase(kill);
   }
   if (auto kill = early_kills_.find(task.task_id); kill != early_kills_.end()) {
-    log().info("task {} was killed before it arrived ({}); not starting it", task.task_id,
-               kill->second.reason);
+    log()->info("task {} was killed before it arrived ({}); not starting it", task.task_id,
+                kill->second.reason);
     update.state = proto::TaskState::kKilled;
     update.reason = kill->second.reason;
     early_kills_.erase(kill);
@@ -384,19 +382,19 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
   }
   if (decommission_.decommissioning()) {
     // LOST, not FAILED: the driver reschedules it elsewhere without counting a failure.
-    log().info("refusing task {}: decommissioning", task.task_id);
+    log()->info("refusing task {}: decommissioning", task.task_id);
     update.state = proto::TaskState::kLost;
     update.reason = fmt::format("executor {} is decommissioning", options_.executor_id);
     sendStatus(std::move(update));
     return;
   }
-  log().debug("Got assigned task {} ({})", task.task_id, task.name);
+  log()->debug("Got assigned task {} ({})", task.task_id, task.name);
   running_.emplace(task.task_id, RunningTask{task.cpus, task.resources});
-  if (auto error = executor_.launch(task)) {
+  if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
-    log().warn("task {} could not start: {}", task.task_id, *error);
+    log()->warn("task {} could not start: {}", task.task_id, launched.error().message);
     update.state = proto::TaskState::kFailed;
-    update.reason = *error;
+    update.reason = launched.error().message;
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
     sendStatus(std::move(update));
@@ -414,7 +412,7 @@ void Backend::handleKillTask(const proto::Envelope& frame) {
   std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
   if (running_.count(kill.task_id) != 0) {
     if (!executor_.kill(kill.task_id, kill.interrupt, reason)) {
-      log().debug("kill of task {}: it already ended", kill.task_id);
+      log()->debug("kill of task {}: it already ended", kill.task_id);
     }
     return;
   }
@@ -430,8 +428,8 @@ void Backend::rememberKill(std::uint64_t task_id, const std::string& reason) {
     auto oldest = std::min_element(
         early_kills_.begin(), early_kills_.end(),
         [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
-    log().warn("forgetting the kill of task {}: more than {} kills are remembered", oldest->first,
-               options_.max_remembered_kills);
+    log()->warn("forgetting the kill of task {}: more than {} kills are remembered", oldest->first,
+                options_.max_remembered_kills);
     early_kills_.erase(oldest);
   }
   early_kills_[task_id] = EarlyKill{reason, timers_.now() + options_.kill_memory};
@@ -465,8 +463,8 @@ void Backend::handleThreadDump(const proto::Envelope& frame) {
 void Backend::onTaskStatus(const TaskStatusEvent& status) {
   auto it = running_.find(status.task_id);
   if (it == running_.end()) {
-    log().warn("status {} for unknown task {} ignored", proto::toString(status.state),
-               status.task_id);
+    log()->warn("status {} for unknown task {} ignored", proto::toString(status.state),
+                status.task_id);
     return;
   }
   proto::StatusUpdate update;
@@ -505,7 +503,7 @@ bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
   if (outbox_.empty() && link_.connected() && link_.send(frame)) return true;
   outbox_.push_back(Outgoing{std::move(frame), task_id});
   if (outbox_.size() == 1) {
-    log().warn("cannot send status updates to the driver right now; queueing them");
+    log()->warn("cannot send status updates to the driver right now; queueing them");
   }
   return false;
 }
@@ -521,7 +519,7 @@ void Backend::flushOutbox() {
 
 void Backend::onDriverDisconnected(const std::string& reason) {
   if (exiting_) {
-    log().info("driver {} disconnected during shutdown", options_.driver_url);
+    log()->info("driver {} disconnected during shutdown", options_.driver_url);
     return;
   }
   exitExecutor(ExitCode::kDriverLost,
@@ -541,14 +539,14 @@ void Backend::onStopRequested(const std::string& reason) {
 
 void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify_driver) {
   if (exiting_) {
-    log().info("Skip exiting executor ({}): already asked to exit before", reason);
+    log()->info("Skip exiting executor ({}): already asked to exit before", reason);
     return;
   }
   exiting_ = true;
   if (code == ExitCode::kSuccess) {
-    log().info("Executor self-exiting: {}", reason);
+    log()->info("Executor self-exiting: {}", reason);
   } else {
-    log().error("Executor self-exiting (exit code {}): {}", toInt(code), reason);
+    log()->error("Executor self-exiting (exit code {}): {}", toInt(code), reason);
   }
   setState(State::kStopping);
   if (heartbeat_timer_) {
@@ -560,7 +558,7 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
   if (!running_.empty()) {
-    log().info("stopping {} running task(s)", running_.size());
+    log()->info("stopping {} running task(s)", running_.size());
     executor_.stopAll(options_.stop_grace);
   }
   // Statuses the stopped tasks reported are events queued behind this one: let them be sent
@@ -583,11 +581,11 @@ void Backend::finishExit(ExitCode code) {
       }
     }
     if (statuses > 0) {
-      log().error("{} status update(s) could not be delivered (driver unreachable): tasks {}",
-                  statuses, ids);
+      log()->error("{} status update(s) could not be delivered (driver unreachable): tasks {}",
+                   statuses, ids);
     }
     if (!others.empty()) {
-      log().error("also undelivered (driver unreachable): {}", others);
+      log()->error("also undelivered (driver unreachable): {}", others);
     }
   }
   link_.close();

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 
@@ -13,10 +13,7 @@ namespace proto = dockhand::protocol;
 namespace {
 
 // The Backend's logger: decommission is part of the agent's story in the log.
-spdlog::logger& log() {
-  static auto instance = logger("agent");
-  return *instance;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
 
 }  // namespace
 
@@ -64,10 +61,10 @@ bool DecommissionFlow::isLegalMove(Phase from, Phase to) {
 
 bool DecommissionFlow::moveTo(Phase next) {
   if (!isLegalMove(phase_, next)) {
-    log().error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
+    log()->error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
     return false;
   }
-  log().debug("decommission {} -> {}", toString(phase_), toString(next));
+  log()->debug("decommission {} -> {}", toString(phase_), toString(next));
   phase_ = next;
   return true;
 }
@@ -87,26 +84,26 @@ void DecommissionFlow::onTaskEnded() { ++task_ends_; }
 
 void DecommissionFlow::onSignal() {
   if (!options_.enabled) {
-    log().warn(
+    log()->warn(
         "received the decommission signal, but decommission is disabled on this agent "
         "(decommission.enabled is false); ignoring it");
     return;
   }
   if (phase_ != Phase::kInactive) {
-    log().warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
+    log()->warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
     return;
   }
   if (host_.stopping()) {
-    log().info("decommission signal ignored: the executor is stopping");
+    log()->info("decommission signal ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    log().warn("decommission signal before executor {} registered; ignoring it", executor_id_);
+    log()->warn("decommission signal before executor {} registered; ignoring it", executor_id_);
     return;
   }
   if (!moveTo(Phase::kAskingDriver)) return;
-  log().info("decommission signal received: telling the driver that executor {} decommissions",
-             executor_id_);
+  log()->info("decommission signal received: telling the driver that executor {} decommissions",
+              executor_id_);
   link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
             [this](const AskResult& result) { onDriverAnswer(result); });
 }
@@ -120,7 +117,7 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     return;
   }
   if (!result.ok) {
-    log().error(
+    log()->error(
         "cannot tell the driver that executor {} starts decommissioning ({}); not "
         "decommissioning",
         executor_id_, result.error.message);
@@ -134,7 +131,7 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
   }
   if (!accepted) {
-    log().warn("the driver did not accept the decommissioning of executor {}", executor_id_);
+    log()->warn("the driver did not accept the decommissioning of executor {}", executor_id_);
     if (asking) moveTo(Phase::kInactive);
     return;
   }
@@ -145,26 +142,26 @@ void DecommissionFlow::onDriverRequest(const std::string& reason) { begin(reason
 
 void DecommissionFlow::begin(const std::string& reason) {
   if (!options_.enabled) {
-    log().warn("received a decommission request ({}), but decommission is disabled; ignoring it",
-               reason);
+    log()->warn("received a decommission request ({}), but decommission is disabled; ignoring it",
+                reason);
     return;
   }
   if (decommissioning()) {
-    log().warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
+    log()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
     return;
   }
   if (host_.stopping()) {
-    log().info("decommission request ignored: the executor is stopping");
+    log()->info("decommission request ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    log().warn("decommission request before executor {} registered; ignoring it", executor_id_);
+    log()->warn("decommission request before executor {} registered; ignoring it", executor_id_);
     return;
   }
   if (!moveTo(Phase::kDecommissioning)) return;
   const bool migrate = migrationEnabled();
-  log().info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
-             reason, host_.runningTasks(), migrate ? "on" : "off");
+  log()->info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
+              reason, host_.runningTasks(), migrate ? "on" : "off");
   if (decommissioner_ != nullptr) decommissioner_->begin();
   if (options_.deadline.count() > 0) {
     deadline_timer_ = timers_.schedule(options_.deadline, [this] { deadlinePassed(); });
@@ -172,7 +169,7 @@ void DecommissionFlow::begin(const std::string& reason) {
   // As in the seed, blocks start moving at once, while running tasks go on.
   if (migrate) startPass();
   scheduleCheck();
-  log().info("Will exit when finished decommissioning");
+  log()->info("Will exit when finished decommissioning");
 }
 
 // ---- The wait loop -------------------------------------------------------------------------
@@ -198,16 +195,16 @@ void DecommissionFlow::check() {
       finish("No running tasks, all blocks migrated, stopping.");
       return;
     }
-    log().debug("No running tasks; blocks not yet all migrated");
+    log()->debug("No running tasks; blocks not yet all migrated");
   } else {
-    log().debug("Blocked from shutdown by {} running task(s)", running);
+    log()->debug("Blocked from shutdown by {} running task(s)", running);
   }
   if (migrate && !pass_running_ && !conclusive) startPass();
   scheduleCheck();
 }
 
 void DecommissionFlow::finish(std::string_view why) {
-  log().info("{}", why);
+  log()->info("{}", why);
   if (!moveTo(Phase::kFinished)) return;
   host_.exit(ExitCode::kSuccess, "decommission finished");
 }
@@ -217,10 +214,10 @@ void DecommissionFlow::deadlinePassed() {
   if (host_.stopping()) return;
   std::vector<std::string> left;
   if (migrationEnabled()) left = decommissioner_->blocksLeft();
-  for (const auto& id : left) log().error("block {} was not migrated before the deadline", id);
+  for (const auto& id : left) log()->error("block {} was not migrated before the deadline", id);
   const std::size_t running = host_.runningTasks();
   if (running > 0) {
-    log().error("{} task(s) still running at the decommission deadline", running);
+    log()->error("{} task(s) still running at the decommission deadline", running);
   }
   if (!moveTo(Phase::kDeadlinePassed)) return;
   host_.exit(ExitCode::kDecommissionIncomplete,
@@ -259,13 +256,13 @@ void DecommissionFlow::startPass() {
                 try {
                   peers = proto::parsePeers(result.body);
                 } catch (const proto::BodyError& e) {
-                  log().warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
-                             e.detail());
+                  log()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
+                              e.detail());
                 }
               } else {
-                log().warn("cannot get peers from the driver: {}", result.error.message);
+                log()->warn("cannot get peers from the driver: {}", result.error.message);
               }
-              log().debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              log()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
               pass_progress_ = MigrationPassProgress{};
               decommissioner_->startPass(
                   std::move(peers),
@@ -295,18 +292,18 @@ void DecommissionFlow::onPassDone(MigrationPassResult result, std::uint64_t ends
       blocks_migrated_ += result.moved.size();
       bytes_migrated_ += result.bytes_moved;
     } else {
-      log().warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
-                 result.moved.size());
+      log()->warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
+                  result.moved.size());
     }
   }
-  for (const auto& [id, why] : result.failed) log().warn("block {} not migrated: {}", id, why);
+  for (const auto& [id, why] : result.failed) log()->warn("block {} not migrated: {}", id, why);
   blocks_failed_ = result.failed.size();
   blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
   bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
   last_pass_conclusive_ = result.complete && told;
   last_pass_ends_ = ends_at_start;
-  log().info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
-             result.moved.size(), result.failed.size(), blocks_left_);
+  log()->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
+              result.moved.size(), result.failed.size(), blocks_left_);
 }
 
 // ---- Progress ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 

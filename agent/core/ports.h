@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "dockhand/base/result.h"
+
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
@@ -119,9 +121,9 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Starts a task. On failure to even start it (unknown runner, no task directory, a stuck
-  // runner) returns the reason, and no status event will follow for it. A runner that refuses
-  // the task later is reported as a FAILED status event.
-  virtual std::optional<std::string> launch(const protocol::TaskDescription& task) = 0;
+  // runner) returns an Error with the reason, and no status event will follow for it. A runner
+  // that refuses the task later is reported as a FAILED status event.
+  virtual Result<void> launch(const protocol::TaskDescription& task) = 0;
   // Asks the task's runner to stop it. False when the executor does not know the task.
   virtual bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) = 0;
   // What the task is doing now, or nullopt when unknown.

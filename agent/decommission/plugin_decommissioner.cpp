@@ -4,17 +4,9 @@
 #include <map>
 #include <set>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
-namespace {
-
-spdlog::logger& log() {
-  static auto instance = logger("decommission");
-  return *instance;
-}
-
-}  // namespace
 
 bool MigrationKinds::includes(BlockKind kind) const {
   switch (kind) {
@@ -59,7 +51,7 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     try {
       result = runPass(peers);
     } catch (const std::exception& e) {
-      log().error("migration pass failed: {}", e.what());
+      logger("decommission")->error("migration pass failed: {}", e.what());
       result.complete = false;
     }
     events_.post([done = std::move(done), result = std::move(result)]() mutable {
@@ -106,16 +98,16 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
                             {"checksum", meta.checksum}});
     }
     Json request{{"blocks", std::move(blocks)}, {"peers", peer_list}};
-    log().info("{}: migrating {} block(s)", plugin->name(), remaining.size());
+    logger("decommission")->info("{}: migrating {} block(s)", plugin->name(), remaining.size());
     PluginResult answer = plugin->migrate(request.dump());
     if (!answer.ok()) {
-      log().warn("{}: migration failed: {}", plugin->name(), answer.error);
+      logger("decommission")->warn("{}: migration failed: {}", plugin->name(), answer.error);
       for (const auto& [id, meta] : remaining) reasons[id] = plugin->name() + ": " + answer.error;
       continue;
     }
     Json out = Json::parse(answer.json, nullptr, /*allow_exceptions=*/false);
     if (!out.is_object()) {
-      log().warn("{}: migrate returned malformed JSON", plugin->name());
+      logger("decommission")->warn("{}: migrate returned malformed JSON", plugin->name());
       continue;
     }
     if (auto it = out.find("migrated"); it != out.end() && it->is_array()) {
@@ -186,7 +178,7 @@ void PluginDecommissioner::release(const std::vector<std::string>& block_ids) {
     try {
       store_.removeLater(id);  // the core thread calls this: no waiting for the disk
     } catch (const BlockStoreError& e) {
-      log().warn("cannot delete migrated block {}: {}", id, e.what());
+      logger("decommission")->warn("cannot delete migrated block {}: {}", id, e.what());
     }
   }
 }

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/logging.h"
+
 #include "blocks/block_fetcher.h"
 #include "blocks/block_id.h"
 
@@ -15,19 +17,7 @@ namespace dockhand::agent {
 namespace {
 
 // The "executor" logger, sharing the default logger's sinks.
-spdlog::logger& log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
-    if (auto existing = spdlog::get("executor")) return existing;
-    auto created = spdlog::default_logger()->clone("executor");
-    try {
-      spdlog::register_logger(created);
-    } catch (const spdlog::spdlog_ex&) {
-      if (auto existing = spdlog::get("executor")) return existing;
-    }
-    return created;
-  }();
-  return *logger;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("executor"); }
 
 std::optional<protocol::TaskState> stateOf(std::int32_t state) {
   switch (state) {
@@ -231,8 +221,8 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
       if (ec) {
-        log().warn("cannot remove the directory of an ended task {}: {}", dir.string(),
-                   ec.message());
+        log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
+                    ec.message());
       }
     }
   });
@@ -289,21 +279,21 @@ std::string PluginExecutor::stuckReason(const Runner& runner) const {
          "; restart the agent to use it again";
 }
 
-std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescription& task) {
+Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   auto runner_it = runners_.find(task.runner);
   if (runner_it == runners_.end()) {
     const auto names = runnerNames();
-    return fmt::format(
+    return Error(fmt::format(
         "no task runner named '{}' (loaded runners: {})", task.runner,
-        names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", ")));
+        names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
   }
   Runner* runner = runner_it->second.get();
-  if (runner->calls->stuck()) return stuckReason(*runner);
+  if (runner->calls->stuck()) return Error(stuckReason(*runner));
   if (registry_->tasks.count(task.task_id) || registry_->fetching.count(task.task_id)) {
-    return "task " + std::to_string(task.task_id) + " is already running";
+    return Error("task " + std::to_string(task.task_id) + " is already running");
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
-  if (auto error = makeTaskDir(task_dir)) return error;
+  if (auto error = makeTaskDir(task_dir)) return Error(std::move(*error));
   std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {
@@ -313,7 +303,7 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
   }
   if (!task.inputs.empty()) {
     startFetch(task, runner, std::move(task_json), task_dir / "input");
-    return std::nullopt;
+    return {};
   }
   if (!submitLaunch(events_, registry_, live_, runner, task.task_id, std::move(task_json))) {
     {
@@ -321,9 +311,9 @@ std::optional<std::string> PluginExecutor::launch(const protocol::TaskDescriptio
       live_->tasks.erase(task.task_id);
     }
     live_->ended.notify_all();
-    return stuckReason(*runner);
+    return Error(stuckReason(*runner));
   }
-  return std::nullopt;
+  return {};
 }
 
 bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
@@ -339,7 +329,7 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
          if (result.ok()) return;
          std::string reason = runner->plugin->name() + ": " + result.error;
          events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
-           log().warn("task {} could not start: {}", task_id, reason);
+           log()->warn("task {} could not start: {}", task_id, reason);
            // The runner refused it and has no use for its directory (unless it reported the
            // task anyway: then that report retires the directory).
            if (endTask(*registry, *live, task_id, protocol::TaskState::kFailed,
@@ -375,7 +365,7 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
 void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::string& name,
                                    const std::string& what, PluginCalls::CallInfo stuck,
                                    std::vector<PluginCalls::CallInfo> dropped) {
-  log().error(
+  log()->error(
       "task runner '{}' is stuck: {}; the call is abandoned, {} queued call(s) dropped, and "
       "later calls to it fail at once until the agent restarts",
       name, what, dropped.size());
@@ -400,7 +390,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
   fetch->runner = runner;
   fetch->task_json = std::move(task_json);
   registry_->fetching[task.task_id] = fetch;
-  log().debug("task {}: fetching {} input block(s)", task.task_id, task.inputs.size());
+  log()->debug("task {}: fetching {} input block(s)", task.task_id, task.inputs.size());
   io_->submit([events = &events_, registry = registry_, live = live_, fetch, inputs = task.inputs,
                input_dir, task_id = task.task_id, signer = signer_, tls = tls_,
                stuck_reason = [this, runner] { return stuckReason(*runner); }] {
@@ -472,8 +462,8 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
                                PluginResult result =
                                    runner->plugin->kill(task_id, interrupt, reason);
                                if (!result.ok() && result.status != DH_NOT_FOUND) {
-                                 log().warn("task {}: runner {} could not kill it: {}", task_id,
-                                            runner->plugin->name(), result.error);
+                                 log()->warn("task {}: runner {} could not kill it: {}", task_id,
+                                             runner->plugin->name(), result.error);
                                }
                                // DH_NOT_FOUND: it ended meanwhile; its terminal
                                // status is on its way to the core thread.
@@ -482,7 +472,7 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
     // Reported from a closure of its own: the caller (the Backend) is in the middle of an event.
     std::string why =
         stuckReason(*runner) + "; the task could not be killed and its state is unknown";
-    log().error("task {}: {}", task_id, why);
+    log()->error("task {}: {}", task_id, why);
     events_.post([registry = registry_, live = live_, task_id, why = std::move(why)]() mutable {
       endTask(*registry, *live, task_id, protocol::TaskState::kLost, std::move(why));
     });
@@ -532,7 +522,7 @@ void PluginExecutor::stopAll(Millis grace) {
     event.task_id = task_id;
     event.state = protocol::TaskState::kLost;
     event.reason = why + "; the task could not be stopped and its state is unknown";
-    log().error("task {}: {}", task_id, event.reason);
+    log()->error("task {}: {}", task_id, event.reason);
     events_.post([registry = registry_, event = std::move(event)]() mutable {
       registry->statuses->onTaskStatus(event);
     });
@@ -588,7 +578,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                                     std::string_view detail_json) {
   auto event = toTaskStatusEvent(task_id, state, detail_json);
   if (!event) {
-    log().warn("task {}: runner reported unknown state {}; ignored", task_id, state);
+    log()->warn("task {}: runner reported unknown state {}; ignored", task_id, state);
     return;
   }
   const bool terminal = protocol::isTerminal(event->state);
@@ -599,8 +589,8 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       erased = live_->tasks.erase(task_id) > 0;
     }
     if (!erased) {
-      log().warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
-                 protocol::toString(event->state));
+      log()->warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
+                  protocol::toString(event->state));
       return;
     }
     live_->ended.notify_all();
@@ -616,7 +606,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                    block_url = block_url_, executor_id = executor_id_,
                    event = std::move(*event)]() mutable {
         if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
-          log().warn("task {}: {}", event.task_id, *error);
+          log()->warn("task {}: {}", event.task_id, *error);
           event.state = protocol::TaskState::kFailed;
           event.reason = *error;
           event.blocks.clear();

@@ -96,7 +96,7 @@ class PluginExecutor final : public Executor {
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
-  std::optional<std::string> launch(const protocol::TaskDescription& task) override;
+  Result<void> launch(const protocol::TaskDescription& task) override;
   bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override;
   std::optional<Json> threadDump(std::uint64_t task_id) override;
   void stopAll(Millis grace) override;

@@ -1,13 +1,14 @@
 #include "plugins/plugin_instance.h"
 
-#include "plugins/config_schema.h"
-
 #include <cstring>
 #include <exception>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
+
+#include "dockhand/base/logging.h"
+#include "plugins/config_schema.h"
 
 namespace dockhand::agent {
 namespace {
@@ -23,18 +24,6 @@ struct LeftBehind {
 LeftBehind& leftBehindInstances() {
   static auto* instance = new LeftBehind();  // never destroyed: outlives every exit path
   return *instance;
-}
-
-std::shared_ptr<spdlog::logger> pluginLogger(const std::string& plugin_name) {
-  const std::string logger_name = "plugin." + plugin_name;
-  if (auto existing = spdlog::get(logger_name)) return existing;
-  auto logger = spdlog::default_logger()->clone(logger_name);
-  try {
-    spdlog::register_logger(logger);
-  } catch (const spdlog::spdlog_ex&) {
-    if (auto existing = spdlog::get(logger_name)) return existing;  // registered meanwhile
-  }
-  return logger;
 }
 
 spdlog::level::level_enum levelOf(std::int32_t level) {
@@ -131,7 +120,7 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
     : library_(std::move(library)),
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),
-      logger_(pluginLogger(library_->name())),
+      logger_(logger("plugin." + library_->name())),
       calls_("plugin '" + library_->name() + "'", call_timeout) {
   host_.struct_size = sizeof(dh_host);
   host_.ctx = this;

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 
@@ -16,10 +16,10 @@ void ResourceGuard::setResources(const std::map<std::string, DiscoveredResource>
   for (const auto& [name, r] : resources) owners_[name] = r.owner;
 }
 
-std::optional<std::string> ResourceGuard::launch(const protocol::TaskDescription& task) {
+Result<void> ResourceGuard::launch(const protocol::TaskDescription& task) {
   if (!task.resources.empty()) {
     if (auto why = ledger_.acquire(task.task_id, task.resources)) {
-      return "resource assignment refused: " + *why;
+      return Error("resource assignment refused: " + *why);
     }
     auto& done = allocations_[task.task_id];
     for (const auto& [name, addresses] : task.resources) {
@@ -32,15 +32,15 @@ std::optional<std::string> ResourceGuard::launch(const protocol::TaskDescription
       PluginResult result = owner->allocate(allocation);
       if (!result.ok()) {
         releaseTask(task.task_id);
-        return "plugin '" + owner->name() + "' could not allocate " + name + " " + allocation +
-               ": " + result.error;
+        return Error("plugin '" + owner->name() + "' could not allocate " + name + " " +
+                     allocation + ": " + result.error);
       }
       done.emplace_back(owner, allocation);
     }
   }
-  auto failure = inner_.launch(task);
-  if (failure) releaseTask(task.task_id);
-  return failure;
+  auto launched = inner_.launch(task);
+  if (!launched) releaseTask(task.task_id);
+  return launched;
 }
 
 void ResourceGuard::onTaskStatus(const TaskStatusEvent& status) {

@@ -28,7 +28,7 @@ class ResourceGuard final : public Executor, public TaskStatusSink {
   void setResources(const std::map<std::string, DiscoveredResource>& resources,
                     const std::map<std::string, double>& amount_per_task);
 
-  std::optional<std::string> launch(const protocol::TaskDescription& task) override;
+  Result<void> launch(const protocol::TaskDescription& task) override;
   bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override {
     return inner_.kill(task_id, interrupt, reason);
   }

@@ -14,7 +14,7 @@
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
@@ -24,15 +24,21 @@ using Poco::Net::WebSocket;
 
 namespace {
 
-spdlog::logger& log() {
-  static auto instance = logger("link");
-  return *instance;
-}
+std::shared_ptr<spdlog::logger> log() { return logger("link"); }
 
 const Poco::Timespan kPollInterval(0, 200 * 1000);
 
 Poco::Timespan toTimespan(Millis ms) {
   return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(ms.count()) * 1000);
+}
+
+// A handshake failure that the same settings meet again: no point in trying again.
+Error finalFailure(std::string message) { return Error(std::move(message), "", false); }
+// One that another try may get past (a slow or restarting driver, a dropped connection).
+Error passingFailure(std::string message) { return Error(std::move(message), "", true); }
+// Either side refused the other's proof.
+Error authFailure(std::string message) {
+  return Error(std::move(message), std::string(proto::error_code::kAuthFailed), false);
 }
 
 }  // namespace
@@ -85,7 +91,7 @@ void WebSocketLink::run() {
     // A certificate that does not verify, a peer that does not speak TLS: the same settings
     // fail the same way on the next try.
     std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
-    log().error("{}", reason);
+    log()->error("{}", reason);
     sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
     return;
   } catch (const Poco::Exception& e) {
@@ -106,50 +112,44 @@ void WebSocketLink::run() {
     return;
   }
 
-  std::string error;
-  bool retryable = true;
-  switch (handshake(*ws, error, retryable)) {
-    case HandshakeResult::kOk:
-      break;
-    case HandshakeResult::kFailed:
-      sink_.post([this, error, retryable] { events_.onDriverConnectFailed(error, retryable); });
-      return;
-    case HandshakeResult::kAuthFailed:
-      sink_.post([this, error] { events_.onDriverAuthFailed(error); });
-      return;
+  if (auto shaken = handshake(*ws); !shaken) {
+    const Error& error = shaken.error();
+    if (error.code == proto::error_code::kAuthFailed) {
+      sink_.post([this, reason = error.message] { events_.onDriverAuthFailed(reason); });
+    } else {
+      sink_.post([this, reason = error.message, retryable = error.retryable] {
+        events_.onDriverConnectFailed(reason, retryable);
+      });
+    }
+    return;
   }
   {
     std::lock_guard lock(send_mutex_);
     socket_ = ws;
   }
   connected_.store(true, std::memory_order_release);
-  log().info("connected to driver {}", options_.url);
+  log()->info("connected to driver {}", options_.url);
   sink_.post([this] { events_.onDriverConnected(); });
   readLoop(*ws);
 }
 
-std::optional<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws,
-                                                                    std::string& error,
-                                                                    bool& retryable) {
+Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
   if (!ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
-    error = "the driver did not answer within " +
-            std::to_string(options_.handshake_timeout.count()) + " ms";
-    return std::nullopt;
+    return passingFailure("the driver did not answer within " +
+                          std::to_string(options_.handshake_timeout.count()) + " ms");
   }
   Poco::Buffer<char> buffer(0);
   int flags = 0;
   int n = ws.receiveFrame(buffer, flags);
   if (n <= 0 || (flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
-    error = "the driver closed the connection during the handshake";
-    return std::nullopt;
+    return passingFailure("the driver closed the connection during the handshake");
   }
   auto decoded =
       proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
   if (!decoded) {
-    error = "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
-            decoded.error().message;
-    retryable = false;
-    return std::nullopt;
+    return finalFailure(
+        "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
+        decoded.error().message);
   }
   return std::move(decoded.value());
 }
@@ -165,8 +165,7 @@ void WebSocketLink::refuseDriver(WebSocket& ws, const std::string& why) {
   }
 }
 
-WebSocketLink::HandshakeResult WebSocketLink::handshake(WebSocket& ws, std::string& error,
-                                                        bool& retryable) {
+Result<void> WebSocketLink::handshake(WebSocket& ws) {
   const auto& secret = options_.secret;
   try {
     std::uint64_t id = next_id_++;
@@ -178,80 +177,70 @@ WebSocketLink::HandshakeResult WebSocketLink::handshake(WebSocket& ws, std::stri
     }
     std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    auto received = receiveHandshakeFrame(ws, error, retryable);
-    if (!received) return HandshakeResult::kFailed;
+    auto received = receiveHandshakeFrame(ws);
+    if (!received) return received.error();
     if (!received->isReply() || received->re != id) {
-      error = "the peer did not answer Hello with a Reply: is this a Dockhand driver?";
-      retryable = false;
-      return HandshakeResult::kFailed;
+      return finalFailure("the peer did not answer Hello with a Reply: is this a Dockhand driver?");
     }
     const proto::Envelope& reply = *received;
     if (!reply.ok) {
       if (reply.error->code == proto::error_code::kAuthFailed) {
-        error = "the driver refused this agent: " + reply.error->message;
-        return HandshakeResult::kAuthFailed;
+        return authFailure("the driver refused this agent: " + reply.error->message);
       }
-      error = "the driver refused the handshake: " + reply.error->message;
-      retryable = reply.error->code != proto::error_code::kProtocolVersion;
-      return HandshakeResult::kFailed;
+      return Error("the driver refused the handshake: " + reply.error->message, "",
+                   reply.error->code != proto::error_code::kProtocolVersion);
     }
     auto answer = proto::decodeBody<proto::Hello>(reply.body);
     if (answer.protocol_version != proto::kProtocolVersion) {
-      error = "the driver speaks protocol version " + std::to_string(answer.protocol_version) +
-              ", this agent speaks " + std::to_string(proto::kProtocolVersion);
-      retryable = false;
-      return HandshakeResult::kFailed;
+      return finalFailure("the driver speaks protocol version " +
+                          std::to_string(answer.protocol_version) + ", this agent speaks " +
+                          std::to_string(proto::kProtocolVersion));
     }
-    if (!secret) return HandshakeResult::kOk;
+    if (!secret) return {};
 
     // The driver proves itself first: this agent says nothing that depends on the secret to
     // a peer that has not shown it holds the secret too.
     if (!answer.auth || answer.auth->proof.empty()) {
-      error =
+      std::string why =
           "the driver did not prove it knows the cluster secret (its Hello carries no auth): "
           "it has no secret configured, or it is not this cluster's driver";
-      refuseDriver(ws, error);
-      return HandshakeResult::kAuthFailed;
+      refuseDriver(ws, why);
+      return authFailure(std::move(why));
     }
     const std::string& driver_nonce = answer.auth->nonce;
     if (answer.auth->scheme != proto::auth::kHelloScheme ||
         !proto::auth::validNonce(driver_nonce) || driver_nonce == agent_nonce ||
         !proto::auth::checkHelloProof(*secret, "driver", agent_nonce, driver_nonce,
                                       answer.auth->proof)) {
-      error =
+      std::string why =
           "the driver's proof does not match this agent's cluster secret: the driver holds "
           "another secret, or it is not this cluster's driver";
-      refuseDriver(ws, error);
-      return HandshakeResult::kAuthFailed;
+      refuseDriver(ws, why);
+      return authFailure(std::move(why));
     }
     std::uint64_t auth_id = next_id_++;
     proto::Authenticate authenticate{
         proto::auth::helloProof(*secret, "agent", agent_nonce, driver_nonce)};
     text = proto::encodeEnvelope(proto::makeMessage(authenticate, auth_id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    auto accepted = receiveHandshakeFrame(ws, error, retryable);
-    if (!accepted) return HandshakeResult::kFailed;
+    auto accepted = receiveHandshakeFrame(ws);
+    if (!accepted) return accepted.error();
     if (!accepted->isReply() || accepted->re != auth_id) {
-      error = "the driver did not answer Authenticate with a Reply";
-      retryable = false;
-      return HandshakeResult::kFailed;
+      return finalFailure("the driver did not answer Authenticate with a Reply");
     }
     if (!accepted->ok) {
-      error = "the driver refused this agent's proof: " + accepted->error->message;
-      return HandshakeResult::kAuthFailed;
+      return authFailure("the driver refused this agent's proof: " + accepted->error->message);
     }
-    log().info("authenticated with driver {} (both sides proved the cluster secret)", options_.url);
-    return HandshakeResult::kOk;
+    log()->info("authenticated with driver {} (both sides proved the cluster secret)",
+                options_.url);
+    return {};
   } catch (const proto::BodyError& e) {
-    error = std::string("invalid Hello reply from the driver: ") + e.what();
-    retryable = false;
+    return finalFailure(std::string("invalid Hello reply from the driver: ") + e.what());
   } catch (const Poco::Exception& e) {
-    error = "handshake failed: " + e.displayText();
+    return passingFailure("handshake failed: " + e.displayText());
   } catch (const std::runtime_error& e) {
-    error = std::string("handshake failed: ") + e.what();
-    retryable = false;
+    return finalFailure(std::string("handshake failed: ") + e.what());
   }
-  return HandshakeResult::kFailed;
 }
 
 void WebSocketLink::readLoop(WebSocket& ws) {
@@ -297,7 +286,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       if (op == WebSocket::FRAME_OP_PONG) continue;
       if (op != WebSocket::FRAME_OP_TEXT || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
         ++malformed_frames_;
-        log().warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
+        log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
         sendText(proto::encodeEnvelope(
             proto::makeError(proto::error_code::kMalformedFrame,
                              "only unfragmented text frames carry protocol messages")));
@@ -331,7 +320,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   failPendingAsks(proto::error_code::kDisconnected, "disconnected from the driver: " + reason,
                   false);
   if (!closing_) {
-    log().warn("lost the connection to driver {}: {}", options_.url, reason);
+    log()->warn("lost the connection to driver {}: {}", options_.url, reason);
     sink_.post([this, reason] { events_.onDriverDisconnected(reason); });
   }
 }
@@ -341,7 +330,7 @@ void WebSocketLink::handleText(std::string_view text) {
   if (!decoded) {
     ++malformed_frames_;
     const auto& err = decoded.error();
-    log().warn("malformed frame from the driver: {}", err.message);
+    log()->warn("malformed frame from the driver: {}", err.message);
     sendText(proto::encodeEnvelope(err.id != 0
                                        ? proto::makeErrorReply(err.id, err.code, err.message)
                                        : proto::makeError(err.code, err.message)));
@@ -359,7 +348,7 @@ void WebSocketLink::handleText(std::string_view text) {
       }
     }
     if (!done) {
-      log().debug("reply to unknown or expired ask {} ignored", env.re);
+      log()->debug("reply to unknown or expired ask {} ignored", env.re);
       return;
     }
     AskResult result;
@@ -382,7 +371,7 @@ bool WebSocketLink::sendText(const std::string& text) {
     socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
     return true;
   } catch (const Poco::Exception& e) {
-    log().warn("send to driver failed: {}", e.displayText());
+    log()->warn("send to driver failed: {}", e.displayText());
     return false;
   }
 }

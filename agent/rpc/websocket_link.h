@@ -66,12 +66,13 @@ class WebSocketLink final : public DriverLink {
   };
 
   void run();
-  enum class HandshakeResult { kOk, kFailed, kAuthFailed };
-  HandshakeResult handshake(Poco::Net::WebSocket& ws, std::string& error, bool& retryable);
-  // The next text frame during the handshake, decoded; nullopt with `error` set (and
-  // `retryable` cleared when the peer does not speak the protocol).
-  std::optional<protocol::Envelope> receiveHandshakeFrame(Poco::Net::WebSocket& ws,
-                                                          std::string& error, bool& retryable);
+  // Hello (and, with a secret, the proofs both ways). A failure says whether trying again may
+  // help (retryable) and, when either side refused the other's proof, has the code
+  // protocol::error_code::kAuthFailed.
+  Result<void> handshake(Poco::Net::WebSocket& ws);
+  // The next text frame during the handshake, decoded; an error that is not retryable when
+  // the peer does not speak the protocol.
+  Result<protocol::Envelope> receiveHandshakeFrame(Poco::Net::WebSocket& ws);
   // Tells the driver why this agent refuses it, then closes (the handshake's end).
   void refuseDriver(Poco::Net::WebSocket& ws, const std::string& why);
   void readLoop(Poco::Net::WebSocket& ws);

@@ -6,7 +6,7 @@
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/StreamSocket.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 

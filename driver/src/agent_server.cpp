@@ -24,7 +24,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "dockhand/driver/driver_log.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/http_server.h"
 
 namespace dockhand::driver {
@@ -80,7 +80,7 @@ bool Connection::send(Outbound frame) {
           fmt::format("more than {} frames queued: the agent stopped reading", max_queued_);
       closing_.store(true);
       cv_.notify_one();
-      driverLogger()->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
+      logger("driver")->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
       return false;
     }
     queue_.push_back(std::move(frame));
@@ -139,7 +139,7 @@ void Connection::writerLoop() {
         socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
       }
     } catch (const Poco::Exception& e) {
-      driverLogger()->warn("connection {} ({}): send failed: {}", id_, peer_, e.displayText());
+      logger("driver")->warn("connection {} ({}): send failed: {}", id_, peer_, e.displayText());
       hardShutdown(socket_);
       std::unique_lock lock(mutex_);
       closing_.store(true);
@@ -196,7 +196,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     try {
       socket = std::make_unique<WebSocket>(request, response);
     } catch (const Poco::Exception& e) {
-      driverLogger()->warn("refused a WebSocket handshake from {}: {}", peer, e.displayText());
+      logger("driver")->warn("refused a WebSocket handshake from {}: {}", peer, e.displayText());
       if (!response.sent()) {
         response.setStatus(Poco::Net::HTTPResponse::HTTP_BAD_REQUEST);
         response.setContentLength(0);
@@ -268,13 +268,13 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     } catch (const std::exception& e) {
       // The handler must not throw; if it does, this connection ends, the server goes on.
       why = fmt::format("internal error: {}", e.what());
-      driverLogger()->error("connection {} ({}): {}", connection->id(), peer, why);
+      logger("driver")->error("connection {} ({}): {}", connection->id(), peer, why);
     }
     try {
       handler.onClose(connection, why);
     } catch (const std::exception& e) {
-      driverLogger()->error("connection {} ({}): close handler failed: {}", connection->id(), peer,
-                            e.what());
+      logger("driver")->error("connection {} ({}): close handler failed: {}", connection->id(),
+                              peer, e.what());
     }
     connection->close(why);
     connection->stopWriter();
@@ -382,7 +382,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
   std::string refuseOversized(WebSocket& socket, Connection& c, const char* what) {
     std::string why = fmt::format("{} larger than the limit of {} bytes", what,
                                   server_.options().max_frame_bytes);
-    driverLogger()->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
+    logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
     c.send(protocol::makeError(protocol::error_code::kFrameTooLarge, why));
     c.close(why);
     // The rest of the payload is still on the wire; read it away so that the peer gets our
@@ -431,7 +431,7 @@ void AgentServer::start() {
   server_ = std::make_unique<tls::HttpServer>(
       new WebSocketHandlerFactory(*this), pool_.get(), socket, params, options_.tls,
       [](const std::string& peer, const std::string& why) {
-        driverLogger()->warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
+        logger("driver")->warn("refused a connection from {}: TLS handshake failed: {}", peer, why);
       });
   server_->start();
 }

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/logging.h"
 #include "dockhand/driver/cli.h"
 #include "dockhand/driver/cli_options.h"
 #include "dockhand/driver/cli_setup.h"
@@ -91,7 +92,7 @@ int runCommand(const CliOptions& o) {
   config = loadConfig(o);
   job = loadJobFile(o.job_file);
   setUpDriverLogging(o.log_level.empty() ? "warn" : o.log_level);
-  const auto& log = driverLogger();
+  auto log = logger("driver");
   // The agents learn each task's share of a resource from the profile the driver serves;
   // without the driver config naming it, it is what the job's tasks ask for.
   for (const std::string& warning : completeTaskResources(job, config.resource_profile)) {

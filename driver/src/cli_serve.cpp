@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/logging.h"
 #include "dockhand/driver/cli.h"
 #include "dockhand/driver/cli_options.h"
 #include "dockhand/driver/cli_setup.h"
@@ -27,17 +28,18 @@ int serveCommand(const CliOptions& o) {
   service.log_task_updates = true;
   service.start(o.listen.host, o.listen.port);
   if (!o.port_file.empty()) writePortFile(o.port_file, service.port());
-  driverLogger()->info("{} serving agents on {}://{}:{}/ (authentication {}, TLS {})",
-                       driverSoftware(), config.tls.enabled ? "wss" : "ws", o.listen.host,
-                       service.port(), config.secret ? "required" : "off",
-                       !config.tls.enabled                     ? "off"
-                       : config.tls.require_client_certificate ? "on, client certificates required"
-                                                               : "on");
+  logger("driver")->info("{} serving agents on {}://{}:{}/ (authentication {}, TLS {})",
+                         driverSoftware(), config.tls.enabled ? "wss" : "ws", o.listen.host,
+                         service.port(), config.secret ? "required" : "off",
+                         !config.tls.enabled ? "off"
+                         : config.tls.require_client_certificate
+                             ? "on, client certificates required"
+                             : "on");
   {
     std::unique_lock lock(mutex);
     cv.wait(lock, [&] { return stop; });
   }
-  driverLogger()->info("signal {}: stopping", signals.received());
+  logger("driver")->info("signal {}: stopping", signals.received());
   service.stopAgents();
   service.stop();
   return static_cast<int>(DriverExit::kSuccess);

@@ -90,11 +90,9 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
         problems.emplace_back("/tls/" + key, message);
       }
       if (!problems.empty()) {
-        std::string all;
-        for (const auto& p : problems) {
-          all += fmt::format("{}{}: {}: {}", all.empty() ? "" : "\n", source, p.path(), p.detail());
-        }
-        throw ConfigError(all);
+        std::vector<ConfigProblem> all;
+        for (const auto& p : problems) all.push_back(ConfigProblem{source, p.path(), p.detail()});
+        throw ConfigError(std::move(all));
       }
     }
     if (c.heartbeat_interval_ms >= c.agent_timeout_ms) {
@@ -103,7 +101,7 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     }
     return c;
   } catch (const JsonPathError& e) {
-    throw ConfigError(fmt::format("{}: {}: {}", source, e.path(), e.detail()));
+    throw ConfigError({ConfigProblem{source, e.path(), e.detail()}});
   }
 }
 

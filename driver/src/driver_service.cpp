@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "dockhand/driver/driver_log.h"
+#include "dockhand/base/logging.h"
 
 #ifndef DOCKHAND_VERSION
 #define DOCKHAND_VERSION "0.0.0"
@@ -143,7 +143,8 @@ void DriverService::markDecommissioning(const std::string& agent_id, const std::
   const AgentInfo* agent = scheduler_.agent(agent_id);
   if (agent == nullptr || agent->state == AgentState::kDecommissioning) return;
   scheduler_.decommissionAgent(agent_id);
-  driverLogger()->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id, why);
+  logger("driver")->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id,
+                         why);
 }
 
 void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) const {
@@ -183,8 +184,8 @@ void DriverService::apply(Actions& actions) {
         break;
       }
       case Action::Kind::kDisconnect:
-        driverLogger()->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
-                             action.reason);
+        logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
+                               action.reason);
         ++agents_lost_;
         c.close(action.reason);
         agent_connections_.erase(it);

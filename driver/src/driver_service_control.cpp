@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "dockhand/driver/driver_log.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::driver {
 namespace {
@@ -59,7 +59,7 @@ std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& requ
                                              protocol::auth::wallClockMs());
     if (refusal) {
       ++auth_failures_;
-      driverLogger()->warn("control request {} {} refused: {}", method, path, *refusal);
+      logger("driver")->warn("control request {} {} refused: {}", method, path, *refusal);
       HttpReply reply = errorReply(401, *refusal);
       reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
       return reply;

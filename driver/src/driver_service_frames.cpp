@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "dockhand/driver/driver_log.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::driver {
 
@@ -42,7 +42,7 @@ std::string describeResources(const protocol::RegisterExecutor& reg) {
 }  // namespace
 
 void DriverService::onOpen(const std::shared_ptr<Connection>& c) {
-  driverLogger()->debug("connection {} from {}", c->id(), c->peer());
+  logger("driver")->debug("connection {} from {}", c->id(), c->peer());
 }
 
 bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
@@ -54,8 +54,8 @@ bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
                            std::string message) {
   ++bad_frames_;
-  driverLogger()->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
-                        message);
+  logger("driver")->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
+                          message);
   if (id > 0) {
     c.send(protocol::makeErrorReply(id, code, std::move(message)));
   } else {
@@ -73,21 +73,21 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
   }
   protocol::Envelope& env = decoded.value();
   if (env.isReply()) {
-    driverLogger()->debug("connection {}: reply to {} ignored (no ask of that id is pending)",
-                          c->id(), env.re);
+    logger("driver")->debug("connection {}: reply to {} ignored (no ask of that id is pending)",
+                            c->id(), env.re);
     return;
   }
   if (env.isError()) {
     if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
       ++auth_failures_;
-      driverLogger()->warn(
+      logger("driver")->warn(
           "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
           c->peer(), env.error->message);
       c->close("authentication failed");
       return;
     }
-    driverLogger()->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
-                         env.error->code, env.error->message);
+    logger("driver")->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
+                           env.error->code, env.error->message);
     return;
   }
   const protocol::MessageSpec* spec = protocol::findMessage(env.type);
@@ -168,7 +168,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       Actions actions;
       scheduler_.agentLaunched(c->agent_id, now_(), actions);
       apply(actions);
-      driverLogger()->info("agent '{}' is ready for tasks", c->agent_id);
+      logger("driver")->info("agent '{}' is ready for tasks", c->agent_id);
       return;
     }
     case MessageType::kHeartbeat:
@@ -182,7 +182,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
         scheduler_.touch(c->agent_id, now_());
         peers = scheduler_.peersFor(c->agent_id);
       }
-      driverLogger()->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
+      logger("driver")->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
       c->send(protocol::makeReply(env.id, protocol::toJson(peers)));
       return;
     }
@@ -195,8 +195,8 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       Actions actions;
       scheduler_.updateBlocks(c->agent_id, update, now, actions);
       apply(actions);
-      driverLogger()->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
-                            update.added.size(), update.removed.size());
+      logger("driver")->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
+                              update.added.size(), update.removed.size());
       if (scheduler_.jobState() != before) changed_.notify_all();
       return;
     }
@@ -213,13 +213,13 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
       apply(actions);
       if (clean) {
-        driverLogger()->info(
+        logger("driver")->info(
             "agent '{}' finished decommissioning and left ({} block(s) still listed on "
             "it went with it)",
             c->agent_id, held);
       } else {
-        driverLogger()->info("agent '{}' removed itself: {}", c->agent_id,
-                             removal.reason.empty() ? "no reason given" : removal.reason);
+        logger("driver")->info("agent '{}' removed itself: {}", c->agent_id,
+                               removal.reason.empty() ? "no reason given" : removal.reason);
       }
       c->agent_id.clear();
       changed_.notify_all();
@@ -268,13 +268,14 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     }
   }
   if (!result.ok) {
-    driverLogger()->warn("refused registration from {}: {}", c->peer(), result.message);
+    logger("driver")->warn("refused registration from {}: {}", c->peer(), result.message);
     refuse(*c, env.id, result.code, result.message);
     return;
   }
   c->agent_id = reg.executor_id;
-  driverLogger()->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
-                       reg.executor_id, reg.hostname, c->peer(), reg.cores, describeResources(reg));
+  logger("driver")->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
+                         reg.executor_id, reg.hostname, c->peer(), reg.cores,
+                         describeResources(reg));
 }
 
 void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
@@ -291,10 +292,10 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
     return;
   }
   const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
-  if (driverLogger()->should_log(level)) {
-    driverLogger()->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
-                        protocol::toString(update.state), update.reason.empty() ? "" : ": ",
-                        update.reason);
+  if (logger("driver")->should_log(level)) {
+    logger("driver")->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
+                          protocol::toString(update.state), update.reason.empty() ? "" : ": ",
+                          update.reason);
   }
   std::lock_guard lock(mutex_);
   const TimePoint now = now_();
@@ -318,7 +319,7 @@ void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
   // Progress means it decommissions, whoever started it (SIGPWR, the driver).
   markDecommissioning(c->agent_id, "its heartbeat reports a decommission");
   if (scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission)) {
-    driverLogger()->info(
+    logger("driver")->info(
         "agent '{}' decommission {}", c->agent_id,
         describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
   }
@@ -326,7 +327,7 @@ void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
 
 void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {
   if (c->agent_id.empty()) {
-    driverLogger()->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
+    logger("driver")->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
     return;
   }
   std::lock_guard lock(mutex_);
@@ -336,11 +337,11 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
   Actions actions;
   if (told_to_stop_.erase(c->agent_id) > 0) {
     scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
-    driverLogger()->info("agent '{}' stopped", c->agent_id);
+    logger("driver")->info("agent '{}' stopped", c->agent_id);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     ++agents_lost_;
-    driverLogger()->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
-                         c->agent_id, why);
+    logger("driver")->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
+                           c->agent_id, why);
   }
   apply(actions);
   changed_.notify_all();

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "dockhand/driver/driver_log.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/protocol/auth.h"
 
 namespace dockhand::driver {
@@ -35,8 +35,8 @@ void DriverService::handleHello(const std::shared_ptr<Connection>& c,
   protocol::Hello reply;
   reply.role = "driver";
   reply.software = driverSoftware();
-  driverLogger()->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
-                        hello.role.empty() ? "peer" : hello.role, hello.software);
+  logger("driver")->debug("connection {} ({}): Hello from {} {}", c->id(), c->peer(),
+                          hello.role.empty() ? "peer" : hello.role, hello.software);
   if (!config_.secret) {
     // No secret here: an agent that asks for authentication sees no proof and refuses us.
     c->greeted = true;
@@ -86,13 +86,13 @@ void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
   c->auth_pending = false;
   c->greeted = true;
   c->send(protocol::makeReply(env.id, protocol::Json::object()));
-  driverLogger()->debug("connection {} ({}): authenticated", c->id(), c->peer());
+  logger("driver")->debug("connection {} ({}): authenticated", c->id(), c->peer());
 }
 
 void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
   ++auth_failures_;
-  driverLogger()->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
-                       why);
+  logger("driver")->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
+                         why);
   refuse(c, id, ec::kAuthFailed, why);
   c.close("authentication failed");
 }

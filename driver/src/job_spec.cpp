@@ -276,8 +276,7 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
     checkBlockGraph(job.tasks);
     return job;
   } catch (const JsonPathError& e) {
-    throw ConfigError(
-        fmt::format("{}: {}: {}", source.empty() ? "job" : source, e.path(), e.detail()));
+    throw ConfigError({ConfigProblem{source.empty() ? "job" : source, e.path(), e.detail()}});
   }
 }
 

@@ -102,10 +102,12 @@ struct KillCall {
 
 class FakeExecutor : public Executor {
  public:
-  std::optional<std::string> launch(const protocol::TaskDescription& task) override {
+  Result<void> launch(const protocol::TaskDescription& task) override {
     launched.push_back(task);
-    if (auto it = launch_errors.find(task.task_id); it != launch_errors.end()) return it->second;
-    return std::nullopt;
+    if (auto it = launch_errors.find(task.task_id); it != launch_errors.end()) {
+      return Error(it->second);
+    }
+    return {};
   }
   bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override {
     kills.push_back(KillCall{task_id, interrupt, reason});

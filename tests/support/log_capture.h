@@ -1,5 +1,5 @@
-// LogCapture: collects what one of the agent's named loggers (core/logging.h) writes, at every
-// level, while it lives, so that a test can assert on the log.
+// LogCapture: collects what one of the agent's named loggers (dockhand/base/logging.h) writes, at
+// every level, while it lives, so that a test can assert on the log.
 //
 // Threading and lifetime: create it on the test's thread before the code under test logs; the
 // destructor removes its sink and restores the logger's level. Header-only.
@@ -13,7 +13,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent::fakes {
 

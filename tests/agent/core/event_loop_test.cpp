@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "core/logging.h"
+#include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 namespace {

@@ -124,8 +124,8 @@ class PluginExecutorTest : public ::testing::Test {
 };
 
 TEST_F(PluginExecutorTest, RunsTaskAndReportsOnCoreThread) {
-  auto error = executor_->launch(shellTask(1, "echo hi"));
-  ASSERT_FALSE(error) << *error;
+  auto launched = executor_->launch(shellTask(1, "echo hi"));
+  ASSERT_TRUE(launched.ok()) << launched.error().message;
   EXPECT_EQ(executor_->runningTasks(), 1u);
   auto end = terminal(1);
   ASSERT_TRUE(end);
@@ -142,7 +142,7 @@ TEST_F(PluginExecutorTest, RunsTaskAndReportsOnCoreThread) {
 }
 
 TEST_F(PluginExecutorTest, FailureCarriesExitCodeAndStderr) {
-  ASSERT_FALSE(executor_->launch(shellTask(1, "echo broken >&2; exit 3")));
+  ASSERT_TRUE(executor_->launch(shellTask(1, "echo broken >&2; exit 3")).ok());
   auto end = terminal(1);
   ASSERT_TRUE(end);
   EXPECT_EQ(end->state, TaskState::kFailed);
@@ -161,7 +161,7 @@ TEST_F(PluginExecutorTest, TaskEnvironmentNamesTaskAndResources) {
   task.partition = 5;
   task.cpus = 3;
   task.resources = {{"gpu", {"0", "2"}}, {"my.fpga", {"7"}}};
-  ASSERT_FALSE(executor_->launch(task));
+  ASSERT_TRUE(executor_->launch(task).ok());
   auto end = terminal(7);
   ASSERT_TRUE(end);
   EXPECT_EQ(end->result.at("stdout"), "7|2|task 7|5|exec-1|3|0,2|0,2|7\n");
@@ -170,7 +170,9 @@ TEST_F(PluginExecutorTest, TaskEnvironmentNamesTaskAndResources) {
 TEST_F(PluginExecutorTest, UnknownRunnerIsRefused) {
   auto task = shellTask(1, "true");
   task.runner = "docker";
-  EXPECT_EQ(executor_->launch(task), "no task runner named 'docker' (loaded runners: process)");
+  auto refused = executor_->launch(task);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "no task runner named 'docker' (loaded runners: process)");
   EXPECT_EQ(executor_->runningTasks(), 0u);
 }
 
@@ -179,14 +181,14 @@ TEST_F(PluginExecutorTest, RunnerRefusalIsReportedFailedOnTheCoreThread) {
   protocol::TaskDescription task;
   task.task_id = 1;
   task.payload = Json{{"command", {"dockhand-no-such-command"}}};
-  EXPECT_FALSE(executor_->launch(task));
+  EXPECT_TRUE(executor_->launch(task).ok());
   auto end = terminal(1);
   ASSERT_TRUE(end);
   EXPECT_EQ(end->state, TaskState::kFailed);
   EXPECT_EQ(end->reason,
             "process: cannot start 'dockhand-no-such-command': No such file or directory");
   EXPECT_EQ(executor_->runningTasks(), 0u);
-  ASSERT_FALSE(executor_->launch(shellTask(2, "true")));
+  ASSERT_TRUE(executor_->launch(shellTask(2, "true")).ok());
   ASSERT_TRUE(terminal(2));
   std::size_t task1_events = 0;
   for (const auto& e : events_) task1_events += e.task_id == 1u;
@@ -195,7 +197,7 @@ TEST_F(PluginExecutorTest, RunnerRefusalIsReportedFailedOnTheCoreThread) {
 
 TEST_F(PluginExecutorTest, KillRightAfterLaunchRunsAfterIt) {
   // Both go to the runner's call thread in order: the kill finds the task started.
-  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100")));
+  ASSERT_TRUE(executor_->launch(shellTask(1, "sleep 100")).ok());
   EXPECT_TRUE(executor_->kill(1, false, "changed my mind"));
   auto end = terminal(1);
   ASSERT_TRUE(end);
@@ -204,7 +206,7 @@ TEST_F(PluginExecutorTest, KillRightAfterLaunchRunsAfterIt) {
 }
 
 TEST_F(PluginExecutorTest, KillAndThreadDumpRouteToTheRunner) {
-  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")));
+  ASSERT_TRUE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")).ok());
   pid_t pgid = groupOf(1, 3);
   EXPECT_TRUE(executor_->kill(1, false, "no longer needed"));
   auto end = terminal(1);
@@ -217,9 +219,9 @@ TEST_F(PluginExecutorTest, KillAndThreadDumpRouteToTheRunner) {
 }
 
 TEST_F(PluginExecutorTest, StopAllEndsEveryTaskWithinGrace) {
-  ASSERT_FALSE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")));
-  ASSERT_FALSE(executor_->launch(shellTask(2, "trap '' TERM; sleep 100")));
-  ASSERT_FALSE(executor_->launch(shellTask(3, "sleep 100")));
+  ASSERT_TRUE(executor_->launch(shellTask(1, "sleep 100 & sleep 100; wait")).ok());
+  ASSERT_TRUE(executor_->launch(shellTask(2, "trap '' TERM; sleep 100")).ok());
+  ASSERT_TRUE(executor_->launch(shellTask(3, "sleep 100")).ok());
   pid_t g1 = groupOf(1, 3);
   pid_t g2 = groupOf(2, 2);
   pid_t g3 = groupOf(3, 1);
@@ -239,7 +241,7 @@ TEST_F(PluginExecutorTest, StopAllEndsEveryTaskWithinGrace) {
 
 TEST_F(PluginExecutorTest, StopAllGivesUpWaitingAfterGrace) {
   // The runner's SIGKILL comes after 200 ms; a 50 ms grace ends sooner, then destroy kills.
-  ASSERT_FALSE(executor_->launch(shellTask(1, "trap '' TERM; sleep 100")));
+  ASSERT_TRUE(executor_->launch(shellTask(1, "trap '' TERM; sleep 100")).ok());
   pid_t pgid = groupOf(1, 2);
   executor_->stopAll(std::chrono::milliseconds(50));
   EXPECT_TRUE(groupGone(pgid));

@@ -7,27 +7,22 @@
 // input must be some task's output, each block has one producer, and the graph has no cycle.
 //
 // docs/driver.md documents every key. Parsing validates everything up front and throws
-// ConfigError naming the file and the JSON path of the first problem.
+// ConfigError (dockhand/base/config_error.h) naming the file and the JSON path of the first
+// problem.
 #pragma once
 
 #include <map>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dockhand/base/config_error.h"
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::driver {
 
 using Json = protocol::Json;
-
-// A config or job file that cannot be used. what() names the file and the JSON path.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // How the job's results are combined into the summary line.
 enum class Aggregate { kNone, kSum };

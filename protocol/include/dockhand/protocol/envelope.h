@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dockhand/base/result.h"
+
 namespace dockhand::protocol {
 
 using Json = nlohmann::json;
@@ -80,22 +82,9 @@ struct DecodeError {
   std::uint64_t id = 0;
 };
 
-// Either an envelope or the reason there is none.
-class DecodeResult {
- public:
-  DecodeResult(Envelope envelope) : envelope_(std::move(envelope)) {}  // NOLINT implicit
-  DecodeResult(DecodeError error) : error_(std::move(error)) {}        // NOLINT implicit
-
-  bool ok() const { return envelope_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  Envelope& value() { return *envelope_; }
-  const Envelope& value() const { return *envelope_; }
-  const DecodeError& error() const { return error_; }
-
- private:
-  std::optional<Envelope> envelope_;
-  DecodeError error_;
-};
+// Either an envelope or the reason there is none (the Result of dockhand/base/result.h, with
+// the frame's id beside the error so that an ask can be answered).
+using DecodeResult = Result<Envelope, DecodeError>;
 
 // Decodes one frame. Never throws: malformed, truncated, oversized or non-object input comes
 // back as a DecodeError with a code from error_code and a message a person can act on.
