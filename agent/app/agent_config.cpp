@@ -405,7 +405,7 @@ std::vector<std::string> configFilesFor(const std::string& file) {
 }
 
 const std::vector<EnvironmentOverride>& environmentOverrides() {
-  static const std::vector<EnvironmentOverride> overrides = {
+  static const std::vector<EnvironmentOverride> kOverrides = {
       {"DOCKHAND_DRIVER_URL", "driver-url"},
       {"DOCKHAND_EXECUTOR_ID", "executor-id"},
       {"DOCKHAND_APP_ID", "app-id"},
@@ -414,7 +414,7 @@ const std::vector<EnvironmentOverride>& environmentOverrides() {
       {"DOCKHAND_LOG_LEVEL", "log-level"},
       {"DOCKHAND_AUTH_SECRET_FILE", "auth-secret-file"},
   };
-  return overrides;
+  return kOverrides;
 }
 
 std::string optionKey(const std::string& option) {

@@ -16,7 +16,7 @@ namespace {
 
 // The "executor" logger, sharing the default logger's sinks.
 spdlog::logger& log() {
-  static const std::shared_ptr<spdlog::logger> logger = [] {
+  static const std::shared_ptr<spdlog::logger> kLogger = [] {
     if (auto existing = spdlog::get("executor")) return existing;
     auto created = spdlog::default_logger()->clone("executor");
     try {
@@ -26,7 +26,7 @@ spdlog::logger& log() {
     }
     return created;
   }();
-  return *logger;
+  return *kLogger;
 }
 
 std::optional<protocol::TaskState> stateOf(std::int32_t state) {

@@ -25,8 +25,8 @@ std::shared_ptr<spdlog::logger> createDriverLogger() {
 }  // namespace
 
 const std::shared_ptr<spdlog::logger>& driverLogger() {
-  static const std::shared_ptr<spdlog::logger> logger = createDriverLogger();
-  return logger;
+  static const std::shared_ptr<spdlog::logger> kLogger = createDriverLogger();
+  return kLogger;
 }
 
 void setUpDriverLogging(const std::string& level) {
