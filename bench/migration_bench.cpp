@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
     Figure loopback{"loopback TCP:", {}};
     Figure migration{"migration, agent to agent:", {}};
     // What the machine allows: the faster way to the disk, or the network if that is slower.
-    auto limitOf = [](double page_cache, double o_direct, double tcp) {
+    auto limit_of = [](double page_cache, double o_direct, double tcp) {
       return std::min(std::max(page_cache, o_direct), tcp);
     };
     std::vector<double> round_ratios;
@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
       migration.rates.push_back(mibPerSecond(total, result.seconds_to_locations));
       runs.push_back(result);
       const double round_limit =
-          limitOf(buffered.rates.back(), direct.rates.back(), loopback.rates.back());
+          limit_of(buffered.rates.back(), direct.rates.back(), loopback.rates.back());
       round_ratios.push_back(migration.rates.back() / round_limit);
     }
     for (const Figure* f : {&buffered, &direct, &loopback, &migration}) {
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
     }
     std::printf("\n  ratio per round vs that round's min(disk, loopback):");
     for (double ratio : round_ratios) std::printf(" %.0f%%", 100.0 * ratio);
-    const double limit = limitOf(buffered.best(), direct.best(), loopback.best());
+    const double limit = limit_of(buffered.best(), direct.best(), loopback.best());
     std::printf(
         "\n  ratio, best migration vs min(best disk, best loopback): %.0f%% (target >= "
         "80%%)\n",

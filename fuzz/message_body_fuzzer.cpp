@@ -113,13 +113,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto decoder = decoders().find(input.substr(0, newline));
   if (decoder == decoders().end()) return 0;
   // Every message of the protocol has its decoder here.
-  static const bool complete = [] {
+  static const bool kComplete = [] {
     for (const auto& spec : proto::allMessages()) {
       DOCKHAND_FUZZ_CHECK(decoders().count(spec.name) == 1, std::string(spec.name));
     }
     return true;
   }();
-  (void)complete;
+  (void)kComplete;
 
   const std::string frame =
       R"({"type":"Body","body":)" + std::string(input.substr(newline + 1)) + "}";

@@ -49,7 +49,7 @@ void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
   using Poco::Util::Option;
   // Deliberately not ServerApplication's: the agent runs in the foreground (systemd, a
   // cluster manager or a driver supervise it), so --daemon/--pidfile are not offered.
-  Application::defineOptions(options);
+  Application::defineOptions(options);  // NOLINT(bugprone-parent-virtual-call): see above
   options.addOption(Option("help", "h", "print this help and exit"));
   options.addOption(Option("version", "", "print the version and exit"));
   options.addOption(Option("config", "",

@@ -33,7 +33,7 @@ std::string machineHostname() {
 }  // namespace
 
 const std::vector<EnvironmentOverride>& environmentOverrides() {
-  static const std::vector<EnvironmentOverride> overrides = {
+  static const std::vector<EnvironmentOverride> kOverrides = {
       {"DOCKHAND_DRIVER_URL", "driver-url"},
       {"DOCKHAND_EXECUTOR_ID", "executor-id"},
       {"DOCKHAND_APP_ID", "app-id"},
@@ -42,7 +42,7 @@ const std::vector<EnvironmentOverride>& environmentOverrides() {
       {"DOCKHAND_LOG_LEVEL", "log-level"},
       {"DOCKHAND_AUTH_SECRET_FILE", "auth-secret-file"},
   };
-  return overrides;
+  return kOverrides;
 }
 
 std::string optionKey(const std::string& option) {

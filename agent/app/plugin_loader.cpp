@@ -46,14 +46,14 @@ PluginSpec readManifest(const std::filesystem::path& file) {
                         "required)");
     }
   }
-  auto stringAt = [&](const char* key) -> std::string {
+  auto string_at = [&](const char* key) -> std::string {
     auto it = root.find(key);
     if (it == root.end()) return {};
     if (!it->is_string()) throw ConfigError(origin + ": /" + key + ": expected a string");
     return it->get<std::string>();
   };
-  const std::string name = stringAt("name");
-  const std::string path = stringAt("path");
+  const std::string name = string_at("name");
+  const std::string path = string_at("path");
   if (name.empty() && path.empty()) {
     throw ConfigError(origin + ": /: a plugin entry needs a name or a path");
   }

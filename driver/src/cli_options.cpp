@@ -161,7 +161,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
   if (o.help || o.version) return o;
   if (positional.empty()) throw UsageError("missing command (run, serve or decommission)");
   o.command = positional[0];
-  auto rejectOptions = [&](std::initializer_list<const char*> options, const char* owner) {
+  auto reject_options = [&](std::initializer_list<const char*> options, const char* owner) {
     for (const auto& arg : args) {
       for (const char* option : options) {
         if (arg == option || arg.rfind(std::string(option) + "=", 0) == 0) {
@@ -173,26 +173,26 @@ CliOptions parseCliArgs(int argc, char** argv) {
   if (o.command == "run") {
     if (positional.size() != 2) throw UsageError("run takes exactly one job file");
     o.job_file = positional[1];
-    rejectOptions({"--driver", "--reason"}, "decommission");
+    reject_options({"--driver", "--reason"}, "decommission");
     if (o.decommission_after_ms > 0 && o.decommission_id.empty()) {
       throw UsageError("--decommission-after-ms needs --decommission EXECUTOR_ID");
     }
   } else if (o.command == "serve") {
     if (positional.size() != 1) throw UsageError("serve takes no arguments");
-    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-                   "--keep-work-dirs", "--quiet", "--agent-config", "--decommission",
-                   "--decommission-after-ms"},
-                  "run");
-    rejectOptions({"--driver", "--reason"}, "decommission");
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                    "--keep-work-dirs", "--quiet", "--agent-config", "--decommission",
+                    "--decommission-after-ms"},
+                   "run");
+    reject_options({"--driver", "--reason"}, "decommission");
   } else if (o.command == "decommission") {
     if (positional.size() != 2) throw UsageError("decommission takes exactly one executor id");
     o.decommission_id = positional[1];
     if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
     parseListen(o.driver);  // validates HOST:PORT
-    rejectOptions({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-                   "--keep-work-dirs", "--agent-config", "--decommission",
-                   "--decommission-after-ms", "--listen", "--port-file"},
-                  "run or serve");
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                    "--keep-work-dirs", "--agent-config", "--decommission",
+                    "--decommission-after-ms", "--listen", "--port-file"},
+                   "run or serve");
   } else {
     throw UsageError(
         fmt::format("unknown command '{}' (expected run, serve or decommission)", o.command));

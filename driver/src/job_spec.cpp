@@ -167,14 +167,14 @@ void checkBlockGraph(const std::vector<TaskSpec>& tasks) {
 
 bool isValidBlockId(std::string_view id) {
   // The agents' block store accepts exactly these forms (agent/blocks/block_id.h).
-  auto isNumber = [](std::string_view text) {
+  auto is_number = [](std::string_view text) {
     return !text.empty() && text.size() <= 19 &&
            std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   auto numbers = [&](std::string_view rest, std::size_t count) {
     for (std::size_t i = 0; i < count; ++i) {
       std::size_t sep = i + 1 < count ? rest.find('_') : rest.size();
-      if (sep == std::string_view::npos || !isNumber(rest.substr(0, sep))) return false;
+      if (sep == std::string_view::npos || !is_number(rest.substr(0, sep))) return false;
       rest = i + 1 < count ? rest.substr(sep + 1) : std::string_view();
     }
     return true;
@@ -185,7 +185,7 @@ bool isValidBlockId(std::string_view id) {
   if (id.rfind("task_", 0) == 0) {
     std::string_view rest = id.substr(5);
     std::size_t sep = rest.find('_');
-    if (sep == std::string_view::npos || !isNumber(rest.substr(0, sep))) return false;
+    if (sep == std::string_view::npos || !is_number(rest.substr(0, sep))) return false;
     std::string_view name = rest.substr(sep + 1);
     if (name.empty() || name.size() > 200 || name.front() == '.') return false;
     return std::all_of(name.begin(), name.end(), [](char c) {

@@ -51,7 +51,7 @@ void Scheduler::schedule(TimePoint now, Actions& out) {
   // Shapes (cpus + resources) that found no agent in this pass: a later task of the same
   // shape will not fit either, so the pass stays linear in the pending tasks.
   std::vector<const TaskSpec*> misfits;
-  auto sameShape = [](const TaskSpec& a, const TaskSpec& b) {
+  auto same_shape = [](const TaskSpec& a, const TaskSpec& b) {
     return a.cpus == b.cpus && a.resources == b.resources;
   };
   for (auto it = pending_.begin(); it != pending_.end() && total_free_cores_ > 0;) {
@@ -61,7 +61,7 @@ void Scheduler::schedule(TimePoint now, Actions& out) {
       continue;
     }
     bool known_misfit = std::any_of(misfits.begin(), misfits.end(),
-                                    [&](const TaskSpec* m) { return sameShape(*m, spec); });
+                                    [&](const TaskSpec* m) { return same_shape(*m, spec); });
     AgentInfo* agent = known_misfit ? nullptr : pickAgent(spec);
     if (agent == nullptr) {
       if (!known_misfit) misfits.push_back(&spec);

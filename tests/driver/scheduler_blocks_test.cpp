@@ -177,18 +177,18 @@ TEST_F(BlockSchedulingTest, DecommissioningAgentGetsNoTasksAndIsNoPeer) {
   addBlockAgent("a", 2);
   addBlockAgent("b", 2);
   addBlockAgent("c", 2);
-  auto peerIds = [&](const std::string& asker) {
+  auto peer_ids = [&](const std::string& asker) {
     std::vector<std::string> ids;
     for (const auto& p : scheduler_.peersFor(asker)) ids.push_back(p.executor_id);
     return ids;
   };
-  EXPECT_EQ(peerIds("a"), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(peer_ids("a"), (std::vector<std::string>{"b", "c"}));
   ASSERT_EQ(scheduler_.peersFor("a")[0].block_url, "http://b:7337/");
 
   ASSERT_TRUE(scheduler_.decommissionAgent("a"));
   EXPECT_EQ(scheduler_.agent("a")->state, AgentState::kDecommissioning);
-  EXPECT_EQ(peerIds("a"), (std::vector<std::string>{"b", "c"}));
-  EXPECT_EQ(peerIds("b"), (std::vector<std::string>{"c"})) << "a is leaving";
+  EXPECT_EQ(peer_ids("a"), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(peer_ids("b"), (std::vector<std::string>{"c"})) << "a is leaving";
 
   Actions out;
   scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3"), task("t4")}), now_, out);
@@ -199,10 +199,10 @@ TEST_F(BlockSchedulingTest, DecommissioningAgentGetsNoTasksAndIsNoPeer) {
   // A lost agent is no peer either (it is gone from the registry).
   Actions lost;
   ASSERT_TRUE(scheduler_.removeAgent("c", "connection closed", lost));
-  EXPECT_EQ(peerIds("b"), std::vector<std::string>{});
+  EXPECT_EQ(peer_ids("b"), std::vector<std::string>{});
   // An agent without a block server is never offered.
   addAgent("plain", 1);
-  EXPECT_EQ(peerIds("b"), std::vector<std::string>{});
+  EXPECT_EQ(peer_ids("b"), std::vector<std::string>{});
 }
 
 TEST_F(BlockSchedulingTest, CleanLeaveAfterMigrationReschedulesNothing) {

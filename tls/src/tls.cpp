@@ -183,10 +183,10 @@ std::string lower(std::string text) {
 }  // namespace
 
 const std::vector<std::string>& tlsConfigKeys() {
-  static const std::vector<std::string> keys = {
+  static const std::vector<std::string> kKeys = {
       "enabled", "certificate_file",           "private_key_file",
       "ca_file", "require_client_certificate", "verify_hostname"};
-  return keys;
+  return kKeys;
 }
 
 TlsConfig readTlsConfig(const json& value, const std::string& at,

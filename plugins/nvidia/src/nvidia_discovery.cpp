@@ -35,9 +35,9 @@ using dockhand::sdk::Error;
 using nlohmann::json;
 
 // The few NVML declarations used here (nvml.h, stable since driver 325 for the _v2 entries).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct nvmlMemory_t {
+using nvmlReturn_t = int;                    // NOLINT(readability-identifier-naming): NVML's names
+using nvmlDevice_t = struct nvmlDevice_st*;  // NOLINT(readability-identifier-naming): NVML's
+struct nvmlMemory_t {                        // NOLINT(readability-identifier-naming): NVML's name
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
@@ -89,46 +89,46 @@ Probe probeNvml(const std::string& library_name) {
   auto init = nvml.symbol<nvmlReturn_t (*)()>("nvmlInit_v2");
   auto shutdown = nvml.symbol<nvmlReturn_t (*)()>("nvmlShutdown");
   auto count = nvml.symbol<nvmlReturn_t (*)(unsigned*)>("nvmlDeviceGetCount_v2");
-  auto byIndex =
+  auto by_index =
       nvml.symbol<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2");
-  auto getName = nvml.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
-  auto getUuid = nvml.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetUUID");
-  auto getMemory =
+  auto get_name = nvml.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
+  auto get_uuid = nvml.symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetUUID");
+  auto get_memory =
       nvml.symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>("nvmlDeviceGetMemoryInfo");
-  auto errorString = nvml.symbol<const char* (*)(nvmlReturn_t)>("nvmlErrorString");
-  if (!init || !shutdown || !count || !byIndex || !getName || !getUuid || !getMemory) {
+  auto error_string = nvml.symbol<const char* (*)(nvmlReturn_t)>("nvmlErrorString");
+  if (!init || !shutdown || !count || !by_index || !get_name || !get_uuid || !get_memory) {
     probe.why = library_name + " lacks the NVML functions this plugin uses";
     return probe;
   }
-  auto describeError = [&](nvmlReturn_t rc) {
-    const char* text = errorString ? errorString(rc) : nullptr;
+  auto describe_error = [&](nvmlReturn_t rc) {
+    const char* text = error_string ? error_string(rc) : nullptr;
     return "NVML error " + std::to_string(rc) + (text ? std::string(" (") + text + ")" : "");
   };
   if (const nvmlReturn_t rc = init(); rc != kNvmlSuccess) {
-    probe.why = "nvmlInit_v2 failed: " + describeError(rc);
+    probe.why = "nvmlInit_v2 failed: " + describe_error(rc);
     return probe;
   }
   unsigned n = 0;
   nvmlReturn_t rc = count(&n);
   if (rc != kNvmlSuccess) {
     shutdown();
-    throw Error(DH_ERROR, "nvidia: nvmlDeviceGetCount_v2 failed: " + describeError(rc));
+    throw Error(DH_ERROR, "nvidia: nvmlDeviceGetCount_v2 failed: " + describe_error(rc));
   }
   probe.driver = true;
   for (unsigned i = 0; i < n; ++i) {
     nvmlDevice_t device = nullptr;
-    if ((rc = byIndex(i, &device)) != kNvmlSuccess) {
+    if ((rc = by_index(i, &device)) != kNvmlSuccess) {
       shutdown();
-      throw Error(DH_ERROR, "nvidia: GPU " + std::to_string(i) + ": " + describeError(rc));
+      throw Error(DH_ERROR, "nvidia: GPU " + std::to_string(i) + ": " + describe_error(rc));
     }
     Gpu gpu;
     gpu.index = std::to_string(i);
     char text[kNvmlNameLength > kNvmlUuidLength ? kNvmlNameLength : kNvmlUuidLength] = {};
-    if (getName(device, text, kNvmlNameLength) == kNvmlSuccess) gpu.name = text;
+    if (get_name(device, text, kNvmlNameLength) == kNvmlSuccess) gpu.name = text;
     text[0] = '\0';
-    if (getUuid(device, text, kNvmlUuidLength) == kNvmlSuccess) gpu.uuid = text;
+    if (get_uuid(device, text, kNvmlUuidLength) == kNvmlSuccess) gpu.uuid = text;
     nvmlMemory_t memory{};
-    if (getMemory(device, &memory) == kNvmlSuccess) {
+    if (get_memory(device, &memory) == kNvmlSuccess) {
       gpu.memory_total_mib = memory.total / (1024ull * 1024ull);
     }
     probe.gpus.push_back(std::move(gpu));

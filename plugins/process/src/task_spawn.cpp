@@ -165,12 +165,12 @@ CloneFunction libcClone() {
   constexpr bool kThreadSanitizer = false;
 #endif
   if constexpr (kThreadSanitizer) {
-    static const CloneFunction found = [] {
+    static const CloneFunction kFound = [] {
       void* libc = ::dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
       void* symbol = libc != nullptr ? ::dlsym(libc, "clone") : nullptr;
       return symbol != nullptr ? reinterpret_cast<CloneFunction>(symbol) : &::clone;
     }();
-    return found;
+    return kFound;
   }
   return &::clone;
 }
@@ -327,7 +327,7 @@ pid_t spawnWithClone(const TaskSpec& spec, char* const* argv, char* const* envp,
   const std::string program = spec.search_path ? searchPath(spec.argv.front()) : spec.argv.front();
 
   Fds fds;
-  auto openOutput = [&](const std::string& path) {
+  auto open_output = [&](const std::string& path) {
     int fd =
         fds.add(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd < 0) throw sdk::Error(DH_ERROR, "cannot open " + path + ": " + errnoText(errno));
@@ -340,8 +340,8 @@ pid_t spawnWithClone(const TaskSpec& spec, char* const* argv, char* const* envp,
   ChildPlan plan;
   plan.stdin_fd = fds.add(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (plan.stdin_fd < 0) throw sdk::Error(DH_ERROR, "cannot open /dev/null: " + errnoText(errno));
-  plan.stdout_fd = openOutput(spec.work_dir + "/stdout");
-  plan.stderr_fd = openOutput(spec.work_dir + "/stderr");
+  plan.stdout_fd = open_output(spec.work_dir + "/stdout");
+  plan.stderr_fd = open_output(spec.work_dir + "/stderr");
   plan.program = program.c_str();
   plan.argv = argv;
   plan.envp = envp;

@@ -71,6 +71,8 @@
 #ifndef DOCKHAND_PLUGIN_H
 #define DOCKHAND_PLUGIN_H
 
+/* A C header, read by C++ too: typedef and (void) are what C has.
+ * NOLINTBEGIN(modernize-use-using,modernize-redundant-void-arg) */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -299,4 +301,5 @@ DH_EXPORT const dh_plugin_descriptor* dh_plugin_entry(void);
 } /* extern "C" */
 #endif
 
+/* NOLINTEND(modernize-use-using,modernize-redundant-void-arg) */
 #endif /* DOCKHAND_PLUGIN_H */

@@ -231,10 +231,12 @@ inline dh_status setOut(std::string value, const char** out_json) {
 
 template <class T, class = void>
 struct ConfigSchemaOf {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
   static constexpr const char* value = nullptr;
 };
 template <class T>
 struct ConfigSchemaOf<T, std::void_t<decltype(T::kConfigSchema)>> {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
   static constexpr const char* value = T::kConfigSchema;
 };
 
@@ -340,27 +342,27 @@ struct Glue {
 
   static const dh_task_runner_vtable* taskRunnerTable() noexcept {
     if constexpr (kIsRunner) {
-      static const dh_task_runner_vtable table = {sizeof(dh_task_runner_vtable), &launch, &kill,
-                                                  &threadDump, &taskStats};
-      return &table;
+      static const dh_task_runner_vtable kTable = {sizeof(dh_task_runner_vtable), &launch, &kill,
+                                                   &threadDump, &taskStats};
+      return &kTable;
     } else {
       return nullptr;
     }
   }
   static const dh_resource_discovery_vtable* discoveryTable() noexcept {
     if constexpr (kIsDiscovery) {
-      static const dh_resource_discovery_vtable table = {sizeof(dh_resource_discovery_vtable),
-                                                         &discover, &allocate, &release, &describe};
-      return &table;
+      static const dh_resource_discovery_vtable kTable = {
+          sizeof(dh_resource_discovery_vtable), &discover, &allocate, &release, &describe};
+      return &kTable;
     } else {
       return nullptr;
     }
   }
   static const dh_block_migration_vtable* migrationTable() noexcept {
     if constexpr (kIsMigration) {
-      static const dh_block_migration_vtable table = {sizeof(dh_block_migration_vtable), &migrate,
-                                                      &cancel};
-      return &table;
+      static const dh_block_migration_vtable kTable = {sizeof(dh_block_migration_vtable), &migrate,
+                                                       &cancel};
+      return &kTable;
     } else {
       return nullptr;
     }
@@ -368,7 +370,7 @@ struct Glue {
 
   static const dh_plugin_descriptor* descriptor(const char* name, const char* version,
                                                 const char* description) noexcept {
-    static const dh_plugin_descriptor d = {
+    static const dh_plugin_descriptor kDescriptor = {
         sizeof(dh_plugin_descriptor),
         DH_ABI_MAJOR,
         DH_ABI_MINOR,
@@ -384,7 +386,7 @@ struct Glue {
         taskRunnerTable(),
         migrationTable(),
     };
-    return &d;
+    return &kDescriptor;
   }
 
  private:

@@ -189,7 +189,7 @@ TEST(PluginHostTest, RefusesWrongKind) {
 
 TEST(PluginHostTest, DescriptorChecks) {
   EXPECT_EQ(checkDescriptor(nullptr), "dh_plugin_entry returned no descriptor");
-  static const dh_task_runner_vtable runner = {
+  static const dh_task_runner_vtable kRunner = {
       sizeof(dh_task_runner_vtable), [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
       [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr,
       nullptr};
@@ -203,7 +203,7 @@ TEST(PluginHostTest, DescriptorChecks) {
   d.create = [](const dh_host*, const char*, dh_plugin**) -> dh_status { return DH_OK; };
   d.destroy = [](dh_plugin*) {};
   d.last_error = [](dh_plugin*) -> const char* { return ""; };
-  d.task_runner = &runner;
+  d.task_runner = &kRunner;
   EXPECT_EQ(checkDescriptor(&d), "");
 
   auto changed = [&](auto&& change) {
@@ -298,24 +298,24 @@ TEST(PluginHostTest, EveryFailingCallReturnsThePluginsMessage) {
   PluginHost host({});
   StatusRecorder recorder;
   auto runner = host.createTaskRunner(fixture("every-call-fails"), "{}", recorder.callback());
-  auto expectError = [](const PluginResult& r, const std::string& message) {
+  auto expect_error = [](const PluginResult& r, const std::string& message) {
     EXPECT_EQ(r.status, DH_ERROR);
     EXPECT_EQ(r.error, message);
   };
-  expectError(runner->launch(R"({"task_id":1})"), "launch: no capacity");
-  expectError(runner->kill(1, true, "x"), "kill: refused");
-  expectError(runner->threadDump(1), "thread_dump: refused");
-  expectError(runner->taskStats(1), "task_stats: refused");
+  expect_error(runner->launch(R"({"task_id":1})"), "launch: no capacity");
+  expect_error(runner->kill(1, true, "x"), "kill: refused");
+  expect_error(runner->threadDump(1), "thread_dump: refused");
+  expect_error(runner->taskStats(1), "task_stats: refused");
   auto discovery = host.createResourceDiscovery(fixture("every-call-fails"), "{}");
-  expectError(discovery->discover(R"({"name":"gpu","amount":1})"),
-              "discover: the device registry is unreachable");
-  expectError(discovery->allocate(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
-              "allocate: device is busy");
-  expectError(discovery->release(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
-              "release: device did not reset");
-  expectError(discovery->describe(), "describe: no data");
+  expect_error(discovery->discover(R"({"name":"gpu","amount":1})"),
+               "discover: the device registry is unreachable");
+  expect_error(discovery->allocate(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
+               "allocate: device is busy");
+  expect_error(discovery->release(R"({"task_id":1,"name":"gpu","addresses":["0"]})"),
+               "release: device did not reset");
+  expect_error(discovery->describe(), "describe: no data");
   auto migration = host.createBlockMigration(fixture("every-call-fails"), "{}", {});
-  expectError(migration->migrate(R"({"blocks":[],"peers":[]})"), "migrate: disk full");
+  expect_error(migration->migrate(R"({"blocks":[],"peers":[]})"), "migrate: disk full");
   migration->cancel();  // not implemented: a no-op
   EXPECT_TRUE(recorder.reports(1).empty()) << "a failed launch reports nothing";
 }

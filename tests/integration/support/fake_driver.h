@@ -17,7 +17,7 @@
 #include "dockhand/protocol/messages.h"
 #include "support/process.h"
 
-namespace Poco::Net {
+namespace Poco::Net {  // NOLINT(readability-identifier-naming): Poco's namespace
 class HTTPServer;
 class WebSocket;
 }  // namespace Poco::Net
