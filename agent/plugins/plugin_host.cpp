@@ -35,7 +35,20 @@ std::filesystem::path PluginHost::locate(const std::string& name_or_path) const 
                         (searched.empty() ? "(no plugin directories configured)" : searched));
 }
 
+void PluginHost::add(std::shared_ptr<const PluginLibrary> library) {
+  std::lock_guard lock(mutex_);
+  if (auto it = by_name_.find(library->name()); it != by_name_.end()) {
+    throw PluginLoadError(library->label() + ": duplicate plugin name '" + library->name() +
+                          "' (already loaded from " + it->second->path().string() + ")");
+  }
+  by_name_.emplace(library->name(), std::move(library));
+}
+
 std::shared_ptr<const PluginLibrary> PluginHost::load(const std::string& name_or_path) {
+  if (!isPath(name_or_path)) {
+    std::lock_guard lock(mutex_);
+    if (auto it = by_name_.find(name_or_path); it != by_name_.end()) return it->second;
+  }
   const std::filesystem::path path = locate(name_or_path);
   std::error_code ec;
   std::filesystem::path key = std::filesystem::weakly_canonical(path, ec);

@@ -43,6 +43,9 @@ class PluginHost {
 
   // Loads (once) and checks a plugin library.
   std::shared_ptr<const PluginLibrary> load(const std::string& name_or_path);
+  // Makes an already loaded library (e.g. PluginLibrary::fromDescriptor) known by its name,
+  // as if load() had found it. Throws PluginLoadError for a name already loaded.
+  void add(std::shared_ptr<const PluginLibrary> library);
 
   // Loads the plugin and creates an instance with its config object (JSON text).
   std::shared_ptr<PluginInstance> create(const std::string& name_or_path,

@@ -198,24 +198,36 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
     throw fail("missing entry symbol " DH_PLUGIN_ENTRY_SYMBOL " (not a Dockhand plugin?)");
   }
   EntryFunction& entry = library->library_.get<EntryFunction>(DH_PLUGIN_ENTRY_SYMBOL);
-  const dh_plugin_descriptor* raw = entry();
-  if (std::string why = checkDescriptor(raw); !why.empty()) throw fail(why);
+  library->adopt(entry());
+  return library;
+}
 
-  std::memcpy(&library->descriptor_, raw,
+std::shared_ptr<const PluginLibrary> PluginLibrary::fromDescriptor(
+    const dh_plugin_descriptor* descriptor, const std::filesystem::path& origin) {
+  std::shared_ptr<PluginLibrary> library(new PluginLibrary());
+  library->path_ = origin;
+  library->adopt(descriptor);
+  return library;
+}
+
+void PluginLibrary::adopt(const dh_plugin_descriptor* raw) {
+  if (std::string why = checkDescriptor(raw); !why.empty()) {
+    throw PluginLoadError("plugin '" + path_.string() + "': " + why);
+  }
+  std::memcpy(&descriptor_, raw,
               std::min<std::size_t>(raw->struct_size, sizeof(dh_plugin_descriptor)));
-  dh_plugin_descriptor& d = library->descriptor_;
-  d.resource_discovery = copyTable(d.resource_discovery, library->discovery_table_);
-  d.task_runner = copyTable(d.task_runner, library->runner_table_);
-  d.block_migration = copyTable(d.block_migration, library->migration_table_);
-  library->name_ = raw->name;
-  library->version_ = raw->version;
+  dh_plugin_descriptor& d = descriptor_;
+  d.resource_discovery = copyTable(d.resource_discovery, discovery_table_);
+  d.task_runner = copyTable(d.task_runner, runner_table_);
+  d.block_migration = copyTable(d.block_migration, migration_table_);
+  name_ = raw->name;
+  version_ = raw->version;
   if (d.config_schema != nullptr) {
-    library->config_schema_ = nlohmann::json::parse(d.config_schema, nullptr, false);
-    if (library->config_schema_.is_discarded() || !library->config_schema_.is_object()) {
-      throw PluginLoadError(library->label() + ": config_schema is not a JSON object");
+    config_schema_ = nlohmann::json::parse(d.config_schema, nullptr, false);
+    if (config_schema_.is_discarded() || !config_schema_.is_object()) {
+      throw PluginLoadError(label() + ": config_schema is not a JSON object");
     }
   }
-  return library;
 }
 
 std::string PluginLibrary::abiVersion() const {

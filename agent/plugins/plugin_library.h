@@ -28,6 +28,12 @@ class PluginLibrary {
   static std::shared_ptr<const PluginLibrary> open(const std::filesystem::path& path,
                                                    bool allow_insecure = false);
 
+  // A plugin whose descriptor is in this process (no file, no dlopen), checked like a loaded
+  // one: the seam tests use to give the host a plugin written in the test itself. `origin`
+  // stands for the file in messages. Throws PluginLoadError.
+  static std::shared_ptr<const PluginLibrary> fromDescriptor(
+      const dh_plugin_descriptor* descriptor, const std::filesystem::path& origin = "(in process)");
+
   PluginLibrary(const PluginLibrary&) = delete;
   PluginLibrary& operator=(const PluginLibrary&) = delete;
 
@@ -49,6 +55,8 @@ class PluginLibrary {
 
  private:
   PluginLibrary() = default;
+  // Checks `descriptor` and copies it and its tables; throws PluginLoadError.
+  void adopt(const dh_plugin_descriptor* descriptor);
 
   boost::dll::shared_library library_;
   std::filesystem::path path_;
