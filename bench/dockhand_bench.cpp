@@ -6,6 +6,8 @@
 // Every child it starts is owned by an RAII object (killed and reaped on the way out), every
 // temp dir is removed, and every wait has a deadline. SIGINT/SIGTERM stop the run at the next
 // check; the driver child, if one runs, is asked to stop its agents first.
+// (Over 600 lines: one program, one measurement after another, read top to bottom; its
+// shared pieces are in sample_stats.h and the integration tests' support headers.)
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -1,3 +1,6 @@
+// The Backend's transitions (see backend.h). A little over 600 lines: its handlers are the
+// agent's whole protocol state, one per message and port event; decommissioning, the largest
+// seam, lives in decommission_flow.cpp.
 #include "core/backend.h"
 
 #include <algorithm>

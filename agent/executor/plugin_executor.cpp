@@ -1,8 +1,6 @@
 #include "executor/plugin_executor.h"
 
 #include <algorithm>
-#include <cctype>
-#include <future>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -12,6 +10,7 @@
 
 #include "blocks/block_fetcher.h"
 #include "blocks/block_id.h"
+#include "executor/task_files.h"
 
 namespace dockhand::agent {
 namespace {
@@ -36,63 +35,7 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
   }
 }
 
-// "gpu" -> "GPU", "my.fpga" -> "MY_FPGA": a valid environment variable name suffix.
-std::string envSuffix(const std::string& name) {
-  std::string out;
-  out.reserve(name.size());
-  for (unsigned char c : name) {
-    out.push_back(std::isalnum(c) ? static_cast<char>(std::toupper(c)) : '_');
-  }
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += ',';
-    out += item;
-  }
-  return out;
-}
-
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
-
-// Turns the files a task left in `output_dir` into blocks of `store`. Every name is checked
-// before any file is taken, so that a task with one bad name leaves no half-taken outputs.
-// Returns why the outputs cannot be taken, or nullopt.
-std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
-                                         const std::string& block_url,
-                                         const std::string& executor_id,
-                                         std::vector<protocol::BlockInfo>& blocks) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(output_dir, ec)) return std::nullopt;
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(output_dir, ec)) {
-    std::string name = entry.path().filename().string();
-    std::error_code type_ec;
-    if (!std::filesystem::is_regular_file(entry.symlink_status(type_ec))) {
-      return "output '" + name + "' in DOCKHAND_OUTPUT_DIR is not a regular file";
-    }
-    if (!isValidBlockId(name)) {
-      return "output file '" + name + "' in DOCKHAND_OUTPUT_DIR is not a valid block id (" +
-             std::string(kBlockIdForms) + ")";
-    }
-    files.push_back(entry.path());
-  }
-  if (ec) return "cannot list " + output_dir.string() + ": " + ec.message();
-  std::sort(files.begin(), files.end());
-  for (const auto& file : files) {
-    std::string id = file.filename().string();
-    try {
-      BlockMeta meta = store.adopt(id, file);
-      blocks.push_back(protocol::BlockInfo{meta.id, meta.size, meta.checksum, executor_id,
-                                           block_url + "/blocks/" + meta.id});
-    } catch (const BlockStoreError& e) {
-      return "cannot store output block " + id + ": " + e.what();
-    }
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -245,31 +188,7 @@ std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
 
 Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
                               const std::filesystem::path& task_dir) const {
-  Json env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
-              {"DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt)},
-              {"DOCKHAND_TASK_NAME", task.name},
-              {"DOCKHAND_PARTITION", std::to_string(task.partition)},
-              {"DOCKHAND_EXECUTOR_ID", executor_id_},
-              {"DOCKHAND_CPUS", std::to_string(task.cpus)},
-              {"DOCKHAND_OUTPUT_DIR", (task_dir / "output").string()},
-              {"DOCKHAND_INPUT_DIR", (task_dir / "input").string()}};
-  Json resources = Json::object();
-  for (const auto& [name, addresses] : task.resources) {
-    std::string list = joined(addresses);
-    env["DOCKHAND_RESOURCE_" + envSuffix(name)] = list;
-    if (name == "gpu") env["CUDA_VISIBLE_DEVICES"] = list;
-    resources[name] = addresses;
-  }
-  return Json{{"task_id", task.task_id},
-              {"attempt", task.attempt},
-              {"name", task.name},
-              {"partition", task.partition},
-              {"cpus", task.cpus},
-              {"resources", std::move(resources)},
-              {"properties", task.properties},
-              {"payload", task.payload},
-              {"work_dir", task_dir.string()},
-              {"env", std::move(env)}};
+  return runnerTaskJson(task, task_dir, executor_id_);
 }
 
 std::string PluginExecutor::stuckReason(const Runner& runner) const {
