@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fixture_common.h"
 #include "plugins/plugin_host.h"
 
 namespace dockhand::agent {
@@ -54,8 +55,6 @@ dh_status create(const dh_host*, const char*, dh_plugin** out) {
   *out = reinterpret_cast<dh_plugin*>(&gInstance);
   return DH_OK;
 }
-void destroy(dh_plugin*) {}
-const char* lastError(dh_plugin*) { return "refused"; }
 
 dh_status discover(dh_plugin*, const char*, const char** out) {
   gScript->note("discover");
@@ -88,17 +87,12 @@ dh_resource_discovery_vtable gDiscovery{sizeof(dh_resource_discovery_vtable), &d
                                         &release, nullptr};
 dh_block_migration_vtable gMigration{sizeof(dh_block_migration_vtable), &migrate, &cancel};
 
+// One plugin of two kinds, on the fixture plugins' descriptor builder.
 dh_plugin_descriptor descriptor(const char* name) {
-  dh_plugin_descriptor d{};
-  d.struct_size = sizeof(dh_plugin_descriptor);
-  d.abi_major = DH_ABI_MAJOR;
-  d.abi_minor = DH_ABI_MINOR;
-  d.name = name;
-  d.version = "1.0.0";
+  dh_plugin_descriptor d = fixture::runnerDescriptor(name);
   d.kinds = DH_KIND_RESOURCE_DISCOVERY | DH_KIND_BLOCK_MIGRATION;
+  d.task_runner = nullptr;
   d.create = &create;
-  d.destroy = &destroy;
-  d.last_error = &lastError;
   d.resource_discovery = &gDiscovery;
   d.block_migration = &gMigration;
   return d;
