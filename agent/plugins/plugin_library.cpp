@@ -107,7 +107,10 @@ bool looksLikeElf(const std::filesystem::path& path) {
 
 }  // namespace
 
-std::string checkDescriptor(const dh_plugin_descriptor* raw) {
+namespace {
+
+// The reason to refuse a descriptor, or "" (checkDescriptor's body).
+std::string descriptorProblem(const dh_plugin_descriptor* raw) {
   if (raw == nullptr) return "dh_plugin_entry returned no descriptor";
   if (raw->struct_size < offsetof(dh_plugin_descriptor, name)) {
     return "descriptor struct_size " + std::to_string(raw->struct_size) + " is too small";
@@ -157,12 +160,21 @@ std::string checkDescriptor(const dh_plugin_descriptor* raw) {
   return {};
 }
 
-std::string checkFileSecurity(const std::filesystem::path& path) {
+}  // namespace
+
+Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor) {
+  if (std::string why = descriptorProblem(descriptor); !why.empty()) return Error(std::move(why));
+  return {};
+}
+
+Result<void> checkFileSecurity(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   if (ec) absolute = path;
-  if (auto why = checkOne(absolute, "file"); !why.empty()) return why;
-  return checkOne(absolute.parent_path(), "directory");
+  std::string why = checkOne(absolute, "file");
+  if (why.empty()) why = checkOne(absolute.parent_path(), "directory");
+  if (!why.empty()) return Error(std::move(why));
+  return {};
 }
 
 std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path,
@@ -175,7 +187,9 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
     throw fail(std::filesystem::exists(path, fs_error) ? "not a regular file" : "no such file");
   }
   if (!allow_insecure) {
-    if (std::string why = checkFileSecurity(path); !why.empty()) throw fail("refused: " + why);
+    if (auto secure = checkFileSecurity(path); !secure) {
+      throw fail("refused: " + secure.error().message);
+    }
   }
   if (!looksLikeElf(path)) throw fail("not a shared library (no ELF header)");
 
@@ -211,8 +225,8 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::fromDescriptor(
 }
 
 void PluginLibrary::adopt(const dh_plugin_descriptor* raw) {
-  if (std::string why = checkDescriptor(raw); !why.empty()) {
-    throw PluginLoadError("plugin '" + path_.string() + "': " + why);
+  if (auto checked = checkDescriptor(raw); !checked) {
+    throw PluginLoadError("plugin '" + path_.string() + "': " + checked.error().message);
   }
   std::memcpy(&descriptor_, raw,
               std::min<std::size_t>(raw->struct_size, sizeof(dh_plugin_descriptor)));

@@ -15,6 +15,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/base/result.h"
 #include "dockhand/plugin.h"
 #include "plugins/plugin_error.h"
 
@@ -69,12 +70,12 @@ class PluginLibrary {
   std::string version_;
 };
 
-// Checks a descriptor against this host's ABI. Returns the reason for refusing it, or an
-// empty string when it is acceptable. Exposed for tests.
-std::string checkDescriptor(const dh_plugin_descriptor* descriptor);
+// Checks a descriptor against this host's ABI: success, or the reason for refusing it.
+// Exposed for tests.
+Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor);
 
-// Why `path` may not be loaded as a plugin (writable by group or others, or owned by another
-// user; the same for its directory), or an empty string when it may. Exposed for tests.
-std::string checkFileSecurity(const std::filesystem::path& path);
+// Success when `path` may be loaded as a plugin; otherwise why not (writable by group or
+// others, or owned by another user; the same for its directory). Exposed for tests.
+Result<void> checkFileSecurity(const std::filesystem::path& path);
 
 }  // namespace dockhand::agent

@@ -1,7 +1,6 @@
 #include "resources/resource_discovery.h"
 
 #include <cmath>
-#include <ranges>
 #include <set>
 
 #include <fmt/format.h>
@@ -147,29 +146,33 @@ ResourceLedger::ResourceLedger(const std::map<std::string, DiscoveredResource>& 
   }
 }
 
-std::optional<std::string> ResourceLedger::acquire(
-    std::uint64_t task_id, const std::map<std::string, std::vector<std::string>>& want) {
-  if (held_.count(task_id) != 0) return fmt::format("task {} already holds resources", task_id);
+Result<void> ResourceLedger::acquire(std::uint64_t task_id,
+                                     const std::map<std::string, std::vector<std::string>>& want) {
+  if (held_.count(task_id) != 0)
+    return Error(fmt::format("task {} already holds resources", task_id));
   for (const auto& [name, addresses] : want) {
     auto resource = free_.find(name);
     if (resource == free_.end()) {
-      return fmt::format("resource '{}' is not offered by this agent", name);
+      return Error(fmt::format("resource '{}' is not offered by this agent", name));
     }
     std::set<std::string> seen;
     for (const auto& address : addresses) {
       if (!seen.insert(address).second) {
-        return fmt::format("{} address '{}' is assigned twice to the task", name, address);
+        return Error(fmt::format("{} address '{}' is assigned twice to the task", name, address));
       }
       auto slot = resource->second.find(address);
       if (slot == resource->second.end()) {
-        return fmt::format("{} address '{}' is not one of this agent's ({})", name, address,
-                           fmt::join(resource->second | std::views::keys, ", "));
+        std::vector<std::string> offered;
+        offered.reserve(resource->second.size());
+        for (const auto& [known, slots] : resource->second) offered.push_back(known);
+        return Error(fmt::format("{} address '{}' is not one of this agent's ({})", name, address,
+                                 fmt::join(offered, ", ")));
       }
       if (slot->second <= 0) {
-        return fmt::format(
-            "{} address '{}' is already in use by as many running tasks as its "
-            "share allows",
-            name, address);
+        return Error(
+            fmt::format("{} address '{}' is already in use by as many running tasks as its "
+                        "share allows",
+                        name, address));
       }
     }
   }
@@ -177,7 +180,7 @@ std::optional<std::string> ResourceLedger::acquire(
     for (const auto& address : addresses) --free_[name][address];
   }
   held_[task_id] = want;
-  return std::nullopt;
+  return {};
 }
 
 void ResourceLedger::release(std::uint64_t task_id) {

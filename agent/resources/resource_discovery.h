@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "dockhand/base/result.h"
 #include "dockhand/protocol/messages.h"
 #include "plugins/resource_discovery_plugin.h"
 
@@ -112,11 +113,11 @@ class ResourceLedger {
   ResourceLedger(const std::map<std::string, DiscoveredResource>& resources,
                  const std::map<std::string, double>& amount_per_task);
 
-  // Takes the addresses a task was given. Returns the reason when it may not have them (an
+  // Takes the addresses a task was given. Fails with the reason when it may not have them (an
   // unknown resource or address, an address listed twice, or one already used by as many
   // running tasks as its share allows); nothing is taken then.
-  std::optional<std::string> acquire(std::uint64_t task_id,
-                                     const std::map<std::string, std::vector<std::string>>& want);
+  Result<void> acquire(std::uint64_t task_id,
+                       const std::map<std::string, std::vector<std::string>>& want);
   // Gives a task's addresses back (no-op for an unknown task).
   void release(std::uint64_t task_id);
 

@@ -18,8 +18,8 @@ void ResourceGuard::setResources(const std::map<std::string, DiscoveredResource>
 
 Result<void> ResourceGuard::launch(const protocol::TaskDescription& task) {
   if (!task.resources.empty()) {
-    if (auto why = ledger_.acquire(task.task_id, task.resources)) {
-      return Error("resource assignment refused: " + *why);
+    if (auto taken = ledger_.acquire(task.task_id, task.resources); !taken) {
+      return Error("resource assignment refused: " + taken.error().message);
     }
     auto& done = allocations_[task.task_id];
     for (const auto& [name, addresses] : task.resources) {

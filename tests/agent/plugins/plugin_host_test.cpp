@@ -187,8 +187,11 @@ TEST(PluginHostTest, RefusesWrongKind) {
   }
 }
 
+// The reason a check refused, or "" when it passed.
+std::string refusal(const Result<void>& checked) { return checked ? "" : checked.error().message; }
+
 TEST(PluginHostTest, DescriptorChecks) {
-  EXPECT_EQ(checkDescriptor(nullptr), "dh_plugin_entry returned no descriptor");
+  EXPECT_EQ(refusal(checkDescriptor(nullptr)), "dh_plugin_entry returned no descriptor");
   static const dh_task_runner_vtable kRunner = {
       sizeof(dh_task_runner_vtable), [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
       [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr,
@@ -204,12 +207,12 @@ TEST(PluginHostTest, DescriptorChecks) {
   d.destroy = [](dh_plugin*) {};
   d.last_error = [](dh_plugin*) -> const char* { return ""; };
   d.task_runner = &kRunner;
-  EXPECT_EQ(checkDescriptor(&d), "");
+  EXPECT_EQ(refusal(checkDescriptor(&d)), "");
 
   auto changed = [&](auto&& change) {
     dh_plugin_descriptor copy = d;
     change(copy);
-    return checkDescriptor(&copy);
+    return refusal(checkDescriptor(&copy));
   };
   EXPECT_EQ(changed([](auto& c) { c.name = "Bad Name"; }),
             "name is missing or not [a-z0-9_-]{1,64}");

@@ -149,12 +149,12 @@ std::map<std::string, DiscoveredResource> gpus(std::vector<std::string> addresse
 
 TEST(ResourceLedgerTest, WholeAddressesAreNeverShared) {
   ResourceLedger ledger(gpus({"0", "1"}), {{"gpu", 1.0}});
-  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"0"}}}), std::nullopt);
-  EXPECT_EQ(ledger.acquire(2, {{"gpu", {"0"}}}),
+  EXPECT_TRUE(ledger.acquire(1, {{"gpu", {"0"}}}).ok());
+  EXPECT_EQ(ledger.acquire(2, {{"gpu", {"0"}}}).error().message,
             "gpu address '0' is already in use by as many running tasks as its share allows");
-  EXPECT_EQ(ledger.acquire(2, {{"gpu", {"1"}}}), std::nullopt);
+  EXPECT_TRUE(ledger.acquire(2, {{"gpu", {"1"}}}).ok());
   ledger.release(1);
-  EXPECT_EQ(ledger.acquire(3, {{"gpu", {"0"}}}), std::nullopt);
+  EXPECT_TRUE(ledger.acquire(3, {{"gpu", {"0"}}}).ok());
 }
 
 TEST(ResourceLedgerTest, FractionsShareAnAddressExactly) {
@@ -163,22 +163,22 @@ TEST(ResourceLedgerTest, FractionsShareAnAddressExactly) {
   EXPECT_EQ(ResourceLedger::slotsPerAddress(0.5), 2);
   EXPECT_EQ(ResourceLedger::slotsPerAddress(2), 1);
   ResourceLedger ledger(gpus({"0"}), {{"gpu", 0.25}});
-  for (std::uint64_t t = 1; t <= 4; ++t)
-    EXPECT_EQ(ledger.acquire(t, {{"gpu", {"0"}}}), std::nullopt);
-  EXPECT_NE(ledger.acquire(5, {{"gpu", {"0"}}}), std::nullopt) << "a fifth quarter";
+  for (std::uint64_t t = 1; t <= 4; ++t) EXPECT_TRUE(ledger.acquire(t, {{"gpu", {"0"}}}).ok());
+  EXPECT_FALSE(ledger.acquire(5, {{"gpu", {"0"}}}).ok()) << "a fifth quarter";
   ledger.release(2);
   EXPECT_EQ(ledger.freeSlots("gpu", "0"), 1);
-  EXPECT_EQ(ledger.acquire(5, {{"gpu", {"0"}}}), std::nullopt);
+  EXPECT_TRUE(ledger.acquire(5, {{"gpu", {"0"}}}).ok());
 }
 
 TEST(ResourceLedgerTest, RefusesUnknownAndDuplicateAddressesAndTakesNothing) {
   ResourceLedger ledger(gpus({"0", "1"}), {});
-  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"7"}}}),
+  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"7"}}}).error().message,
             "gpu address '7' is not one of this agent's (0, 1)");
-  EXPECT_EQ(ledger.acquire(1, {{"fpga", {"0"}}}), "resource 'fpga' is not offered by this agent");
-  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"1", "1"}}}),
+  EXPECT_EQ(ledger.acquire(1, {{"fpga", {"0"}}}).error().message,
+            "resource 'fpga' is not offered by this agent");
+  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"1", "1"}}}).error().message,
             "gpu address '1' is assigned twice to the task");
-  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"0", "7"}}}),
+  EXPECT_EQ(ledger.acquire(1, {{"gpu", {"0", "7"}}}).error().message,
             "gpu address '7' is not one of this agent's (0, 1)");
   EXPECT_EQ(ledger.freeSlots("gpu", "0"), 1) << "a refused task takes nothing";
 }

@@ -37,8 +37,8 @@ TEST(ResourceStatusTest, ShowsWhoFoundEachResourceItsDetailsAndWhichTaskHoldsWha
       {"fpga", resource("fpga", {"f0"}, "resources file /etc/r.json", nullptr)}};
   const std::map<std::string, double> amounts = {{"gpu", 0.25}};
   ResourceLedger ledger(found, amounts);
-  ASSERT_FALSE(ledger.acquire(7, {{"gpu", {"0"}}}));
-  ASSERT_FALSE(ledger.acquire(8, {{"gpu", {"0"}}, {"fpga", {"f0"}}}));
+  ASSERT_TRUE(ledger.acquire(7, {{"gpu", {"0"}}}).ok());
+  ASSERT_TRUE(ledger.acquire(8, {{"gpu", {"0"}}, {"fpga", {"f0"}}}).ok());
   const json gpus = {{"gpus", {{{"index", "0"}, {"uuid", "GPU-a"}}, {{"index", "1"}}}}};
   const json status =
       resourceStatusJson(found, amounts, ledger, {{"nvidia", gpus}, {"host", {{"cores", 4}}}});
