@@ -105,6 +105,7 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
     queued.swap(s->queue);
     const std::string stuck_call = s->stuck_call;
     const std::string reason = s->plugin + " is stuck: " + stuck_call;
+    StuckHandler on_stuck = s->on_stuck;
     lock.unlock();
     if (overran_not_done) overran_not_done(stuck_call + "; the call is abandoned");
     std::vector<CallInfo> dropped;
@@ -115,7 +116,7 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
     }
     queued.clear();
     // Once stop() has begun, nobody is told: the instance is going away.
-    if (s->on_stuck && !stopping) s->on_stuck(std::move(overran), std::move(dropped));
+    if (on_stuck && !stopping) on_stuck(std::move(overran), std::move(dropped));
     return;
   }
 }
