@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -104,13 +105,13 @@ TEST(PluginCallsTest, CallsUnderTheTimeoutNeverMakeItStuck) {
 
 TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
   StuckReport report;
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   std::atomic<int> ran_after{0};
   {
     PluginCalls calls("plugin 'r'", 100ms);
     calls.onStuck(report.handler());
     ASSERT_TRUE(calls.submit({{"launch", 1}, [] {}}));
-    ASSERT_TRUE(calls.submit({{"launch", 7}, [&] { gate.wait(); }}));
+    ASSERT_TRUE(calls.submit({{"launch", 7}, [&, gate] { gate->wait(); }}));
     ASSERT_TRUE(calls.submit({{"kill", 3}, [&] { ++ran_after; }}));
     ASSERT_TRUE(calls.submit({{"launch", 8}, [&] { ++ran_after; }}));
     ASSERT_TRUE(report.waitFor(10s));
@@ -129,7 +130,7 @@ TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
     EXPECT_FALSE(calls.submit({{"launch", 9}, [&] { ++ran_after; }}));
     // The stuck call is waited for only until the deadline.
     EXPECT_FALSE(calls.stop(std::chrono::steady_clock::now() + 100ms));
-    gate.open();  // the call returns late: nothing changes, the detached thread ends
+    gate->open();  // the call returns late: nothing changes, the detached thread ends
   }
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(ran_after.load(), 0) << "dropped calls never run";
@@ -138,12 +139,12 @@ TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
 
 TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
   StuckReport report;
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   PluginCalls calls("plugin 'r'", 50ms);
   calls.onStuck(report.handler());
-  ASSERT_TRUE(calls.submit({{"thread_dump", 2}, [&] { gate.wait(); }}));
+  ASSERT_TRUE(calls.submit({{"thread_dump", 2}, [&, gate] { gate->wait(); }}));
   ASSERT_TRUE(report.waitFor(10s));
-  gate.open();
+  gate->open();
   EXPECT_FALSE(calls.submit({{"launch", 3}, [] {}}));
   EXPECT_TRUE(calls.stuck());
   // The call thread is free again, so it stops.
@@ -152,20 +153,20 @@ TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
 
 TEST(PluginCallsTest, StopWaitsForACallInProgressOnlyUntilTheDeadline) {
   StuckReport report;
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   {
     PluginCalls calls("plugin 'r'", 1h);
     calls.onStuck(report.handler());
     std::atomic<bool> started{false};
-    ASSERT_TRUE(calls.submit({{"kill", 5}, [&] {
+    ASSERT_TRUE(calls.submit({{"kill", 5}, [&, gate] {
                                 started = true;
-                                gate.wait();
+                                gate->wait();
                               }}));
     for (int i = 0; i < 10000 && !started; ++i) std::this_thread::sleep_for(1ms);
     EXPECT_TRUE(started);
     EXPECT_FALSE(calls.stop(std::chrono::steady_clock::now() + 100ms));
     EXPECT_FALSE(calls.stuck()) << "the call has not overrun its own timeout";
-    gate.open();
+    gate->open();
   }
   EXPECT_EQ(report.reports, 0) << "no report once stop() has begun";
 }
@@ -188,19 +189,19 @@ TEST(PluginCallsTest, CallWaitsForTheAnswerMadeOnTheCallThread) {
 
 TEST(PluginCallsTest, CallThatOverrunsIsAnsweredWithAnErrorAndLaterCallsFailAtOnce) {
   StuckReport report;
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   {
     PluginCalls calls("plugin 'hang'", 100ms);
     calls.onStuck(report.handler());
     // A call queued behind the one that hangs is never made; its caller is told why.
     std::optional<PluginResult> queued;
     std::thread behind;
-    PluginResult first = calls.call({"allocate"}, [&] {
+    PluginResult first = calls.call({"allocate"}, [&, gate] {
       behind =
           std::thread([&] { queued = calls.call({"release"}, [] { return PluginResult{}; }); });
       // The second call is queued before this one overruns.
       std::this_thread::sleep_for(20ms);
-      gate.wait();
+      gate->wait();
       return PluginResult{};
     });
     EXPECT_EQ(first.status, DH_ERROR);
@@ -226,7 +227,7 @@ TEST(PluginCallsTest, CallThatOverrunsIsAnsweredWithAnErrorAndLaterCallsFailAtOn
     EXPECT_EQ(later.error,
               "plugin 'hang' is stuck: allocate() did not return within 100 ms "
               "(plugin_call_timeout_ms); restart the agent to use it again");
-    gate.open();
+    gate->open();
   }
 }
 
@@ -245,31 +246,31 @@ TEST(PluginCallsTest, ACallsOwnBoundReplacesTheTimeoutAndZeroMeansNone) {
   EXPECT_TRUE(moved.ok()) << moved.error;
   EXPECT_FALSE(calls.stuck());
   // The next call is bounded again (by its own bound here), and the watchdog sees it.
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   PluginResult late = calls.call(
       {"describe"},
-      [&] {
-        gate.wait();
+      [&, gate] {
+        gate->wait();
         return PluginResult{};
       },
       150ms);
   EXPECT_EQ(late.error, "describe() did not return within 150 ms; the call is abandoned");
   EXPECT_TRUE(calls.stuck());
-  gate.open();
+  gate->open();
   EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
 }
 
 TEST(PluginCallsTest, StopAnswersCallersOfACallItGivesUpOn) {
-  Gate gate;
+  auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   PluginCalls calls("plugin 'm'", 1h);
   std::atomic<bool> started{false};
   std::optional<PluginResult> answer;
   std::thread caller([&] {
     answer = calls.call(
         {"migrate"},
-        [&] {
+        [&, gate] {
           started = true;
-          gate.wait();
+          gate->wait();
           return PluginResult{};
         },
         0ms);
@@ -281,7 +282,7 @@ TEST(PluginCallsTest, StopAnswersCallersOfACallItGivesUpOn) {
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->error, "plugin 'm' is stopping; the call in progress is abandoned");
   EXPECT_EQ(calls.call({"migrate"}, [] { return PluginResult{}; }).error, "plugin 'm' is stopping");
-  gate.open();
+  gate->open();
 }
 
 TEST(PluginCallsTest, AnInstanceNeverCalledStartsNoThreadAndStopsAtOnce) {
