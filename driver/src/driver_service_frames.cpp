@@ -251,12 +251,12 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     return;
   }
   auto reg = protocol::decodeBody<protocol::RegisterExecutor>(env.body);
-  RegistrationResult result;
+  Result<void> result;
   {
     std::lock_guard lock(mutex_);
     Actions actions;
     result = scheduler_.registerAgent(reg, now_(), actions);
-    if (result.ok) {
+    if (result) {
       ++registrations_;
       agent_connections_[reg.executor_id] = c;
       // The reply goes out before anything the registration leads to.
@@ -267,9 +267,9 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       ++refused_registrations_;
     }
   }
-  if (!result.ok) {
-    logger("driver")->warn("refused registration from {}: {}", c->peer(), result.message);
-    refuse(*c, env.id, result.code, result.message);
+  if (!result) {
+    logger("driver")->warn("refused registration from {}: {}", c->peer(), result.error().message);
+    refuse(*c, env.id, result.error().code, result.error().message);
     return;
   }
   c->agent_id = reg.executor_id;

@@ -83,19 +83,19 @@ Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
 
 // ---- agents -------------------------------------------------------------------------------
 
-RegistrationResult Scheduler::registerAgent(const protocol::RegisterExecutor& reg, TimePoint now,
-                                            Actions& out) {
+Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, TimePoint now,
+                                      Actions& out) {
   now_ = now;
   if (auto it = agents_.find(reg.executor_id); it != agents_.end()) {
-    return {false, std::string(protocol::error_code::kDuplicateExecutor),
-            fmt::format("executor id '{}' is already registered (host {}); pick another "
-                        "--executor-id or stop the other agent",
-                        reg.executor_id, it->second.host)};
+    return Error(fmt::format("executor id '{}' is already registered (host {}); pick another "
+                             "--executor-id or stop the other agent",
+                             reg.executor_id, it->second.host),
+                 std::string(protocol::error_code::kDuplicateExecutor));
   }
   if (reg.cores < 1) {
-    return {false, std::string(protocol::error_code::kRegistrationRefused),
-            fmt::format("executor '{}' offers {} cores; at least 1 is needed", reg.executor_id,
-                        reg.cores)};
+    return Error(fmt::format("executor '{}' offers {} cores; at least 1 is needed", reg.executor_id,
+                             reg.cores),
+                 std::string(protocol::error_code::kRegistrationRefused));
   }
   AgentInfo agent;
   agent.id = reg.executor_id;

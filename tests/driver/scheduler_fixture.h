@@ -70,7 +70,7 @@ class SchedulerTest : public ::testing::Test {
   void addAgent(const std::string& id, int cores,
                 std::map<std::string, std::vector<std::string>> res = {}) {
     Actions out;
-    ASSERT_TRUE(scheduler_.registerAgent(agentReg(id, cores, std::move(res)), now_, out).ok);
+    ASSERT_TRUE(scheduler_.registerAgent(agentReg(id, cores, std::move(res)), now_, out).ok());
     ASSERT_TRUE(scheduler_.agentLaunched(id, now_, out));
     pending_.insert(pending_.end(), out.begin(), out.end());
   }
@@ -83,7 +83,7 @@ class BlockSchedulingTest : public SchedulerTest {
     Actions out;
     protocol::RegisterExecutor reg = agentReg(id, cores);
     reg.block_url = "http://" + id + ":7337/";
-    ASSERT_TRUE(scheduler_.registerAgent(reg, now_, out).ok);
+    ASSERT_TRUE(scheduler_.registerAgent(reg, now_, out).ok());
     ASSERT_TRUE(scheduler_.agentLaunched(id, now_, out));
     pending_.insert(pending_.end(), out.begin(), out.end());
   }

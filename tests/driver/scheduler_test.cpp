@@ -36,7 +36,7 @@ TEST_F(SchedulerTest, LaunchesUpToFreeCoresAndNextWhenASlotFrees) {
 
 TEST_F(SchedulerTest, NoTasksBeforeLaunchedExecutor) {
   Actions out;
-  ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok);
+  ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok());
   scheduler_.submit(job({task("t0")}), now_, out);
   EXPECT_TRUE(launches(out).empty());
   scheduler_.agentLaunched("a", now_, out);
@@ -252,13 +252,13 @@ TEST_F(SchedulerTest, DuplicateExecutorIdIsRefusedWhileRegistered) {
   addAgent("a", 1);
   Actions out;
   auto again = scheduler_.registerAgent(agentReg("a", 4), now_, out);
-  EXPECT_FALSE(again.ok);
-  EXPECT_EQ(again.code, "duplicate_executor");
-  EXPECT_NE(again.message.find("'a'"), std::string::npos);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, "duplicate_executor");
+  EXPECT_NE(again.error().message.find("'a'"), std::string::npos);
   EXPECT_EQ(scheduler_.agent("a")->cores, 1);  // the first registration stands
 
   ASSERT_TRUE(scheduler_.removeAgent("a", "gone", out));
-  EXPECT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok);
+  EXPECT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok());
 }
 
 TEST_F(SchedulerTest, SilentAgentExpiresAndItsTasksMove) {

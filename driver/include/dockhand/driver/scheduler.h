@@ -49,6 +49,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dockhand/base/result.h"
 #include "dockhand/driver/block_map.h"
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/protocol/messages.h"
@@ -151,12 +152,6 @@ struct Progress {
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
-struct RegistrationResult {
-  bool ok = true;
-  std::string code;  // protocol::error_code on refusal
-  std::string message;
-};
-
 struct SchedulerOptions {
   int default_max_attempts = 4;
   Millis agent_timeout{60000};
@@ -167,8 +162,8 @@ class Scheduler {
   explicit Scheduler(SchedulerOptions options = {});
 
   // ---- agents ----
-  RegistrationResult registerAgent(const protocol::RegisterExecutor& reg, TimePoint now,
-                                   Actions& out);
+  // Success, or a refusal whose Error code is a protocol::error_code.
+  Result<void> registerAgent(const protocol::RegisterExecutor& reg, TimePoint now, Actions& out);
   // The agent's executor is up (LaunchedExecutor): its cores take tasks from now on.
   bool agentLaunched(const std::string& agent_id, TimePoint now, Actions& out);
   // Notes a message from the agent (any message counts as alive). False when unknown.
