@@ -1,7 +1,6 @@
 #include "resources/resource_discovery.h"
 
 #include <cmath>
-#include <ranges>
 #include <set>
 
 #include <fmt/format.h>
@@ -162,8 +161,15 @@ std::optional<std::string> ResourceLedger::acquire(
       }
       auto slot = resource->second.find(address);
       if (slot == resource->second.end()) {
+        // A loop, not std::views::keys: clang 14 (clang-tidy) can't compile that view with
+        // libstdc++ 12.
+        std::vector<std::string> offered;
+        offered.reserve(resource->second.size());
+        for (const auto& [offered_address, share] : resource->second) {
+          offered.push_back(offered_address);
+        }
         return fmt::format("{} address '{}' is not one of this agent's ({})", name, address,
-                           fmt::join(resource->second | std::views::keys, ", "));
+                           fmt::join(offered, ", "));
       }
       if (slot->second <= 0) {
         return fmt::format(
