@@ -148,7 +148,7 @@ DOCKHAND_CHILD_CODE long moveFd(int fd, int target) {
 
 DOCKHAND_CHILD_CODE int childMain(void* plan) { runChild(*static_cast<const ChildPlan*>(plan)); }
 
-constexpr std::size_t kChildStackBytes = 64 * 1024;
+constexpr std::size_t kChildStackBytes = std::size_t{64} * 1024;
 
 using CloneFunction = int (*)(int (*)(void*), void*, int, void*, ...);
 
