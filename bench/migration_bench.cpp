@@ -151,7 +151,7 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
   socklen_t len = sizeof addr;
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(listener, 1);
-  const std::uint64_t total = static_cast<std::uint64_t>(o.blocks) * data.size();
+  const auto total = static_cast<std::uint64_t>(o.blocks) * data.size();
   std::thread receiver([&] {
     int fd = ::accept(listener, nullptr, nullptr);
     std::vector<char> buffer(1 << 20);
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
   fs::create_directories(o.dir);
   try {
     std::vector<char> data = randomBytes(static_cast<std::size_t>(o.block_mib) << 20);
-    const double total_mib = static_cast<double>(o.blocks) * o.block_mib;
+    const auto total_mib = static_cast<double>(o.blocks) * o.block_mib;
     std::printf("migration bench: %d blocks x %d MiB = %.0f MiB in %s, %d at once\n", o.blocks,
                 o.block_mib, total_mib, o.dir.c_str(), o.concurrency);
     // Rounds interleave the four measurements (page cache, O_DIRECT, loopback, migration), so
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> round_ratios;
     std::vector<MigrationResult> runs;
-    const std::uint64_t total = static_cast<std::uint64_t>(o.blocks) * data.size();
+    const auto total = static_cast<std::uint64_t>(o.blocks) * data.size();
     for (int r = 0; r < o.rounds; ++r) {
       ::sync();
       buffered.rates.push_back(diskRateBuffered(o, data));

@@ -152,7 +152,7 @@ void Backend::fetchAppConfig() {
 }
 
 void Backend::applyAppConfig(const Json& body) {
-  proto::AppConfig config = proto::decodeBody<proto::AppConfig>(body);
+  auto config = proto::decodeBody<proto::AppConfig>(body);
   if (options_.discover_resources) {
     std::string refusal = options_.discover_resources(config.resource_profile, options_.resources);
     if (!refusal.empty()) throw ResourcesUnavailable(refusal);

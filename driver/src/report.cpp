@@ -150,7 +150,7 @@ std::string formatProgress(const std::string& job_name, const Progress& p) {
 std::string formatBytes(std::uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
+  auto value = static_cast<double>(bytes) / 1024.0;
   std::size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < std::size(units)) {
     value /= 1024.0;

@@ -476,7 +476,7 @@ TEST(EnvelopeTest, EncodesInvalidUtf8WithoutThrowing) {
   ASSERT_NO_THROW(frame = encodeEnvelope(makeMessage(update)));
   // The bytes that are not UTF-8 become U+FFFD; the rest is kept, and the frame decodes.
   Envelope back = accepted(frame);
-  StatusUpdate decoded = decodeBody<StatusUpdate>(back.body);
+  auto decoded = decodeBody<StatusUpdate>(back.body);
   EXPECT_EQ(decoded.stderr_tail, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD");
   EXPECT_EQ(decoded.result["stdout"], "ok \xEF\xBF\xBD then text");
 }

@@ -116,7 +116,7 @@ HostInfo probeHost(const HostRoots& roots) {
       std::uint64_t period = 0;
       if (fields >> quota >> period && quota != "max" && period > 0) {
         if (auto q = parseUnsigned(quota)) {
-          const double limit = static_cast<double>(*q) / static_cast<double>(period);
+          const auto limit = static_cast<double>(*q) / static_cast<double>(period);
           if (!info.cgroup_cpu_limit || limit < *info.cgroup_cpu_limit) {
             info.cgroup_cpu_limit = limit;
           }
