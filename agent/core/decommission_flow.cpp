@@ -244,33 +244,35 @@ void DecommissionFlow::startPass() {
   pass_running_ = true;
   ++passes_;
   const std::uint64_t ends_at_start = task_ends_;
-  link_.ask(
-      proto::makeMessage(proto::GetPeers{executor_id_}), ask_timeout_,
-      [this, ends_at_start](const AskResult& result) {
-        if (host_.stopping()) {
-          pass_running_ = false;
-          return;
-        }
-        std::vector<proto::Peer> peers;
-        if (result.ok) {
-          host_.driverAnswered();
-          try {
-            peers = proto::parsePeers(result.body);
-          } catch (const proto::BodyError& e) {
-            log()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(), e.detail());
-          }
-        } else {
-          log()->warn("cannot get peers from the driver: {}", result.error.message);
-        }
-        log()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
-        pass_progress_ = MigrationPassProgress{};
-        decommissioner_->startPass(
-            std::move(peers),
-            [this](MigrationPassProgress progress) {
-              if (pass_running_) pass_progress_ = progress;
-            },
-            [this, ends_at_start](MigrationPassResult pass) { onPassDone(pass, ends_at_start); });
-      });
+  link_.ask(proto::makeMessage(proto::GetPeers{executor_id_}), ask_timeout_,
+            [this, ends_at_start](const AskResult& result) {
+              if (host_.stopping()) {
+                pass_running_ = false;
+                return;
+              }
+              std::vector<proto::Peer> peers;
+              if (result.ok) {
+                host_.driverAnswered();
+                try {
+                  peers = proto::parsePeers(result.body);
+                } catch (const proto::BodyError& e) {
+                  log()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
+                              e.detail());
+                }
+              } else {
+                log()->warn("cannot get peers from the driver: {}", result.error.message);
+              }
+              log()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              pass_progress_ = MigrationPassProgress{};
+              decommissioner_->startPass(
+                  std::move(peers),
+                  [this](MigrationPassProgress progress) {
+                    if (pass_running_) pass_progress_ = progress;
+                  },
+                  [this, ends_at_start](const MigrationPassResult& pass) {
+                    onPassDone(pass, ends_at_start);
+                  });
+            });
 }
 
 void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64_t ends_at_start) {
