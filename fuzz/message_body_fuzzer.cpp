@@ -35,7 +35,7 @@ Json roundTrip(const Json& body) {
     checkRefusal(e, body.dump());
     return nullptr;
   }
-  const Json encoded = proto::toJson(decoded);
+  Json encoded = proto::toJson(decoded);
   DOCKHAND_FUZZ_CHECK(encoded.is_object(), encoded.dump());
   T again;
   try {

@@ -135,7 +135,7 @@ class FaultInjectionTest : public ::testing::Test {
         .argv();
   }
   fs::path writeJson(const std::string& name, const json& value) {
-    const auto path = dir.path() / name;
+    auto path = dir.path() / name;
     writeFile(path, value.dump());
     return path;
   }

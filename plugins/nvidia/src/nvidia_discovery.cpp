@@ -148,7 +148,7 @@ std::string findProgram(const std::string& program) {
   const char* path = ::getenv("PATH");
   std::istringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
     if (executable(candidate)) return candidate;
   }
   return "";

@@ -191,7 +191,7 @@ const char* limitName(__rlimit_resource_t resource) {
 }
 
 std::string describeFailure(const ChildFailure& failure, const ChildPlan& plan) {
-  const std::string error = errnoText(failure.error);
+  std::string error = errnoText(failure.error);
   switch (failure.step) {
     case ChildStep::kSetpgid:
       return "setpgid: " + error;
