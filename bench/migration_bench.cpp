@@ -63,7 +63,9 @@ struct Options {
 };
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-double mibPerSecond(std::uint64_t bytes, double secs) { return bytes / secs / (1 << 20); }
+double mibPerSecond(std::uint64_t bytes, double secs) {
+  return static_cast<double>(bytes) / secs / (1 << 20);
+}
 
 std::vector<char> randomBytes(std::size_t size) {
   std::vector<char> data(size);
