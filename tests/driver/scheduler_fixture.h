@@ -17,7 +17,8 @@ namespace dockhand::driver::scheduler_fixture {
 using protocol::TaskState;
 
 inline protocol::RegisterExecutor agentReg(
-    const std::string& id, int cores, std::map<std::string, std::vector<std::string>> res = {}) {
+    const std::string& id, int cores,
+    const std::map<std::string, std::vector<std::string>>& res = {}) {
   protocol::RegisterExecutor r;
   r.executor_id = id;
   r.hostname = "host-" + id;
