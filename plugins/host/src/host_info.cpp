@@ -135,7 +135,7 @@ HostInfo probeHost(const HostRoots& roots) {
   }
   if (info.cgroup_version.empty()) {
     for (const std::string dir : {"cpu", "cpu,cpuacct"}) {
-      const std::string base = cg + "/" + dir;
+      const std::string base = join(cg, "", dir);
       auto quota = readCgroupFile(
           {join(base, self.cpu_v1, "cpu.cfs_quota_us"), join(base, "/", "cpu.cfs_quota_us")});
       auto period = readCgroupFile(
