@@ -99,6 +99,7 @@ double diskRate(const Options& o, const std::vector<char>& data, bool direct) {
   std::memcpy(aligned.get(), data.data(), data.size());
   auto start = Clock::now();
   std::vector<std::thread> writers;
+  writers.reserve(static_cast<std::size_t>(o.concurrency));
   for (int t = 0; t < o.concurrency; ++t) {
     writers.emplace_back([&, t] {
       for (int i = t; i < o.blocks; i += o.concurrency) {
@@ -149,7 +150,9 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
+  }
   socklen_t len = sizeof addr;
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(listener, 1);
@@ -166,7 +169,9 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
     ::close(fd);
   });
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+  }
   auto start = Clock::now();
   for (int i = 0; i < o.blocks; ++i) {
     const char* p = data.data();
