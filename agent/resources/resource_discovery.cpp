@@ -34,7 +34,7 @@ protocol::ResourceInfo DiscoveryChain::parseAnswer(const std::string& plugin,
   if (answer.is_discarded() || !answer.is_object()) {
     throw ResourceError(Kind::kMalformed,
                         fmt::format("{} answered with malformed output (expected a JSON object "
-                                    "{{\"name\": ..., \"addresses\": [...]}}): {}",
+                                    R"({{"name": ..., "addresses": [...]}}): {})",
                                     where, answer_json.substr(0, 200)));
   }
   auto name_it = answer.find("name");

@@ -347,15 +347,15 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
   fs::path job = dir.path() / "job.json";
   writeFile(job,
             "{\"name\": \"tls\", \"aggregate\": \"sum\", \"tasks\": [\n"
-            "{\"name\": \"map-0\", \"shell\": \"sh '" +
+            R"({"name": "map-0", "shell": "sh ')" +
                 (example / "map.sh").string() + "' '" + (data / "part-1.txt").string() +
-                "' 0 1\", \"env\": {\"MAP_SECONDS\": \"0\"}, \"outputs\": "
+                R"(' 0 1", "env": {"MAP_SECONDS": "0"}, "outputs": )"
                 "[\"shuffle_0_0_0\"]},\n"
-                "{\"name\": \"map-1\", \"shell\": \"sh '" +
+                R"({"name": "map-1", "shell": "sh ')" +
                 (example / "map.sh").string() + "' '" + (data / "part-2.txt").string() +
-                "' 1 1\", \"env\": {\"MAP_SECONDS\": \"0\"}, \"outputs\": "
+                R"(' 1 1", "env": {"MAP_SECONDS": "0"}, "outputs": )"
                 "[\"shuffle_0_1_0\"]},\n"
-                "{\"name\": \"reduce-0\", \"shell\": \"sh '" +
+                R"({"name": "reduce-0", "shell": "sh ')" +
                 (example / "reduce.sh").string() +
                 "' 0 2\", \"inputs\": [\"shuffle_0_0_0\", \"shuffle_0_1_0\"]}]}\n");
   fs::path config = writeConfig("driver.json", pki_->tlsJson("server"));
