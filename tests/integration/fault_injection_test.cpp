@@ -86,7 +86,7 @@ class FaultInjectionTest : public ::testing::Test {
                                             const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {driverBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--port-file");
+    argv.emplace_back("--port-file");
     argv.push_back(port_file_.string());
     auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string(), env);
     // The driver reads the whole job before it listens: 100,000 tasks take seconds, and much

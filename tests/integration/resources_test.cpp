@@ -77,7 +77,7 @@ TEST_F(ResourcesTest, SparkResourcesFileIsTakenAsGivenAndRegistered) {
   writeFile(file, R"([{"id": {"componentName": "spark.executor", "resourceName": "gpu"},
                        "addresses": ["3", "5"]}])");
   auto args = agentArgs(config, driver);
-  args.push_back("--resourcesFile");
+  args.emplace_back("--resourcesFile");
   args.push_back(file.string());
   ChildProcess agent(args, (dir.path() / "agent.log").string());
   auto frame = driver.waitForType("RegisterExecutor", 20s);

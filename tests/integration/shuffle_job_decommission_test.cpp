@@ -107,7 +107,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startDriver(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {driverBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.push_back(extra);
+    for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.emplace_back(extra);
     argv.push_back(port_file_.string());
     auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
     EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
