@@ -37,10 +37,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
   for (const auto& extra : env) environment.push_back(extra);
   std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
   for (auto& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
+  cargv.reserve(args.size() + 1);
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
 
