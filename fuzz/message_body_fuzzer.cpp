@@ -75,7 +75,7 @@ void peers(const Json& body) {
 }
 
 const std::map<std::string, std::function<void(const Json&)>, std::less<>>& decoders() {
-  static const std::map<std::string, std::function<void(const Json&)>, std::less<>> table = {
+  static const std::map<std::string, std::function<void(const Json&)>, std::less<>> kTable = {
       {"Hello", message<proto::Hello>},
       {"Authenticate", message<proto::Authenticate>},
       {"RetrieveAppConfig", message<proto::RetrieveAppConfig>},
@@ -101,7 +101,7 @@ const std::map<std::string, std::function<void(const Json&)>, std::less<>>& deco
       {"BlockInfo", [](const Json& b) { roundTrip<proto::BlockInfo>(b); }},
       {"Peers", peers},
   };
-  return table;
+  return kTable;
 }
 
 }  // namespace
