@@ -37,23 +37,23 @@ class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!TestPki::available()) return;
-    pki_dir_ = new TempDir;
-    pki_ = new TestPki(pki_dir_->path() / "pki");
+    gPkiDir = new TempDir;
+    gPki = new TestPki(gPkiDir->path() / "pki");
   }
   static void TearDownTestSuite() {
-    delete pki_;
-    delete pki_dir_;
-    pki_ = nullptr;
-    pki_dir_ = nullptr;
+    delete gPki;
+    delete gPkiDir;
+    gPki = nullptr;
+    gPkiDir = nullptr;
   }
   void SetUp() override {
-    if (pki_ == nullptr) GTEST_SKIP() << "the openssl program is not installed";
+    if (gPki == nullptr) GTEST_SKIP() << "the openssl program is not installed";
   }
 
   // A config file holding `{"tls": <tls>}` plus `extra` members.
   fs::path writeConfig(const std::string& name, const std::string& tls,
                        const std::string& extra = "") {
-    fs::path path = dir.path() / name;
+    fs::path path = dir_.path() / name;
     writeFile(path, "{\"tls\": " + tls + (extra.empty() ? "" : ", " + extra) + "}\n");
     return path;
   }
@@ -62,7 +62,7 @@ class TlsTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startDriver(const std::string& tls) {
     fs::path config = writeConfig("driver.json", tls);
     auto driver = startServingDriver({"--config", config.string()}, port_file_,
-                                     dir.path() / "driver.log", port_);
+                                     dir_.path() / "driver.log", port_);
     EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
@@ -75,8 +75,8 @@ class TlsTest : public ::testing::Test {
                                .executor_id = id,
                                .app_id = "tls-test",
                                .cores = 1,
-                               .work_dir = dir.path() / ("work-" + id)};
-    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
+                               .work_dir = dir_.path() / ("work-" + id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir_.path() / (id + ".log")).string());
   }
 
   static bool registered(const ChildProcess& agent) {
@@ -99,25 +99,25 @@ class TlsTest : public ::testing::Test {
     return nlohmann::json::parse(body);
   }
 
-  static TempDir* pki_dir_;
-  static TestPki* pki_;
-  TempDir dir;
-  fs::path port_file_ = dir.path() / "port";
+  static TempDir* gPkiDir;
+  static TestPki* gPki;
+  TempDir dir_;
+  fs::path port_file_ = dir_.path() / "port";
   int port_ = 0;
 };
 
-TempDir* TlsTest::pki_dir_ = nullptr;
-TestPki* TlsTest::pki_ = nullptr;
+TempDir* TlsTest::gPkiDir = nullptr;
+TestPki* TlsTest::gPki = nullptr;
 
 TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
-  auto driver = startDriver(pki_->tlsJson("server"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto driver = startDriver(gPki->tlsJson("server"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   ASSERT_TRUE(waitUntil([&] { return registered(*agent); }, 15s))
       << agent->output() << driver->output();
   EXPECT_TRUE(contains(agent->output(), "TLS on")) << agent->output();
   EXPECT_TRUE(contains(driver->output(), "serving agents on wss://")) << driver->output();
   // The control API is https:// too; the registration carries the https:// block URL.
-  nlohmann::json state = driverGet("/v1/executors", pki_->tlsJson("server"));
+  nlohmann::json state = driverGet("/v1/executors", gPki->tlsJson("server"));
   ASSERT_EQ(state["executors"].size(), 1u) << state;
   const std::string block_url = state["executors"][0]["block_url"].get<std::string>();
   EXPECT_EQ(block_url.rfind("https://127.0.0.1:", 0), 0u) << state;
@@ -126,19 +126,19 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
   // (its tls section), and not without it.
   const std::string at = "127.0.0.1:" + std::to_string(port_);
   ChildProcess plain({driverBinary(), "decommission", "a1", "--driver", at},
-                     (dir.path() / "plain-command.log").string());
+                     (dir_.path() / "plain-command.log").string());
   EXPECT_EQ(plain.waitExit(15s), 1) << plain.output();
   ChildProcess command({driverBinary(), "decommission", "a1", "--driver", at, "--config",
-                        (dir.path() / "driver.json").string()},
-                       (dir.path() / "command.log").string());
+                        (dir_.path() / "driver.json").string()},
+                       (dir_.path() / "command.log").string());
   EXPECT_EQ(command.waitExit(15s), 0) << command.output();
   EXPECT_TRUE(contains(command.output(), "a1 is decommissioning")) << command.output();
   EXPECT_EQ(agent->waitExit(20s), 0) << agent->output();
 }
 
 TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
-  auto driver = startDriver(pki_->tlsJson("server"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server", "other-ca")));
+  auto driver = startDriver(gPki->tlsJson("server"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server", "other-ca")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "certificate verify failed")) << agent->output();
@@ -148,23 +148,23 @@ TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
       [&] { return contains(driver->output(), "TLS handshake failed: SSL Exception"); }, 5s))
       << driver->output();
   EXPECT_TRUE(contains(driver->output(), "unknown ca")) << driver->output();
-  EXPECT_TRUE(driverGet("/v1/executors", pki_->tlsJson("server"))["executors"].empty());
+  EXPECT_TRUE(driverGet("/v1/executors", gPki->tlsJson("server"))["executors"].empty());
 }
 
 TEST_F(TlsTest, DriverCertificateForAnotherHostIsRefused) {
-  auto driver = startDriver(pki_->tlsJson("wrong-host"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto driver = startDriver(gPki->tlsJson("wrong-host"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "does not name the host connected to")) << agent->output();
   // The same certificate passes when host names are not checked (the chain still is).
   auto lax = startAgent(
-      "a2", writeConfig("lax.json", pki_->tlsJson("server", "ca", R"("verify_hostname": false)")));
+      "a2", writeConfig("lax.json", gPki->tlsJson("server", "ca", R"("verify_hostname": false)")));
   EXPECT_TRUE(waitUntil([&] { return registered(*lax); }, 15s)) << lax->output();
 }
 
 TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
-  auto driver = startDriver(pki_->tlsJson("server"));
-  fs::path config = dir.path() / "plain.json";
+  auto driver = startDriver(gPki->tlsJson("server"));
+  fs::path config = dir_.path() / "plain.json";
   writeFile(config, R"({"connect_tries": 1})");
   auto agent = startAgent("a1", config, "ws");
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
@@ -172,75 +172,75 @@ TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
   EXPECT_TRUE(
       waitUntil([&] { return contains(driver->output(), "the peer does not speak TLS here"); }, 5s))
       << driver->output();
-  EXPECT_TRUE(driverGet("/v1/executors", pki_->tlsJson("server"))["executors"].empty());
+  EXPECT_TRUE(driverGet("/v1/executors", gPki->tlsJson("server"))["executors"].empty());
 }
 
 TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
   auto driver = std::make_unique<ChildProcess>(
       std::vector<std::string>{driverBinary(), "serve", "--listen", "127.0.0.1:0", "--port-file",
                                port_file_.string()},
-      (dir.path() / "driver.log").string());
+      (dir_.path() / "driver.log").string());
   ASSERT_TRUE(
       waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s));
   port_ = std::stoi(readFile(port_file_));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
 }
 
 TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {
-  auto driver = startDriver(pki_->tlsJson("server", "ca", R"("require_client_certificate": true)"));
+  auto driver = startDriver(gPki->tlsJson("server", "ca", R"("require_client_certificate": true)"));
   // A certificate from another CA is refused; one from the cluster's CA is welcome.
-  auto stranger = startAgent("stranger", writeConfig("stranger.json", pki_->tlsJson("untrusted")));
+  auto stranger = startAgent("stranger", writeConfig("stranger.json", gPki->tlsJson("untrusted")));
   EXPECT_EQ(stranger->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << stranger->output();
   EXPECT_TRUE(contains(stranger->output(), "TLS handshake with the driver failed"))
       << stranger->output();
   EXPECT_TRUE(waitUntil(
       [&] { return contains(driver->output(), "refused a connection from 127.0.0.1:"); }, 5s))
       << driver->output();
-  auto member = startAgent("member", writeConfig("member.json", pki_->tlsJson("server")));
+  auto member = startAgent("member", writeConfig("member.json", gPki->tlsJson("server")));
   EXPECT_TRUE(waitUntil([&] { return registered(*member); }, 15s)) << member->output();
   // A client with no certificate at all gets no answer from the control API either.
-  const std::string no_certificate = R"({"ca_file": ")" + pki_->cert("ca") + "\"}";
+  const std::string no_certificate = R"({"ca_file": ")" + gPki->cert("ca") + "\"}";
   EXPECT_THROW(driverGet("/v1/executors", no_certificate), Poco::Exception);
-  EXPECT_EQ(driverGet("/v1/executors", pki_->tlsJson("client"))["executors"].size(), 1u);
+  EXPECT_EQ(driverGet("/v1/executors", gPki->tlsJson("client"))["executors"].size(), 1u);
 }
 
 // ---- start-up refusals --------------------------------------------------------------------
 
 TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   port_ = unusedPort();
-  fs::path readable_key = dir.path() / "readable.key";
-  fs::copy_file(pki_->key("server"), readable_key);
+  fs::path readable_key = dir_.path() / "readable.key";
+  fs::copy_file(gPki->key("server"), readable_key);
   fs::permissions(readable_key, fs::perms::group_read | fs::perms::others_read,
                   fs::perm_options::add);
-  fs::path encrypted_key = dir.path() / "encrypted.key";
-  pki_->openssl({"pkey", "-in", pki_->key("server"), "-aes256", "-passout", "pass:x", "-out",
+  fs::path encrypted_key = dir_.path() / "encrypted.key";
+  gPki->openssl({"pkey", "-in", gPki->key("server"), "-aes256", "-passout", "pass:x", "-out",
                  encrypted_key.string()});
   fs::permissions(encrypted_key, fs::perms::owner_read | fs::perms::owner_write);
-  const fs::path missing = dir.path() / "missing.pem";
+  const fs::path missing = dir_.path() / "missing.pem";
   struct Case {
     std::string tls;
     std::string expected;
   } cases[] = {
       {R"({"certificate_file": ")" + missing.string() + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "tls.certificate_file " + missing.string() + ": cannot open: No such file or directory"},
-      {R"({"certificate_file": ")" + pki_->key("server") + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->key("server") + R"(", "private_key_file": ")" +
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "holds no PEM certificate"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           pki_->key("client") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           gPki->key("client") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "does not match the certificate"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           readable_key.string() + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           readable_key.string() + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "is accessible by group or others (mode 0644)"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           encrypted_key.string() + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           encrypted_key.string() + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "is encrypted with a passphrase"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->key("server") + "\"}",
-       "tls.ca_file " + pki_->key("server") + ": holds no PEM certificate"},
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->key("server") + "\"}",
+       "tls.ca_file " + gPki->key("server") + ": holds no PEM certificate"},
   };
   int n = 0;
   for (const Case& c : cases) {
@@ -256,7 +256,7 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   fs::path config = writeConfig("driver.json", cases[2].tls);
   ChildProcess driver(
       {driverBinary(), "serve", "--listen", "127.0.0.1:0", "--config", config.string()},
-      (dir.path() / "bad-driver.log").string());
+      (dir_.path() / "bad-driver.log").string());
   EXPECT_EQ(driver.waitExit(10s), static_cast<int>(driver::DriverExit::kConfigError))
       << driver.output();
   EXPECT_TRUE(contains(driver.output(), "does not match the certificate")) << driver.output();
@@ -269,15 +269,15 @@ class TlsBlocksTest : public TlsTest {
   static tls::TlsConfig config(const std::string& name, const std::string& ca) {
     tls::TlsConfig c;
     c.enabled = true;
-    c.certificate_file = pki_->cert(name);
-    c.private_key_file = pki_->key(name);
-    c.ca_file = pki_->cert(ca);
+    c.certificate_file = gPki->cert(name);
+    c.private_key_file = gPki->key(name);
+    c.ca_file = gPki->cert(ca);
     return c;
   }
 
   // Serves one block over https; returns its input description.
   protocol::InputBlock serveBlock(agent::BlockStore& store, agent::BlockServer*& server_out) {
-    fs::path source = dir.path() / "block.bin";
+    fs::path source = dir_.path() / "block.bin";
     writeFile(source, "hello over tls\n");
     store.adopt("rdd_1_0", source);
     agent::BlockServerOptions options;
@@ -296,35 +296,35 @@ class TlsBlocksTest : public TlsTest {
 };
 
 TEST_F(TlsBlocksTest, FetchesGoOverHttpsAndRefuseWhatDoesNotVerify) {
-  agent::BlockStore store(dir.path() / "store");
+  agent::BlockStore store(dir_.path() / "store");
   agent::BlockServer* server = nullptr;
   protocol::InputBlock input = serveBlock(store, server);
   std::atomic<bool> cancelled{false};
   const auto client = tls::makeContext(config("server", "ca"), tls::Role::kClient);
 
-  agent::fetchBlock(input, dir.path() / "fetched", cancelled, std::chrono::seconds(5), {}, client);
-  EXPECT_EQ(readFile(dir.path() / "fetched"), "hello over tls\n");
+  agent::fetchBlock(input, dir_.path() / "fetched", cancelled, std::chrono::seconds(5), {}, client);
+  EXPECT_EQ(readFile(dir_.path() / "fetched"), "hello over tls\n");
 
   // A client trusting another CA refuses the server.
   const auto stranger = tls::makeContext(config("server", "other-ca"), tls::Role::kClient);
   try {
-    agent::fetchBlock(input, dir.path() / "refused", cancelled, std::chrono::seconds(5), {},
+    agent::fetchBlock(input, dir_.path() / "refused", cancelled, std::chrono::seconds(5), {},
                       stranger);
     ADD_FAILURE() << "a server signed by an untrusted CA was accepted";
   } catch (const agent::FetchError& e) {
     EXPECT_TRUE(contains(e.what(), "certificate verify failed")) << e.what();
   }
-  EXPECT_FALSE(fs::exists(dir.path() / "refused"));
+  EXPECT_FALSE(fs::exists(dir_.path() / "refused"));
 
   // A plain http:// fetch of the https:// server gets nothing.
   protocol::InputBlock plain = input;
   plain.url = "http://127.0.0.1:" + std::to_string(server->port()) + "/blocks/rdd_1_0";
   EXPECT_THROW(
-      agent::fetchBlock(plain, dir.path() / "plain", cancelled, std::chrono::seconds(5), {}),
+      agent::fetchBlock(plain, dir_.path() / "plain", cancelled, std::chrono::seconds(5), {}),
       agent::FetchError);
   // And an agent with TLS on does not fetch in clear text at all.
   try {
-    agent::fetchBlock(plain, dir.path() / "plain", cancelled, std::chrono::seconds(5), {}, client);
+    agent::fetchBlock(plain, dir_.path() / "plain", cancelled, std::chrono::seconds(5), {}, client);
     ADD_FAILURE() << "a plain http:// fetch was made with TLS on";
   } catch (const agent::FetchError& e) {
     EXPECT_TRUE(contains(e.what(), "refusing a plain http:// fetch")) << e.what();
@@ -344,7 +344,7 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
     std::string word;
     while (in >> word) ++words;
   }
-  fs::path job = dir.path() / "job.json";
+  fs::path job = dir_.path() / "job.json";
   writeFile(job,
             "{\"name\": \"tls\", \"aggregate\": \"sum\", \"tasks\": [\n"
             R"({"name": "map-0", "shell": "sh ')" +
@@ -358,10 +358,10 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
                 R"({"name": "reduce-0", "shell": "sh ')" +
                 (example / "reduce.sh").string() +
                 "' 0 2\", \"inputs\": [\"shuffle_0_0_0\", \"shuffle_0_1_0\"]}]}\n");
-  fs::path config = writeConfig("driver.json", pki_->tlsJson("server"));
+  fs::path config = writeConfig("driver.json", gPki->tlsJson("server"));
   ChildProcess driver({driverBinary(), "run", job.string(), "--config", config.string(),
                        "--local-agents", "2", "--timeout", "60", "--keep-work-dirs"},
-                      (dir.path() / "run.log").string());
+                      (dir_.path() / "run.log").string());
   ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
   EXPECT_TRUE(contains(driver.output(), "job tls SUCCEEDED")) << driver.output();
   EXPECT_TRUE(contains(driver.output(), "sum=" + std::to_string(words))) << driver.output();
