@@ -406,7 +406,7 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
     if (widget) message.task.resources = {{"widget", {"0"}}};
     driver.send(proto::makeMessage(message));
   };
-  auto failedWith = [&](std::uint64_t id, const std::string& reason) {
+  auto failed_with = [&](std::uint64_t id, const std::string& reason) {
     return driver.waitFor(
         [&](const proto::Envelope& e) {
           if (e.type != "StatusUpdate") return false;
@@ -419,14 +419,14 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
   };
   launch(1, true);
   // "plugin 'hang-allocate' could not allocate widget {...}: allocate() did not return ..."
-  EXPECT_TRUE(failedWith(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
+  EXPECT_TRUE(failed_with(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
       << agent.output();
 
   EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
   launch(2, true);
-  EXPECT_TRUE(failedWith(2,
-                         "plugin 'hang-allocate' is stuck: allocate() did not return within "
-                         "1000 ms (plugin_call_timeout_ms); restart the agent to use it again"))
+  EXPECT_TRUE(failed_with(2,
+                          "plugin 'hang-allocate' is stuck: allocate() did not return within "
+                          "1000 ms (plugin_call_timeout_ms); restart the agent to use it again"))
       << agent.output();
   launch(3, false);
   EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFinished, 10s)) << agent.output();
