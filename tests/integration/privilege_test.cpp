@@ -35,17 +35,17 @@ class PrivilegeTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: the agent runs tasks as another user";
     // The work directory's parent must let the task user pass, as /var/lib does.
-    fs::permissions(dir_.path(),
+    fs::permissions(dir.path(),
                     fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   }
-  fs::path workDir() const { return dir_.path() / "work"; }
+  fs::path workDir() const { return dir.path() / "work"; }
 
   std::unique_ptr<ChildProcess> startAgent(const FakeDriver& driver, const json& runner_config) {
-    const auto config = dir_.path() / "agent.json";
+    const auto config = dir.path() / "agent.json";
     json plugin = {{"name", "process"}};
     if (!runner_config.is_null()) plugin["config"] = runner_config;
     writeFile(config, json{{"plugins", {plugin}},
-                           {"plugin_manifest_dir", (dir_.path() / "no-manifests").string()}}
+                           {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}
                           .dump());
     const AgentCommand command{.config = config,
                                .driver_url = driver.url(),
@@ -53,7 +53,7 @@ class PrivilegeTest : public ::testing::Test {
                                .app_id = "privilege",
                                .work_dir = workDir()};
     return std::make_unique<ChildProcess>(
-        command.argv(), (dir_.path() / "agent.log").string(),
+        command.argv(), (dir.path() / "agent.log").string(),
         std::vector<std::string>{"DOCKHAND_TEST_SECRET=agent-only", "PRIV_TEST_ALLOWED=yes",
                                  "PRIV_TEST_OTHER=no"});
   }
@@ -67,7 +67,7 @@ class PrivilegeTest : public ::testing::Test {
     return proto::makeMessage(msg);
   }
 
-  TempDir dir_;
+  TempDir dir;
 };
 
 TEST_F(PrivilegeTest, TasksRunAsNobodyConfinedAndTheirOutputsBecomeBlocks) {

@@ -31,12 +31,12 @@ class ResourcesTest : public ::testing::Test {
   // An agent config loading the process runner and the static plugin with `statics`, asking
   // for `resources`.
   std::string agentConfig(const json& statics, const json& resources) {
-    const auto path = dir_.path() / "agent.json";
+    const auto path = dir.path() / "agent.json";
     writeFile(
         path,
         json{{"plugins",
               {{{"name", "process"}}, {{"name", "static"}, {"config", {{"resources", statics}}}}}},
-             {"plugin_manifest_dir", (dir_.path() / "no-manifests").string()},
+             {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
              {"resources", resources}}
             .dump(2));
     return path.string();
@@ -46,19 +46,19 @@ class ResourcesTest : public ::testing::Test {
                         .driver_url = driver.url(),
                         .executor_id = "r1",
                         .app_id = "resources",
-                        .work_dir = dir_.path() / "work"}
+                        .work_dir = dir.path() / "work"}
         .argv();
   }
 
   void runQuarterGpuJob(const std::vector<std::string>& driver_args);
 
-  TempDir dir_;
+  TempDir dir;
 };
 
 TEST_F(ResourcesTest, TooFewAddressesStopTheAgentNamingResourceFoundAndRequested) {
   FakeDriver driver;
   const auto config = agentConfig({{"gpu", {"0"}}}, {{"gpu", {{"amount", 2}}}});
-  ChildProcess agent(agentArgs(config, driver), (dir_.path() / "agent.log").string());
+  ChildProcess agent(agentArgs(config, driver), (dir.path() / "agent.log").string());
   ASSERT_EQ(agent.waitExit(20s), toInt(ExitCode::kResourcesUnavailable)) << agent.output();
   EXPECT_THAT(agent.output(),
               HasSubstr("resource 'gpu': 2 requested, but static found only 1 address(es): [0]"));
@@ -73,13 +73,13 @@ TEST_F(ResourcesTest, SparkResourcesFileIsTakenAsGivenAndRegistered) {
   // only what the file does not cover (the FPGA) is discovered.
   const auto config = agentConfig({{"gpu", {"0"}}, {"fpga", {"f0"}}},
                                   {{"gpu", {{"amount", 2}}}, {"fpga", {{"amount", 1}}}});
-  const auto file = dir_.path() / "resources.json";
+  const auto file = dir.path() / "resources.json";
   writeFile(file, R"([{"id": {"componentName": "spark.executor", "resourceName": "gpu"},
                        "addresses": ["3", "5"]}])");
   auto args = agentArgs(config, driver);
   args.emplace_back("--resourcesFile");
   args.push_back(file.string());
-  ChildProcess agent(args, (dir_.path() / "agent.log").string());
+  ChildProcess agent(args, (dir.path() / "agent.log").string());
   auto frame = driver.waitForType("RegisterExecutor", 20s);
   ASSERT_TRUE(frame) << agent.output();
   const auto registration = proto::decodeBody<proto::RegisterExecutor>(frame->body);
@@ -100,7 +100,7 @@ struct Record {
 
 TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
   const auto config = agentConfig({{"gpu", {"0", "1"}}}, {{"gpu", {{"amount", 2}}}});
-  const auto out = dir_.path() / "out";
+  const auto out = dir.path() / "out";
   std::filesystem::create_directories(out);
   constexpr int kTasks = 8;
   json tasks = json::array();
@@ -114,12 +114,12 @@ TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
                           name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
                           name + "'"}});
   }
-  const auto job = dir_.path() / "gpu-job.json";
+  const auto job = dir.path() / "gpu-job.json";
   writeFile(job, json{{"name", "gpu-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
   // Four cores for two GPUs: the cores would allow four tasks at once, the GPUs only two.
   ChildProcess driver({driverBinary(), "run", job.string(), "--local-agents", "1", "--cores", "4",
                        "--agent-config", config, "--timeout", "60"},
-                      (dir_.path() / "driver.log").string());
+                      (dir.path() / "driver.log").string());
   ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
 
   std::vector<Record> records;
@@ -153,7 +153,7 @@ TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
 // tasks on one at a time.
 void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args) {
   const auto config = agentConfig({{"gpu", {"0", "1"}}}, {{"gpu", {{"amount", 2}}}});
-  const auto out = dir_.path() / "out";
+  const auto out = dir.path() / "out";
   std::filesystem::create_directories(out);
   constexpr int kTasks = 12;
   json tasks = json::array();
@@ -167,7 +167,7 @@ void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args
                           name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
                           name + "'"}});
   }
-  const auto job = dir_.path() / "quarter-job.json";
+  const auto job = dir.path() / "quarter-job.json";
   writeFile(job, json{{"name", "quarter-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
   std::vector<std::string> argv = {driverBinary(),
                                    "run",
@@ -181,7 +181,7 @@ void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args
                                    "--timeout",
                                    "60"};
   argv.insert(argv.end(), driver_args.begin(), driver_args.end());
-  ChildProcess driver(argv, (dir_.path() / "driver.log").string());
+  ChildProcess driver(argv, (dir.path() / "driver.log").string());
   ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
 
   std::vector<Record> records;
@@ -209,7 +209,7 @@ void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args
 
 // A quarter of a GPU per task, set both in the job and in the driver config's profile.
 TEST_F(ResourcesTest, QuarterGpuTasksShareAGpuFourAtATime) {
-  const auto driver_config = dir_.path() / "driver.json";
+  const auto driver_config = dir.path() / "driver.json";
   writeFile(driver_config,
             json{{"resource_profile", {{"id", 0}, {"task_resources", {{"gpu", 0.25}}}}}}.dump());
   runQuarterGpuJob({"--config", driver_config.string()});

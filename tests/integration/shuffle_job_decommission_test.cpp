@@ -65,7 +65,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
       std::string outputs;
       for (int r = 0; r < kReducers; ++r) outputs += (r ? ", " : "") + quotedBlockId(m, r);
       tasks += R"({"name": "map-)" + std::to_string(m) + R"(", "shell": "touch ')" +
-               (dir_.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
+               (dir.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
                (example_ / "map.sh").string() + "' '" +
                (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
                std::to_string(m) + " " + std::to_string(kReducers) +
@@ -79,7 +79,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
                std::to_string(kMaps) + R"(", "inputs": [)" + inputs + "]}" +
                (r + 1 < kReducers ? ",\n" : "\n");
     }
-    fs::path job = dir_.path() / "job.json";
+    fs::path job = dir.path() / "job.json";
     writeFile(job,
               "{\"name\": \"shuffle\", \"max_attempts\": 2, \"aggregate\": \"sum\",\n"
               "\"tasks\": [\n" +
@@ -94,7 +94,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   fs::path writeAgentConfig(const std::string& plugin, const fs::path& secret_file = {},
                             const std::string& tls = {}) {
     fs::create_directories(fallback_);
-    fs::path config = dir_.path() / "agent.json";
+    fs::path config = dir.path() / "agent.json";
     std::string auth =
         secret_file.empty() ? "" : R"("auth_secret_file": ")" + secret_file.string() + "\",\n ";
     if (!tls.empty()) auth += "\"tls\": " + tls + ",\n ";
@@ -109,7 +109,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.emplace_back(extra);
     argv.push_back(port_file_.string());
-    auto driver = std::make_unique<ChildProcess>(argv, (dir_.path() / "driver.log").string());
+    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
     EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
     port_ = std::stoi(readFile(port_file_));
     return driver;
@@ -130,13 +130,13 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
         .driver_url = agent_scheme_ + "://127.0.0.1:" + std::to_string(port_) + "/",
         .executor_id = id,
         .app_id = "shuffle-decommission-test",
-        .work_dir = dir_.path() / ("work-" + id)};
-    return std::make_unique<ChildProcess>(command.argv(), (dir_.path() / (id + ".log")).string());
+        .work_dir = dir.path() / ("work-" + id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   bool allMapsStarted() const {
     for (int m = 0; m < kMaps; ++m) {
-      if (!fs::exists(dir_.path() / ("started-" + std::to_string(m)))) return false;
+      if (!fs::exists(dir.path() / ("started-" + std::to_string(m)))) return false;
     }
     return true;
   }
@@ -201,9 +201,9 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     return "\n--- agent-a:\n" + a.output() + "\n--- agent-b:\n" + b.output();
   }
 
-  TempDir dir_;
-  fs::path port_file_ = dir_.path() / "port";
-  fs::path fallback_ = dir_.path() / "fallback";
+  TempDir dir;
+  fs::path port_file_ = dir.path() / "port";
+  fs::path fallback_ = dir.path() / "fallback";
   int port_ = 0;
   std::string agent_scheme_ = "ws";
 };
@@ -216,7 +216,7 @@ TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
 // signed (the PUTs by the host, for the plugin), and nothing shows the secret.
 TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkWithAuthentication) {
   const std::string secret_text = "shuffle-test-cluster-secret-5c2a91";
-  const fs::path secret = dir_.path() / "cluster.secret";
+  const fs::path secret = dir.path() / "cluster.secret";
   writeFile(secret, secret_text + "\n");
   fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
   auto [driver, a, b] = sigpwrWithPeerMigration(writeAgentConfig("peer", secret),
@@ -234,11 +234,11 @@ TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkWithAuthentication
 // certificate checked against the test's CA.
 TEST_F(ShuffleJobDecommissionTest, PeerMigrationAndFetchesWorkOverTls) {
   if (!TestPki::available()) GTEST_SKIP() << "the openssl program is not installed";
-  TestPki pki(dir_.path() / "pki");
-  const fs::path secret = dir_.path() / "cluster.secret";
+  TestPki pki(dir.path() / "pki");
+  const fs::path secret = dir.path() / "cluster.secret";
   writeFile(secret, "shuffle-test-cluster-secret-over-tls\n");
   fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
-  const fs::path driver_config = dir_.path() / "driver.json";
+  const fs::path driver_config = dir.path() / "driver.json";
   writeFile(driver_config, "{\"tls\": " + pki.tlsJson("server") + "}\n");
   agent_scheme_ = "wss";
   auto [driver, a, b] = sigpwrWithPeerMigration(
@@ -262,7 +262,7 @@ TEST_F(ShuffleJobDecommissionTest, DriverDecommissionWithFallbackMigrationNeedsN
 
   ChildProcess command(
       {driverBinary(), "decommission", "agent-a", "--driver", "127.0.0.1:" + std::to_string(port_)},
-      (dir_.path() / "command.log").string());
+      (dir.path() / "command.log").string());
   EXPECT_EQ(command.waitExit(15s), 0) << command.output();
   EXPECT_NE(command.output().find("agent-a is decommissioning"), std::string::npos)
       << command.output();
@@ -282,7 +282,7 @@ TEST_F(ShuffleJobDecommissionTest, DecommissionOfAnUnknownExecutorIsRefused) {
   auto driver = startDriver({"serve"});
   ChildProcess command(
       {driverBinary(), "decommission", "nobody", "--driver", "127.0.0.1:" + std::to_string(port_)},
-      (dir_.path() / "command.log").string());
+      (dir.path() / "command.log").string());
   EXPECT_EQ(command.waitExit(15s), 1) << command.output();
   EXPECT_NE(command.output().find("no executor 'nobody' is registered"), std::string::npos)
       << command.output();

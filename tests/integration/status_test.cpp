@@ -62,9 +62,9 @@ class AgentStatusTest : public ::testing::Test {
                     {{"name", "nvidia"},
                      {"config", {{"nvml_library", DOCKHAND_FAKE_NVML}, {"nvidia_smi", ""}}}}};
     for (const auto& p : extra) plugins.push_back(p);
-    const auto path = dir_.path() / "agent.json";
+    const auto path = dir.path() / "agent.json";
     writeFile(path, json{{"plugins", plugins},
-                         {"plugin_manifest_dir", (dir_.path() / "no-manifests").string()},
+                         {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
                          {"resources", {{"gpu", {{"amount", 2}}}}}}
                         .dump(2));
     return path.string();
@@ -75,8 +75,8 @@ class AgentStatusTest : public ::testing::Test {
                                .executor_id = "s1",
                                .app_id = "status",
                                .cores = 4,
-                               .work_dir = dir_.path() / "work"};
-    return std::make_unique<ChildProcess>(command.argv(), (dir_.path() / "agent.log").string());
+                               .work_dir = dir.path() / "work"};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / "agent.log").string());
   }
   // Polls the agent's status until `holds` is true of it; returns the last status read.
   json waitForStatus(const FakeDriver& driver, const std::function<bool(const json&)>& holds) {
@@ -106,7 +106,7 @@ class AgentStatusTest : public ::testing::Test {
     return proto::makeMessage(msg);
   }
 
-  TempDir dir_;
+  TempDir dir;
 };
 
 TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {

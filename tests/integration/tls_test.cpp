@@ -53,7 +53,7 @@ class TlsTest : public ::testing::Test {
   // A config file holding `{"tls": <tls>}` plus `extra` members.
   fs::path writeConfig(const std::string& name, const std::string& tls,
                        const std::string& extra = "") {
-    fs::path path = dir_.path() / name;
+    fs::path path = dir.path() / name;
     writeFile(path, "{\"tls\": " + tls + (extra.empty() ? "" : ", " + extra) + "}\n");
     return path;
   }
@@ -62,7 +62,7 @@ class TlsTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startDriver(const std::string& tls) {
     fs::path config = writeConfig("driver.json", tls);
     auto driver = startServingDriver({"--config", config.string()}, port_file_,
-                                     dir_.path() / "driver.log", port_);
+                                     dir.path() / "driver.log", port_);
     EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
@@ -75,8 +75,8 @@ class TlsTest : public ::testing::Test {
                                .executor_id = id,
                                .app_id = "tls-test",
                                .cores = 1,
-                               .work_dir = dir_.path() / ("work-" + id)};
-    return std::make_unique<ChildProcess>(command.argv(), (dir_.path() / (id + ".log")).string());
+                               .work_dir = dir.path() / ("work-" + id)};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
   static bool registered(const ChildProcess& agent) {
@@ -101,8 +101,8 @@ class TlsTest : public ::testing::Test {
 
   static TempDir* gPkiDir;
   static TestPki* gPki;
-  TempDir dir_;
-  fs::path port_file_ = dir_.path() / "port";
+  TempDir dir;
+  fs::path port_file_ = dir.path() / "port";
   int port_ = 0;
 };
 
@@ -126,11 +126,11 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
   // (its tls section), and not without it.
   const std::string at = "127.0.0.1:" + std::to_string(port_);
   ChildProcess plain({driverBinary(), "decommission", "a1", "--driver", at},
-                     (dir_.path() / "plain-command.log").string());
+                     (dir.path() / "plain-command.log").string());
   EXPECT_EQ(plain.waitExit(15s), 1) << plain.output();
   ChildProcess command({driverBinary(), "decommission", "a1", "--driver", at, "--config",
-                        (dir_.path() / "driver.json").string()},
-                       (dir_.path() / "command.log").string());
+                        (dir.path() / "driver.json").string()},
+                       (dir.path() / "command.log").string());
   EXPECT_EQ(command.waitExit(15s), 0) << command.output();
   EXPECT_TRUE(contains(command.output(), "a1 is decommissioning")) << command.output();
   EXPECT_EQ(agent->waitExit(20s), 0) << agent->output();
@@ -164,7 +164,7 @@ TEST_F(TlsTest, DriverCertificateForAnotherHostIsRefused) {
 
 TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
   auto driver = startDriver(gPki->tlsJson("server"));
-  fs::path config = dir_.path() / "plain.json";
+  fs::path config = dir.path() / "plain.json";
   writeFile(config, R"({"connect_tries": 1})");
   auto agent = startAgent("a1", config, "ws");
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
@@ -179,7 +179,7 @@ TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
   auto driver = std::make_unique<ChildProcess>(
       std::vector<std::string>{driverBinary(), "serve", "--listen", "127.0.0.1:0", "--port-file",
                                port_file_.string()},
-      (dir_.path() / "driver.log").string());
+      (dir.path() / "driver.log").string());
   ASSERT_TRUE(
       waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s));
   port_ = std::stoi(readFile(port_file_));
@@ -210,15 +210,15 @@ TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {
 
 TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   port_ = unusedPort();
-  fs::path readable_key = dir_.path() / "readable.key";
+  fs::path readable_key = dir.path() / "readable.key";
   fs::copy_file(gPki->key("server"), readable_key);
   fs::permissions(readable_key, fs::perms::group_read | fs::perms::others_read,
                   fs::perm_options::add);
-  fs::path encrypted_key = dir_.path() / "encrypted.key";
+  fs::path encrypted_key = dir.path() / "encrypted.key";
   gPki->openssl({"pkey", "-in", gPki->key("server"), "-aes256", "-passout", "pass:x", "-out",
                  encrypted_key.string()});
   fs::permissions(encrypted_key, fs::perms::owner_read | fs::perms::owner_write);
-  const fs::path missing = dir_.path() / "missing.pem";
+  const fs::path missing = dir.path() / "missing.pem";
   struct Case {
     std::string tls;
     std::string expected;
@@ -256,7 +256,7 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   fs::path config = writeConfig("driver.json", cases[2].tls);
   ChildProcess driver(
       {driverBinary(), "serve", "--listen", "127.0.0.1:0", "--config", config.string()},
-      (dir_.path() / "bad-driver.log").string());
+      (dir.path() / "bad-driver.log").string());
   EXPECT_EQ(driver.waitExit(10s), static_cast<int>(driver::DriverExit::kConfigError))
       << driver.output();
   EXPECT_TRUE(contains(driver.output(), "does not match the certificate")) << driver.output();
@@ -277,7 +277,7 @@ class TlsBlocksTest : public TlsTest {
 
   // Serves one block over https; returns its input description.
   protocol::InputBlock serveBlock(agent::BlockStore& store, agent::BlockServer*& server_out) {
-    fs::path source = dir_.path() / "block.bin";
+    fs::path source = dir.path() / "block.bin";
     writeFile(source, "hello over tls\n");
     store.adopt("rdd_1_0", source);
     agent::BlockServerOptions options;
@@ -296,35 +296,35 @@ class TlsBlocksTest : public TlsTest {
 };
 
 TEST_F(TlsBlocksTest, FetchesGoOverHttpsAndRefuseWhatDoesNotVerify) {
-  agent::BlockStore store(dir_.path() / "store");
+  agent::BlockStore store(dir.path() / "store");
   agent::BlockServer* server = nullptr;
   protocol::InputBlock input = serveBlock(store, server);
   std::atomic<bool> cancelled{false};
   const auto client = tls::makeContext(config("server", "ca"), tls::Role::kClient);
 
-  agent::fetchBlock(input, dir_.path() / "fetched", cancelled, std::chrono::seconds(5), {}, client);
-  EXPECT_EQ(readFile(dir_.path() / "fetched"), "hello over tls\n");
+  agent::fetchBlock(input, dir.path() / "fetched", cancelled, std::chrono::seconds(5), {}, client);
+  EXPECT_EQ(readFile(dir.path() / "fetched"), "hello over tls\n");
 
   // A client trusting another CA refuses the server.
   const auto stranger = tls::makeContext(config("server", "other-ca"), tls::Role::kClient);
   try {
-    agent::fetchBlock(input, dir_.path() / "refused", cancelled, std::chrono::seconds(5), {},
+    agent::fetchBlock(input, dir.path() / "refused", cancelled, std::chrono::seconds(5), {},
                       stranger);
     ADD_FAILURE() << "a server signed by an untrusted CA was accepted";
   } catch (const agent::FetchError& e) {
     EXPECT_TRUE(contains(e.what(), "certificate verify failed")) << e.what();
   }
-  EXPECT_FALSE(fs::exists(dir_.path() / "refused"));
+  EXPECT_FALSE(fs::exists(dir.path() / "refused"));
 
   // A plain http:// fetch of the https:// server gets nothing.
   protocol::InputBlock plain = input;
   plain.url = "http://127.0.0.1:" + std::to_string(server->port()) + "/blocks/rdd_1_0";
   EXPECT_THROW(
-      agent::fetchBlock(plain, dir_.path() / "plain", cancelled, std::chrono::seconds(5), {}),
+      agent::fetchBlock(plain, dir.path() / "plain", cancelled, std::chrono::seconds(5), {}),
       agent::FetchError);
   // And an agent with TLS on does not fetch in clear text at all.
   try {
-    agent::fetchBlock(plain, dir_.path() / "plain", cancelled, std::chrono::seconds(5), {}, client);
+    agent::fetchBlock(plain, dir.path() / "plain", cancelled, std::chrono::seconds(5), {}, client);
     ADD_FAILURE() << "a plain http:// fetch was made with TLS on";
   } catch (const agent::FetchError& e) {
     EXPECT_TRUE(contains(e.what(), "refusing a plain http:// fetch")) << e.what();
@@ -344,7 +344,7 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
     std::string word;
     while (in >> word) ++words;
   }
-  fs::path job = dir_.path() / "job.json";
+  fs::path job = dir.path() / "job.json";
   writeFile(job,
             "{\"name\": \"tls\", \"aggregate\": \"sum\", \"tasks\": [\n"
             R"({"name": "map-0", "shell": "sh ')" +
@@ -361,7 +361,7 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
   fs::path config = writeConfig("driver.json", gPki->tlsJson("server"));
   ChildProcess driver({driverBinary(), "run", job.string(), "--config", config.string(),
                        "--local-agents", "2", "--timeout", "60", "--keep-work-dirs"},
-                      (dir_.path() / "run.log").string());
+                      (dir.path() / "run.log").string());
   ASSERT_EQ(driver.waitExit(90s), 0) << driver.output();
   EXPECT_TRUE(contains(driver.output(), "job tls SUCCEEDED")) << driver.output();
   EXPECT_TRUE(contains(driver.output(), "sum=" + std::to_string(words))) << driver.output();
