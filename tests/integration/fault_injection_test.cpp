@@ -155,9 +155,9 @@ TEST_F(FaultInjectionTest, DriverKilledMidJobEveryAgentExitsAndNoTaskProcessSurv
   json tasks = json::array();
   for (int i = 0; i < 4; ++i) {
     const std::string tag = (pids / std::to_string(i)).string();
-    tasks.push_back(
-        {{"name", "sleeper-" + std::to_string(i)},
-         {"shell", "sleep 300 & echo $! > " + tag + ".child; echo $$ > " + tag + ".task; wait"}});
+    std::string shell = "sleep 300 & echo $! > ";
+    shell.append(tag).append(".child; echo $$ > ").append(tag).append(".task; wait");
+    tasks.push_back({{"name", "sleeper-" + std::to_string(i)}, {"shell", shell}});
   }
   const auto job = writeJson("job.json", {{"name", "long"}, {"tasks", tasks}});
   auto driver = startDriver(
