@@ -83,9 +83,9 @@ exit codes: 0 every figure measured; 1 a measurement failed; 64 bad option; 130 
 
 // ---- Interruption ------------------------------------------------------------------------
 
-std::atomic<bool> g_interrupted{false};
+std::atomic<bool> gInterrupted{false};
 
-extern "C" void onStopSignal(int /*sig*/) { g_interrupted.store(true); }
+extern "C" void onStopSignal(int /*sig*/) { gInterrupted.store(true); }
 
 class Interrupted : public std::runtime_error {
  public:
@@ -93,7 +93,7 @@ class Interrupted : public std::runtime_error {
 };
 
 void checkInterrupted() {
-  if (g_interrupted.load()) throw Interrupted();
+  if (gInterrupted.load()) throw Interrupted();
 }
 
 // Sleeps in short steps so that a signal stops the run promptly.
@@ -432,9 +432,9 @@ void measureIdleAndRoundTrip(const Options& options, Results& results, const Sam
 
 pid_t spawnTrue() {
   static char program[] = "/bin/true";
-  static char* const argv[] = {program, nullptr};
+  static char* const kArgv[] = {program, nullptr};
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, program, nullptr, nullptr, argv, environ);
+  int rc = posix_spawn(&pid, program, nullptr, nullptr, kArgv, environ);
   if (rc != 0) throw std::runtime_error(std::string("posix_spawn /bin/true: ") + strerror(rc));
   return pid;
 }
@@ -457,7 +457,7 @@ SampleStats measureRunnerLikeSpawn(int count) {
   std::vector<double> samples;
   samples.reserve(static_cast<std::size_t>(count));
   static char program[] = "/bin/true";
-  static char* const argv[] = {program, nullptr};
+  static char* const kArgv[] = {program, nullptr};
   for (int i = 0; i < count; ++i) {
     if (i % 64 == 0) checkInterrupted();
     auto t0 = Clock::now();
@@ -475,7 +475,7 @@ SampleStats measureRunnerLikeSpawn(int count) {
     posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, program, &actions, &attr, argv, environ);
+    int rc = posix_spawn(&pid, program, &actions, &attr, kArgv, environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) throw std::runtime_error(std::string("posix_spawn /bin/true: ") + strerror(rc));
@@ -645,11 +645,11 @@ DriverRun runDriver(const Options& options, const fs::path& job, int cores, cons
   while (!code) {
     code = driver.waitExit(100ms);
     if (code) break;
-    if (g_interrupted.load() || Clock::now() > deadline) {
+    if (gInterrupted.load() || Clock::now() > deadline) {
       // Let the driver stop its agents (it kills its tasks and exits 130), then give up on it.
       driver.signal(SIGTERM);
       driver.waitExit(15s);
-      if (g_interrupted.load()) throw Interrupted();
+      if (gInterrupted.load()) throw Interrupted();
       throw std::runtime_error("dockhand-driver did not end within its time limit");
     }
   }
@@ -844,4 +844,5 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace dockhand::bench
 
+// NOLINTNEXTLINE(bugprone-exception-escape): an unexpected error still ends in std::terminate
 int main(int argc, char** argv) { return dockhand::bench::run(argc, argv); }

@@ -63,7 +63,9 @@ struct Options {
 };
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-double mibPerSecond(std::uint64_t bytes, double secs) { return bytes / secs / (1 << 20); }
+double mibPerSecond(std::uint64_t bytes, double secs) {
+  return static_cast<double>(bytes) / secs / (1 << 20);
+}
 
 std::vector<char> randomBytes(std::size_t size) {
   std::vector<char> data(size);
@@ -97,6 +99,7 @@ double diskRate(const Options& o, const std::vector<char>& data, bool direct) {
   std::memcpy(aligned.get(), data.data(), data.size());
   auto start = Clock::now();
   std::vector<std::thread> writers;
+  writers.reserve(static_cast<std::size_t>(o.concurrency));
   for (int t = 0; t < o.concurrency; ++t) {
     writers.emplace_back([&, t] {
       for (int i = t; i < o.blocks; i += o.concurrency) {
@@ -147,11 +150,13 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
+  }
   socklen_t len = sizeof addr;
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(listener, 1);
-  const std::uint64_t total = static_cast<std::uint64_t>(o.blocks) * data.size();
+  const auto total = static_cast<std::uint64_t>(o.blocks) * data.size();
   std::thread receiver([&] {
     int fd = ::accept(listener, nullptr, nullptr);
     std::vector<char> buffer(1 << 20);
@@ -164,7 +169,9 @@ double loopbackRate(const Options& o, const std::vector<char>& data) {
     ::close(fd);
   });
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+  }
   auto start = Clock::now();
   for (int i = 0; i < o.blocks; ++i) {
     const char* p = data.data();
@@ -329,7 +336,7 @@ int main(int argc, char** argv) {
   fs::create_directories(o.dir);
   try {
     std::vector<char> data = randomBytes(static_cast<std::size_t>(o.block_mib) << 20);
-    const double total_mib = static_cast<double>(o.blocks) * o.block_mib;
+    const auto total_mib = static_cast<double>(o.blocks) * o.block_mib;
     std::printf("migration bench: %d blocks x %d MiB = %.0f MiB in %s, %d at once\n", o.blocks,
                 o.block_mib, total_mib, o.dir.c_str(), o.concurrency);
     // Rounds interleave the four measurements (page cache, O_DIRECT, loopback, migration), so
@@ -351,7 +358,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> round_ratios;
     std::vector<MigrationResult> runs;
-    const std::uint64_t total = static_cast<std::uint64_t>(o.blocks) * data.size();
+    const auto total = static_cast<std::uint64_t>(o.blocks) * data.size();
     for (int r = 0; r < o.rounds; ++r) {
       ::sync();
       buffered.rates.push_back(diskRateBuffered(o, data));

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   for (const auto& [path, origin] : origins) {
-    DOCKHAND_FUZZ_CHECK(origin == "file:fuzz.json", path + " -> " + origin);
+    DOCKHAND_FUZZ_CHECK(origin == "file:fuzz.json", (path + " -> ").append(origin));
   }
   for (const auto& problem : dockhand::agent::checkConfig(config, origins)) {
     DOCKHAND_FUZZ_CHECK(!problem.message.empty(), problem.text());

@@ -35,7 +35,7 @@ Json roundTrip(const Json& body) {
     checkRefusal(e, body.dump());
     return nullptr;
   }
-  const Json encoded = proto::toJson(decoded);
+  Json encoded = proto::toJson(decoded);
   DOCKHAND_FUZZ_CHECK(encoded.is_object(), encoded.dump());
   T again;
   try {
@@ -75,7 +75,7 @@ void peers(const Json& body) {
 }
 
 const std::map<std::string, std::function<void(const Json&)>, std::less<>>& decoders() {
-  static const std::map<std::string, std::function<void(const Json&)>, std::less<>> table = {
+  static const std::map<std::string, std::function<void(const Json&)>, std::less<>> kTable = {
       {"Hello", message<proto::Hello>},
       {"Authenticate", message<proto::Authenticate>},
       {"RetrieveAppConfig", message<proto::RetrieveAppConfig>},
@@ -101,7 +101,7 @@ const std::map<std::string, std::function<void(const Json&)>, std::less<>>& deco
       {"BlockInfo", [](const Json& b) { roundTrip<proto::BlockInfo>(b); }},
       {"Peers", peers},
   };
-  return table;
+  return kTable;
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ class SignalThread {
  private:
   void run() {
     sigset_t set = handledSignals(decommission_signal_);
-    timespec timeout{0, 200 * 1000 * 1000};
+    timespec timeout{0, 200L * 1000 * 1000};
     while (!stop_) {
       int sig = sigtimedwait(&set, nullptr, &timeout);
       if (sig <= 0) continue;

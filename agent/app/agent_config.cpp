@@ -96,11 +96,11 @@ class ConfigReader {
   }
   std::vector<std::string> optionalStringList(std::string_view key,
                                               std::vector<std::string> fallback = {}) {
-    return guard([&] { return reader_.optionalStringList(key); }, fallback);
+    return guard([&] { return reader_.optionalStringList(key); }, std::move(fallback));
   }
   std::map<std::string, std::string> optionalStringMap(
       std::string_view key, std::map<std::string, std::string> fallback) {
-    return guard([&] { return reader_.optionalStringMap(key); }, fallback);
+    return guard([&] { return reader_.optionalStringMap(key); }, std::move(fallback));
   }
   // The member `key` as an object, or nullptr (with a problem recorded) when it is something
   // else. Absent: nullptr, no problem.
@@ -171,8 +171,8 @@ int decommissionSignalNumber(const std::string& name) {
 }
 
 const std::vector<std::string>& configKeys() {
-  static const std::vector<std::string> keys(kKeys.begin(), kKeys.end());
-  return keys;
+  static const std::vector<std::string> kKeyList(kKeys.begin(), kKeys.end());
+  return kKeyList;
 }
 void loadConfigJson(const std::string& text, const std::string& origin, AgentConfig& config,
                     ConfigOrigins* origins) {

@@ -87,7 +87,7 @@ struct AgentConfig {
   std::int64_t connect_retry_delay_ms = 1000;
   std::int64_t ask_timeout_ms = 30000;
   std::int64_t stop_grace_ms = 5000;
-  std::int64_t max_frame_bytes = 16 * 1024 * 1024;
+  std::int64_t max_frame_bytes = std::int64_t{16} * 1024 * 1024;
 
   // Blocks and decommission.
   int block_port = 0;        // the block server's TCP port on bind_address (0: ephemeral)

@@ -62,7 +62,7 @@ int validate(const std::vector<std::string>& args, std::ostream& out, std::ostre
   for (const std::string& arg : args) {
     if (arg == "--no-env") {
       use_env = false;
-    } else if (arg.rfind("-", 0) == 0) {
+    } else if (arg.rfind('-', 0) == 0) {
       return usageError(err, "unknown option '" + arg + "'");
     } else {
       sources.files.push_back(arg);
@@ -92,7 +92,7 @@ int show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   bool use_env = true;
   bool as_json = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
+    const std::string& arg = args[i];
     if (arg == "--json") {
       as_json = true;
       continue;

@@ -80,6 +80,7 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
     return toInt(ExitCode::kPluginError);
   }
   std::vector<Discoverer*> chain_links;
+  chain_links.reserve(discoverers.size());
   for (auto& d : discoverers) chain_links.push_back(d.get());
   DiscoveryChain chain(chain_links);
   std::map<std::string, DiscoveredResource> found;
@@ -103,6 +104,7 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
     plugins[d->name()] = described.ok() ? details : json{{"error", described.error}};
   }
   std::vector<std::string> order;
+  order.reserve(chain_links.size());
   for (auto* d : chain_links) order.push_back(d->name());
   if (as_json) {
     out << json{{"chain", order}, {"resources", resources}, {"plugins", plugins}}.dump(2) << "\n";

@@ -42,8 +42,8 @@ PluginSpec readManifest(const std::filesystem::path& file) {
   spec.origin = origin;
   for (const auto& [key, value] : root.items()) {
     if (kKeys.count(key) == 0) {
-      throw ConfigError(origin + ": /" + key + ": unknown key (known keys: config, name, path, " +
-                        "required)");
+      throw ConfigError(fmt::format(
+          "{}: /{}: unknown key (known keys: config, name, path, required)", origin, key));
     }
   }
   auto string_at = [&](const char* key) -> std::string {

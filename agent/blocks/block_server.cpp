@@ -315,7 +315,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       Poco::Net::StreamSocket& socket = impl->socket();
       // Over TLS ending our side ends the TLS session (and the socket) at once: only read.
       if (!socket.secure()) socket.shutdownSend();
-      socket.setReceiveTimeout(Poco::Timespan(0, 200 * 1000));
+      socket.setReceiveTimeout(Poco::Timespan(0, 200L * 1000));
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       std::vector<char> sink(kChunk);
       while (std::chrono::steady_clock::now() < until) {

@@ -155,7 +155,7 @@ void Backend::fetchAppConfig() {
 }
 
 void Backend::applyAppConfig(const Json& body) {
-  proto::AppConfig config = proto::decodeBody<proto::AppConfig>(body);
+  auto config = proto::decodeBody<proto::AppConfig>(body);
   if (options_.discover_resources) {
     std::string refusal = options_.discover_resources(config.resource_profile, options_.resources);
     if (!refusal.empty()) throw ResourcesUnavailable(refusal);
@@ -374,13 +374,13 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     early_kills_.erase(kill);
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
-    sendStatus(std::move(update));
+    sendStatus(update);
     return;
   }
   if (exiting_) {
     update.state = proto::TaskState::kKilled;
     update.reason = "executor is stopping";
-    sendStatus(std::move(update));
+    sendStatus(update);
     return;
   }
   if (decommission_.decommissioning()) {
@@ -388,7 +388,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     log()->info("refusing task {}: decommissioning", task.task_id);
     update.state = proto::TaskState::kLost;
     update.reason = fmt::format("executor {} is decommissioning", options_.executor_id);
-    sendStatus(std::move(update));
+    sendStatus(update);
     return;
   }
   log()->debug("Got assigned task {} ({})", task.task_id, task.name);
@@ -400,7 +400,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     update.reason = launched.error().message;
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
-    sendStatus(std::move(update));
+    sendStatus(update);
   }
 }
 
@@ -493,10 +493,10 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     info.added = status.blocks;
     sendInOrder(proto::makeMessage(info), status.task_id);
   }
-  sendStatus(std::move(update));
+  sendStatus(update);
 }
 
-void Backend::sendStatus(proto::StatusUpdate update) {
+void Backend::sendStatus(const proto::StatusUpdate& update) {
   std::uint64_t task_id = update.task_id;
   sendInOrder(proto::makeMessage(update), task_id);
 }

@@ -160,7 +160,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   bool sendInOrder(protocol::Envelope frame) override;
   void exit(ExitCode code, const std::string& reason) override;
 
-  void sendStatus(protocol::StatusUpdate update);
+  void sendStatus(const protocol::StatusUpdate& update);
   // True when `frame` went out now; false when it waits in the outbox.
   bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id);
   void flushOutbox();

@@ -269,13 +269,13 @@ void DecommissionFlow::startPass() {
                   [this](MigrationPassProgress progress) {
                     if (pass_running_) pass_progress_ = progress;
                   },
-                  [this, ends_at_start](MigrationPassResult pass) {
-                    onPassDone(std::move(pass), ends_at_start);
+                  [this, ends_at_start](const MigrationPassResult& pass) {
+                    onPassDone(pass, ends_at_start);
                   });
             });
 }
 
-void DecommissionFlow::onPassDone(MigrationPassResult result, std::uint64_t ends_at_start) {
+void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64_t ends_at_start) {
   pass_running_ = false;
   pass_progress_ = MigrationPassProgress{};
   if (host_.stopping()) return;

@@ -120,7 +120,7 @@ class DecommissionFlow {
   void check();
   void finish(std::string_view why);
   void startPass();
-  void onPassDone(MigrationPassResult result, std::uint64_t ends_at_start);
+  void onPassDone(const MigrationPassResult& result, std::uint64_t ends_at_start);
   void deadlinePassed();
 
   DecommissionOptions options_;

@@ -96,8 +96,8 @@ void PluginExecutor::addRunner(const std::string& name, std::unique_ptr<TaskRunn
           PluginCalls::CallInfo stuck, std::vector<PluginCalls::CallInfo> dropped) {
         // The watchdog's thread: the rest happens on the core thread.
         events->post([registry, live, name, what = calls->stuckCall(), stuck = std::move(stuck),
-                      dropped = std::move(dropped)]() mutable {
-          onRunnerStuck(*registry, *live, name, what, std::move(stuck), std::move(dropped));
+                      dropped = std::move(dropped)] {
+          onRunnerStuck(*registry, *live, name, what, stuck, dropped);
         });
       });
   runners_.insert_or_assign(name, std::move(runner));
@@ -282,8 +282,8 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
 }
 
 void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::string& name,
-                                   const std::string& what, PluginCalls::CallInfo stuck,
-                                   std::vector<PluginCalls::CallInfo> dropped) {
+                                   const std::string& what, const PluginCalls::CallInfo& stuck,
+                                   const std::vector<PluginCalls::CallInfo>& dropped) {
   log()->error(
       "task runner '{}' is stuck: {}; the call is abandoned, {} queued call(s) dropped, and "
       "later calls to it fail at once until the agent restarts",
@@ -298,8 +298,8 @@ void PluginExecutor::onRunnerStuck(Registry& registry, Live& live, const std::st
   };
   end(stuck, "task runner '" + name + "': " + what);
   for (const auto& call : dropped) {
-    end(call, "task runner '" + name + "' is stuck (" + what + "); " + call.hook +
-                  "() of this task was not made");
+    end(call, fmt::format("task runner '{}' is stuck ({}); {}() of this task was not made", name,
+                          what, call.hook));
   }
 }
 

@@ -162,8 +162,8 @@ class PluginExecutor final : public Executor {
                       protocol::TaskState state, std::string reason);
   // Core thread: what happens when `runner`'s call overran (see the header comment).
   static void onRunnerStuck(Registry& registry, Live& live, const std::string& name,
-                            const std::string& what, PluginCalls::CallInfo stuck,
-                            std::vector<PluginCalls::CallInfo> dropped);
+                            const std::string& what, const PluginCalls::CallInfo& stuck,
+                            const std::vector<PluginCalls::CallInfo>& dropped);
   std::string stuckReason(const Runner& runner) const;
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;

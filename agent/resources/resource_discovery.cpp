@@ -34,7 +34,7 @@ protocol::ResourceInfo DiscoveryChain::parseAnswer(const std::string& plugin,
   if (answer.is_discarded() || !answer.is_object()) {
     throw ResourceError(Kind::kMalformed,
                         fmt::format("{} answered with malformed output (expected a JSON object "
-                                    "{{\"name\": ..., \"addresses\": [...]}}): {}",
+                                    R"({{"name": ..., "addresses": [...]}}): {})",
                                     where, answer_json.substr(0, 200)));
   }
   auto name_it = answer.find("name");
@@ -162,6 +162,8 @@ Result<void> ResourceLedger::acquire(std::uint64_t task_id,
       }
       auto slot = resource->second.find(address);
       if (slot == resource->second.end()) {
+        // A loop, not std::views::keys: clang 14 (clang-tidy) can't compile that view with
+        // libstdc++ 12.
         std::vector<std::string> offered;
         offered.reserve(resource->second.size());
         for (const auto& [known, slots] : resource->second) offered.push_back(known);

@@ -1,5 +1,8 @@
 #include "resources/resource_guard.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "dockhand/base/logging.h"
@@ -32,8 +35,8 @@ Result<void> ResourceGuard::launch(const protocol::TaskDescription& task) {
       PluginResult result = owner->allocate(allocation);
       if (!result.ok()) {
         releaseTask(task.task_id);
-        return Error("plugin '" + owner->name() + "' could not allocate " + name + " " +
-                     allocation + ": " + result.error);
+        return Error(fmt::format("plugin '{}' could not allocate {} {}: {}", owner->name(), name,
+                                 allocation, result.error));
       }
       done.emplace_back(owner, allocation);
     }
@@ -50,13 +53,15 @@ void ResourceGuard::onTaskStatus(const TaskStatusEvent& status) {
 
 void ResourceGuard::releaseTask(std::uint64_t task_id) {
   if (auto it = allocations_.find(task_id); it != allocations_.end()) {
-    for (auto a = it->second.rbegin(); a != it->second.rend(); ++a) {
-      PluginResult result = a->first->release(a->second);
+    // Last allocated, first released.
+    std::for_each(it->second.rbegin(), it->second.rend(), [&](const auto& allocation) {
+      const auto& [owner, request] = allocation;
+      PluginResult result = owner->release(request);
       if (!result.ok()) {
         logger("agent")->warn("task {}: plugin '{}' could not release {}: {}", task_id,
-                              a->first->name(), a->second, result.error);
+                              owner->name(), request, result.error);
       }
-    }
+    });
     allocations_.erase(it);
   }
   ledger_.release(task_id);

@@ -26,7 +26,7 @@ namespace {
 
 std::shared_ptr<spdlog::logger> log() { return logger("link"); }
 
-const Poco::Timespan kPollInterval(0, 200 * 1000);
+const Poco::Timespan kPollInterval(0, 200L * 1000);
 
 Poco::Timespan toTimespan(Millis ms) {
   return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(ms.count()) * 1000);

@@ -57,7 +57,7 @@ void WorkerWatcher::run() {
     log->info("watching worker {}", url_);
     char buffer[256];
     while (!stopping_) {
-      if (!socket.poll(Poco::Timespan(0, 200 * 1000), Poco::Net::Socket::SELECT_READ)) continue;
+      if (!socket.poll(Poco::Timespan(0, 200L * 1000), Poco::Net::Socket::SELECT_READ)) continue;
       int n = socket.receiveBytes(buffer, sizeof buffer);
       if (n <= 0) {
         reason = "worker " + url_ + " closed the connection";

@@ -209,7 +209,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
 
  private:
   // Control requests are small: a larger body is refused rather than read.
-  static constexpr std::streamsize kMaxControlBody = 64 * 1024;
+  static constexpr std::streamsize kMaxControlBody = std::streamsize{64} * 1024;
 
   void servePlain(Poco::Net::HTTPServerRequest& request, Poco::Net::HTTPServerResponse& response) {
     const std::string path = Poco::URI(request.getURI()).getPath();

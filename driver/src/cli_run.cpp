@@ -107,7 +107,7 @@ int runCommand(const CliOptions& o) {
         agent_bin, std::strerror(errno));
     return static_cast<int>(DriverExit::kConfigError);
   }
-  const std::size_t min_agents = static_cast<std::size_t>(o.min_agents.value_or(o.local_agents));
+  const auto min_agents = static_cast<std::size_t>(o.min_agents.value_or(o.local_agents));
 
   std::atomic<bool> interrupted{false};
   std::unique_ptr<DriverService> service_holder = std::make_unique<DriverService>(config);

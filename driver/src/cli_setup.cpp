@@ -39,7 +39,7 @@ SignalWatcher::~SignalWatcher() {
 
 void SignalWatcher::loop() {
   sigset_t set = watchedSignals();
-  timespec wait{0, 200 * 1000 * 1000};
+  timespec wait{0, 200L * 1000 * 1000};
   while (!stop_.load()) {
     int sig = sigtimedwait(&set, nullptr, &wait);
     if (sig > 0) {

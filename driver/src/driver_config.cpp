@@ -91,6 +91,7 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
       }
       if (!problems.empty()) {
         std::vector<ConfigProblem> all;
+        all.reserve(problems.size());
         for (const auto& p : problems) all.push_back(ConfigProblem{source, p.path(), p.detail()});
         throw ConfigError(std::move(all));
       }

@@ -63,11 +63,11 @@ TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& jo
   const bool has_shell = r.has("shell");
   if (int(has_payload) + int(has_command) + int(has_shell) != 1) {
     r.fail(has_payload && (has_command || has_shell) ? "payload" : "command",
-           "give exactly one of \"payload\", \"command\" or \"shell\"");
+           R"(give exactly one of "payload", "command" or "shell")");
   }
   if (has_payload) {
-    if (r.has("env")) r.fail("env", "belongs inside \"payload\" when \"payload\" is given");
-    if (r.has("cwd")) r.fail("cwd", "belongs inside \"payload\" when \"payload\" is given");
+    if (r.has("env")) r.fail("env", R"(belongs inside "payload" when "payload" is given)");
+    if (r.has("cwd")) r.fail("cwd", R"(belongs inside "payload" when "payload" is given)");
     const Json& payload = *r.find("payload");
     if (!payload.is_object()) {
       r.fail("payload", fmt::format("expected an object, got {}", payload.type_name()));
@@ -133,7 +133,7 @@ void checkBlockGraph(const std::vector<TaskSpec>& tasks) {
       auto it = producer.find(id);
       if (it == producer.end()) {
         throw JsonPathError(fmt::format("/tasks/{}/inputs/{}", i, k),
-                            fmt::format("no task lists block '{}' in its \"outputs\"", id));
+                            fmt::format(R"(no task lists block '{}' in its "outputs")", id));
       }
       consumers[it->second].push_back(i);
       ++waiting[i];
@@ -257,7 +257,7 @@ JobSpec parseJob(const Json& root, const std::string& source, const std::string&
       job.aggregate = Aggregate::kSum;
     } else if (aggregate != "none") {
       r.fail("aggregate",
-             fmt::format("unknown aggregate '{}' (expected \"sum\" or \"none\")", aggregate));
+             fmt::format(R"(unknown aggregate '{}' (expected "sum" or "none"))", aggregate));
     }
     const Json* tasks = r.find("tasks");
     if (tasks == nullptr) r.fail("tasks", "is required (an array of task objects)");

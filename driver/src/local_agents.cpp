@@ -55,6 +55,7 @@ void LocalAgents::start() {
       args.insert(args.end(), {"--auth-secret-file", options_.auth_secret_file});
     }
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
 

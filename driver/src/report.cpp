@@ -49,14 +49,14 @@ std::string resultStdout(const Json& result, std::size_t max_chars) {
   std::string text = trim(rawStdout(result));
   std::string out;
   out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r') continue;
-    if (text[i] == '\n') {
+  for (const char c : text) {
+    if (c == '\r') continue;
+    if (c == '\n') {
       out += " | ";
-    } else if (static_cast<unsigned char>(text[i]) < 0x20 && text[i] != '\t') {
+    } else if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
       out += '?';
     } else {
-      out += text[i];
+      out += c;
     }
   }
   if (out.size() > max_chars) {
@@ -150,7 +150,7 @@ std::string formatProgress(const std::string& job_name, const Progress& p) {
 std::string formatBytes(std::uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024.0;
+  auto value = static_cast<double>(bytes) / 1024.0;
   std::size_t unit = 0;
   while (value >= 1024.0 && unit + 1 < std::size(units)) {
     value /= 1024.0;

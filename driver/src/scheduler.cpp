@@ -1,6 +1,7 @@
 #include "dockhand/driver/scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -160,10 +161,11 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
     }
     run = running_.erase(run);
   }
-  // Relaunch in the original order, ahead of tasks that never ran.
-  std::sort(lost.begin(), lost.end());
-  for (auto index = lost.rbegin(); index != lost.rend(); ++index) {
-    TaskRecord& t = tasks_[*index];
+  // Relaunch in the original order, ahead of tasks that never ran: each goes to the front of the
+  // queue, the last first.
+  std::sort(lost.begin(), lost.end(), std::greater<>());
+  for (const auto index : lost) {
+    TaskRecord& t = tasks_[index];
     t.reason = fmt::format("agent {} lost: {}", agent_id, reason);
     if (job_state_ != JobState::kRunning) continue;
     if (t.launches - t.failures > kMaxRelaunchesAfterLoss) {
@@ -174,7 +176,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
       return true;
     }
     t.outcome = TaskOutcome::kPending;
-    pending_.push_front(*index);
+    pending_.push_front(index);
     ++relaunches_after_loss_;
   }
   onBlocksLost(gone, fmt::format("agent {} left: {}", agent_id, reason));
@@ -275,8 +277,8 @@ void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::str
     ++reruns_for_lost_blocks_;
     rerun.push_back(producer->second);
   }
-  std::sort(rerun.begin(), rerun.end());
-  for (auto index = rerun.rbegin(); index != rerun.rend(); ++index) pending_.push_front(*index);
+  std::sort(rerun.begin(), rerun.end(), std::greater<>());
+  for (const auto index : rerun) pending_.push_front(index);
 }
 
 const AgentInfo* Scheduler::fallbackReader(const AgentInfo* preferred) const {

@@ -183,16 +183,15 @@ std::int64_t wallClockMs() {
       .count();
 }
 
-RequestSigner makeRequestSigner(ClusterSecret secret) {
-  return [secret = std::move(secret)](std::string_view method, std::string_view path,
-                                      std::string_view content) {
+RequestSigner makeRequestSigner(const ClusterSecret& secret) {
+  return [secret](std::string_view method, std::string_view path, std::string_view content) {
     return signRequest(secret, RequestToSign{method, path, content}, wallClockMs(), randomNonce());
   };
 }
 
-RequestVerifier::RequestVerifier(ClusterSecret secret, std::int64_t max_skew_ms,
+RequestVerifier::RequestVerifier(const ClusterSecret& secret, std::int64_t max_skew_ms,
                                  std::size_t max_remembered)
-    : secret_(std::move(secret)), max_skew_ms_(max_skew_ms), max_remembered_(max_remembered) {}
+    : secret_(secret), max_skew_ms_(max_skew_ms), max_remembered_(max_remembered) {}
 
 std::size_t RequestVerifier::remembered() const {
   std::lock_guard lock(mutex_);

@@ -11,6 +11,7 @@ namespace {
 CliOptions parse(std::vector<std::string> args) {
   args.insert(args.begin(), "dockhand-driver");
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& arg : args) argv.push_back(arg.data());
   return parseCliArgs(static_cast<int>(argv.size()), argv.data());
 }

@@ -55,6 +55,7 @@ class DriverProcess {
                                      "--config",    (dir_ / "driver.json").string(),
                                      "--log-level", "debug"};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t files;

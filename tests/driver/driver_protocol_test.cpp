@@ -120,7 +120,7 @@ TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
   Client bystander(port_);
   ASSERT_EQ(big.hello()["ok"], true);
   ASSERT_EQ(bystander.hello()["ok"], true);
-  big.sendText(std::string(64 * 1024, 'x'));
+  big.sendText(std::string(std::size_t{64} * 1024, 'x'));
   auto error = big.receive();
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ((*error)["type"], "Error");

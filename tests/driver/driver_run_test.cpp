@@ -53,6 +53,7 @@ class DriverRunTest : public ::testing::Test {
     const std::string bin = std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver";
     args.insert(args.begin(), bin);
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const std::string out = (dir_ / "stdout").string();

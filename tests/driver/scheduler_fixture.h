@@ -17,7 +17,8 @@ namespace dockhand::driver::scheduler_fixture {
 using protocol::TaskState;
 
 inline protocol::RegisterExecutor agentReg(
-    const std::string& id, int cores, std::map<std::string, std::vector<std::string>> res = {}) {
+    const std::string& id, int cores,
+    const std::map<std::string, std::vector<std::string>>& res = {}) {
   protocol::RegisterExecutor r;
   r.executor_id = id;
   r.hostname = "host-" + id;
@@ -68,9 +69,9 @@ class SchedulerTest : public ::testing::Test {
   Scheduler scheduler_{SchedulerOptions{4, Millis(60000)}};
 
   void addAgent(const std::string& id, int cores,
-                std::map<std::string, std::vector<std::string>> res = {}) {
+                const std::map<std::string, std::vector<std::string>>& res = {}) {
     Actions out;
-    ASSERT_TRUE(scheduler_.registerAgent(agentReg(id, cores, std::move(res)), now_, out).ok());
+    ASSERT_TRUE(scheduler_.registerAgent(agentReg(id, cores, res), now_, out).ok());
     ASSERT_TRUE(scheduler_.agentLaunched(id, now_, out));
     pending_.insert(pending_.end(), out.begin(), out.end());
   }

@@ -91,6 +91,7 @@ TEST_F(SchedulerTest, FractionalAmountsShareAnAddressExactly) {
   addAgent("a", 16, {{"gpu", {"0", "1"}}});
   Actions out;
   std::vector<TaskSpec> specs;
+  specs.reserve(9);
   for (int i = 0; i < 9; ++i) specs.push_back(task("q" + std::to_string(i), 1, {{"gpu", 0.25}}));
   scheduler_.submit(job(specs), now_, out);
   auto l = launches(out);
@@ -311,6 +312,7 @@ TEST_F(SchedulerTest, ReportsATaskNoAgentCanRun) {
 TEST_F(SchedulerTest, ManyTasksFlowThroughOneAgent) {
   addAgent("a", 4);
   std::vector<TaskSpec> tasks;
+  tasks.reserve(10000);
   for (int i = 0; i < 10000; ++i) tasks.push_back(task("t" + std::to_string(i)));
   Actions out;
   scheduler_.submit(job(std::move(tasks)), now_, out);

@@ -27,7 +27,7 @@ class AgentProcessTest : public ::testing::Test {
   AgentCommand agentCommand(const std::string& driver_url, const std::string& id = "a1") {
     return {.driver_url = driver_url, .executor_id = id, .work_dir = dir.path() / ("work-" + id)};
   }
-  std::unique_ptr<ChildProcess> startAgent(std::vector<std::string> args,
+  std::unique_ptr<ChildProcess> startAgent(const std::vector<std::string>& args,
                                            const std::string& log = "agent.log") {
     return std::make_unique<ChildProcess>(args, (dir.path() / log).string());
   }

@@ -258,10 +258,9 @@ TEST_F(AuthTest, SecretFileReadableByOthersIsRefusedWithTheReason) {
 TEST_F(AuthTest, ConfigShowRedactsAndNoLogHoldsTheSecret) {
   fs::path secret = writeSecret("secret", kSecret);
   fs::path config = dir.path() / "agent.json";
-  writeFile(config,
-            "{\"driver_url\": \"ws://127.0.0.1:9/\", \"executor_id\": \"a1\", "
-            "\"app_id\": \"auth-test\", \"auth_secret_file\": \"" +
-                secret.string() + "\"}\n");
+  writeFile(config, R"({"driver_url": "ws://127.0.0.1:9/", "executor_id": "a1", )"
+                    R"("app_id": "auth-test", "auth_secret_file": ")" +
+                        secret.string() + "\"}\n");
   ChildProcess show({agentBinary(), "config", "show", "--config", config.string()},
                     (dir.path() / "show.log").string());
   EXPECT_EQ(show.waitExit(15s), 0) << show.output();

@@ -21,7 +21,7 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startDriver(std::vector<std::string> args) {
     std::vector<std::string> argv = {driverBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--port-file");
+    argv.emplace_back("--port-file");
     argv.push_back(port_file_.string());
     auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
     EXPECT_TRUE(waitUntil([&] { return std::filesystem::exists(port_file_); }, 10s))

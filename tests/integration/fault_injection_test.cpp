@@ -86,7 +86,7 @@ class FaultInjectionTest : public ::testing::Test {
                                             const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {driverBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    argv.push_back("--port-file");
+    argv.emplace_back("--port-file");
     argv.push_back(port_file_.string());
     auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string(), env);
     // The driver reads the whole job before it listens: 100,000 tasks take seconds, and much
@@ -135,7 +135,7 @@ class FaultInjectionTest : public ::testing::Test {
         .argv();
   }
   fs::path writeJson(const std::string& name, const json& value) {
-    const auto path = dir.path() / name;
+    auto path = dir.path() / name;
     writeFile(path, value.dump());
     return path;
   }
@@ -155,9 +155,9 @@ TEST_F(FaultInjectionTest, DriverKilledMidJobEveryAgentExitsAndNoTaskProcessSurv
   json tasks = json::array();
   for (int i = 0; i < 4; ++i) {
     const std::string tag = (pids / std::to_string(i)).string();
-    tasks.push_back(
-        {{"name", "sleeper-" + std::to_string(i)},
-         {"shell", "sleep 300 & echo $! > " + tag + ".child; echo $$ > " + tag + ".task; wait"}});
+    std::string shell = "sleep 300 & echo $! > ";
+    shell.append(tag).append(".child; echo $$ > ").append(tag).append(".task; wait");
+    tasks.push_back({{"name", "sleeper-" + std::to_string(i)}, {"shell", shell}});
   }
   const auto job = writeJson("job.json", {{"name", "long"}, {"tasks", tasks}});
   auto driver = startDriver(
@@ -406,7 +406,7 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
     if (widget) message.task.resources = {{"widget", {"0"}}};
     driver.send(proto::makeMessage(message));
   };
-  auto failedWith = [&](std::uint64_t id, const std::string& reason) {
+  auto failed_with = [&](std::uint64_t id, const std::string& reason) {
     return driver.waitFor(
         [&](const proto::Envelope& e) {
           if (e.type != "StatusUpdate") return false;
@@ -419,14 +419,14 @@ TEST_F(FaultInjectionTest, AllocateThatNeverReturnsFailsItsTaskAndTheAgentKeepsS
   };
   launch(1, true);
   // "plugin 'hang-allocate' could not allocate widget {...}: allocate() did not return ..."
-  EXPECT_TRUE(failedWith(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
+  EXPECT_TRUE(failed_with(1, "allocate() did not return within 1000 ms (plugin_call_timeout_ms)"))
       << agent.output();
 
   EXPECT_TRUE(heartbeatsGoOn(driver)) << agent.output();
   launch(2, true);
-  EXPECT_TRUE(failedWith(2,
-                         "plugin 'hang-allocate' is stuck: allocate() did not return within "
-                         "1000 ms (plugin_call_timeout_ms); restart the agent to use it again"))
+  EXPECT_TRUE(failed_with(2,
+                          "plugin 'hang-allocate' is stuck: allocate() did not return within "
+                          "1000 ms (plugin_call_timeout_ms); restart the agent to use it again"))
       << agent.output();
   launch(3, false);
   EXPECT_TRUE(driver.waitForStatus(3, proto::TaskState::kFinished, 10s)) << agent.output();

@@ -118,8 +118,8 @@ TEST_F(PrivilegeTest, TasksRunAsNobodyConfinedAndTheirOutputsBecomeBlocks) {
   const std::string probe =
       "wc -c < $DOCKHAND_INPUT_DIR/shuffle_0_1_0; "
       "W=$(dirname $(dirname $(dirname $DOCKHAND_OUTPUT_DIR))); "
-      "for c in \"ls $W\" \"ls $W/tasks\" \"ls $W/tasks/task-1\" \"cat $W/tasks/task-1/mine\" "
-      "\"ls $W/blocks\" \"cat $W/blocks/shuffle_0_1_0\"; do "
+      R"(for c in "ls $W" "ls $W/tasks" "ls $W/tasks/task-1" "cat $W/tasks/task-1/mine" )"
+      R"("ls $W/blocks" "cat $W/blocks/shuffle_0_1_0"; do )"
       "if $c > /dev/null 2> err; then echo \"$c: read\"; "
       "else echo \"$c: $(grep -o 'Permission denied' err)\"; fi; "
       "done | sed \"s|$W|W|\"";

@@ -26,6 +26,17 @@ using nlohmann::json;
 using std::chrono_literals::operator""s;
 using ::testing::HasSubstr;
 
+// A task's shell line: sleeps `seconds` and writes the GPUs it was given, with when it started
+// and ended, to ${JOB_DIR}/out/<name> (through a .tmp file, so a reader sees it whole).
+std::string recordGpus(const std::string& name, const char* seconds) {
+  const std::string out = "'${JOB_DIR}/out/" + name;
+  std::string line = "s=$(date +%s%N); sleep ";
+  line.append(seconds).append("; e=$(date +%s%N); ");
+  line.append(R"(echo "${CUDA_VISIBLE_DEVICES:-none} $s $e" > )").append(out).append(".tmp'");
+  line.append(" && mv ").append(out).append(".tmp' ").append(out).append("'");
+  return line;
+}
+
 class ResourcesTest : public ::testing::Test {
  protected:
   // An agent config loading the process runner and the static plugin with `statics`, asking
@@ -77,7 +88,7 @@ TEST_F(ResourcesTest, SparkResourcesFileIsTakenAsGivenAndRegistered) {
   writeFile(file, R"([{"id": {"componentName": "spark.executor", "resourceName": "gpu"},
                        "addresses": ["3", "5"]}])");
   auto args = agentArgs(config, driver);
-  args.push_back("--resourcesFile");
+  args.emplace_back("--resourcesFile");
   args.push_back(file.string());
   ChildProcess agent(args, (dir.path() / "agent.log").string());
   auto frame = driver.waitForType("RegisterExecutor", 20s);
@@ -106,13 +117,8 @@ TEST_F(ResourcesTest, GpuTasksOnTwoFakeGpusNeverShareOne) {
   json tasks = json::array();
   for (int i = 0; i < kTasks; ++i) {
     const std::string name = "gpu-" + std::to_string(i);
-    tasks.push_back({{"name", name},
-                     {"resources", {{"gpu", 1}}},
-                     {"shell",
-                      "s=$(date +%s%N); sleep 0.2; e=$(date +%s%N); "
-                      "echo \"${CUDA_VISIBLE_DEVICES:-none} $s $e\" > '${JOB_DIR}/out/" +
-                          name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
-                          name + "'"}});
+    tasks.push_back(
+        {{"name", name}, {"resources", {{"gpu", 1}}}, {"shell", recordGpus(name, "0.2")}});
   }
   const auto job = dir.path() / "gpu-job.json";
   writeFile(job, json{{"name", "gpu-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));
@@ -159,13 +165,8 @@ void ResourcesTest::runQuarterGpuJob(const std::vector<std::string>& driver_args
   json tasks = json::array();
   for (int i = 0; i < kTasks; ++i) {
     const std::string name = "q-" + std::to_string(i);
-    tasks.push_back({{"name", name},
-                     {"resources", {{"gpu", 0.25}}},
-                     {"shell",
-                      "s=$(date +%s%N); sleep 0.3; e=$(date +%s%N); "
-                      "echo \"${CUDA_VISIBLE_DEVICES:-none} $s $e\" > '${JOB_DIR}/out/" +
-                          name + ".tmp' && mv '${JOB_DIR}/out/" + name + ".tmp' '${JOB_DIR}/out/" +
-                          name + "'"}});
+    tasks.push_back(
+        {{"name", name}, {"resources", {{"gpu", 0.25}}}, {"shell", recordGpus(name, "0.3")}});
   }
   const auto job = dir.path() / "quarter-job.json";
   writeFile(job, json{{"name", "quarter-job"}, {"max_attempts", 1}, {"tasks", tasks}}.dump(2));

@@ -64,19 +64,19 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     for (int m = 0; m < kMaps; ++m) {
       std::string outputs;
       for (int r = 0; r < kReducers; ++r) outputs += (r ? ", " : "") + quotedBlockId(m, r);
-      tasks += "{\"name\": \"map-" + std::to_string(m) + "\", \"shell\": \"touch '" +
+      tasks += R"({"name": "map-)" + std::to_string(m) + R"(", "shell": "touch ')" +
                (dir.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
                (example_ / "map.sh").string() + "' '" +
                (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
                std::to_string(m) + " " + std::to_string(kReducers) +
-               "\", \"env\": {\"MAP_SECONDS\": \"4\"}, \"outputs\": [" + outputs + "]},\n";
+               R"(", "env": {"MAP_SECONDS": "4"}, "outputs": [)" + outputs + "]},\n";
     }
     for (int r = 0; r < kReducers; ++r) {
       std::string inputs;
       for (int m = 0; m < kMaps; ++m) inputs += (m ? ", " : "") + quotedBlockId(m, r);
-      tasks += "{\"name\": \"reduce-" + std::to_string(r) + "\", \"shell\": \"sh '" +
+      tasks += R"({"name": "reduce-)" + std::to_string(r) + R"(", "shell": "sh ')" +
                (example_ / "reduce.sh").string() + "' " + std::to_string(r) + " " +
-               std::to_string(kMaps) + "\", \"inputs\": [" + inputs + "]}" +
+               std::to_string(kMaps) + R"(", "inputs": [)" + inputs + "]}" +
                (r + 1 < kReducers ? ",\n" : "\n");
     }
     fs::path job = dir.path() / "job.json";
@@ -96,9 +96,9 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     fs::create_directories(fallback_);
     fs::path config = dir.path() / "agent.json";
     std::string auth =
-        secret_file.empty() ? "" : "\"auth_secret_file\": \"" + secret_file.string() + "\",\n ";
+        secret_file.empty() ? "" : R"("auth_secret_file": ")" + secret_file.string() + "\",\n ";
     if (!tls.empty()) auth += "\"tls\": " + tls + ",\n ";
-    writeFile(config, "{" + auth + "\"block_port\": 0, \"fallback_dir\": \"" + fallback_.string() +
+    writeFile(config, "{" + auth + R"("block_port": 0, "fallback_dir": ")" + fallback_.string() +
                           "\",\n \"decommission\": {\"enabled\": true, \"migration\": [\"" +
                           plugin + "\"], \"deadline_ms\": 60000, \"check_interval_ms\": 100}}\n");
     return config;
@@ -107,7 +107,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   std::unique_ptr<ChildProcess> startDriver(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {driverBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
-    for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.push_back(extra);
+    for (const char* extra : {"--listen", "127.0.0.1:0", "--port-file"}) argv.emplace_back(extra);
     argv.push_back(port_file_.string());
     auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
     EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();

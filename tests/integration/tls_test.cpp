@@ -37,17 +37,17 @@ class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!TestPki::available()) return;
-    pki_dir_ = new TempDir;
-    pki_ = new TestPki(pki_dir_->path() / "pki");
+    gPkiDir = new TempDir;
+    gPki = new TestPki(gPkiDir->path() / "pki");
   }
   static void TearDownTestSuite() {
-    delete pki_;
-    delete pki_dir_;
-    pki_ = nullptr;
-    pki_dir_ = nullptr;
+    delete gPki;
+    delete gPkiDir;
+    gPki = nullptr;
+    gPkiDir = nullptr;
   }
   void SetUp() override {
-    if (pki_ == nullptr) GTEST_SKIP() << "the openssl program is not installed";
+    if (gPki == nullptr) GTEST_SKIP() << "the openssl program is not installed";
   }
 
   // A config file holding `{"tls": <tls>}` plus `extra` members.
@@ -99,25 +99,25 @@ class TlsTest : public ::testing::Test {
     return nlohmann::json::parse(body);
   }
 
-  static TempDir* pki_dir_;
-  static TestPki* pki_;
+  static TempDir* gPkiDir;
+  static TestPki* gPki;
   TempDir dir;
   fs::path port_file_ = dir.path() / "port";
   int port_ = 0;
 };
 
-TempDir* TlsTest::pki_dir_ = nullptr;
-TestPki* TlsTest::pki_ = nullptr;
+TempDir* TlsTest::gPkiDir = nullptr;
+TestPki* TlsTest::gPki = nullptr;
 
 TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
-  auto driver = startDriver(pki_->tlsJson("server"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto driver = startDriver(gPki->tlsJson("server"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   ASSERT_TRUE(waitUntil([&] { return registered(*agent); }, 15s))
       << agent->output() << driver->output();
   EXPECT_TRUE(contains(agent->output(), "TLS on")) << agent->output();
   EXPECT_TRUE(contains(driver->output(), "serving agents on wss://")) << driver->output();
   // The control API is https:// too; the registration carries the https:// block URL.
-  nlohmann::json state = driverGet("/v1/executors", pki_->tlsJson("server"));
+  nlohmann::json state = driverGet("/v1/executors", gPki->tlsJson("server"));
   ASSERT_EQ(state["executors"].size(), 1u) << state;
   const std::string block_url = state["executors"][0]["block_url"].get<std::string>();
   EXPECT_EQ(block_url.rfind("https://127.0.0.1:", 0), 0u) << state;
@@ -137,8 +137,8 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
 }
 
 TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
-  auto driver = startDriver(pki_->tlsJson("server"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server", "other-ca")));
+  auto driver = startDriver(gPki->tlsJson("server"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server", "other-ca")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "certificate verify failed")) << agent->output();
@@ -148,22 +148,22 @@ TEST_F(TlsTest, AgentTrustingAnotherCaRefusesTheDriver) {
       [&] { return contains(driver->output(), "TLS handshake failed: SSL Exception"); }, 5s))
       << driver->output();
   EXPECT_TRUE(contains(driver->output(), "unknown ca")) << driver->output();
-  EXPECT_TRUE(driverGet("/v1/executors", pki_->tlsJson("server"))["executors"].empty());
+  EXPECT_TRUE(driverGet("/v1/executors", gPki->tlsJson("server"))["executors"].empty());
 }
 
 TEST_F(TlsTest, DriverCertificateForAnotherHostIsRefused) {
-  auto driver = startDriver(pki_->tlsJson("wrong-host"));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto driver = startDriver(gPki->tlsJson("wrong-host"));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "does not name the host connected to")) << agent->output();
   // The same certificate passes when host names are not checked (the chain still is).
   auto lax = startAgent(
-      "a2", writeConfig("lax.json", pki_->tlsJson("server", "ca", R"("verify_hostname": false)")));
+      "a2", writeConfig("lax.json", gPki->tlsJson("server", "ca", R"("verify_hostname": false)")));
   EXPECT_TRUE(waitUntil([&] { return registered(*lax); }, 15s)) << lax->output();
 }
 
 TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
-  auto driver = startDriver(pki_->tlsJson("server"));
+  auto driver = startDriver(gPki->tlsJson("server"));
   fs::path config = dir.path() / "plain.json";
   writeFile(config, R"({"connect_tries": 1})");
   auto agent = startAgent("a1", config, "ws");
@@ -172,7 +172,7 @@ TEST_F(TlsTest, PlainAgentAgainstAWssDriverFailsClearly) {
   EXPECT_TRUE(
       waitUntil([&] { return contains(driver->output(), "the peer does not speak TLS here"); }, 5s))
       << driver->output();
-  EXPECT_TRUE(driverGet("/v1/executors", pki_->tlsJson("server"))["executors"].empty());
+  EXPECT_TRUE(driverGet("/v1/executors", gPki->tlsJson("server"))["executors"].empty());
 }
 
 TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
@@ -183,27 +183,27 @@ TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
   ASSERT_TRUE(
       waitUntil([&] { return fs::exists(port_file_) && !readFile(port_file_).empty(); }, 10s));
   port_ = std::stoi(readFile(port_file_));
-  auto agent = startAgent("a1", writeConfig("agent.json", pki_->tlsJson("server")));
+  auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
 }
 
 TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {
-  auto driver = startDriver(pki_->tlsJson("server", "ca", R"("require_client_certificate": true)"));
+  auto driver = startDriver(gPki->tlsJson("server", "ca", R"("require_client_certificate": true)"));
   // A certificate from another CA is refused; one from the cluster's CA is welcome.
-  auto stranger = startAgent("stranger", writeConfig("stranger.json", pki_->tlsJson("untrusted")));
+  auto stranger = startAgent("stranger", writeConfig("stranger.json", gPki->tlsJson("untrusted")));
   EXPECT_EQ(stranger->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << stranger->output();
   EXPECT_TRUE(contains(stranger->output(), "TLS handshake with the driver failed"))
       << stranger->output();
   EXPECT_TRUE(waitUntil(
       [&] { return contains(driver->output(), "refused a connection from 127.0.0.1:"); }, 5s))
       << driver->output();
-  auto member = startAgent("member", writeConfig("member.json", pki_->tlsJson("server")));
+  auto member = startAgent("member", writeConfig("member.json", gPki->tlsJson("server")));
   EXPECT_TRUE(waitUntil([&] { return registered(*member); }, 15s)) << member->output();
   // A client with no certificate at all gets no answer from the control API either.
-  const std::string no_certificate = R"({"ca_file": ")" + pki_->cert("ca") + "\"}";
+  const std::string no_certificate = R"({"ca_file": ")" + gPki->cert("ca") + "\"}";
   EXPECT_THROW(driverGet("/v1/executors", no_certificate), Poco::Exception);
-  EXPECT_EQ(driverGet("/v1/executors", pki_->tlsJson("client"))["executors"].size(), 1u);
+  EXPECT_EQ(driverGet("/v1/executors", gPki->tlsJson("client"))["executors"].size(), 1u);
 }
 
 // ---- start-up refusals --------------------------------------------------------------------
@@ -211,11 +211,11 @@ TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {
 TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   port_ = unusedPort();
   fs::path readable_key = dir.path() / "readable.key";
-  fs::copy_file(pki_->key("server"), readable_key);
+  fs::copy_file(gPki->key("server"), readable_key);
   fs::permissions(readable_key, fs::perms::group_read | fs::perms::others_read,
                   fs::perm_options::add);
   fs::path encrypted_key = dir.path() / "encrypted.key";
-  pki_->openssl({"pkey", "-in", pki_->key("server"), "-aes256", "-passout", "pass:x", "-out",
+  gPki->openssl({"pkey", "-in", gPki->key("server"), "-aes256", "-passout", "pass:x", "-out",
                  encrypted_key.string()});
   fs::permissions(encrypted_key, fs::perms::owner_read | fs::perms::owner_write);
   const fs::path missing = dir.path() / "missing.pem";
@@ -224,23 +224,23 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
     std::string expected;
   } cases[] = {
       {R"({"certificate_file": ")" + missing.string() + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "tls.certificate_file " + missing.string() + ": cannot open: No such file or directory"},
-      {R"({"certificate_file": ")" + pki_->key("server") + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->key("server") + R"(", "private_key_file": ")" +
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "holds no PEM certificate"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           pki_->key("client") + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           gPki->key("client") + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "does not match the certificate"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           readable_key.string() + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           readable_key.string() + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "is accessible by group or others (mode 0644)"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           encrypted_key.string() + R"(", "ca_file": ")" + pki_->cert("ca") + "\"}",
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           encrypted_key.string() + R"(", "ca_file": ")" + gPki->cert("ca") + "\"}",
        "is encrypted with a passphrase"},
-      {R"({"certificate_file": ")" + pki_->cert("server") + R"(", "private_key_file": ")" +
-           pki_->key("server") + R"(", "ca_file": ")" + pki_->key("server") + "\"}",
-       "tls.ca_file " + pki_->key("server") + ": holds no PEM certificate"},
+      {R"({"certificate_file": ")" + gPki->cert("server") + R"(", "private_key_file": ")" +
+           gPki->key("server") + R"(", "ca_file": ")" + gPki->key("server") + "\"}",
+       "tls.ca_file " + gPki->key("server") + ": holds no PEM certificate"},
   };
   int n = 0;
   for (const Case& c : cases) {
@@ -269,9 +269,9 @@ class TlsBlocksTest : public TlsTest {
   static tls::TlsConfig config(const std::string& name, const std::string& ca) {
     tls::TlsConfig c;
     c.enabled = true;
-    c.certificate_file = pki_->cert(name);
-    c.private_key_file = pki_->key(name);
-    c.ca_file = pki_->cert(ca);
+    c.certificate_file = gPki->cert(name);
+    c.private_key_file = gPki->key(name);
+    c.ca_file = gPki->cert(ca);
     return c;
   }
 
@@ -347,18 +347,18 @@ TEST_F(TlsTest, LocalAgentsRunAJobOverTls) {
   fs::path job = dir.path() / "job.json";
   writeFile(job,
             "{\"name\": \"tls\", \"aggregate\": \"sum\", \"tasks\": [\n"
-            "{\"name\": \"map-0\", \"shell\": \"sh '" +
+            R"({"name": "map-0", "shell": "sh ')" +
                 (example / "map.sh").string() + "' '" + (data / "part-1.txt").string() +
-                "' 0 1\", \"env\": {\"MAP_SECONDS\": \"0\"}, \"outputs\": "
+                R"(' 0 1", "env": {"MAP_SECONDS": "0"}, "outputs": )"
                 "[\"shuffle_0_0_0\"]},\n"
-                "{\"name\": \"map-1\", \"shell\": \"sh '" +
+                R"({"name": "map-1", "shell": "sh ')" +
                 (example / "map.sh").string() + "' '" + (data / "part-2.txt").string() +
-                "' 1 1\", \"env\": {\"MAP_SECONDS\": \"0\"}, \"outputs\": "
+                R"(' 1 1", "env": {"MAP_SECONDS": "0"}, "outputs": )"
                 "[\"shuffle_0_1_0\"]},\n"
-                "{\"name\": \"reduce-0\", \"shell\": \"sh '" +
+                R"({"name": "reduce-0", "shell": "sh ')" +
                 (example / "reduce.sh").string() +
                 "' 0 2\", \"inputs\": [\"shuffle_0_0_0\", \"shuffle_0_1_0\"]}]}\n");
-  fs::path config = writeConfig("driver.json", pki_->tlsJson("server"));
+  fs::path config = writeConfig("driver.json", gPki->tlsJson("server"));
   ChildProcess driver({driverBinary(), "run", job.string(), "--config", config.string(),
                        "--local-agents", "2", "--timeout", "60", "--keep-work-dirs"},
                       (dir.path() / "run.log").string());

@@ -77,10 +77,9 @@ TEST_F(DiscoveryPluginsTest, SparkGpuScriptWorksUnchangedWithNvidiaSmiOnThePath)
 }
 
 TEST_F(DiscoveryPluginsTest, ScriptWithoutShebangRunsUnderBinSh) {
-  auto result = discover("fpga", script("fpga.sh",
-                                        "echo '{\"name\": \"fpga\", \"addresses\": "
-                                        "[\"f0\"], \"vendor\": \"x\"}'\n"
-                                        "echo 'some progress' >&2\n"));
+  auto result = discover("fpga", script("fpga.sh", R"(echo '{"name": "fpga", "addresses": )"
+                                                   "[\"f0\"], \"vendor\": \"x\"}'\n"
+                                                   "echo 'some progress' >&2\n"));
   ASSERT_TRUE(result.ok()) << result.error;
   EXPECT_EQ(json::parse(result.json), json::parse(R"({"name":"fpga","addresses":["f0"]})"))
       << "extra fields are dropped";
@@ -107,7 +106,7 @@ TEST_F(DiscoveryPluginsTest, EachFailureHasItsOwnMessage) {
   EXPECT_EQ(
       discover("gpu", garbage).error,
       "resource 'gpu': discovery script " + garbage +
-          " printed no JSON object {\"name\": ..., \"addresses\": [...]}; stdout: GPU 0: Tesla");
+          R"( printed no JSON object {"name": ..., "addresses": [...]}; stdout: GPU 0: Tesla)");
   const std::string other = script("other.sh", "echo '{\"name\": \"fpga\", \"addresses\": []}'\n");
   EXPECT_EQ(discover("gpu", other).error,
             "resource 'gpu': discovery script " + other + " reported resource 'fpga', not 'gpu'");

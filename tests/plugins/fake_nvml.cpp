@@ -4,6 +4,7 @@
 #include <cstring>
 
 extern "C" {
+// NOLINTBEGIN(readability-identifier-naming): NVML's names, which the plugin looks up
 
 struct nvmlDevice_st {
   unsigned index;
@@ -15,27 +16,27 @@ struct FakeMemory {
 };
 
 namespace {
-nvmlDevice_st devices[2] = {{0}, {1}};
-bool initialised = false;
+nvmlDevice_st gDevices[2] = {{0}, {1}};
+bool gInitialised = false;
 }  // namespace
 
 __attribute__((visibility("default"))) int nvmlInit_v2() {
-  initialised = true;
+  gInitialised = true;
   return 0;
 }
 __attribute__((visibility("default"))) int nvmlShutdown() {
-  initialised = false;
+  gInitialised = false;
   return 0;
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetCount_v2(unsigned* count) {
-  if (!initialised) return 1;  // NVML_ERROR_UNINITIALIZED
+  if (!gInitialised) return 1;  // NVML_ERROR_UNINITIALIZED
   *count = 2;
   return 0;
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned index,
                                                                          nvmlDevice_st** device) {
-  if (!initialised || index >= 2) return 2;  // NVML_ERROR_INVALID_ARGUMENT
-  *device = &devices[index];
+  if (!gInitialised || index >= 2) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+  *device = &gDevices[index];
   return 0;
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetName(nvmlDevice_st* device, char* name,
@@ -60,4 +61,5 @@ __attribute__((visibility("default"))) const char* nvmlErrorString(int result) {
   return result == 0 ? "Success" : "Fake error";
 }
 
+// NOLINTEND(readability-identifier-naming)
 }  // extern "C"

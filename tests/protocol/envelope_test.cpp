@@ -38,7 +38,7 @@ std::string richFrame() {
   task.cpus = 2;
   task.resources = {{"gpu", {"0", "1"}}};
   task.properties = {{"spark.job.description", "line1\nline2\ttab"}};
-  task.payload = {{"command", {"/bin/sh", "-c", "echo '[{\\\"x\\\"}]'"}},
+  task.payload = {{"command", {"/bin/sh", "-c", R"(echo '[{\"x\"}]')"}},
                   {"env", {{"A", "1"}}},
                   {"weights", {1.5, -2, 0, nullptr, true, false}}};
   return encodeEnvelope(makeMessage(LaunchTask{task}, 9));
@@ -197,9 +197,9 @@ TEST(EnvelopeTest, RefusesEmptyFrame) { EXPECT_EQ(refusal("").code, error_code::
 
 TEST(EnvelopeTest, RefusesTextThatIsNotJson) {
   for (std::string_view frame :
-       {"hello", "{", "}", "{type: \"Heartbeat\"}", "{'type':'Heartbeat'}", "{\"type\":\"X\",}",
-        "{\"type\":\"X\"} trailing", "{\"type\":\"X\"}{\"type\":\"Y\"}", "\x01\x02\x03",
-        "{\"type\":\"X\",\"id\":01}", "{\"type\":\"X\",\"id\":NaN}", "   "}) {
+       {"hello", "{", "}", "{type: \"Heartbeat\"}", "{'type':'Heartbeat'}", R"({"type":"X",})",
+        R"({"type":"X"} trailing)", R"({"type":"X"}{"type":"Y"})", "\x01\x02\x03",
+        R"({"type":"X","id":01})", R"({"type":"X","id":NaN})", "   "}) {
     EXPECT_EQ(refusal(frame).code, error_code::kMalformedFrame) << frame;
   }
 }
@@ -215,8 +215,8 @@ TEST(EnvelopeTest, RefusesNulByteAnywhere) {
 }
 
 TEST(EnvelopeTest, RefusesJsonThatIsNotAnObject) {
-  for (std::string_view frame : {"[]", "[{\"type\":\"Heartbeat\"}]", "1", "-0.5", "\"Heartbeat\"",
-                                 "null", "true", "false"}) {
+  for (std::string_view frame :
+       {"[]", R"([{"type":"Heartbeat"}])", "1", "-0.5", "\"Heartbeat\"", "null", "true", "false"}) {
     DecodeError error = refusal(frame);
     EXPECT_EQ(error.code, error_code::kMalformedFrame) << frame;
     EXPECT_NE(error.message.find("object"), std::string::npos) << error.message;
@@ -476,7 +476,7 @@ TEST(EnvelopeTest, EncodesInvalidUtf8WithoutThrowing) {
   ASSERT_NO_THROW(frame = encodeEnvelope(makeMessage(update)));
   // The bytes that are not UTF-8 become U+FFFD; the rest is kept, and the frame decodes.
   Envelope back = accepted(frame);
-  StatusUpdate decoded = decodeBody<StatusUpdate>(back.body);
+  auto decoded = decodeBody<StatusUpdate>(back.body);
   EXPECT_EQ(decoded.stderr_tail, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes \xEF\xBF\xBD");
   EXPECT_EQ(decoded.result["stdout"], "ok \xEF\xBF\xBD then text");
 }

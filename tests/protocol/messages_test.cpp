@@ -251,7 +251,7 @@ TEST(MessageTest, AppConfigRoundTripsAsReplyBody) {
   Envelope reply = makeReply(2, toJson(sampleAppConfig()));
   DecodeResult decoded = decodeEnvelope(encodeEnvelope(reply));
   ASSERT_TRUE(decoded.ok());
-  AppConfig m = decodeBody<AppConfig>(decoded.value().body);
+  auto m = decodeBody<AppConfig>(decoded.value().body);
   AppConfig want = sampleAppConfig();
   EXPECT_EQ(m.properties, want.properties);
   EXPECT_EQ(m.log_level, "DEBUG");
@@ -564,22 +564,21 @@ TEST(MessageTest, EveryMessageRefusesABodyThatIsNotAnObject) {
 // ---- Defaults -----------------------------------------------------------------------------
 
 TEST(MessageTest, OptionalFieldsTakeTheirDefaults) {
-  RetrieveAppConfig rac = decodeBody<RetrieveAppConfig>(nullptr);
+  auto rac = decodeBody<RetrieveAppConfig>(nullptr);
   EXPECT_EQ(rac.resource_profile_id, 0);
 
-  AppConfig config = decodeBody<AppConfig>(body("{}"));
+  auto config = decodeBody<AppConfig>(body("{}"));
   EXPECT_TRUE(config.properties.empty());
   EXPECT_FALSE(config.log_level.has_value());
   EXPECT_EQ(config.resource_profile.id, 0);
   EXPECT_TRUE(config.resource_profile.executor_resources.empty());
   EXPECT_TRUE(config.delegation_tokens.empty());
 
-  Hello hello = decodeBody<Hello>(body(R"({"protocol_version":1})"));
+  auto hello = decodeBody<Hello>(body(R"({"protocol_version":1})"));
   EXPECT_EQ(hello.role, "");
   EXPECT_EQ(hello.software, "");
 
-  RegisterExecutor reg =
-      decodeBody<RegisterExecutor>(body(R"({"executor_id":"1","hostname":"h","cores":1})"));
+  auto reg = decodeBody<RegisterExecutor>(body(R"({"executor_id":"1","hostname":"h","cores":1})"));
   EXPECT_TRUE(reg.log_urls.empty());
   EXPECT_TRUE(reg.attributes.empty());
   EXPECT_TRUE(reg.resources.empty());
@@ -596,12 +595,12 @@ TEST(MessageTest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_TRUE(task.properties.empty());
   EXPECT_EQ(task.payload, Json::object());
 
-  KillTask kill = decodeBody<KillTask>(body(R"({"task_id":1})"));
+  auto kill = decodeBody<KillTask>(body(R"({"task_id":1})"));
   EXPECT_EQ(kill.executor_id, "");
   EXPECT_FALSE(kill.interrupt);
   EXPECT_EQ(kill.reason, "");
 
-  StatusUpdate update =
+  auto update =
       decodeBody<StatusUpdate>(body(R"({"executor_id":"1","task_id":1,"state":"RUNNING"})"));
   EXPECT_TRUE(update.result.is_null());
   EXPECT_EQ(update.cpus, 0);
@@ -611,7 +610,7 @@ TEST(MessageTest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(decodeBody<DecommissionExecutor>(nullptr).reason, "");
   EXPECT_EQ(decodeBody<RemoveExecutor>(body(R"({"executor_id":"1"})")).reason, "");
 
-  Heartbeat beat = decodeBody<Heartbeat>(body("{}"));
+  auto beat = decodeBody<Heartbeat>(body("{}"));
   EXPECT_EQ(beat.executor_id, "");
   EXPECT_EQ(beat.running_tasks, 0);
   EXPECT_EQ(beat.sent_at_ms, 0u);
@@ -626,12 +625,12 @@ TEST(MessageTest, NullMembersCountAsAbsent) {
 
 TEST(MessageTest, AcceptsIntegralNumbersWrittenWithFraction) {
   // Some JSON writers (JavaScript's among them) cannot tell 3 from 3.0.
-  KillTask kill = decodeBody<KillTask>(body(R"({"task_id":3.0})"));
+  auto kill = decodeBody<KillTask>(body(R"({"task_id":3.0})"));
   EXPECT_EQ(kill.task_id, 3u);
 }
 
 TEST(MessageTest, ResourceNameDefaultsToItsKey) {
-  RegisterExecutor reg = decodeBody<RegisterExecutor>(body(
+  auto reg = decodeBody<RegisterExecutor>(body(
       R"({"executor_id":"1","hostname":"h","cores":1,"resources":{"gpu":{"addresses":["0"]}}})"));
   EXPECT_EQ(reg.resources.at("gpu").name, "gpu");
 }
@@ -775,7 +774,7 @@ TEST(MessageBodyTest, StatusUpdateRefusesOutOfRangeExitCodeAndSignal) {
   bodyErrorAt<StatusUpdate>(body(head + R"("stderr_tail":1})"), "/stderr_tail");
   bodyErrorAt<StatusUpdate>(body(head + R"("reason":null,"cpus":-1})"), "/cpus");
   bodyErrorAt<StatusUpdate>(body(head + R"("resources":{"gpu":[1]}})"), "/resources/gpu/0");
-  StatusUpdate ok = decodeBody<StatusUpdate>(body(head + R"("exit_code":-1,"signal":255})"));
+  auto ok = decodeBody<StatusUpdate>(body(head + R"("exit_code":-1,"signal":255})"));
   EXPECT_EQ(ok.exit_code, -1);
   EXPECT_EQ(ok.signal, 255);
 }

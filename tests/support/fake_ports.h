@@ -71,7 +71,7 @@ class FakeLink : public DriverLink {
   PendingAsk takeAsk(std::string_view type) {
     if (asks.empty()) {
       ADD_FAILURE() << "expected a pending " << type << " ask, found none";
-      return PendingAsk{protocol::Envelope{}, Millis(0), [](AskResult) {}};
+      return PendingAsk{protocol::Envelope{}, Millis(0), [](const AskResult&) {}};
     }
     PendingAsk ask = std::move(asks.front());
     asks.pop_front();

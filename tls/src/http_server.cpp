@@ -23,7 +23,7 @@ using Poco::Net::StreamSocket;
 // factory, and it can tell the connections that the server stops (the event is protected).
 class ForwardingFactory : public HTTPRequestHandlerFactory {
  public:
-  explicit ForwardingFactory(HTTPRequestHandlerFactory::Ptr inner) : inner_(inner) {}
+  explicit ForwardingFactory(HTTPRequestHandlerFactory::Ptr inner) : inner_(std::move(inner)) {}
   Poco::Net::HTTPRequestHandler* createRequestHandler(
       const Poco::Net::HTTPServerRequest& request) override {
     return inner_->createRequestHandler(request);
@@ -39,7 +39,10 @@ class HandshakeFirstConnection : public Poco::Net::TCPServerConnection {
  public:
   HandshakeFirstConnection(const StreamSocket& socket, HTTPServerParams::Ptr params,
                            HTTPRequestHandlerFactory::Ptr factory, const HandshakeLog& log)
-      : TCPServerConnection(socket), params_(params), factory_(factory), log_(log) {}
+      : TCPServerConnection(socket),
+        params_(std::move(params)),
+        factory_(std::move(factory)),
+        log_(log) {}
 
   void run() override {
     std::string peer = "unknown peer";
@@ -68,7 +71,7 @@ class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
  public:
   HandshakeFirstFactory(HTTPServerParams::Ptr params, HTTPRequestHandlerFactory::Ptr factory,
                         HandshakeLog log)
-      : params_(params), factory_(factory), log_(std::move(log)) {}
+      : params_(std::move(params)), factory_(std::move(factory)), log_(std::move(log)) {}
 
   Poco::Net::TCPServerConnection* createConnection(const StreamSocket& socket) override {
     return new HandshakeFirstConnection(socket, params_, factory_, log_);
@@ -82,9 +85,9 @@ class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
 
 }  // namespace
 
-HttpServer::HttpServer(HTTPRequestHandlerFactory::Ptr factory, Poco::ThreadPool* pool,
-                       const Poco::Net::ServerSocket& socket, HTTPServerParams::Ptr params,
-                       Poco::Net::Context::Ptr tls, HandshakeLog log)
+HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
+                       const Poco::Net::ServerSocket& socket, const HTTPServerParams::Ptr& params,
+                       const Poco::Net::Context::Ptr& tls, HandshakeLog log)
     : factory_(factory) {
   if (!tls) {
     plain_ = pool != nullptr

@@ -121,7 +121,7 @@ class FallbackMigration : public ConcurrentBlockMigration {
       limiter_.acquire(static_cast<std::uint64_t>(n));
       source_hash.update(buffer.data(), static_cast<std::size_t>(n));
       const char* p = buffer.data();
-      std::size_t left = static_cast<std::size_t>(n);
+      auto left = static_cast<std::size_t>(n);
       while (left > 0) {
         ssize_t w = ::write(out, p, left);
         if (w < 0 && errno == EINTR) continue;

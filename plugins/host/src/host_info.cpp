@@ -116,7 +116,7 @@ HostInfo probeHost(const HostRoots& roots) {
       std::uint64_t period = 0;
       if (fields >> quota >> period && quota != "max" && period > 0) {
         if (auto q = parseUnsigned(quota)) {
-          const double limit = static_cast<double>(*q) / static_cast<double>(period);
+          const auto limit = static_cast<double>(*q) / static_cast<double>(period);
           if (!info.cgroup_cpu_limit || limit < *info.cgroup_cpu_limit) {
             info.cgroup_cpu_limit = limit;
           }
@@ -135,7 +135,7 @@ HostInfo probeHost(const HostRoots& roots) {
   }
   if (info.cgroup_version.empty()) {
     for (const std::string dir : {"cpu", "cpu,cpuacct"}) {
-      const std::string base = cg + "/" + dir;
+      const std::string base = join(cg, "", dir);
       auto quota = readCgroupFile(
           {join(base, self.cpu_v1, "cpu.cfs_quota_us"), join(base, "/", "cpu.cfs_quota_us")});
       auto period = readCgroupFile(

@@ -148,7 +148,7 @@ std::string findProgram(const std::string& program) {
   const char* path = ::getenv("PATH");
   std::istringstream dirs(path ? path : "/usr/bin:/bin");
   for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
     if (executable(candidate)) return candidate;
   }
   return "";
@@ -163,7 +163,7 @@ BoundedRun runProgram(std::vector<std::string> args, std::chrono::milliseconds t
   }
 }
 
-std::string trim(std::string text) {
+std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return "";
   const auto last = text.find_last_not_of(" \t\r\n");

@@ -325,7 +325,8 @@ class PeerMigration : public ConcurrentBlockMigration {
       return out;
     }
     Socket sock;
-    timeval tv{config_.timeout_ms / 1000, (config_.timeout_ms % 1000) * 1000};
+    timeval tv{config_.timeout_ms / 1000,
+               static_cast<suseconds_t>(config_.timeout_ms % 1000) * 1000};
     std::string connect_error = "no address";
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);

@@ -21,6 +21,9 @@ using nlohmann::json;
   throw sdk::Error(DH_INVALID_ARGUMENT, path + ": " + what);
 }
 
+// The JSON path of `key` (a member name or an index) under `path`.
+std::string childPath(const std::string& path, const std::string& key) { return path + "/" + key; }
+
 json parseObject(std::string_view text, const std::string& what) {
   json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) invalid(what, "is not valid JSON");
@@ -43,9 +46,9 @@ void readEnv(const json& object, const std::string& path,
   if (!object.is_object()) invalid(path, "must be an object of strings");
   for (const auto& [key, value] : object.items()) {
     if (key.empty() || key.find('=') != std::string::npos) {
-      invalid(path + "/" + key, "is not a valid environment variable name");
+      invalid(childPath(path, key), "is not a valid environment variable name");
     }
-    if (!value.is_string()) invalid(path + "/" + key, "must be a string");
+    if (!value.is_string()) invalid(childPath(path, key), "must be a string");
     env.emplace_back(key, value.get<std::string>());
   }
 }
@@ -84,7 +87,7 @@ ResourceLimits parseLimits(const json& object, const std::string& path) {
   ResourceLimits limits;
   constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
   for (const auto& [key, value] : object.items()) {
-    const std::string item = path + "/" + key;
+    const std::string item = childPath(path, key);
     if (key == "open_files") {
       limits.open_files = nonNegative(value, item, 1ull << 30);
       if (*limits.open_files == 0) invalid(item, "must be at least 1");
@@ -161,7 +164,7 @@ ProcessConfig parseConfig(std::string_view config_json) {
       if (!value.is_array()) invalid(path, "must be an array of variable names");
       has_env_allow = true;
       for (std::size_t i = 0; i < value.size(); ++i) {
-        const std::string item = path + "/" + std::to_string(i);
+        const std::string item = childPath(path, std::to_string(i));
         if (!value[i].is_string() || !isVariableName(value[i].get<std::string>())) {
           invalid(item,
                   "must be a variable name (letters, digits and _, not starting with a digit)");
@@ -282,7 +285,7 @@ TaskSpec parseTask(std::string_view task_json) {
 
   auto payload_it = task.find("payload");
   if (payload_it == task.end() || !payload_it->is_object()) {
-    invalid("payload", "must be an object with \"command\" or \"shell\"");
+    invalid("payload", R"(must be an object with "command" or "shell")");
   }
   const json& payload = *payload_it;
   for (const auto& [key, value] : payload.items()) {
@@ -293,7 +296,7 @@ TaskSpec parseTask(std::string_view task_json) {
   auto command = payload.find("command");
   auto shell = payload.find("shell");
   if ((command == payload.end()) == (shell == payload.end())) {
-    invalid("payload", "needs exactly one of \"command\" or \"shell\"");
+    invalid("payload", R"(needs exactly one of "command" or "shell")");
   }
   if (command != payload.end()) {
     if (!command->is_array() || command->empty()) {

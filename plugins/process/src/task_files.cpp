@@ -81,7 +81,7 @@ std::pair<std::string, std::uint64_t> readPart(const std::string& path, std::siz
     return {{}, 0};
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(size, limit));
+  const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, limit));
   off_t offset = tail ? static_cast<off_t>(size - want) : 0;
   std::string data(want, '\0');
   std::size_t got = 0;

@@ -148,7 +148,7 @@ DOCKHAND_CHILD_CODE long moveFd(int fd, int target) {
 
 DOCKHAND_CHILD_CODE int childMain(void* plan) { runChild(*static_cast<const ChildPlan*>(plan)); }
 
-constexpr std::size_t kChildStackBytes = 64 * 1024;
+constexpr std::size_t kChildStackBytes = std::size_t{64} * 1024;
 
 using CloneFunction = int (*)(int (*)(void*), void*, int, void*, ...);
 
@@ -191,7 +191,7 @@ const char* limitName(__rlimit_resource_t resource) {
 }
 
 std::string describeFailure(const ChildFailure& failure, const ChildPlan& plan) {
-  const std::string error = errnoText(failure.error);
+  std::string error = errnoText(failure.error);
   switch (failure.step) {
     case ChildStep::kSetpgid:
       return "setpgid: " + error;

@@ -16,11 +16,11 @@ std::vector<std::string> parseDiscoveryOutput(const std::string& out, const std:
   json answer = json::parse(out, nullptr, /*allow_exceptions=*/false);
   if (answer.is_discarded() || !answer.is_object()) {
     throw DiscoveryOutputError(
-        "printed no JSON object {\"name\": ..., \"addresses\": [...]}; stdout: " + excerpt(out));
+        R"(printed no JSON object {"name": ..., "addresses": [...]}; stdout: )" + excerpt(out));
   }
   auto reported = answer.find("name");
   if (reported == answer.end() || !reported->is_string()) {
-    throw DiscoveryOutputError("printed an object without a string \"name\": " + excerpt(out));
+    throw DiscoveryOutputError(R"(printed an object without a string "name": )" + excerpt(out));
   }
   if (reported->get_ref<const std::string&>() != name) {
     throw DiscoveryOutputError("reported resource '" + reported->get<std::string>() + "', not '" +
@@ -29,7 +29,7 @@ std::vector<std::string> parseDiscoveryOutput(const std::string& out, const std:
   std::vector<std::string> addresses;
   if (auto it = answer.find("addresses"); it != answer.end() && !it->is_null()) {
     if (!it->is_array()) {
-      throw DiscoveryOutputError("printed \"addresses\" that is not a list: " + excerpt(out));
+      throw DiscoveryOutputError(R"(printed "addresses" that is not a list: )" + excerpt(out));
     }
     for (const auto& a : *it) {
       if (!a.is_string()) {

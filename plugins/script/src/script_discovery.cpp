@@ -71,9 +71,8 @@ class ScriptDiscovery : public dockhand::sdk::ResourceDiscovery {
       throw Error(DH_ERROR, what + ": " + e.what());
     }
     std::istringstream err_lines(run.err);
-    for (std::string line; std::getline(err_lines, line);) {
-      host_.info(name + " discovery script: " + line);
-    }
+    const std::string prefix = name + " discovery script: ";
+    for (std::string line; std::getline(err_lines, line);) host_.info(prefix + line);
     if (run.timed_out) {
       throw Error(DH_ERROR, what + " timed out after " + std::to_string(timeout_.count()) +
                                 " ms (killed; raise timeout_ms in the script plugin's config)");

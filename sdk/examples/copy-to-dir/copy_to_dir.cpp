@@ -69,8 +69,8 @@ class CopyToDir : public dockhand::sdk::BlockMigration {
       }
       migrated += (migrated.empty() ? "" : ", ") + std::string("{\"id\": ") + quoted(id) +
                   ", \"location\": " + quoted(target.string()) + "}";
-      host_.migrationProgress("{\"block\": " + quoted(id) +
-                              ", \"done\": true, \"location\": " + quoted(target.string()) + "}");
+      host_.migrationProgress("{\"block\": " + quoted(id) + R"(, "done": true, "location": )" +
+                              quoted(target.string()) + "}");
     }
     return "{\"migrated\": [" + migrated + "], \"failed\": [" + failed + "]}";
   }

@@ -55,7 +55,7 @@ class EchoRunner : public dockhand::sdk::TaskRunner {
     const std::string message = prefix_ + stringField(task_json, "message");
     if (host_.logEnabled(DH_LOG_DEBUG)) host_.debug("task " + std::to_string(id) + ": " + message);
     host_.taskStatus(id, DH_TASK_RUNNING);
-    host_.taskStatus(id, DH_TASK_FINISHED, "{\"result\": \"" + message + "\"}");
+    host_.taskStatus(id, DH_TASK_FINISHED, R"({"result": ")" + message + "\"}");
   }
 
   // Every task ends inside launch(), so there is never one to kill.

@@ -59,7 +59,7 @@ class ListedAddresses : public dockhand::sdk::ResourceDiscovery {
     if (stringField(request_json, "name") != resource_) return std::nullopt;  // decline
     std::string list;
     for (const auto& a : addresses_) list += (list.empty() ? "\"" : ", \"") + a + "\"";
-    return "{\"name\": \"" + resource_ + "\", \"addresses\": [" + list + "]}";
+    return R"({"name": ")" + resource_ + R"(", "addresses": [)" + list + "]}";
   }
 
   void allocate(std::string_view allocation_json) override {
@@ -69,7 +69,7 @@ class ListedAddresses : public dockhand::sdk::ResourceDiscovery {
     host_.info("release " + std::string(allocation_json));
   }
   std::string describe() override {
-    return "{\"resource\": \"" + resource_ + "\", \"count\": " + std::to_string(addresses_.size()) +
+    return R"({"resource": ")" + resource_ + R"(", "count": )" + std::to_string(addresses_.size()) +
            "}";
   }
 

@@ -62,7 +62,7 @@ class BlockServerTest : public ::testing::Test {
   }
 
   Reply request(const std::string& method, const std::string& path, const std::string& body = {},
-                std::map<std::string, std::string> headers = {}) {
+                const std::map<std::string, std::string>& headers = {}) {
     Poco::Net::HTTPClientSession session("127.0.0.1", static_cast<Poco::UInt16>(server->port()));
     HTTPRequest req(method, path, HTTPRequest::HTTP_1_1);
     for (const auto& [k, v] : headers) req.set(k, v);

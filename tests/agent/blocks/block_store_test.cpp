@@ -232,6 +232,7 @@ TEST_F(BlockStoreTest, ReopenRemovesHalfWrittenBlocksAndIndexesCompleteOnes) {
 TEST_F(BlockStoreTest, ConcurrentWritersOfDifferentBlocks) {
   BlockStore store(root / "blocks");
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&store, t] {
       std::string data(100000 + t, static_cast<char>('a' + t));

@@ -47,6 +47,7 @@ TEST(EventLoopTest, ClosuresPostedFromSeveralThreadsKeepEachThreadsOrder) {
   std::vector<std::vector<int>> seen(kThreads);  // touched on the core thread only
   int threads_done = 0;                          // likewise
   std::vector<std::thread> posters;
+  posters.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     posters.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
@@ -74,15 +75,15 @@ TEST(EventLoopTest, PostedClosuresRunBeforeATimerThatIsAlreadyDue) {
   EventLoop loop;
   std::vector<std::string> order;
   loop.schedule(Millis(0), [&] {
-    order.push_back("timer");
+    order.emplace_back("timer");
     loop.exit(0);
   });
   // Posted after the timer was due, each closure posting the next from the core thread.
   loop.post([&] {
-    order.push_back("a");
+    order.emplace_back("a");
     loop.post([&] {
-      order.push_back("b");
-      loop.post([&] { order.push_back("c"); });
+      order.emplace_back("b");
+      loop.post([&] { order.emplace_back("c"); });
     });
   });
 
@@ -95,12 +96,12 @@ TEST(EventLoopTest, TimersFireInDueOrderNotInScheduleOrder) {
   std::vector<std::string> order;
   loop.post([&] {
     loop.schedule(Millis(60), [&] {
-      order.push_back("60 ms");
+      order.emplace_back("60 ms");
       loop.exit(0);
     });
-    loop.schedule(Millis(20), [&] { order.push_back("20 ms"); });
-    loop.schedule(Millis(40), [&] { order.push_back("40 ms"); });
-    loop.schedule(Millis(0), [&] { order.push_back("0 ms"); });
+    loop.schedule(Millis(20), [&] { order.emplace_back("20 ms"); });
+    loop.schedule(Millis(40), [&] { order.emplace_back("40 ms"); });
+    loop.schedule(Millis(0), [&] { order.emplace_back("0 ms"); });
   });
 
   ASSERT_EQ(runWithDeadline(loop), 0);
@@ -127,9 +128,9 @@ TEST(EventLoopTest, CancelledTimerNeverFires) {
   EventLoop loop;
   std::vector<std::string> order;
   loop.post([&] {
-    const auto cancelled = loop.schedule(Millis(10), [&] { order.push_back("cancelled"); });
+    const auto cancelled = loop.schedule(Millis(10), [&] { order.emplace_back("cancelled"); });
     loop.schedule(Millis(30), [&] {
-      order.push_back("kept");
+      order.emplace_back("kept");
       loop.exit(0);
     });
     loop.cancel(cancelled);
@@ -144,9 +145,9 @@ TEST(EventLoopTest, CancellingAFiredOrUnknownTimerIsHarmless) {
   std::vector<std::string> order;
   Timers::TimerId fired = 0;
   fired = loop.schedule(Millis(0), [&] {
-    order.push_back("fired");
+    order.emplace_back("fired");
     const auto later = loop.schedule(Millis(10), [&] {
-      order.push_back("later");
+      order.emplace_back("later");
       loop.exit(3);
     });
     // Neither may touch the timer just scheduled (nor anything else).

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -54,7 +56,9 @@ class ClosedPort {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ADD_FAILURE() << "bind: " << std::strerror(errno);
+    }
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
@@ -108,6 +112,7 @@ class PluginDecommissionerTest : public ::testing::Test {
         [&](const MigrationProgressCallback& progress) {
           report_progress = progress;
           std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins;
+          plugins.reserve(names.size());
           for (const auto& n : names) plugins.push_back(plugin(n, progress));
           return plugins;
         },

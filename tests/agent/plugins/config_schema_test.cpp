@@ -52,7 +52,7 @@ TEST(ConfigSchemaTest, ObjectsNameEveryProblemWithItsPath) {
                      schema),
             "/a~1b: expected 1, got 2; /dir: must be at least 1 characters "
             "long; /extra: unknown key (not allowed by the schema); /mode: expected one of "
-            "\"copy\", \"move\", got \"link\"; /retries: must be >= 0, got -1; /targets: expected "
+            R"("copy", "move", got "link"; /retries: must be >= 0, got -1; /targets: expected )"
             "at most 2 items, got 3; /targets/1/host: is required; /targets/2/host: expected "
             "string, got integer");
 }

@@ -354,7 +354,7 @@ TEST(PluginHostTest, ConfigIsCheckedAgainstThePluginsSchemaBeforeCreate) {
             label +
                 "config /addresses/1: expected string, got integer; config /colour: unknown key "
                 "(not allowed by the schema); config /limit: must be <= 8, got 9; config /mode: "
-                "expected one of \"fast\", \"safe\", got \"turbo\"");
+                R"(expected one of "fast", "safe", got "turbo")");
   EXPECT_EQ(createRefusal(host, fixture("schema-discovery"),
                           R"({"resource":"fpga","addresses":["0"],"mode":"safe"})"),
             "");

@@ -116,7 +116,7 @@ TEST(DiscoveryChainTest, EachBadAnswerHasItsOwnError) {
         "resource 'gpu': plugin 'p' answered for resource 'fpga', not 'gpu'");
   check(answer("not json"), Kind::kMalformed,
         "resource 'gpu': plugin 'p' answered with malformed output (expected a JSON object "
-        "{\"name\": ..., \"addresses\": [...]}): not json");
+        R"({"name": ..., "addresses": [...]}): not json)");
   check(answer(R"({"name":"gpu","addresses":[0]})"), Kind::kMalformed,
         "resource 'gpu': plugin 'p': \"addresses\" holds number 0, not a string");
   check(PluginResult{DH_ERROR, {}, "nvidia-smi failed"}, Kind::kPluginError,

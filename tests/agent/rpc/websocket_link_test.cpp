@@ -222,7 +222,7 @@ class TestDriver {
         std::lock_guard lock(mutex_);
         if (stopping_) break;
       }
-      if (!ws.poll(Poco::Timespan(0, 20 * 1000), Poco::Net::Socket::SELECT_READ)) continue;
+      if (!ws.poll(Poco::Timespan(0, 20L * 1000), Poco::Net::Socket::SELECT_READ)) continue;
       auto frame = receive(ws, buffer);
       if (!frame) break;
       {

@@ -87,7 +87,7 @@ void FakeDriver::serve(WebSocket& ws) {
         std::lock_guard lock(mutex_);
         if (stopping_ || socket_ != self) break;
       }
-      if (!ws.poll(Poco::Timespan(0, 50 * 1000), Poco::Net::Socket::SELECT_READ)) continue;
+      if (!ws.poll(Poco::Timespan(0, 50L * 1000), Poco::Net::Socket::SELECT_READ)) continue;
       int flags = 0;
       buffer.resize(0);
       int n = ws.receiveFrame(buffer, flags);

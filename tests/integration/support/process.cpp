@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -37,10 +38,12 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
   for (const auto& extra : env) environment.push_back(extra);
   std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
   for (auto& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
+  cargv.reserve(args.size() + 1);
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
 
@@ -148,7 +151,11 @@ int unusedPort() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw std::runtime_error(std::string("bind to a free loopback port: ") + std::strerror(error));
+  }
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);

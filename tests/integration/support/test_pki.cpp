@@ -46,7 +46,7 @@ TestPki::TestPki(fs::path dir) : dir_(std::move(dir)) {
 void TestPki::openssl(const std::vector<std::string>& args) const {
   const std::string program = findOpenssl();
   if (program.empty()) throw std::runtime_error("the openssl program is not on PATH");
-  std::vector<std::string> argv = {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", dir_.string(),
+  std::vector<std::string> argv = {"/bin/sh", "-c", R"(cd "$0" && exec "$@")", dir_.string(),
                                    program};
   argv.insert(argv.end(), args.begin(), args.end());
   const fs::path log = dir_ / "openssl.log";

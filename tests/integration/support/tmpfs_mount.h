@@ -10,14 +10,15 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 namespace dockhand::testing {
 
 class TmpfsMount {
  public:
   // `bytes` is the size of a tmpfs; a ramfs ignores it.
-  TmpfsMount(const std::filesystem::path& dir, std::size_t bytes, std::string type = "tmpfs")
-      : dir_(dir) {
+  TmpfsMount(std::filesystem::path dir, std::size_t bytes, const std::string& type = "tmpfs")
+      : dir_(std::move(dir)) {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     std::string options = "mode=0755";

@@ -165,7 +165,7 @@ TEST_F(ProcessPluginTest, BadPayloadNamesTheField) {
   launched = runner_->launch(task(4, json{{"shel", "true"}}));
   EXPECT_EQ(launched.error, "payload/shel: unknown key (known keys: command, shell, env, cwd)");
   launched = runner_->launch(task(5, json{{"shell", "true"}, {"command", {"true"}}}));
-  EXPECT_EQ(launched.error, "payload: needs exactly one of \"command\" or \"shell\"");
+  EXPECT_EQ(launched.error, R"(payload: needs exactly one of "command" or "shell")");
   launched = runner_->launch("not json");
   EXPECT_EQ(launched.status, DH_INVALID_ARGUMENT);
   EXPECT_EQ(launched.error, "task_json: is not valid JSON");

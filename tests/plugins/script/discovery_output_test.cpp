@@ -26,7 +26,7 @@ TEST(DiscoveryOutputTest, ReadsNameAndAddresses) {
 
 TEST(DiscoveryOutputTest, RefusesWhatIsNotTheAnswer) {
   EXPECT_EQ(errorOf("GPU 0: Tesla\n", "gpu"),
-            "printed no JSON object {\"name\": ..., \"addresses\": [...]}; stdout: GPU 0: Tesla");
+            R"(printed no JSON object {"name": ..., "addresses": [...]}; stdout: GPU 0: Tesla)");
   EXPECT_EQ(errorOf("", "gpu").rfind("printed no JSON object", 0), 0u);
   EXPECT_EQ(errorOf("[1]", "gpu").rfind("printed no JSON object", 0), 0u);
   EXPECT_EQ(errorOf(R"({"name":1})", "gpu").rfind("printed an object without a string", 0), 0u);

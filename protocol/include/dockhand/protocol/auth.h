@@ -108,7 +108,7 @@ std::string signRequest(const ClusterSecret& secret, const RequestToSign& reques
 using RequestSigner = std::function<std::string(std::string_view method, std::string_view path,
                                                 std::string_view content)>;
 // Signs with `secret`, the wall clock and a fresh nonce per call.
-RequestSigner makeRequestSigner(ClusterSecret secret);
+RequestSigner makeRequestSigner(const ClusterSecret& secret);
 // Milliseconds since the Unix epoch (the clock signatures carry).
 std::int64_t wallClockMs();
 
@@ -117,7 +117,7 @@ std::int64_t wallClockMs();
 // requests are refused (a flood cannot make the cache forget what it must refuse).
 class RequestVerifier {
  public:
-  RequestVerifier(ClusterSecret secret, std::int64_t max_skew_ms = 60000,
+  RequestVerifier(const ClusterSecret& secret, std::int64_t max_skew_ms = 60000,
                   std::size_t max_remembered = 200000);
 
   // nullopt: accepted (and the nonce is now spent). Otherwise why the request is refused, one

@@ -29,7 +29,7 @@ using Json = nlohmann::json;
 inline constexpr int kProtocolVersion = 1;
 
 // Default limit on one frame's payload. Larger frames are refused and the connection closed.
-inline constexpr std::size_t kDefaultMaxFrameBytes = 16 * 1024 * 1024;
+inline constexpr std::size_t kDefaultMaxFrameBytes = std::size_t{16} * 1024 * 1024;
 
 // Deepest nesting of arrays and objects a frame may have (the frame object itself is level 1).
 // Deeper frames are refused as malformed before parsing: the JSON parser recurses per level,

@@ -34,9 +34,9 @@ using HandshakeLog = std::function<void(const std::string& peer, const std::stri
 class HttpServer {
  public:
   // `pool`: the threads to serve on (nullptr: Poco's default pool). `tls` null: plain HTTP.
-  HttpServer(Poco::Net::HTTPRequestHandlerFactory::Ptr factory, Poco::ThreadPool* pool,
-             const Poco::Net::ServerSocket& socket, Poco::Net::HTTPServerParams::Ptr params,
-             Poco::Net::Context::Ptr tls, HandshakeLog log);
+  HttpServer(const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
+             const Poco::Net::ServerSocket& socket, const Poco::Net::HTTPServerParams::Ptr& params,
+             const Poco::Net::Context::Ptr& tls, HandshakeLog log);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
