@@ -135,29 +135,27 @@ void PluginCalls::onStuck(StuckHandler handler) {
 }
 
 bool PluginCalls::submit(Call call) {
+  std::unique_lock lock(state_->mutex);
   std::string refused;
-  {
-    std::lock_guard lock(state_->mutex);
-    if (state_->stuck) {
-      refused =
-          plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
-    } else if (state_->stopping) {
-      refused = plugin_ + " is stopping";
-    } else {
-      if (!state_->started) {
-        state_->started = true;
-        state_->call_thread = std::thread([s = state_] { runCalls(s); });
-        state_->watchdog = std::thread([s = state_] { watchCalls(s); });
-      }
-      state_->queue.push_back(std::move(call));
-    }
+  if (state_->stuck) {
+    refused = plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
+  } else if (state_->stopping) {
+    refused = plugin_ + " is stopping";
   }
-  if (refused.empty()) {
-    state_->work.notify_one();
-    return true;
+  if (!refused.empty()) {
+    lock.unlock();
+    if (call.not_done) call.not_done(refused);
+    return false;
   }
-  if (call.not_done) call.not_done(refused);
-  return false;
+  if (!state_->started) {
+    state_->started = true;
+    state_->call_thread = std::thread([s = state_] { runCalls(s); });
+    state_->watchdog = std::thread([s = state_] { watchCalls(s); });
+  }
+  state_->queue.push_back(std::move(call));
+  lock.unlock();
+  state_->work.notify_one();
+  return true;
 }
 
 PluginResult PluginCalls::call(CallInfo info, std::function<PluginResult()> hook,
