@@ -138,7 +138,7 @@ bool PluginCalls::submit(Call call) {
   std::unique_lock lock(state_->mutex);
   std::string refused;
   if (state_->stuck) {
-    refused = plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
+    refused = refusal(*state_);
   } else if (state_->stopping) {
     refused = plugin_ + " is stopping";
   }
@@ -193,10 +193,13 @@ std::string PluginCalls::stuckCall() const {
   return state_->stuck ? state_->stuck_call : std::string();
 }
 
+std::string PluginCalls::refusal(const State& s) {
+  return s.plugin + " is stuck: " + s.stuck_call + "; restart the agent to use it again";
+}
+
 std::string PluginCalls::stuckReason() const {
   std::lock_guard lock(state_->mutex);
-  if (!state_->stuck) return {};
-  return plugin_ + " is stuck: " + state_->stuck_call + "; restart the agent to use it again";
+  return state_->stuck ? refusal(*state_) : std::string();
 }
 
 bool PluginCalls::stop(std::chrono::steady_clock::time_point deadline) {

@@ -114,6 +114,8 @@ class PluginCalls {
   static void runCalls(const std::shared_ptr<State>& s);
   static void watchCalls(const std::shared_ptr<State>& s);
   static std::string overrun(const State& s);
+  // What a call to a stuck instance is answered (under the lock).
+  static std::string refusal(const State& s);
 
   std::string plugin_;
   Millis timeout_;

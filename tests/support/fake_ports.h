@@ -198,6 +198,15 @@ class FakeExiter : public Exiter {
 };
 
 // Records what it is asked to do; passes end when the test says so.
+// A pass that moved every block of `moved` and left nothing behind.
+inline MigrationPassResult completePass(std::vector<protocol::BlockInfo> moved = {}) {
+  MigrationPassResult result;
+  for (const auto& b : moved) result.bytes_moved += b.size;
+  result.moved = std::move(moved);
+  result.complete = true;
+  return result;
+}
+
 class FakeDecommissioner : public Decommissioner {
  public:
   struct Pass {

@@ -6,14 +6,6 @@
 namespace dockhand::agent::backend_testing {
 namespace {
 
-MigrationPassResult completePass(std::vector<proto::BlockInfo> moved = {}) {
-  MigrationPassResult result;
-  for (const auto& b : moved) result.bytes_moved += b.size;
-  result.moved = std::move(moved);
-  result.complete = true;
-  return result;
-}
-
 BackendOptions decommissionOptions() {
   BackendOptions o = testOptions();
   o.decommission.check_interval = Millis(1000);

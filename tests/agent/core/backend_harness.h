@@ -28,6 +28,7 @@ namespace proto = dockhand::protocol;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using State = Backend::State;
+using fakes::completePass;
 using fakes::errorResult;
 using fakes::FakeDecommissioner;
 using fakes::FakeExecutor;

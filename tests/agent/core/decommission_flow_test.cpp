@@ -21,6 +21,7 @@ namespace dockhand::agent {
 namespace {
 
 namespace proto = dockhand::protocol;
+using fakes::completePass;
 using fakes::errorResult;
 using fakes::FakeDecommissioner;
 using fakes::FakeLink;
@@ -107,14 +108,6 @@ proto::BlockInfo blockAt(std::string id, std::uint64_t size = 100) {
   info.executor_id = "exec-2";
   info.url = "http://peer:1/blocks/" + info.id;
   return info;
-}
-
-MigrationPassResult completePass(std::vector<proto::BlockInfo> moved = {}) {
-  MigrationPassResult result;
-  for (const auto& b : moved) result.bytes_moved += b.size;
-  result.moved = std::move(moved);
-  result.complete = true;
-  return result;
 }
 
 MigrationPassResult failedPass(std::vector<std::string> ids) {
