@@ -161,8 +161,10 @@ dh_status run(const dh_task_api* api, dh_task* handle) noexcept {
 }  // namespace dockhand::job
 
 // One entry of DOCKHAND_JOB_LIBRARY: the function `fn`, named as in the source.
+// clang-format off (it reads `run<&fn>` as two comparisons)
 #define DOCKHAND_TASK(fn) \
-  dh_job_function { #fn, &::dockhand::job::run<&fn> }
+  dh_job_function { #fn, &::dockhand::job::run < &fn> }
+// clang-format on
 
 // One entry with another name than the function's.
 #define DOCKHAND_TASK_NAMED(name, fn) \
@@ -170,13 +172,19 @@ dh_status run(const dh_task_api* api, dh_task* handle) noexcept {
 
 // Defines dh_job_entry: the library's name, version, one-line description and its task
 // functions (DOCKHAND_TASK entries). Use it once per library, at namespace scope.
-#define DOCKHAND_JOB_LIBRARY(name, version, description, ...)                                 \
-  extern "C" DH_EXPORT const dh_job_descriptor* dh_job_entry(void) {                          \
-    static const dh_job_function functions[] = {__VA_ARGS__};                                 \
-    static const dh_job_descriptor descriptor = {                                             \
-        sizeof(dh_job_descriptor), DH_JOB_ABI_MAJOR, DH_JOB_ABI_MINOR, name, version,         \
-        description, functions, static_cast<uint32_t>(sizeof(functions) / sizeof(*functions))}; \
-    return &descriptor;                                                                       \
+#define DOCKHAND_JOB_LIBRARY(name, version, description, ...)           \
+  extern "C" DH_EXPORT const dh_job_descriptor* dh_job_entry(void) {    \
+    static const dh_job_function functions[] = {__VA_ARGS__};           \
+    static const dh_job_descriptor descriptor = {                       \
+        sizeof(dh_job_descriptor),                                      \
+        DH_JOB_ABI_MAJOR,                                               \
+        DH_JOB_ABI_MINOR,                                               \
+        name,                                                           \
+        version,                                                        \
+        description,                                                    \
+        functions,                                                      \
+        static_cast<uint32_t>(sizeof(functions) / sizeof(*functions))}; \
+    return &descriptor;                                                 \
   }
 
 #endif  // DOCKHAND_JOB_HPP

@@ -33,7 +33,7 @@
  *   version bump (tests/sdk/abi_layout_test.cpp).
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
- *   1.2 dh_host.sign_request.
+ *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -81,7 +81,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 2
+#define DH_ABI_MINOR 3
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -174,6 +174,15 @@ typedef struct dh_host {
    * Any thread; does not block. `out` is owned by the plugin. */
   dh_status (*sign_request)(void* ctx, const char* method, const char* path, const char* content,
                             char* out, size_t out_size);
+
+  /* Since 1.3. Tells the agent that the plugin holds something it cannot give back, so the
+   * agent must end: a task thread that ignored a kill for longer than the plugin's limit
+   * (Spark's task reaper), a device left in an unknown state. The agent logs `reason` as an
+   * error, tells the driver (RemoveExecutor with the reason), sends what statuses it still
+   * can, and exits with code 12 (task-unkillable) without waiting for the plugin: it does not
+   * call destroy(). Call it only when the plugin's config asks for that behaviour. Any
+   * thread; returns at once (the agent ends soon after). `reason` is copied. */
+  void (*unrecoverable)(void* ctx, const char* reason);
 } dh_host;
 
 /* ---------------------------------------------------------------------------------------

@@ -113,6 +113,15 @@ class Host {
     return std::string(out);
   }
 
+  // Asks the agent to end because the plugin cannot recover something it holds
+  // (dh_host.unrecoverable, ABI 1.3): true when the agent took the request, false when the
+  // agent is older than 1.3 (then nothing happens; say so in the plugin's own log).
+  bool unrecoverable(const std::string& reason) const {
+    if (!has(offsetof(dh_host, unrecoverable)) || host_->unrecoverable == nullptr) return false;
+    host_->unrecoverable(host_->ctx, reason.c_str());
+    return true;
+  }
+
   const dh_host* raw() const noexcept { return host_; }
 
  private:
