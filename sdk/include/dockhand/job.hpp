@@ -161,9 +161,10 @@ dh_status run(const dh_task_api* api, dh_task* handle) noexcept {
 }  // namespace dockhand::job
 
 // One entry of DOCKHAND_JOB_LIBRARY: the function `fn`, named as in the source.
-// clang-format off (it reads `run<&fn>` as two comparisons)
+// (clang-format would read `run<&fn>` as two comparisons.)
+// clang-format off
 #define DOCKHAND_TASK(fn) \
-  dh_job_function { #fn, &::dockhand::job::run < &fn> }
+  dh_job_function { #fn, &::dockhand::job::run<&fn> }
 // clang-format on
 
 // One entry with another name than the function's.
