@@ -238,6 +238,11 @@ std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
     // Every instance reports its tasks' states straight to the executor.
     PluginCallbacks callbacks;
     callbacks.task_status = executor_.runnerReports();
+    callbacks.unrecoverable = [this](const std::string& plugin, const std::string& reason) {
+      unrecoverable_ = true;
+      executor_.leaveRunnersAtStop();
+      loop_.post([this, plugin, reason] { backend_.onPluginUnrecoverable(plugin, reason); });
+    };
     plugins = loadPlugins(host_, specs, /*create=*/true, callbacks);
   } catch (const PluginLoadError& e) {
     throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
@@ -487,6 +492,15 @@ int Agent::run() {
 int Agent::shutDown(int code) {
   auto log = logger("agent");
   link_.close();
+  if (unrecoverable_) {
+    // A plugin holds something it cannot give back (a task thread that ignored its kill):
+    // destroying it, or unloading its library under that thread, is not safe.
+    server_->stop();
+    log->error("dockhand exiting with code {} without destroying plugins (a plugin cannot recover)",
+               code);
+    log->flush();
+    std::_Exit(code);
+  }
   const Millis grace(config_.stop_grace_ms);
   // Every plugin's calls are stopped, each waited for until `grace` has passed. A plugin still
   // in a call then is left behind, not destroyed (nor its library unloaded) under the call,

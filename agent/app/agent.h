@@ -19,6 +19,7 @@
 // before the Agent is built (blockAgentSignals()), so that only its signal thread takes them.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -133,6 +134,9 @@ class Agent {
   Settings settings_;
   protocol::auth::RequestSigner signer_;
   EventLoop loop_;
+  // Set (from any plugin thread) once a plugin asked the agent to end (dh_host.unrecoverable):
+  // the exit then leaves every plugin as it is, destroy() uncalled.
+  std::atomic<bool> unrecoverable_{false};
   SpdlogLevelControl log_control_;
   PluginHost host_;
   PluginExecutor executor_;

@@ -536,6 +536,12 @@ void Backend::onWorkerLost(const std::string& reason) {
                /*notify_driver=*/true);
 }
 
+void Backend::onPluginUnrecoverable(const std::string& plugin, const std::string& reason) {
+  exitExecutor(ExitCode::kTaskUnkillable,
+               fmt::format("plugin '{}' cannot recover: {}", plugin, reason),
+               /*notify_driver=*/true);
+}
+
 void Backend::onStopRequested(const std::string& reason) {
   exitExecutor(ExitCode::kSuccess, reason, /*notify_driver=*/true);
 }

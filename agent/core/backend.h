@@ -104,6 +104,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // From the executor, behind the resource guard (TaskStatusSink).
   void onTaskStatus(const TaskStatusEvent& status) override;
   void onWorkerLost(const std::string& reason);
+  // A plugin cannot give back what it holds (dh_host.unrecoverable; a task thread that
+  // ignored its kill): tell the driver, stop the other tasks, exit kTaskUnkillable.
+  void onPluginUnrecoverable(const std::string& plugin, const std::string& reason);
   // A stop asked for locally (SIGTERM/SIGINT): stop tasks, tell the driver, exit 0.
   void onStopRequested(const std::string& reason);
   // The decommission signal (SIGPWR by default): ask the driver, then decommission.

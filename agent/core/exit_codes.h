@@ -20,6 +20,7 @@ enum class ExitCode : int {
   kResourcesUnavailable = 9,     // fewer resources discovered than the profile asks for
   kDecommissionIncomplete = 10,  // decommission deadline passed with blocks not migrated
   kAuthFailed = 11,              // the driver and this agent do not share the cluster secret
+  kTaskUnkillable = 12,          // a plugin could not stop what it runs (a task ignored its kill)
   kUsage = 64,                   // unknown option or missing required option (EX_USAGE)
 };
 
@@ -47,6 +48,8 @@ inline constexpr ExitCodeInfo kExitCodeTable[] = {
      "decommission deadline passed with blocks left"},
     {ExitCode::kAuthFailed, "auth-failed",
      "authentication with the driver failed (no or another cluster secret)"},
+    {ExitCode::kTaskUnkillable, "task-unkillable",
+     "a plugin could not stop a task (it ignored its kill) and asked the agent to end"},
     {ExitCode::kUsage, "usage", "unknown or missing command-line option"},
 };
 

@@ -455,7 +455,7 @@ void PluginExecutor::stopAll(Millis grace) {
     live_->ended.wait_until(lock, deadline,
                             [&] { return live_->tasks.empty() && live_->ingesting.empty(); });
   }
-  destroyRunners(deadline);
+  if (!leave_runners_) destroyRunners(deadline);
 }
 
 std::vector<std::string> PluginExecutor::stopRunners(Millis grace) {

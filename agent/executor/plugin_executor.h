@@ -106,6 +106,10 @@ class PluginExecutor final : public Executor {
   // call of theirs did not return (they are not destroyed; end the process without waiting).
   std::vector<std::string> stopRunners(Millis grace);
 
+  // Any thread: from now on stopAll() stops tasks but leaves the runners undestroyed, for an
+  // exit that must not destroy plugins (a plugin asked the agent to end: dh_host.unrecoverable).
+  void leaveRunnersAtStop() { leave_runners_ = true; }
+
   // Core thread: each stuck runner and the call it is stuck in, as "launch() of task 7 did
   // not return within N ms (plugin_call_timeout_ms)" (for the status output).
   std::map<std::string, std::string> stuckRunners() const;
@@ -182,6 +186,7 @@ class PluginExecutor final : public Executor {
   std::vector<std::string> left_behind_;  // runners not destroyed: a call did not return
   bool tasks_dir_ready_ = false;          // <work_dir>/tasks exists with mode 0711
   std::size_t keep_task_dirs_ = 100;
+  std::atomic<bool> leave_runners_{false};
   BlockStore* block_store_ = nullptr;
   std::string block_url_;
   protocol::auth::RequestSigner signer_;

@@ -130,6 +130,21 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
   host_.config = &hostConfig;
   host_.log_enabled = &hostLogEnabled;
   host_.sign_request = &hostSignRequest;
+  host_.unrecoverable = &hostUnrecoverable;
+}
+
+void PluginInstance::hostUnrecoverable(void* ctx, const char* reason) noexcept {
+  auto* self = static_cast<PluginInstance*>(ctx);
+  const std::string why = reason == nullptr || *reason == '\0' ? "(no reason given)" : reason;
+  try {
+    if (!self->callbacks_.unrecoverable) {
+      self->logger_->error("cannot recover: {} (nothing here ends the process)", why);
+      return;
+    }
+    self->callbacks_.unrecoverable(self->library_->name(), why);
+  } catch (const std::exception& e) {
+    self->logger_->error("cannot recover: {} (and passing that on failed: {})", why, e.what());
+  }
 }
 
 dh_status PluginInstance::hostSignRequest(void* ctx, const char* method, const char* path,

@@ -48,6 +48,9 @@ struct PluginCallbacks {
   TaskStatusCallback task_status;
   MigrationProgressCallback migration_progress;
   RequestSigner sign_request;
+  // dh_host.unrecoverable: the plugin (named) cannot give back what it holds and asks the
+  // agent to end, for `reason`. Any plugin thread. Empty: the request is only logged.
+  std::function<void(const std::string& plugin, const std::string& reason)> unrecoverable;
 };
 
 class PluginInstance {
@@ -104,6 +107,7 @@ class PluginInstance {
   static void hostMigrationProgress(void* ctx, const char* progress_json) noexcept;
   static const char* hostConfig(void* ctx) noexcept;
   static std::int32_t hostLogEnabled(void* ctx, std::int32_t level) noexcept;
+  static void hostUnrecoverable(void* ctx, const char* reason) noexcept;
   static dh_status hostSignRequest(void* ctx, const char* method, const char* path,
                                    const char* content, char* out, std::size_t out_size) noexcept;
 

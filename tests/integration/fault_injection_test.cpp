@@ -590,5 +590,32 @@ TEST_F(StuckRunnerTest, KillThatNeverReturnsReportsTheTaskLostAndTheAgentKeepsSe
   expectStopsWithoutTheStuckCall(*agent);
 }
 
+// Spark's task reaper: a plugin that cannot stop a task asks the agent to end. The driver hears
+// the task KILLED, then RemoveExecutor naming the plugin and why; the agent exits 12 without
+// destroying the plugin whose thread may still run.
+TEST_F(StuckRunnerTest, PluginThatCannotRecoverEndsTheAgentWithTaskUnkillable) {
+  auto agent = startAgentWith(DOCKHAND_UNRECOVERABLE);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "unrecoverable", json::object());
+  launch(2, "process", {{"shell", "sleep 30"}});
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(2, proto::TaskState::kRunning)) << agent->output();
+  proto::KillTask kill;
+  kill.task_id = 1;
+  driver.send(proto::makeMessage(kill));
+
+  auto killed = driver.waitForStatus(1, proto::TaskState::kKilled, 10s);
+  ASSERT_TRUE(killed) << agent->output();
+  EXPECT_EQ(killed->reason, "task 1 ignored its kill; its thread is left");
+  auto removed = driver.waitForType("RemoveExecutor", 10s);
+  ASSERT_TRUE(removed) << agent->output();
+  EXPECT_EQ(removed->body.value("reason", ""),
+            "plugin 'unrecoverable' cannot recover: task 1 did not return after its kill");
+  // The other task is stopped as on any exit, and its end reported.
+  EXPECT_TRUE(driver.waitForStatus(2, proto::TaskState::kKilled, 10s)) << agent->output();
+  EXPECT_EQ(agent->waitExit(15s), 12) << agent->output();
+  EXPECT_FALSE(contains(agent->output(), "unrecoverable runner destroyed")) << agent->output();
+}
+
 }  // namespace
 }  // namespace dockhand::testing

@@ -43,6 +43,21 @@ TEST(BackendTest, WorkerLostExitsWorkerLostWithRemoveExecutor) {
   EXPECT_EQ(h.executor.stop_all_calls.size(), 1u);
 }
 
+TEST(BackendTest, UnrecoverablePluginExitsTaskUnkillableNamingThePlugin) {
+  Harness h;
+  h.runToRunning();
+  h.launch(1);
+  h.backend.onPluginUnrecoverable("library", "task 1 did not return within kill_timeout_ms");
+  auto removes = h.removeExecutors();
+  ASSERT_EQ(removes.size(), 1u);
+  EXPECT_EQ(removes[0].reason,
+            "plugin 'library' cannot recover: task 1 did not return within kill_timeout_ms");
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kTaskUnkillable}));
+  EXPECT_EQ(toInt(ExitCode::kTaskUnkillable), 12);
+  EXPECT_EQ(h.executor.stop_all_calls.size(), 1u);
+}
+
 TEST(BackendTest, WorkerLostWhileStoppingIsIgnored) {
   Harness h;
   h.runToRunning();
