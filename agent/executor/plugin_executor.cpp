@@ -502,23 +502,22 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
   }
   const bool terminal = protocol::isTerminal(event->state);
   if (terminal) {
+    // The task moves from `tasks` to `ingesting` at once and leaves `ingesting` only once its
+    // event is posted: stopAll() (on the core thread) then finds its status queued before the
+    // exit that follows.
     bool erased;
     {
       std::lock_guard lock(live_->mutex);
       erased = live_->tasks.erase(task_id) > 0;
+      if (erased) live_->ingesting.insert(task_id);
     }
     if (!erased) {
       log()->warn("task {}: runner reported {} for a task that is not running; ignored", task_id,
                   protocol::toString(event->state));
       return;
     }
-    live_->ended.notify_all();
     if (event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
-      {
-        std::lock_guard lock(live_->mutex);
-        live_->ingesting.insert(task_id);
-      }
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
       io_->submit([this, events = &events_, registry = registry_, live = live_,
                    store = block_store_, output_dir = taskDir(task_id) / "output",
@@ -530,16 +529,13 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           event.reason = *error;
           event.blocks.clear();
         }
-        {
-          std::lock_guard lock(live->mutex);
-          live->ingesting.erase(event.task_id);
-        }
-        live->ended.notify_all();
         retireTaskDir(event.task_id);
+        const std::uint64_t id = event.task_id;
         events->post([registry, event = std::move(event)]() mutable {
           registry->tasks.erase(event.task_id);
           registry->statuses->onTaskStatus(event);
         });
+        posted(*live, id);
       });
       return;
     }
@@ -549,6 +545,15 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     if (terminal) registry->tasks.erase(event.task_id);
     registry->statuses->onTaskStatus(event);
   });
+  if (terminal) posted(*live_, task_id);
+}
+
+void PluginExecutor::posted(Live& live, std::uint64_t task_id) {
+  {
+    std::lock_guard lock(live.mutex);
+    live.ingesting.erase(task_id);
+  }
+  live.ended.notify_all();
 }
 
 }  // namespace dockhand::agent

@@ -148,11 +148,15 @@ class PluginExecutor final : public Executor {
     std::mutex mutex;
     std::condition_variable ended;
     std::unordered_set<std::uint64_t> tasks;
-    std::unordered_set<std::uint64_t> ingesting;  // ended, outputs becoming blocks
-    std::deque<std::uint64_t> ended_dirs;         // ended tasks' directories still kept
+    // Ended, and the status not yet posted to the core thread (FINISHED: outputs becoming
+    // blocks first).
+    std::unordered_set<std::uint64_t> ingesting;
+    std::deque<std::uint64_t> ended_dirs;  // ended tasks' directories still kept
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
+  // A terminal status was posted: the task leaves `ingesting` and stopAll() may go on.
+  static void posted(Live& live, std::uint64_t task_id);
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,
                   const std::filesystem::path& input_dir);
   // Core thread: registers the task with `runner` and queues its launch; false when the

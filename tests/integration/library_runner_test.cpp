@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/exit_codes.h"
+#include "dockhand/protocol/messages.h"
 #include "support/agent_command.h"
+#include "support/fake_driver.h"
 #include "support/process.h"
 
 namespace dockhand::testing {
@@ -31,9 +34,100 @@ class LibraryRunnerTest : public ::testing::Test {
     return to.string();
   }
 
+  // An agent under a FakeDriver with the library runner configured by `runner_config`
+  // (libraries added).
+  std::unique_ptr<ChildProcess> startAgent(json runner_config) {
+    runner_config["libraries"] = {{"test", installLibrary()}};
+    const fs::path config = dir.path() / "agent.json";
+    writeFile(config, json{{"plugins", {{{"name", "library"}, {"config", runner_config}}}},
+                           {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}
+                          .dump());
+    const AgentCommand command{.config = config,
+                               .driver_url = driver.url(),
+                               .executor_id = "lib-1",
+                               .app_id = "library-kill",
+                               .cores = 4,
+                               .work_dir = dir.path() / "work"};
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / "agent.log").string());
+  }
+  void launch(std::uint64_t id, const std::string& function, const json& args = nullptr) {
+    protocol::LaunchTask message;
+    message.task.task_id = id;
+    message.task.name = function;
+    message.task.runner = "library";
+    message.task.payload = {{"library", "test"}, {"function", function}, {"args", args}};
+    driver.send(protocol::makeMessage(message));
+  }
+  void kill(std::uint64_t id) {
+    protocol::KillTask message;
+    message.task_id = id;
+    message.reason = "stage cancelled";
+    driver.send(protocol::makeMessage(message));
+  }
+
   TempDir dir;
   fs::path port_file_ = dir.path() / "port";
+  FakeDriver driver;
 };
+
+// A task that polls cancelled() and one woken by its kill callback both end KILLED, with the
+// kill's reason, and the agent goes on.
+TEST_F(LibraryRunnerTest, KilledTasksThatPollOrListenEndKilled) {
+  auto agent = startAgent(json::object());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "pollUntilCancelled");
+  launch(2, "blockUntilKillCallback");
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
+  ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kRunning, 10s)) << agent->output();
+  kill(1);
+  kill(2);
+  for (std::uint64_t id : {1, 2}) {
+    auto killed = driver.waitForStatus(id, protocol::TaskState::kKilled, 10s);
+    ASSERT_TRUE(killed) << agent->output();
+    EXPECT_EQ(killed->reason, "stage cancelled");
+  }
+  launch(3, "echoArgs", {{"still", "here"}});
+  auto finished = driver.waitForStatus(3, protocol::TaskState::kFinished, 10s);
+  ASSERT_TRUE(finished) << agent->output();
+  EXPECT_EQ(finished->result.value("value", ""), R"({"still":"here"})");
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+}
+
+// Spark's task reaper: a task that ignores its kill is reported KILLED after kill_timeout_ms,
+// and with exit_on_unkillable the agent tells the driver and exits 12 (task-unkillable).
+TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillEndsTheAgentWhenConfigured) {
+  auto agent = startAgent({{"kill_timeout_ms", 500}, {"exit_on_unkillable", true}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "ignoreKill", {{"ms", 20000}});
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
+  kill(1);
+  auto killed = driver.waitForStatus(1, protocol::TaskState::kKilled, 10s);
+  ASSERT_TRUE(killed) << agent->output();
+  EXPECT_NE(killed->reason.find("kill_timeout_ms"), std::string::npos) << killed->reason;
+  auto removed = driver.waitForType("RemoveExecutor", 10s);
+  ASSERT_TRUE(removed) << agent->output();
+  EXPECT_NE(removed->body.value("reason", "").find("plugin 'library' cannot recover: task 1"),
+            std::string::npos)
+      << removed->body.dump();
+  EXPECT_EQ(agent->waitExit(15s), agent::toInt(agent::ExitCode::kTaskUnkillable))
+      << agent->output();
+}
+
+// Without exit_on_unkillable the task is reported KILLED and the agent keeps serving; its
+// thread is left to finish on its own.
+TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillIsReportedKilledAndTheAgentGoesOn) {
+  auto agent = startAgent({{"kill_timeout_ms", 300}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "ignoreKill", {{"ms", 3000}});
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
+  kill(1);
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kKilled, 10s)) << agent->output();
+  launch(2, "echoArgs", 7);
+  EXPECT_TRUE(driver.waitForStatus(2, protocol::TaskState::kFinished, 10s)) << agent->output();
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+}
 
 TEST_F(LibraryRunnerTest, SecondStageReadsTheBlockTheFirstStageWrote) {
   const fs::path agent_config = dir.path() / "agent.json";
@@ -76,8 +170,8 @@ TEST_F(LibraryRunnerTest, SecondStageReadsTheBlockTheFirstStageWrote) {
                                    "127.0.0.1:0",
                                    "--port-file",
                                    port_file_.string()};
-  ChildProcess driver(argv, (dir.path() / "driver.log").string());
-  ASSERT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver.output();
+  ChildProcess driver_process(argv, (dir.path() / "driver.log").string());
+  ASSERT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver_process.output();
   const int port = std::stoi(readFile(port_file_));
   const AgentCommand command{.config = agent_config,
                              .driver_url = "ws://127.0.0.1:" + std::to_string(port) + "/",
@@ -86,11 +180,11 @@ TEST_F(LibraryRunnerTest, SecondStageReadsTheBlockTheFirstStageWrote) {
                              .work_dir = dir.path() / "work"};
   ChildProcess agent(command.argv(), (dir.path() / "agent.log").string());
 
-  auto exit_code = driver.waitExit(120s);
-  ASSERT_TRUE(exit_code.has_value()) << driver.output() << agent.output();
-  EXPECT_EQ(*exit_code, 0) << driver.output() << agent.output();
-  EXPECT_NE(driver.output().find("job library-job SUCCEEDED"), std::string::npos)
-      << driver.output() << agent.output();
+  auto exit_code = driver_process.waitExit(120s);
+  ASSERT_TRUE(exit_code.has_value()) << driver_process.output() << agent.output();
+  EXPECT_EQ(*exit_code, 0) << driver_process.output() << agent.output();
+  EXPECT_NE(driver_process.output().find("job library-job SUCCEEDED"), std::string::npos)
+      << driver_process.output() << agent.output();
   EXPECT_EQ(readFile(consumed), "hello blocks") << agent.output();
 }
 
