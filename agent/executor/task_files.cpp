@@ -49,6 +49,8 @@ Json runnerTaskJson(const protocol::TaskDescription& task, const std::filesystem
     if (name == "gpu") env["CUDA_VISIBLE_DEVICES"] = list;
     resources[name] = addresses;
   }
+  Json inputs = Json::array();
+  for (const auto& input : task.inputs) inputs.push_back(input.id);
   return Json{{"task_id", task.task_id},
               {"attempt", task.attempt},
               {"name", task.name},
@@ -58,7 +60,8 @@ Json runnerTaskJson(const protocol::TaskDescription& task, const std::filesystem
               {"properties", task.properties},
               {"payload", task.payload},
               {"work_dir", task_dir.string()},
-              {"env", std::move(env)}};
+              {"env", std::move(env)},
+              {"inputs", std::move(inputs)}};
 }
 
 std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,

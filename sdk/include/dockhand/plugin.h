@@ -221,8 +221,12 @@ typedef struct dh_task_runner_vtable {
   /* REQUIRED. Starts a task. task_json:
    * {"task_id": 7, "attempt": 0, "name": "...", "partition": 3, "cpus": 1,
    *  "resources": {"gpu": ["0"]}, "properties": {...}, "payload": <runner-specific JSON>,
-   *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...}}
-   * Call thread; must not block: start the work and return. On DH_OK the plugin owns the
+   *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...},
+   *  "inputs": ["shuffle_0_3_1", ...]}
+   * "inputs" names the task's input blocks in the TaskDescription's order; the agent has
+   * fetched each into <work_dir>/input/<id> (DOCKHAND_INPUT_DIR) before launch. A task's
+   * output files go in <work_dir>/output (DOCKHAND_OUTPUT_DIR) and become blocks after
+   * FINISHED. Call thread; must not block: start the work and return. On DH_OK the plugin owns the
    * task and reports its states through dh_host.task_status. On an error the host reports
    * the task FAILED with last_error() and the plugin reports nothing for it. work_dir is the
    * plugin's until it reports a terminal state; then it is the agent's, which removes it

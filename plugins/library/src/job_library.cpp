@@ -1,0 +1,156 @@
+#include "job_library.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace dockhand::plugins::library {
+namespace {
+
+std::string octal(unsigned mode) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof buffer, "%04o", mode & 07777u);
+  return buffer;
+}
+
+// Why `path` (a file or directory) may not be trusted, or "".
+std::string insecurity(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return std::string(what) + " " + path + " is writable by group or others (mode " +
+           octal(st.st_mode) + "); run chmod go-w on it, or set allow_insecure_libraries for " +
+           "development";
+  }
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return std::string(what) + " " + path + " belongs to uid " + std::to_string(st.st_uid) +
+           ", neither root nor this agent's user; chown it, or set allow_insecure_libraries " +
+           "for development";
+  }
+  return {};
+}
+
+bool validLibraryName(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
+  for (const char* p = name; *p != '\0'; ++p) {
+    const char c = *p;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+bool validFunctionName(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 128) return false;
+  for (const char* p = name; *p != '\0'; ++p) {
+    const char c = *p;
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The size of a 1.0 descriptor: a library must fill at least that much.
+constexpr std::size_t kMinDescriptorSize =
+    offsetof(dh_job_descriptor, function_count) + sizeof(std::uint32_t);
+
+}  // namespace
+
+std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow_insecure) {
+  auto refuse = [&](const std::string& why) {
+    return LibraryRefused("job library '" + path + "': " + why);
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw refuse("no such file");
+  if (!S_ISREG(st.st_mode)) throw refuse("not a regular file");
+  if (!allow_insecure) {
+    std::string why = insecurity(path, "file");
+    if (why.empty()) {
+      std::string dir = path.substr(0, path.find_last_of('/'));
+      why = insecurity(dir.empty() ? "/" : dir, "directory");
+    }
+    if (!why.empty()) throw refuse("refused: " + why);
+  }
+
+  std::shared_ptr<JobLibrary> library(new JobLibrary());
+  library->path_ = path;
+  ::dlerror();
+  library->handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library->handle_ == nullptr) {
+    const char* error = ::dlerror();
+    throw refuse(std::string("cannot load it: ") + (error ? error : "dlopen failed"));
+  }
+  void* symbol = ::dlsym(library->handle_, DH_JOB_ENTRY_SYMBOL);
+  if (symbol == nullptr) {
+    throw refuse("no " DH_JOB_ENTRY_SYMBOL " symbol: not a job library (see dockhand/job.h)");
+  }
+  auto entry = reinterpret_cast<dh_job_entry_fn>(symbol);
+  const dh_job_descriptor* descriptor = entry();
+  if (descriptor == nullptr) throw refuse(DH_JOB_ENTRY_SYMBOL " returned NULL");
+  if (descriptor->struct_size < kMinDescriptorSize) {
+    throw refuse("descriptor struct_size " + std::to_string(descriptor->struct_size) +
+                 " is smaller than a 1.0 descriptor");
+  }
+  const std::string abi =
+      std::to_string(descriptor->abi_major) + "." + std::to_string(descriptor->abi_minor);
+  const std::string ours =
+      std::to_string(DH_JOB_ABI_MAJOR) + "." + std::to_string(DH_JOB_ABI_MINOR);
+  if (descriptor->abi_major != DH_JOB_ABI_MAJOR) {
+    throw refuse("built against job ABI " + abi + ", this runner speaks " + ours +
+                 " (the major version must be equal); rebuild it against this SDK");
+  }
+  if (descriptor->abi_minor > DH_JOB_ABI_MINOR) {
+    throw refuse("built against job ABI " + abi + ", newer than this runner's " + ours +
+                 "; upgrade the agent or rebuild the library");
+  }
+  if (!validLibraryName(descriptor->name))
+    throw refuse("descriptor name is missing or not [a-z0-9_-]+");
+  if (descriptor->version == nullptr || *descriptor->version == '\0') {
+    throw refuse("descriptor version is missing");
+  }
+  if (descriptor->functions == nullptr || descriptor->function_count == 0) {
+    throw refuse("descriptor has no task functions");
+  }
+  std::set<std::string> seen;
+  for (std::uint32_t i = 0; i < descriptor->function_count; ++i) {
+    const dh_job_function& function = descriptor->functions[i];
+    const std::string where = "function " + std::to_string(i);
+    if (!validFunctionName(function.name))
+      throw refuse(where + ": name missing or not [A-Za-z0-9_.-]+");
+    if (function.run == nullptr) throw refuse(where + " ('" + function.name + "'): run is NULL");
+    if (!seen.insert(function.name).second) {
+      throw refuse("function name '" + std::string(function.name) + "' appears twice");
+    }
+    library->functions_.emplace_back(function.name, function.run);
+  }
+  library->name_ = descriptor->name;
+  library->version_ = descriptor->version;
+  return library;
+}
+
+JobLibrary::~JobLibrary() {
+  if (handle_ != nullptr) ::dlclose(handle_);
+}
+
+dh_task_fn JobLibrary::find(const std::string& function) const {
+  for (const auto& [name, run] : functions_) {
+    if (name == function) return run;
+  }
+  return nullptr;
+}
+
+std::string JobLibrary::functionNames() const {
+  std::string out;
+  for (const auto& [name, run] : functions_) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+}  // namespace dockhand::plugins::library

@@ -1,0 +1,31 @@
+// How a finished task's result travels (docs/plugins.md, the library runner): in the FINISHED
+// detail when small (as text, or base64 when it is not UTF-8), as a block file in the task's
+// output directory when larger, refused above the runner's maximum. Called on the task's
+// thread after its function returned; no state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "library_config.h"
+
+namespace dockhand::plugins::library {
+
+struct TerminalReport {
+  std::int32_t state = 0;   // DH_TASK_FINISHED or DH_TASK_FAILED
+  std::string detail_json;  // {"result": {...}} or {"reason": "..."}
+};
+
+// The report for a task that returned DH_OK with `result`; may write
+// <work_dir>/output/task_<id>_result.
+TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
+                            const std::string& result, std::uint64_t duration_ms);
+
+// The id of the block a large result becomes: task_<task_id>_result.
+std::string resultBlockId(std::uint64_t task_id);
+
+bool isValidUtf8(std::string_view bytes);
+std::string base64(std::string_view bytes);
+
+}  // namespace dockhand::plugins::library

@@ -1,0 +1,369 @@
+// The built-in `library` runner, loaded by the real plugin host, running task functions of a
+// real job library (tests/fixtures/jobs/test_jobs.cpp).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "library_test_support.h"
+#include "plugins/plugin_host.h"
+#include "status_recorder.h"
+#include "test_processes.h"
+
+namespace dockhand::agent {
+namespace {
+
+using dockhand::testing::eventually;
+using dockhand::testing::installJobLibrary;
+using dockhand::testing::libraryTask;
+using dockhand::testing::StatusRecorder;
+using dockhand::testing::taskDir;
+using dockhand::testing::TempDir;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string readFileText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class LibraryPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(libs_.path() / "lib");
+    library_path_ = installJobLibrary(libs_.path() / "lib", DOCKHAND_TEST_JOBS, "libtest-jobs.so");
+    runner_ = makeRunner(json::object());
+  }
+  void TearDown() override { runner_.reset(); }
+
+  // A runner whose config is `config` plus {"libraries": {"test": <the test library>}}.
+  std::unique_ptr<TaskRunnerPlugin> makeRunner(json config) {
+    config["libraries"]["test"] = library_path_;
+    return host_.createTaskRunner("library", config.dump(), recorder_.callback());
+  }
+
+  static json call(const std::string& function, json args = nullptr) {
+    json payload = {{"library", "test"}, {"function", function}};
+    if (!args.is_null()) payload["args"] = std::move(args);
+    return payload;
+  }
+
+  // Launches `function` and returns its terminal report.
+  dockhand::testing::Report run(std::uint64_t id, const json& payload,
+                                std::vector<std::string> inputs = {}) {
+    auto launched = runner_->launch(libraryTask(tasks_.path(), id, payload, std::move(inputs)));
+    EXPECT_TRUE(launched.ok()) << launched.error;
+    auto end = recorder_.waitTerminal(id);
+    EXPECT_TRUE(end) << "task " << id << " never ended";
+    return end.value_or(dockhand::testing::Report{});
+  }
+
+  // Launches `function` and waits until it wrote its "ready" output.
+  void launchAndWaitReady(std::uint64_t id, const json& payload) {
+    auto launched = runner_->launch(libraryTask(tasks_.path(), id, payload));
+    ASSERT_TRUE(launched.ok()) << launched.error;
+    ASSERT_TRUE(eventually([&] {
+      return std::filesystem::exists(taskDir(tasks_.path(), id) / "output" / "ready");
+    })) << "task "
+        << id << " never got going";
+  }
+
+  TempDir libs_;
+  TempDir tasks_;
+  std::string library_path_;
+  StatusRecorder recorder_;
+  PluginHost host_{{DOCKHAND_PLUGIN_DIR}};
+  std::unique_ptr<TaskRunnerPlugin> runner_;
+};
+
+TEST_F(LibraryPluginTest, ArgsComeBackAsDirectResult) {
+  auto end = run(1, call("echoArgs", json{{"words", {"a", "b"}}}));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  const json& result = end.detail.at("result");
+  EXPECT_EQ(json::parse(result.at("value").get<std::string>()), (json{{"words", {"a", "b"}}}));
+  EXPECT_EQ(result.at("bytes"), result.at("value").get<std::string>().size());
+  EXPECT_GE(result.at("duration_ms").get<std::int64_t>(), 0);
+  EXPECT_FALSE(result.contains("block"));
+  auto reports = recorder_.reports(1);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0].state, DH_TASK_RUNNING);
+}
+
+TEST_F(LibraryPluginTest, ArgsDefaultToNull) {
+  auto end = run(1, call("echoArgs"));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(end.detail.at("result").at("value"), "null");
+}
+
+TEST_F(LibraryPluginTest, FunctionSeesTheTasksIdAttemptAndPartition) {
+  auto end = run(42, call("describeTask"));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(json::parse(end.detail.at("result").at("value").get<std::string>()),
+            (json{{"id", 42}, {"attempt", 2}, {"partition", 5}}));
+}
+
+TEST_F(LibraryPluginTest, ResultThatIsNotUtf8ComesBackAsBase64) {
+  auto end = run(1, call("binaryResult"));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  const json& result = end.detail.at("result");
+  EXPECT_EQ(result.at("value_base64"), "//4AAQ==");
+  EXPECT_EQ(result.at("bytes"), 4);
+  EXPECT_FALSE(result.contains("value"));
+}
+
+TEST_F(LibraryPluginTest, LargeResultBecomesABlockFile) {
+  runner_ = makeRunner({{"max_direct_result_bytes", 100}});
+  auto end = run(7, call("resultOfBytes", {{"bytes", 1000}}));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  const json& result = end.detail.at("result");
+  EXPECT_EQ(result.at("block"), "task_7_result");
+  EXPECT_EQ(result.at("bytes"), 1000);
+  EXPECT_FALSE(result.contains("value"));
+  EXPECT_EQ(readFileText(taskDir(tasks_.path(), 7) / "output" / "task_7_result"),
+            std::string(1000, 'r'));
+}
+
+TEST_F(LibraryPluginTest, ResultAtTheDirectLimitStaysDirect) {
+  runner_ = makeRunner({{"max_direct_result_bytes", 100}});
+  auto end = run(7, call("resultOfBytes", {{"bytes", 100}}));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(end.detail.at("result").at("value"), std::string(100, 'r'));
+  EXPECT_FALSE(std::filesystem::exists(taskDir(tasks_.path(), 7) / "output" / "task_7_result"));
+}
+
+TEST_F(LibraryPluginTest, ResultAboveTheMaximumFails) {
+  runner_ = makeRunner({{"max_direct_result_bytes", 10}, {"max_result_bytes", 100}});
+  auto end = run(1, call("resultOfBytes", {{"bytes", 101}}));
+  ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
+  EXPECT_EQ(end.detail.at("reason"), "result of 101 bytes is above max_result_bytes (100)");
+}
+
+TEST_F(LibraryPluginTest, ReadsInputsInTheTasksOrder) {
+  auto input_dir = taskDir(tasks_.path(), 1) / "input";
+  std::filesystem::create_directories(input_dir);
+  std::ofstream(input_dir / "rdd_1_1") << "world";
+  std::ofstream(input_dir / "rdd_1_0") << "hello ";
+  std::ofstream(input_dir / "rdd_1_2");  // empty
+  auto end = run(1, call("concatInputs"), {"rdd_1_0", "rdd_1_1", "rdd_1_2"});
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(end.detail.at("result").at("value"), "hello world");
+}
+
+TEST_F(LibraryPluginTest, InputNotOfTheTaskFailsIt) {
+  auto end = run(1, call("readMissingInput"));
+  ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
+  EXPECT_THAT(end.detail.at("reason").get<std::string>(),
+              HasSubstr("'rdd_9_9' is not an input of this task"));
+}
+
+TEST_F(LibraryPluginTest, OutputsAreAppendedToFilesInTheOutputDirectory) {
+  auto end =
+      run(3, call("writeOutputs",
+                  {{"outputs", {{"task_3_a", {"one ", "two"}}, {"task_3_b", json::array({""})}}}}));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  auto output = taskDir(tasks_.path(), 3) / "output";
+  EXPECT_EQ(readFileText(output / "task_3_a"), "one two");
+  EXPECT_TRUE(std::filesystem::exists(output / "task_3_b"));
+  EXPECT_EQ(std::filesystem::file_size(output / "task_3_b"), 0u);
+}
+
+TEST_F(LibraryPluginTest, OutputIdThatIsNotAFileNameIsRefused) {
+  auto end = run(1, call("writeBadOutput"));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_THAT(end.detail.at("result").at("value").get<std::string>(),
+              StartsWith(std::to_string(DH_INVALID_ARGUMENT) + ": write_output: '../escape'"));
+  EXPECT_FALSE(std::filesystem::exists(taskDir(tasks_.path(), 1) / "escape"));
+}
+
+TEST_F(LibraryPluginTest, ThrownErrorFailsTheTaskWithItsMessage) {
+  auto end = run(1, call("failByThrowing"));
+  ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
+  EXPECT_EQ(end.detail.at("reason"), "broken on purpose");
+}
+
+TEST_F(LibraryPluginTest, ErrorWithoutMessageNamesTheFunction) {
+  auto end = run(1, call("returnErrorSilently"));
+  ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
+  EXPECT_EQ(end.detail.at("reason"),
+            "function 'returnErrorSilently' of job library 'test' returned status 1 without an "
+            "error message");
+}
+
+TEST_F(LibraryPluginTest, KillStopsATaskThatPollsCancelled) {
+  launchAndWaitReady(1, call("pollUntilCancelled"));
+  ASSERT_TRUE(runner_->kill(1, false, "stage cancelled").ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED) << end->detail;
+  EXPECT_EQ(end->detail.at("reason"), "stage cancelled");
+}
+
+TEST_F(LibraryPluginTest, KillWakesABlockedTaskThroughItsCallback) {
+  launchAndWaitReady(1, call("blockUntilKillCallback"));
+  ASSERT_TRUE(runner_->kill(1, true, "job cancelled").ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED) << end->detail;
+  EXPECT_EQ(end->detail.at("reason"), "job cancelled");
+  EXPECT_EQ(recorder_.reports(1).size(), 2u);
+}
+
+TEST_F(LibraryPluginTest, KillOfAnEndedOrUnknownTaskIsNotFound) {
+  run(1, call("echoArgs"));
+  EXPECT_EQ(runner_->kill(1, false, "late").status, DH_NOT_FOUND);
+  EXPECT_EQ(runner_->kill(99, false, "never").status, DH_NOT_FOUND);
+}
+
+TEST_F(LibraryPluginTest, ThreadDumpShowsTheTaskThreadsRealStack) {
+  launchAndWaitReady(1, call("spinUntilCancelled"));
+  auto dump = runner_->threadDump(1);
+  ASSERT_TRUE(dump.ok()) << dump.error;
+  json parsed = json::parse(dump.json);
+  EXPECT_EQ(parsed.at("task_id"), 1);
+  ASSERT_EQ(parsed.at("threads").size(), 1u);
+  const json& thread = parsed.at("threads").at(0);
+  EXPECT_EQ(thread.at("function"), "spinUntilCancelled");
+  EXPECT_EQ(thread.at("library"), "test");
+  EXPECT_GT(thread.at("tid").get<std::int64_t>(), 0);
+  ASSERT_FALSE(thread.contains("error")) << thread;
+  bool named = false;
+  for (const auto& frame : thread.at("stack")) {
+    named = named || frame.get<std::string>().rfind("spinForDump+", 0) == 0;
+  }
+  EXPECT_TRUE(named) << thread.at("stack").dump(1);
+
+  auto stats = runner_->taskStats(1);
+  ASSERT_TRUE(stats.ok()) << stats.error;
+  EXPECT_TRUE(json::parse(stats.json).contains("cpu_time_ms")) << stats.json;
+
+  ASSERT_TRUE(runner_->kill(1, false, "done").ok());
+  ASSERT_TRUE(recorder_.waitTerminal(1));
+  EXPECT_EQ(runner_->threadDump(1).status, DH_NOT_FOUND);
+}
+
+TEST_F(LibraryPluginTest, TasksRunAtOnceOnThreadsOfTheirOwn) {
+  launchAndWaitReady(1, call("pollUntilCancelled"));
+  launchAndWaitReady(2, call("blockUntilKillCallback"));
+  auto end = run(3, call("echoArgs", 3));
+  EXPECT_EQ(end.state, DH_TASK_FINISHED);
+  ASSERT_TRUE(runner_->kill(1, false, "k").ok());
+  ASSERT_TRUE(runner_->kill(2, false, "k").ok());
+  EXPECT_TRUE(recorder_.waitTerminal(1));
+  EXPECT_TRUE(recorder_.waitTerminal(2));
+}
+
+TEST_F(LibraryPluginTest, ShutdownKillsRunningTasks) {
+  launchAndWaitReady(1, call("blockUntilKillCallback"));
+  runner_.reset();
+  auto end = recorder_.waitTerminal(1, std::chrono::milliseconds(0));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_EQ(end->detail.at("reason"), "task runner shut down");
+}
+
+// ---- launch errors: the launch fails, nothing is reported -----------------------------------
+
+class LibraryLaunchErrorTest : public LibraryPluginTest {
+ protected:
+  PluginResult launchWith(const json& payload) {
+    auto result = runner_->launch(libraryTask(tasks_.path(), 1, payload));
+    EXPECT_FALSE(result.ok());
+    EXPECT_TRUE(recorder_.reports(1).empty());
+    return result;
+  }
+};
+
+TEST_F(LibraryLaunchErrorTest, UnknownPayloadKey) {
+  auto result = launchWith({{"library", "test"}, {"function", "echoArgs"}, {"argz", 1}});
+  EXPECT_EQ(result.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(result.error, "payload/argz: unknown key (known keys: library, function, args)");
+}
+
+TEST_F(LibraryLaunchErrorTest, MissingLibraryOrFunction) {
+  auto no_library = launchWith({{"function", "echoArgs"}});
+  EXPECT_EQ(no_library.status, DH_INVALID_ARGUMENT);
+  EXPECT_THAT(no_library.error, StartsWith("payload/library: missing"));
+  auto no_function = launchWith({{"library", "test"}});
+  EXPECT_EQ(no_function.status, DH_INVALID_ARGUMENT);
+  EXPECT_THAT(no_function.error, StartsWith("payload/function: missing"));
+}
+
+TEST_F(LibraryLaunchErrorTest, UnknownLibraryNameListsTheConfiguredOnes) {
+  auto result = launchWith({{"library", "tset"}, {"function", "echoArgs"}});
+  EXPECT_EQ(result.status, DH_INVALID_ARGUMENT);
+  EXPECT_EQ(result.error,
+            "payload/library: no job library 'tset' in config/libraries (configured: test); name "
+            "one of them or give the absolute path of a job library");
+}
+
+TEST_F(LibraryLaunchErrorTest, UnknownFunctionListsTheLibrarysFunctions) {
+  auto result = launchWith({{"library", "test"}, {"function", "echoArg"}});
+  EXPECT_EQ(result.status, DH_INVALID_ARGUMENT);
+  EXPECT_THAT(result.error, StartsWith("payload/function: job library 'test-jobs' (" +
+                                       library_path_ + ") has no function 'echoArg' (it has: "));
+  EXPECT_THAT(result.error, HasSubstr("echoArgs, describeTask"));
+}
+
+TEST_F(LibraryLaunchErrorTest, LibraryByAbsolutePathRuns) {
+  auto end = run(1, {{"library", library_path_}, {"function", "echoArgs"}, {"args", "hi"}});
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(end.detail.at("result").at("value"), "\"hi\"");
+}
+
+TEST_F(LibraryLaunchErrorTest, WritableLibraryFileIsRefusedUnlessAllowed) {
+  auto path = installJobLibrary(libs_.path() / "lib", DOCKHAND_TEST_JOBS, "libopen.so", 0775);
+  auto result = launchWith({{"library", path}, {"function", "echoArgs"}});
+  EXPECT_EQ(result.status, DH_ERROR);
+  EXPECT_EQ(result.error, "job library '" + path + "': refused: file " + path +
+                              " is writable by group or others (mode 0775); run chmod go-w on "
+                              "it, or set allow_insecure_libraries for development");
+
+  runner_ = makeRunner({{"allow_insecure_libraries", true}});
+  auto end = run(2, {{"library", path}, {"function", "echoArgs"}});
+  EXPECT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+}
+
+TEST_F(LibraryLaunchErrorTest, LibraryOfAnotherAbiMajorIsRefused) {
+  auto path = installJobLibrary(libs_.path() / "lib", DOCKHAND_TEST_JOBS_WRONG_MAJOR, "libwm.so");
+  auto result = launchWith({{"library", path}, {"function", "nothing"}});
+  EXPECT_EQ(result.status, DH_ERROR);
+  EXPECT_EQ(result.error, "job library '" + path + "': built against job ABI 2.0, this runner " +
+                              "speaks 1.0 (the major version must be equal); rebuild it against " +
+                              "this SDK");
+}
+
+TEST_F(LibraryLaunchErrorTest, MissingLibraryFileIsNamed) {
+  auto path = (libs_.path() / "lib" / "libnone.so").string();
+  auto result = launchWith({{"library", path}, {"function", "x"}});
+  EXPECT_EQ(result.status, DH_ERROR);
+  EXPECT_EQ(result.error, "job library '" + path + "': no such file");
+}
+
+// ---- config -----------------------------------------------------------------------------------
+
+TEST_F(LibraryPluginTest, ConfigRefusesUnknownKeysAndAResultMaximumBelowTheDirectOne) {
+  try {
+    makeRunner({{"kill_timeout", 5}});
+    ADD_FAILURE() << "an unknown key was accepted";
+  } catch (const PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("kill_timeout"));
+  }
+  try {
+    makeRunner({{"max_direct_result_bytes", 10}, {"max_result_bytes", 5}});
+    ADD_FAILURE() << "max_result_bytes below max_direct_result_bytes was accepted";
+  } catch (const PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("config/max_result_bytes: must be at least "
+                                    "config/max_direct_result_bytes (10)"));
+  }
+}
+
+}  // namespace
+}  // namespace dockhand::agent
