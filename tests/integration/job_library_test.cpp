@@ -3,6 +3,8 @@
 // write shuffle blocks, reduces read them), and a result too large for a status update, which
 // the agent stores as a block and the driver fetches. Skipped where the library runner plugin
 // is not built.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -138,6 +140,21 @@ TEST_F(JobLibraryTest, ALargeResultTravelsAsABlockTheDriverFetches) {
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
   EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
   EXPECT_NE(out_.find("(200000 bytes)"), std::string::npos) << out_;
+}
+
+TEST_F(JobLibraryTest, ALargeResultIsFetchedWithASignedRequestWhenTheClusterHasASecret) {
+  // `run` gives its local agents the same secret: their block servers then take only requests
+  // signed with it, the driver's result fetch included.
+  const fs::path secret = dir.path() / "secret";
+  writeFile(secret, "s3cr3t-f0r-the-job-library-test-4c2a\n");
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  ASSERT_EQ(run(writeLargeResultJob(dir.path()), config,
+                {"--auth-secret-file", secret.string(), "--log-level", "debug"}),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
 }
 
 TEST_F(JobLibraryTest, AResultBlockAboveTheDriversMaximumFailsTheTask) {
