@@ -1,8 +1,8 @@
 // End to end: the example job library (examples/jobs, "words") under the real driver on two
 // real local agents with the `library` runner: the word count, the two-stage shuffle (maps
 // write shuffle blocks, reduces read them), and a result too large for a status update, which
-// the agent stores as a block and the driver fetches. Skipped where the library runner plugin
-// is not built.
+// the agent stores as a block and the driver fetches (signed in a cluster with a secret, over
+// TLS in one with TLS). Skipped where the library runner plugin is not built.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/process.h"
+#include "support/test_pki.h"
 
 namespace dockhand::testing {
 namespace {
@@ -154,6 +155,23 @@ TEST_F(JobLibraryTest, ALargeResultIsFetchedWithASignedRequestWhenTheClusterHasA
             0)
       << out_;
   EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+}
+
+TEST_F(JobLibraryTest, ALargeResultIsFetchedOverTlsWhenTheClusterUsesIt) {
+  // `run` gives its local agents the driver's tls section: their block servers serve https://
+  // only, and the driver fetches the result block from there, verifying the agent's certificate.
+  if (!TestPki::available()) GTEST_SKIP() << "the openssl program is not installed";
+  TestPki pki(dir.path() / "pki");
+  const fs::path driver_config = dir.path() / "driver.json";
+  writeFile(driver_config, "{\"tls\": " + pki.tlsJson("server") + "}\n");
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  ASSERT_EQ(run(writeLargeResultJob(dir.path()), config,
+                {"--config", driver_config.string(), "--log-level", "debug"}),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("from https://127.0.0.1:"), std::string::npos) << out_;
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
 }
 
