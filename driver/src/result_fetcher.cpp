@@ -198,8 +198,8 @@ void ResultFetcher::work() {
     }
     try {
       request.done(std::move(bytes), error);
-    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the owner's callback
-      // handles its own errors; one that escapes must not end the driver.
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the owner's callback handles its own
+      // errors; one that escapes must not end the driver.
     }
   }
 }
