@@ -49,10 +49,11 @@ bool DriverService::fetchResultBlock(const std::string& agent_id,
   }
   logger("driver")->debug("task {} on '{}': fetching its result, block {} ({} bytes) from {}",
                           update.task_id, agent_id, block.id, block.size, block.url);
-  result_fetcher_.fetch(std::move(block), [this, agent_id, update](std::optional<std::string> bytes,
-                                                                   const std::string& why) {
-    resultFetched(agent_id, update, bytes, why);
-  });
+  result_fetcher_.fetch(
+      std::move(block),
+      [this, agent_id, update](const std::optional<std::string>& bytes, const std::string& why) {
+        resultFetched(agent_id, update, bytes, why);
+      });
   return true;
 }
 

@@ -197,7 +197,7 @@ void ResultFetcher::work() {
       error = e.what();
     }
     try {
-      request.done(std::move(bytes), error);
+      request.done(bytes, error);
     } catch (...) {  // NOLINT(bugprone-empty-catch): the owner's callback handles its own
       // errors; one that escapes must not end the driver.
     }

@@ -70,7 +70,8 @@ std::string base64(const std::string& bytes);
 class ResultFetcher {
  public:
   // The block's bytes, or nullopt and why not.
-  using Done = std::function<void(std::optional<std::string> bytes, const std::string& error)>;
+  using Done =
+      std::function<void(const std::optional<std::string>& bytes, const std::string& error)>;
 
   explicit ResultFetcher(ResultFetchOptions options);
   ~ResultFetcher();
