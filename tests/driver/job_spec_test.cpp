@@ -108,7 +108,7 @@ TEST(JobSpecTest, LibraryTaskErrorsNameTheirPath) {
   expect(R"({"tasks": [{"library": "w", "function": "f", "runner": "process"}]})",
          R"(/tasks/0/runner: is 'process', but "library" tasks run on the 'library' runner)");
   expect(R"({"tasks": [{"library": "w", "function": "f", "env": {"A": "b"}}]})",
-         "/tasks/0/env: applies to \"command\" and \"shell\" tasks");
+         R"(/tasks/0/env: applies to "command" and "shell" tasks)");
   expect(R"({"tasks": [{"library": "w", "function": "f", "cwd": "/tmp"}]})", "/tasks/0/cwd:");
   expect(R"({"tasks": [{"shell": "a", "function": "f"}]})",
          R"(/tasks/0/function: belongs to a library task (give "library" too))");
