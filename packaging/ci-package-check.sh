@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the dockhand and dockhand-dev packages and uses them the way an administrator does:
 # lintian, systemd-analyze verify, install with dpkg, validate the shipped config, run a real
-# job with the installed agent and driver (readiness through sd_notify included), build an SDK
-# example out of tree against dockhand-dev, purge, and check that nothing is left behind.
+# job with the installed agent and driver (readiness through sd_notify included), build the SDK
+# examples out of tree against dockhand-dev (plugins and a job library, which the installed
+# agent's library runner then runs), purge, and check that nothing is left behind.
 #
 # Usage: packaging/ci-package-check.sh [BUILD_DIR]     (default: build/package)
 # Runs as root on Debian 12: it installs packages and adds/removes the dockhand user. CI runs
@@ -176,6 +177,46 @@ if [ -d sdk/examples ] && ls sdk/examples/*/CMakeLists.txt >/dev/null 2>&1; then
   done
 else
   echo "(no sdk/examples in this version: skipped)"
+fi
+
+step "a job library built out of tree against dockhand-dev, run by the installed agent"
+if [ -d "$work/example-word-job" ]; then
+  lib="$work/example-word-job/build/libword-job.so"
+  [ -f "$lib" ] || fail "dockhand_add_job_library(word-job) did not build libword-job.so"
+  # Default visibility: the task function is in the dynamic symbol table (thread dumps name it).
+  nm -D --defined-only -C "$lib" | grep -q 'word_job::count' \
+    || fail "libword-job.so does not export word_job::count: $(nm -D --defined-only -C "$lib")"
+  nm -D --defined-only "$lib" | grep -qw dh_job_entry || fail "libword-job.so has no dh_job_entry"
+  if [ -e /usr/lib/dockhand/plugins/dockhand-library.so ]; then
+    data=/usr/share/doc/dockhand/examples/wordcount/data
+    python3 - "$lib" "$data" "$work" <<'PY'
+import json, sys
+lib, data, work = sys.argv[1:4]
+json.dump({"plugins": [{"name": "process"},
+                       {"name": "library", "config": {"libraries": {"words": lib}}}]},
+          open(work + "/agent-library.json", "w"), indent=2)
+tasks = [{"name": "part-%d" % i, "library": "words", "function": "count",
+          "args": "%s/part-%d.txt" % (data, i)} for i in range(1, 5)]
+json.dump({"name": "word-job", "aggregate": "sum", "tasks": tasks},
+          open(work + "/word-job.json", "w"), indent=2)
+# The same library named by its path instead of a name of the runner's "libraries".
+json.dump({"name": "word-job-path",
+           "tasks": [{"name": "by-path", "library": lib, "function": "count",
+                      "args": data + "/part-1.txt"}]},
+          open(work + "/word-job-path.json", "w"), indent=2)
+PY
+    dockhand-driver run "$work/word-job.json" --local-agents 1 --timeout 120 \
+      --agent-config "$work/agent-library.json" > "$work/word-job.out" 2>&1 \
+      || { cat "$work/word-job.out"; fail "the job library's job failed"; }
+    cat "$work/word-job.out"
+    grep -q "sum=406" "$work/word-job.out" || fail "the job library's word count did not sum to 406"
+    dockhand-driver run "$work/word-job-path.json" --local-agents 1 --timeout 120 --quiet \
+      --agent-config "$work/agent-library.json" || fail "a library named by its path did not run"
+  else
+    echo "(no library runner in this version: the job library was built, not run)"
+  fi
+else
+  echo "(no sdk/examples/word-job in this version: skipped)"
 fi
 
 step "purge"

@@ -281,7 +281,7 @@ int runCommand(const CliOptions& o) {
       std::cout << out;
     }
     std::optional<SumResult> sum;
-    if (s.job().aggregate == Aggregate::kSum) sum = sumStdout(tasks);
+    if (s.job().aggregate == Aggregate::kSum) sum = sumResults(tasks);
     std::cout << formatSummary(s.job(), state, s.progress(), s.failureReason(), wall, sum)
               << std::endl;
   });

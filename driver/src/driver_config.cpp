@@ -43,7 +43,8 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     JsonReader r(root, "");
     r.rejectUnknown({"properties", "log_level", "resource_profile", "agent_timeout_ms",
                      "heartbeat_interval_ms", "max_attempts", "max_frame_bytes", "server_threads",
-                     "hello_timeout_ms", "max_queued_frames", "auth_secret_file", "tls"});
+                     "hello_timeout_ms", "max_queued_frames", "result_fetch_timeout_ms",
+                     "max_result_bytes", "auth_secret_file", "tls"});
     DriverConfig c;
     c.properties = r.optionalStringMap("properties");
     if (r.has("log_level")) {
@@ -76,6 +77,11 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.server_threads =
         static_cast<int>(r.optionalInt("server_threads", c.server_threads, 2, 65536));
     c.hello_timeout_ms = r.optionalInt("hello_timeout_ms", c.hello_timeout_ms, 100, 3600000);
+    c.result_fetch_timeout_ms =
+        r.optionalInt("result_fetch_timeout_ms", c.result_fetch_timeout_ms, 100, 3600000);
+    c.max_result_bytes = static_cast<std::uint64_t>(
+        r.optionalInt("max_result_bytes", static_cast<std::int64_t>(c.max_result_bytes), 1,
+                      std::int64_t{1} << 40));
     c.max_queued_frames = static_cast<std::size_t>(
         r.optionalInt("max_queued_frames", static_cast<std::int64_t>(c.max_queued_frames), 16,
                       std::int64_t{1} << 30));

@@ -31,7 +31,12 @@ std::string driverSoftware() { return std::string("dockhand-driver ") + DOCKHAND
 DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now)
     : config_(std::move(config)),
       now_(std::move(now)),
-      scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms)}) {
+      scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms)}),
+      result_fetcher_(
+          ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
+                             config_.secret ? protocol::auth::makeRequestSigner(*config_.secret)
+                                            : protocol::auth::RequestSigner{},
+                             config_.tls_client}) {
   app_config_.properties = config_.properties;
   app_config_.properties.try_emplace(kHeartbeatIntervalProperty,
                                      std::to_string(config_.heartbeat_interval_ms));
@@ -73,6 +78,7 @@ void DriverService::stop() {
   }
   ticker_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  result_fetcher_.stop();  // its callbacks reach agents through the server
   if (server_) server_->stop();
 }
 

@@ -297,14 +297,11 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
                           protocol::toString(update.state), update.reason.empty() ? "" : ": ",
                           update.reason);
   }
-  std::lock_guard lock(mutex_);
-  const TimePoint now = now_();
-  scheduler_.touch(c->agent_id, now);
-  const JobState before = scheduler_.jobState();
-  Actions actions;
-  scheduler_.onStatusUpdate(c->agent_id, update, now, actions);
-  apply(actions);
-  if (scheduler_.jobState() != before) changed_.notify_all();
+  if (update.state == protocol::TaskState::kFinished && update.result.is_object() &&
+      update.result.contains("block") && fetchResultBlock(c->agent_id, update)) {
+    return;
+  }
+  applyStatus(c->agent_id, update);
 }
 
 void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,

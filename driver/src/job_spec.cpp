@@ -29,9 +29,47 @@ void substituteAll(Json& value, const std::string& job_dir) {
   }
 }
 
+// The payload of the "library" shorthand: {"library", "function", "args"} for the library
+// runner. `runner` is the task's "runner" as given (it may only name the library runner).
+Json parseLibraryTask(const JsonReader& r, const std::string& runner) {
+  if (r.has("runner") && runner != kLibraryRunner) {
+    r.fail("runner", fmt::format(R"(is '{}', but "library" tasks run on the '{}' runner (leave )"
+                                 R"("runner" out, or use "payload" for another runner))",
+                                 runner, kLibraryRunner));
+  }
+  for (const char* key : {"env", "cwd"}) {
+    if (r.has(key)) {
+      r.fail(key, R"(applies to "command" and "shell" tasks; a library task gets its input in )"
+                  R"("args")");
+    }
+  }
+  std::string library = r.requiredString("library");
+  if (library.empty()) {
+    r.fail("library", "must name a library of the runner's \"libraries\" or an absolute path");
+  }
+  if (!r.has("function")) {
+    r.fail("function", R"(is required with "library": the name of the task function to call)");
+  }
+  std::string function = r.requiredString("function");
+  const bool name_ok =
+      !function.empty() && std::all_of(function.begin(), function.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+      });
+  if (!name_ok) {
+    r.fail("function", fmt::format("'{}' is not a task function name (1 or more of "
+                                   "[A-Za-z0-9_.-], as the library exports it)",
+                                   function));
+  }
+  Json payload = {{"library", std::move(library)}, {"function", std::move(function)}};
+  if (const Json* args = r.find("args")) payload["args"] = *args;
+  return payload;
+}
+
 TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& job_dir) {
   r.rejectUnknown({"name", "runner", "cpus", "partition", "resources", "properties", "payload",
-                   "command", "shell", "env", "cwd", "inputs", "outputs"});
+                   "command", "shell", "library", "function", "args", "env", "cwd", "inputs",
+                   "outputs"});
   TaskSpec t;
   t.name = r.optionalString("name", fmt::format("task-{}", index));
   if (t.name.empty()) r.fail("name", "must not be empty");
@@ -61,9 +99,20 @@ TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& jo
   const bool has_payload = r.has("payload");
   const bool has_command = r.has("command");
   const bool has_shell = r.has("shell");
-  if (int(has_payload) + int(has_command) + int(has_shell) != 1) {
-    r.fail(has_payload && (has_command || has_shell) ? "payload" : "command",
-           R"(give exactly one of "payload", "command" or "shell")");
+  const bool has_library = r.has("library");
+  if (int(has_payload) + int(has_command) + int(has_shell) + int(has_library) != 1) {
+    const char* at = "command";
+    if (has_payload && (has_command || has_shell || has_library)) {
+      at = "payload";
+    } else if (has_library) {
+      at = "library";
+    }
+    r.fail(at, R"(give exactly one of "payload", "command", "shell" or "library")");
+  }
+  if (!has_library) {
+    for (const char* key : {"function", "args"}) {
+      if (r.has(key)) r.fail(key, R"(belongs to a library task (give "library" too))");
+    }
   }
   if (has_payload) {
     if (r.has("env")) r.fail("env", R"(belongs inside "payload" when "payload" is given)");
@@ -79,12 +128,15 @@ TaskSpec parseTask(const JsonReader& r, std::size_t index, const std::string& jo
       r.fail("command", "must be a non-empty array of strings (the program first)");
     }
     t.payload = {{"command", argv}};
-  } else {
+  } else if (has_shell) {
     std::string shell = r.requiredString("shell");
     if (shell.empty()) r.fail("shell", "must not be empty");
     t.payload = {{"shell", shell}};
+  } else {
+    t.payload = parseLibraryTask(r, t.runner);
+    t.runner = kLibraryRunner;
   }
-  if (!has_payload) {
+  if (!has_payload && !has_library) {
     if (r.has("env")) t.payload["env"] = r.optionalStringMap("env");
     if (r.has("cwd")) t.payload["cwd"] = r.requiredString("cwd");
   }

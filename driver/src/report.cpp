@@ -19,11 +19,20 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(first, last - first + 1));
 }
 
-std::string rawStdout(const Json& result) {
-  if (!result.is_object()) return {};
-  auto it = result.find("stdout");
+std::string stringField(const Json& result, const char* key) {
+  auto it = result.find(key);
   if (it == result.end() || !it->is_string()) return {};
   return it->get<std::string>();
+}
+
+// A process task's stdout, or a library task's value (its base64 form marked as such).
+std::string rawText(const Json& result) {
+  if (!result.is_object()) return {};
+  if (result.contains("stdout")) return stringField(result, "stdout");
+  if (result.contains("value")) return stringField(result, "value");
+  if (result.contains("value_base64"))
+    return std::string(kBase64Mark) + stringField(result, "value_base64");
+  return {};
 }
 
 bool writesBlocks(const JobSpec& job) {
@@ -45,8 +54,8 @@ std::string formatNumber(double value) {
   return fmt::format("{}", value);
 }
 
-std::string resultStdout(const Json& result, std::size_t max_chars) {
-  std::string text = trim(rawStdout(result));
+std::string resultText(const Json& result, std::size_t max_chars) {
+  std::string text = trim(rawText(result));
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
@@ -66,11 +75,11 @@ std::string resultStdout(const Json& result, std::size_t max_chars) {
   return out;
 }
 
-SumResult sumStdout(const std::vector<TaskRecord>& tasks) {
+SumResult sumResults(const std::vector<TaskRecord>& tasks) {
   SumResult sum;
   for (const auto& t : tasks) {
     if (t.outcome != TaskOutcome::kFinished || !t.spec.outputs.empty()) continue;
-    std::string text = trim(rawStdout(t.result));
+    std::string text = trim(rawText(t.result));
     char* end = nullptr;
     errno = 0;
     double value = text.empty() ? 0 : std::strtod(text.c_str(), &end);
@@ -90,7 +99,7 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
                   toString(task.outcome), task.agent_id.empty() ? "-" : task.agent_id,
                   task.launches, task.launches > 0 ? formatDuration(task.duration) : "-");
   if (task.outcome == TaskOutcome::kFinished) {
-    std::string out = resultStdout(task.result);
+    std::string out = resultText(task.result);
     if (!out.empty()) line += "  " + out;
   } else if (task.outcome == TaskOutcome::kFailed || task.outcome == TaskOutcome::kKilled) {
     std::string why = task.reason;
@@ -98,7 +107,7 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
       why += fmt::format("{}exit code {}", why.empty() ? "" : ", ", *task.exit_code);
     if (task.signal) why += fmt::format("{}signal {}", why.empty() ? "" : ", ", *task.signal);
     if (!why.empty()) line += "  " + why;
-    std::string err = resultStdout(Json{{"stdout", task.stderr_tail}}, 160);
+    std::string err = resultText(Json{{"stdout", task.stderr_tail}}, 160);
     if (!err.empty()) line += "  stderr: " + err;
   }
   return line;
@@ -119,7 +128,7 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
   if (sum) {
     line += fmt::format("; sum={}", formatNumber(sum->sum));
     if (!sum->not_numeric.empty()) {
-      line += fmt::format(" ({} task(s) without a numeric stdout, e.g. '{}')",
+      line += fmt::format(" ({} task(s) without a numeric result, e.g. '{}')",
                           sum->not_numeric.size(), sum->not_numeric.front());
     }
   }

@@ -447,6 +447,11 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   schedule(now, out);
 }
 
+bool Scheduler::isRunningOn(std::uint64_t task_id, const std::string& agent_id) const {
+  auto it = running_.find(task_id);
+  return it != running_.end() && it->second.agent_id == agent_id;
+}
+
 void Scheduler::cancel(const std::string& reason, Actions& out) {
   if (job_state_ == JobState::kRunning) failJob(reason, out);
 }

@@ -15,6 +15,8 @@ TEST(DriverConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c.max_attempts, 4);
   EXPECT_EQ(c.max_frame_bytes, protocol::kDefaultMaxFrameBytes);
   EXPECT_GE(c.server_threads, 256);
+  EXPECT_EQ(c.result_fetch_timeout_ms, 30000);
+  EXPECT_EQ(c.max_result_bytes, std::uint64_t{1} << 30);
 }
 
 TEST(DriverConfigTest, ReadsEveryKey) {
@@ -24,7 +26,7 @@ TEST(DriverConfigTest, ReadsEveryKey) {
                          "task_resources": {"gpu": 1}},
     "agent_timeout_ms": 5000, "heartbeat_interval_ms": 500, "max_attempts": 2,
     "max_frame_bytes": 65536, "server_threads": 64, "hello_timeout_ms": 2000,
-    "max_queued_frames": 1000})"),
+    "max_queued_frames": 1000, "result_fetch_timeout_ms": 1500, "max_result_bytes": 4096})"),
                                      "driver.json");
   EXPECT_EQ(c.properties.at("dockhand.driver.timeout_ms"), "30000");
   EXPECT_EQ(c.log_level, "debug");
@@ -34,6 +36,8 @@ TEST(DriverConfigTest, ReadsEveryKey) {
   EXPECT_EQ(c.max_attempts, 2);
   EXPECT_EQ(c.max_frame_bytes, 65536u);
   EXPECT_EQ(c.server_threads, 64);
+  EXPECT_EQ(c.result_fetch_timeout_ms, 1500);
+  EXPECT_EQ(c.max_result_bytes, 4096u);
 }
 
 std::string errorOf(const std::string& text) {

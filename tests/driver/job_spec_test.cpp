@@ -67,6 +67,56 @@ TEST(JobSpecTest, ErrorsNameTheFileAndJsonPath) {
   EXPECT_NE(errorOf(R"([1])").find("jobs/test.json: /: expected an object"), std::string::npos);
 }
 
+TEST(JobSpecTest, LibraryShorthandBecomesALibraryRunnerPayload) {
+  JobSpec job = parse(R"({"tasks": [
+    {"name": "count", "library": "words", "function": "count",
+     "args": {"file": "${JOB_DIR}/data/a.txt", "n": [1, 2]}},
+    {"library": "${JOB_DIR}/lib/libwords.so", "function": "ns.split-2", "runner": "library",
+     "outputs": ["shuffle_0_1_0"]},
+    {"library": "words", "function": "sum", "args": null, "inputs": ["shuffle_0_1_0"]}]})");
+  ASSERT_EQ(job.tasks.size(), 3u);
+  EXPECT_EQ(job.tasks[0].runner, "library");
+  EXPECT_EQ(job.tasks[0].payload,
+            Json({{"library", "words"},
+                  {"function", "count"},
+                  {"args", {{"file", "/abs/jobs/data/a.txt"}, {"n", {1, 2}}}}}));
+  EXPECT_EQ(job.tasks[1].runner, "library");
+  EXPECT_EQ(job.tasks[1].payload,
+            Json({{"library", "/abs/jobs/lib/libwords.so"}, {"function", "ns.split-2"}}));
+  EXPECT_EQ(job.tasks[1].outputs, std::vector<std::string>{"shuffle_0_1_0"});
+  // "args": null is no args: the runner hands the function "null" either way.
+  EXPECT_EQ(job.tasks[2].payload, Json({{"library", "words"}, {"function", "sum"}}));
+  EXPECT_EQ(job.tasks[2].inputs, std::vector<std::string>{"shuffle_0_1_0"});
+}
+
+TEST(JobSpecTest, LibraryTaskErrorsNameTheirPath) {
+  auto expect = [](const std::string& text, const std::string& wanted) {
+    const std::string error = errorOf(text);
+    EXPECT_NE(error.find(wanted), std::string::npos) << text << "\n  gave: " << error;
+  };
+  expect(R"({"tasks": [{"library": "w"}]})",
+         R"(jobs/test.json: /tasks/0/function: is required with "library")");
+  expect(R"({"tasks": [{"shell": "a"}, {"library": "w", "function": "f", "shell": "x"}]})",
+         R"(/tasks/1/library: give exactly one of "payload", "command", "shell" or "library")");
+  expect(R"({"tasks": [{"payload": {}, "library": "w", "function": "f"}]})",
+         "/tasks/0/payload: give exactly one of");
+  expect(R"({"tasks": [{"library": "", "function": "f"}]})", "/tasks/0/library: must name");
+  expect(R"({"tasks": [{"library": 3, "function": "f"}]})", "/tasks/0/library");
+  expect(R"({"tasks": [{"library": "w", "function": "a b"}]})",
+         "/tasks/0/function: 'a b' is not a task function name");
+  expect(R"({"tasks": [{"library": "w", "function": ""}]})", "/tasks/0/function:");
+  expect(R"({"tasks": [{"library": "w", "function": "f", "runner": "process"}]})",
+         R"(/tasks/0/runner: is 'process', but "library" tasks run on the 'library' runner)");
+  expect(R"({"tasks": [{"library": "w", "function": "f", "env": {"A": "b"}}]})",
+         R"(/tasks/0/env: applies to "command" and "shell" tasks)");
+  expect(R"({"tasks": [{"library": "w", "function": "f", "cwd": "/tmp"}]})", "/tasks/0/cwd:");
+  expect(R"({"tasks": [{"shell": "a", "function": "f"}]})",
+         R"(/tasks/0/function: belongs to a library task (give "library" too))");
+  expect(R"({"tasks": [{"command": ["a"], "args": [1]}]})", "/tasks/0/args: belongs to a library");
+  expect(R"({"tasks": [{"library": "w", "function": "f", "arg": 1}]})",
+         "/tasks/0/arg: unknown key");
+}
+
 TEST(JobSpecTest, ResourceAmountsAreWholeOrAFractionBelowOne) {
   JobSpec job = parse(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
   EXPECT_EQ(job.tasks[0].resources.at("gpu"), 0.25);
@@ -173,8 +223,10 @@ TEST(JobSpecTest, LoadReportsUnreadableAndInvalidFiles) {
 }
 
 TEST(JobSpecTest, ShippedExamplesParse) {
-  for (const char* path : {"/examples/wordcount/job.json", "/examples/flaky/job.json",
-                           "/examples/decommission/job.json"}) {
+  for (const char* path :
+       {"/examples/wordcount/job.json", "/examples/flaky/job.json",
+        "/examples/decommission/job.json", "/examples/jobs/wordcount.json",
+        "/examples/jobs/shuffle.json", "/examples/decommission/job-library.json"}) {
     JobSpec job = loadJobFile(std::string(DOCKHAND_SOURCE_DIR) + path);
     EXPECT_FALSE(job.tasks.empty()) << path;
     for (const auto& t : job.tasks) {

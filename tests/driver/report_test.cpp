@@ -18,10 +18,30 @@ TaskRecord finished(const std::string& name, const std::string& out) {
 TEST(ReportTest, SumsNumericStdoutAndNamesTheRest) {
   std::vector<TaskRecord> tasks = {finished("a", "  120\n"), finished("b", "3"),
                                    finished("c", "n/a\n")};
-  SumResult sum = sumStdout(tasks);
+  SumResult sum = sumResults(tasks);
   EXPECT_EQ(sum.sum, 123);
   EXPECT_EQ(sum.numeric, 2u);
   EXPECT_EQ(sum.not_numeric, std::vector<std::string>{"c"});
+}
+
+TaskRecord finishedLibrary(const std::string& name, const Json& result) {
+  TaskRecord t = finished(name, "");
+  t.result = result;
+  return t;
+}
+
+TEST(ReportTest, LibraryValuesAreShownAndSummedLikeStdout) {
+  std::vector<TaskRecord> tasks = {
+      finishedLibrary("a", {{"value", "40\n"}, {"bytes", 3}, {"duration_ms", 1}}),
+      finishedLibrary("b", {{"value", "2"}, {"block", "task_9_result"}, {"bytes", 1}}),
+      finishedLibrary("c", {{"value_base64", "AAE="}, {"bytes", 2}}), finished("d", "100")};
+  SumResult sum = sumResults(tasks);
+  EXPECT_EQ(sum.sum, 142);
+  EXPECT_EQ(sum.numeric, 3u);
+  EXPECT_EQ(sum.not_numeric, std::vector<std::string>{"c"});
+  EXPECT_NE(formatTaskLine(tasks[0], 4).find("  40"), std::string::npos);
+  EXPECT_EQ(resultText(tasks[2].result), "base64:AAE=");
+  EXPECT_NE(formatTaskLine(tasks[2], 4).find("base64:AAE="), std::string::npos);
 }
 
 TEST(ReportTest, TaskLineShowsStateAgentAttemptsAndTrimmedStdout) {
@@ -37,7 +57,7 @@ TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
   std::vector<TaskRecord> tasks = {finished("map", ""), finished("reduce-0", "7"),
                                    finished("reduce-1", "5")};
   tasks[0].spec.outputs = {"shuffle_0_0_0"};
-  SumResult sum = sumStdout(tasks);
+  SumResult sum = sumResults(tasks);
   EXPECT_EQ(sum.sum, 12);
   EXPECT_TRUE(sum.not_numeric.empty());
 }

@@ -161,15 +161,18 @@ dh_status run(const dh_task_api* api, dh_task* handle) noexcept {
 }  // namespace dockhand::job
 
 // One entry of DOCKHAND_JOB_LIBRARY: the function `fn`, named as in the source.
-// (clang-format would read `run<&fn>` as two comparisons.)
+// (clang-format would read `run<&fn>` as two comparisons; `fn` is a function's name, which a
+// template argument `&fn` takes unparenthesised.)
 // clang-format off
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define DOCKHAND_TASK(fn) \
   dh_job_function { #fn, &::dockhand::job::run<&fn> }
-// clang-format on
 
 // One entry with another name than the function's.
 #define DOCKHAND_TASK_NAMED(name, fn) \
   dh_job_function { name, &::dockhand::job::run<&fn> }
+// NOLINTEND(bugprone-macro-parentheses)
+// clang-format on
 
 // Defines dh_job_entry: the library's name, version, one-line description and its task
 // functions (DOCKHAND_TASK entries). Use it once per library, at namespace scope.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,11 @@ struct DriverConfig {
   long hello_timeout_ms = 10000;
   // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
   std::size_t max_queued_frames = 100000;
+  // A library task's result stored as a block (too large for its status update) is fetched
+  // from its agent's block server: each network operation of the fetch is bounded by this,
+  // and a block above max_result_bytes is refused (the task's attempt fails).
+  long result_fetch_timeout_ms = 30000;
+  std::uint64_t max_result_bytes = std::uint64_t{1} << 30;
   // The file holding the cluster secret (docs/security.md). Set: every agent must prove it
   // holds the same secret, and the driver proves it to them. Empty: no authentication.
   std::string auth_secret_file;

@@ -11,15 +11,22 @@
 // Authorization scheme, the body as the signed content); unsigned or wrongly signed ones are
 // answered 401 and counted with the handshake failures.
 //
+// A FINISHED update whose result is a block (a large library task result) is held back while
+// a ResultFetcher thread fetches the block from the agent; the update then reaches the
+// scheduler with the bytes as the result's value, or as FAILED saying why they could not be
+// had (a failed attempt, retried as any other).
+//
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
-// driver's heartbeats and expires silent agents. All scheduler state is behind one mutex,
-// held only for the scheduler call itself: decoding happens before, encoding after (on the
-// connections' writer threads). Actions are queued on connections while the mutex is held,
-// so a launch and a later kill of the same task reach the agent in that order.
+// driver's heartbeats and expires silent agents; result fetches run on the ResultFetcher's. All
+// scheduler state is behind one mutex, held only for the scheduler call itself: decoding happens
+// before, encoding after (on the connections' writer threads). Actions are queued on connections
+// while the mutex is held, so a launch and a later kill of the same task reach the agent in that
+// order.
 //
 // The code, by seam: driver_service.cpp (lifetime, the `run` side, actions, the ticker),
 // driver_service_frames.cpp (the agent protocol), driver_service_handshake.cpp (Hello and
-// authentication), driver_service_control.cpp (the /v1 control API).
+// authentication), driver_service_control.cpp (the /v1 control API),
+// driver_service_results.cpp (results stored as blocks).
 #pragma once
 
 #include <atomic>
@@ -35,6 +42,7 @@
 
 #include "dockhand/driver/agent_server.h"
 #include "dockhand/driver/driver_config.h"
+#include "dockhand/driver/result_fetcher.h"
 #include "dockhand/driver/scheduler.h"
 
 namespace dockhand::driver {
@@ -112,6 +120,15 @@ class DriverService : public FrameHandler {
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleHeartbeat(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // A FINISHED update whose result names a block: starts fetching it and returns true, or
+  // returns false when the scheduler should take the update as it is (a stray one).
+  bool fetchResultBlock(const std::string& agent_id, const protocol::StatusUpdate& update);
+  // The fetch of `update`'s result block ended: hands the scheduler the update with the
+  // bytes as its value, or a FAILED one with `error`.
+  void resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
+                     const std::optional<std::string>& bytes, const std::string& error);
+  // Feeds a status update to the scheduler and carries out what it decides.
+  void applyStatus(const std::string& agent_id, const protocol::StatusUpdate& update);
   // Marks the agent decommissioning and logs it once; the caller holds mutex_.
   void markDecommissioning(const std::string& agent_id, const std::string& why);
   // Answers a frame that could not be handled: a Reply to its ask id, else an Error frame.
@@ -144,6 +161,8 @@ class DriverService : public FrameHandler {
   bool stopping_ = false;
   std::thread ticker_;
   std::atomic<bool> stopped_{false};
+  // Last: stopped (its threads joined) before anything above goes.
+  ResultFetcher result_fetcher_;
 };
 
 }  // namespace dockhand::driver

@@ -1,7 +1,8 @@
 // A job: the tasks `dockhand-driver run` schedules onto agents, read from a JSON job file.
 //
 //   {"name": "wordcount", "max_attempts": 4, "aggregate": "sum", "properties": {...},
-//    "tasks": [{"name": "part-1", "shell": "wc -w < ${JOB_DIR}/data/part-1.txt"}, ...]}
+//    "tasks": [{"name": "part-1", "shell": "wc -w < ${JOB_DIR}/data/part-1.txt"},
+//              {"name": "part-2", "library": "words", "function": "count", "args": {...}}, ...]}
 //
 // A task may name the blocks it writes ("outputs") and the blocks it reads ("inputs"): every
 // input must be some task's output, each block has one producer, and the graph has no cycle.
@@ -23,6 +24,9 @@
 namespace dockhand::driver {
 
 using Json = protocol::Json;
+
+// The agent runner of "library" tasks (job libraries, docs/jobs.md).
+inline constexpr std::string_view kLibraryRunner = "library";
 
 // How the job's results are combined into the summary line.
 enum class Aggregate { kNone, kSum };
@@ -56,7 +60,7 @@ struct JobSpec {
 };
 
 // Parses a job from JSON. `source` names the input in error messages; `job_dir` replaces
-// "${JOB_DIR}" in every string of a task's command, shell, env, cwd and payload.
+// "${JOB_DIR}" in every string of a task's command, shell, env, cwd, library, args and payload.
 JobSpec parseJob(const Json& root, const std::string& source, const std::string& job_dir);
 
 // Reads and parses a job file; ${JOB_DIR} is the file's directory as an absolute path.

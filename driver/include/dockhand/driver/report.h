@@ -5,24 +5,30 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dockhand/driver/scheduler.h"
 
 namespace dockhand::driver {
 
-// The task's stdout from a FINISHED result, whitespace-trimmed, newlines shown as " | ",
-// cut to `max_chars`.
-std::string resultStdout(const Json& result, std::size_t max_chars = 200);
+// What a text value not in UTF-8 is shown with: "base64:" and its base64 form.
+inline constexpr std::string_view kBase64Mark = "base64:";
+
+// The value of a FINISHED result: a process task's stdout, or a library task's "value" (its
+// "value_base64" shown as "base64:<text>"), whitespace-trimmed, newlines shown as " | ", cut
+// to `max_chars`.
+std::string resultText(const Json& result, std::size_t max_chars = 200);
 
 struct SumResult {
   double sum = 0;
   std::size_t numeric = 0;
-  std::vector<std::string> not_numeric;  // task names whose stdout is not a number
+  std::vector<std::string> not_numeric;  // task names whose value is not a number
 };
-// Sums the finished tasks' stdout parsed as numbers. Tasks that declare "outputs" write
-// blocks for other tasks; they are an earlier stage and do not count.
-SumResult sumStdout(const std::vector<TaskRecord>& tasks);
+// Sums the finished tasks' values (stdout, or a library task's value) parsed as numbers.
+// Tasks that declare "outputs" write blocks for other tasks; they are an earlier stage and
+// do not count.
+SumResult sumResults(const std::vector<TaskRecord>& tasks);
 
 // "part-1  FINISHED  agent-1  attempts=1  12ms  4302"
 std::string formatTaskLine(const TaskRecord& task, std::size_t name_width);

@@ -206,6 +206,9 @@ class Scheduler {
   // Fails the running job with `reason` and kills its running tasks.
   void cancel(const std::string& reason, Actions& out);
 
+  // True when launch `task_id` is running on `agent_id` (a status update from it counts).
+  bool isRunningOn(std::uint64_t task_id, const std::string& agent_id) const;
+
   JobState jobState() const { return job_state_; }
   const std::string& failureReason() const { return failure_reason_; }
   const JobSpec& job() const { return job_; }

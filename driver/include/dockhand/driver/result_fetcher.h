@@ -1,0 +1,101 @@
+// ResultFetcher: brings the driver the results that agents stored as blocks.
+//
+// A library task whose result is too large for a status update finishes with
+// {"block": "task_<id>_result", "bytes": N, ...}: its agent stored the bytes as a block and
+// reported it (UpdateBlockInfo) before FINISHED. The DriverService hands each such result to
+// a ResultFetcher, which GETs the block from the agent's block server (signed when the cluster
+// has a secret, over TLS when it has TLS), checks its size and xxh64 checksum, and calls back
+// with the bytes or with why it could not.
+//
+// Threads: fetch() only queues; a few fetch threads, started at the first fetch, run the
+// requests in order and call `done` on their own thread (never under the caller's locks), so
+// a slow agent holds up no connection thread. Every fetch is bounded by the timeout.
+// Lifetime: stop() (or the destructor) drops what is still queued, without calling it back,
+// and waits for the fetches under way, whose callbacks still run; nothing runs after it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <Poco/Net/Context.h>
+
+#include "dockhand/protocol/auth.h"
+#include "dockhand/protocol/envelope.h"
+
+namespace dockhand::driver {
+
+// Where a result block is and what it must be.
+struct ResultBlock {
+  std::string id;
+  std::string url;  // http(s)://HOST:PORT/blocks/<id>
+  std::uint64_t size = 0;
+  std::string checksum;  // "xxh64:<16 hex>"; empty: not checked
+};
+
+struct ResultFetchOptions {
+  std::chrono::milliseconds timeout{30000};  // per network operation of one fetch
+  std::uint64_t max_bytes = std::uint64_t{1} << 30;
+  std::size_t threads = 2;
+  protocol::auth::RequestSigner signer;  // empty: unsigned requests
+  Poco::Net::Context::Ptr tls;           // set: the URL must be https://
+};
+
+class ResultFetchError : public std::runtime_error {
+ public:
+  explicit ResultFetchError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// GETs the block into memory and checks its size and checksum. Blocking. Throws
+// ResultFetchError "result block <id> from <url>: <why>".
+std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions& options);
+
+// The "value" of a result's bytes: {"value": text} when they are UTF-8, else
+// {"value_base64": base64} (as the library runner reports small results).
+protocol::Json resultValue(const std::string& bytes);
+bool isUtf8(const std::string& bytes);
+// A block's checksum as the agents write it: "xxh64:<16 lower-case hex digits>".
+std::string blockChecksum(std::string_view bytes);
+std::string base64(const std::string& bytes);
+
+class ResultFetcher {
+ public:
+  // The block's bytes, or nullopt and why not.
+  using Done =
+      std::function<void(const std::optional<std::string>& bytes, const std::string& error)>;
+
+  explicit ResultFetcher(ResultFetchOptions options);
+  ~ResultFetcher();
+  ResultFetcher(const ResultFetcher&) = delete;
+  ResultFetcher& operator=(const ResultFetcher&) = delete;
+
+  // Queues a fetch; `done` is called on a fetch thread. Ignored after stop().
+  void fetch(ResultBlock block, Done done);
+  // Drops queued fetches and waits for those under way. Idempotent.
+  void stop();
+
+ private:
+  struct Request {
+    ResultBlock block;
+    Done done;
+  };
+  void work();
+
+  ResultFetchOptions options_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Request> queue_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+
+}  // namespace dockhand::driver

@@ -1,0 +1,86 @@
+// DriverService: task results stored as blocks. A library task whose result is too large for
+// its status update finishes with {"block": "task_<id>_result", "bytes": N, ...}; the block is
+// fetched from the agent that reported it (off the connection's thread) and the update goes
+// on to the scheduler with the bytes as the result's "value" (or "value_base64"). A block that
+// cannot be had fails the attempt, which is retried like any other failure.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dockhand/base/logging.h"
+#include "dockhand/driver/driver_service.h"
+
+namespace dockhand::driver {
+
+bool DriverService::fetchResultBlock(const std::string& agent_id,
+                                     const protocol::StatusUpdate& update) {
+  const Json& named = update.result.at("block");  // the caller checked it is there
+  std::string error;
+  ResultBlock block;
+  {
+    std::lock_guard lock(mutex_);
+    scheduler_.touch(agent_id, now_());
+    // An update the scheduler would ignore is not worth a fetch.
+    if (!scheduler_.isRunningOn(update.task_id, agent_id)) return false;
+    const BlockLocation* location =
+        named.is_string() ? scheduler_.blocks().find(named.get<std::string>()) : nullptr;
+    auto holder = location != nullptr ? location->holders.find(agent_id)
+                                      : std::map<std::string, std::string>::const_iterator();
+    if (!named.is_string() || !isValidBlockId(named.get<std::string>())) {
+      error = fmt::format("its result names block {}, not a block id", named.dump());
+    } else if (location == nullptr || holder == location->holders.end()) {
+      error = fmt::format(
+          "its result is block '{}', which agent '{}' did not report (UpdateBlockInfo) before "
+          "FINISHED",
+          named.get<std::string>(), agent_id);
+    } else {
+      block.id = location->id;
+      block.url = holder->second;
+      block.size = location->size;
+      block.checksum = location->checksum;
+      const AgentInfo* agent = scheduler_.agent(agent_id);
+      if (block.url.rfind("http", 0) != 0 && agent != nullptr && !agent->block_url.empty()) {
+        block.url = agent->block_url + "/blocks/" + block.id;
+      }
+    }
+  }
+  if (!error.empty()) {
+    resultFetched(agent_id, update, std::nullopt, error);
+    return true;
+  }
+  logger("driver")->debug("task {} on '{}': fetching its result, block {} ({} bytes) from {}",
+                          update.task_id, agent_id, block.id, block.size, block.url);
+  result_fetcher_.fetch(
+      std::move(block),
+      [this, agent_id, update](const std::optional<std::string>& bytes, const std::string& why) {
+        resultFetched(agent_id, update, bytes, why);
+      });
+  return true;
+}
+
+void DriverService::resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
+                                  const std::optional<std::string>& bytes,
+                                  const std::string& error) {
+  if (bytes) {
+    const Json value = resultValue(*bytes);
+    for (const auto& [key, text] : value.items()) update.result[key] = text;
+  } else {
+    logger("driver")->warn("task {} on '{}' finished, but its result cannot be had: {}",
+                           update.task_id, agent_id, error);
+    update.state = protocol::TaskState::kFailed;
+    update.reason = "the task finished, but the driver could not get its result: " + error;
+  }
+  applyStatus(agent_id, update);
+}
+
+void DriverService::applyStatus(const std::string& agent_id, const protocol::StatusUpdate& update) {
+  std::lock_guard lock(mutex_);
+  const TimePoint now = now_();
+  scheduler_.touch(agent_id, now);
+  const JobState before = scheduler_.jobState();
+  Actions actions;
+  scheduler_.onStatusUpdate(agent_id, update, now, actions);
+  apply(actions);
+  if (scheduler_.jobState() != before) changed_.notify_all();
+}
+
+}  // namespace dockhand::driver

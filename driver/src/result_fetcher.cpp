@@ -1,0 +1,207 @@
+#include "dockhand/driver/result_fetcher.h"
+
+#include <xxhash.h>
+
+#include <memory>
+#include <sstream>
+
+#include <Poco/Base64Encoder.h>
+#include <Poco/Exception.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/SSLException.h>
+#include <Poco/URI.h>
+#include <fmt/format.h>
+
+#include "dockhand/tls/tls.h"
+
+namespace dockhand::driver {
+std::string blockChecksum(std::string_view bytes) {
+  return fmt::format("xxh64:{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+}
+
+std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions& options) {
+  auto fail = [&](const std::string& why) {
+    return ResultFetchError(fmt::format("result block {} from {}: {}", block.id, block.url, why));
+  };
+  if (block.size > options.max_bytes) {
+    throw fail(fmt::format("{} bytes is more than the driver takes (max_result_bytes {})",
+                           block.size, options.max_bytes));
+  }
+  try {
+    Poco::URI uri(block.url);
+    const std::string scheme = options.tls ? "https" : "http";
+    if (uri.getScheme() != scheme || uri.getHost().empty()) {
+      throw fail(fmt::format("expected an {}://HOST:PORT/blocks/<id> URL{}", scheme,
+                             options.tls ? " (this driver uses TLS)" : ""));
+    }
+    std::unique_ptr<Poco::Net::HTTPClientSession> session;
+    if (options.tls) {
+      session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(),
+                                                                options.tls);
+    } else {
+      session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+    }
+    const auto ms = options.timeout.count();
+    session->setTimeout(
+        Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
+                                   Poco::Net::HTTPMessage::HTTP_1_1);
+    if (options.signer) {
+      std::string header = options.signer(Poco::Net::HTTPRequest::HTTP_GET, uri.getPath(), "");
+      if (!header.empty()) request.set("Authorization", header);
+    }
+    session->sendRequest(request);
+    Poco::Net::HTTPResponse response;
+    std::istream& in = session->receiveResponse(response);
+    if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) {
+      std::string body(512, '\0');
+      in.read(body.data(), static_cast<std::streamsize>(body.size()));
+      body.resize(static_cast<std::size_t>(in.gcount()));
+      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+      throw fail(fmt::format("HTTP {} {}{}", static_cast<int>(response.getStatus()),
+                             response.getReason(), body.empty() ? "" : ": " + body));
+    }
+    std::string bytes;
+    bytes.reserve(static_cast<std::size_t>(block.size));
+    std::string buffer(std::size_t{1} << 16, '\0');
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      const auto n = static_cast<std::size_t>(in.gcount());
+      if (n == 0) break;
+      if (bytes.size() + n > options.max_bytes) {
+        throw fail(fmt::format("more than {} bytes (max_result_bytes)", options.max_bytes));
+      }
+      bytes.append(buffer.data(), n);
+    }
+    if (bytes.size() != block.size) {
+      throw fail(fmt::format("got {} bytes, expected {}", bytes.size(), block.size));
+    }
+    if (!block.checksum.empty()) {
+      const std::string got = blockChecksum(bytes);
+      if (got != block.checksum) {
+        throw fail(fmt::format("checksum mismatch: expected {}, got {}", block.checksum, got));
+      }
+    }
+    return bytes;
+  } catch (const ResultFetchError&) {
+    throw;
+  } catch (const Poco::Net::SSLException& e) {
+    throw fail("TLS: " + tls::explainFailure(e));
+  } catch (const Poco::Exception& e) {
+    throw fail(e.displayText());
+  } catch (const std::exception& e) {
+    throw fail(e.what());
+  }
+}
+
+bool isUtf8(const std::string& bytes) {
+  std::size_t i = 0;
+  const std::size_t n = bytes.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    std::size_t extra = 0;
+    std::uint32_t code = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+      code = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      code = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      code = c & 0x07u;
+    } else {
+      return false;
+    }
+    if (i + extra >= n) return false;
+    for (std::size_t k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(bytes[i + k]);
+      if ((next & 0xC0u) != 0x80u) return false;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    // No overlong forms, no surrogates, nothing above U+10FFFF.
+    if ((extra == 2 && code < 0x800) || (extra == 3 && code < 0x10000) ||
+        (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) {
+      return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+std::string base64(const std::string& bytes) {
+  std::ostringstream out;
+  Poco::Base64Encoder encoder(out);
+  encoder.rdbuf()->setLineLength(0);
+  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  encoder.close();
+  return out.str();
+}
+
+protocol::Json resultValue(const std::string& bytes) {
+  if (isUtf8(bytes)) return {{"value", bytes}};
+  return {{"value_base64", base64(bytes)}};
+}
+
+// ---- ResultFetcher ----------------------------------------------------------------------------
+
+ResultFetcher::ResultFetcher(ResultFetchOptions options) : options_(std::move(options)) {
+  if (options_.threads == 0) options_.threads = 1;
+}
+
+ResultFetcher::~ResultFetcher() { stop(); }
+
+void ResultFetcher::fetch(ResultBlock block, Done done) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return;
+  queue_.push_back(Request{std::move(block), std::move(done)});
+  if (threads_.size() < options_.threads) {
+    threads_.emplace_back([this] { work(); });
+  }
+  wake_.notify_one();
+}
+
+void ResultFetcher::stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    queue_.clear();
+    threads.swap(threads_);
+  }
+  wake_.notify_all();
+  for (auto& t : threads) t.join();
+}
+
+void ResultFetcher::work() {
+  for (;;) {
+    Request request;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      request = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::optional<std::string> bytes;
+    std::string error;
+    try {
+      bytes = fetchResultBlock(request.block, options_);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    try {
+      request.done(bytes, error);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the owner's callback handles its own
+      // errors; one that escapes must not end the driver.
+    }
+  }
+}
+
+}  // namespace dockhand::driver

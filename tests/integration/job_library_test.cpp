@@ -1,0 +1,194 @@
+// End to end: the example job library (examples/jobs, "words") under the real driver on two
+// real local agents with the `library` runner: the word count, the two-stage shuffle (maps
+// write shuffle blocks, reduces read them), and a result too large for a status update, which
+// the agent stores as a block and the driver fetches (signed in a cluster with a secret, over
+// TLS in one with TLS). Skipped where the library runner plugin is not built.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+#include "support/test_pki.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using std::chrono_literals::operator""s;
+
+const fs::path kExamples = fs::path(DOCKHAND_SOURCE_DIR) / "examples";
+
+// Words in the example's input, counted the way `wc -w` does.
+long countWords(const fs::path& file) {
+  std::ifstream in(file);
+  long words = 0;
+  std::string word;
+  while (in >> word) ++words;
+  return words;
+}
+
+long allWords() {
+  long words = 0;
+  for (int i = 1; i <= 4; ++i) {
+    words += countWords(kExamples / "wordcount" / "data" / ("part-" + std::to_string(i) + ".txt"));
+  }
+  return words;
+}
+
+// Lines of `text` that start with `prefix`.
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+class JobLibraryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(DOCKHAND_LIBRARY_RUNNER)) {
+      GTEST_SKIP() << "the library runner plugin is not built (" << DOCKHAND_LIBRARY_RUNNER << ")";
+    }
+  }
+
+  // The agents' config: the library runner with the example library as "words".
+  fs::path writeAgentConfig(const Json& runner_settings = Json::object()) {
+    Json runner = {{"libraries", {{"words", DOCKHAND_EXAMPLE_JOB_LIBRARY}}}};
+    runner.update(runner_settings);
+    Json config = {{"block_port", 0},
+                   {"plugins", {{{"name", "process"}}, {{"name", "library"}, {"config", runner}}}}};
+    fs::path path = dir.path() / "agent.json";
+    writeFile(path, config.dump(2));
+    return path;
+  }
+
+  // `dockhand-driver run JOB` on two local agents; returns its exit code and fills out_.
+  int run(const fs::path& job, const fs::path& agent_config,
+          const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {driverBinary(),   "run",       job.string(),
+                                     "--local-agents", "2",         "--agent-config",
+                                     agent_config,     "--timeout", "120"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ChildProcess driver(argv, (dir.path() / "driver.log").string());
+    const auto code = driver.waitExit(150s);
+    out_ = driver.output();
+    return code.value_or(-1);
+  }
+
+  TempDir dir;
+  std::string out_;
+};
+
+TEST_F(JobLibraryTest, WordCountAddsUpTheTaskFunctionsResults) {
+  ASSERT_EQ(run(kExamples / "jobs" / "wordcount.json", writeAgentConfig()), 0) << out_;
+  EXPECT_NE(out_.find("job wordcount-library SUCCEEDED"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+  const auto parts = linesStartingWith(out_, "part-");
+  ASSERT_EQ(parts.size(), 4u) << out_;
+  const std::string part1 =
+      std::to_string(countWords(kExamples / "wordcount" / "data" / "part-1.txt"));
+  EXPECT_NE(parts[0].find("FINISHED"), std::string::npos) << parts[0];
+  EXPECT_EQ(parts[0].substr(parts[0].size() - part1.size() - 2), "  " + part1) << parts[0];
+}
+
+TEST_F(JobLibraryTest, TwoStageShuffleReducesWhatTheMapsWrote) {
+  ASSERT_EQ(run(kExamples / "jobs" / "shuffle.json", writeAgentConfig()), 0) << out_;
+  EXPECT_NE(out_.find("job shuffle-library SUCCEEDED"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+  EXPECT_NE(out_.find("0 map tasks rerun for lost blocks"), std::string::npos) << out_;
+  const auto maps = linesStartingWith(out_, "map-");
+  ASSERT_EQ(maps.size(), 4u) << out_;
+  for (const auto& line : maps) EXPECT_NE(line.find("attempts=1"), std::string::npos) << line;
+  const auto reduces = linesStartingWith(out_, "reduce-");
+  ASSERT_EQ(reduces.size(), 2u) << out_;
+  for (const auto& line : reduces) EXPECT_NE(line.find("FINISHED"), std::string::npos) << line;
+}
+
+// part-1's count padded to 200 KB: above the runner's max_direct_result_bytes, so the agent
+// stores it as a block and the driver fetches it; the sum still adds it up.
+fs::path writeLargeResultJob(const fs::path& dir) {
+  Json tasks = Json::array();
+  for (int i = 1; i <= 4; ++i) {
+    Json args = {
+        {"file",
+         (kExamples / "wordcount" / "data" / ("part-" + std::to_string(i) + ".txt")).string()}};
+    if (i == 1) args["pad_to"] = 200000;
+    tasks.push_back({{"name", "part-" + std::to_string(i)},
+                     {"library", "words"},
+                     {"function", "count"},
+                     {"args", args}});
+  }
+  fs::path job = dir / "large.json";
+  writeFile(job, Json{{"name", "large"}, {"aggregate", "sum"}, {"tasks", tasks}}.dump(2));
+  return job;
+}
+
+TEST_F(JobLibraryTest, ALargeResultTravelsAsABlockTheDriverFetches) {
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  ASSERT_EQ(run(writeLargeResultJob(dir.path()), config, {"--log-level", "debug"}), 0) << out_;
+  EXPECT_NE(out_.find("job large SUCCEEDED"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+  EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("(200000 bytes)"), std::string::npos) << out_;
+}
+
+TEST_F(JobLibraryTest, ALargeResultIsFetchedWithASignedRequestWhenTheClusterHasASecret) {
+  // `run` gives its local agents the same secret: their block servers then take only requests
+  // signed with it, the driver's result fetch included.
+  const fs::path secret = dir.path() / "secret";
+  writeFile(secret, "s3cr3t-f0r-the-job-library-test-4c2a\n");
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  ASSERT_EQ(run(writeLargeResultJob(dir.path()), config,
+                {"--auth-secret-file", secret.string(), "--log-level", "debug"}),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+}
+
+TEST_F(JobLibraryTest, ALargeResultIsFetchedOverTlsWhenTheClusterUsesIt) {
+  // `run` gives its local agents the driver's tls section: their block servers serve https://
+  // only, and the driver fetches the result block from there, verifying the agent's certificate.
+  if (!TestPki::available()) GTEST_SKIP() << "the openssl program is not installed";
+  TestPki pki(dir.path() / "pki");
+  const fs::path driver_config = dir.path() / "driver.json";
+  writeFile(driver_config, "{\"tls\": " + pki.tlsJson("server") + "}\n");
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  ASSERT_EQ(run(writeLargeResultJob(dir.path()), config,
+                {"--config", driver_config.string(), "--log-level", "debug"}),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("from https://127.0.0.1:"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+}
+
+TEST_F(JobLibraryTest, AResultBlockAboveTheDriversMaximumFailsTheTask) {
+  const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
+  const fs::path driver_config = dir.path() / "driver.json";
+  writeFile(driver_config, R"({"max_result_bytes": 100000})");
+  EXPECT_EQ(run(writeLargeResultJob(dir.path()), config,
+                {"--config", driver_config.string(), "--log-level", "warn"}),
+            1)
+      << out_;
+  EXPECT_NE(out_.find("job large FAILED"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("the driver could not get its result"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("200000 bytes is more than the driver takes (max_result_bytes 100000)"),
+            std::string::npos)
+      << out_;
+}
+
+}  // namespace
+}  // namespace dockhand::testing
