@@ -58,7 +58,9 @@ LibraryConfig parseConfig(std::string_view config_json) {
     if (key == "libraries") {
       if (!value.is_object()) invalid(path, "must be an object of name -> absolute path");
       for (const auto& [name, file] : value.items()) {
-        const std::string item = path + "/" + name;
+        std::string item = path;
+        item += '/';
+        item += name;
         if (!isSafeFileName(name)) invalid(item, "a library name is [A-Za-z0-9_.-]+");
         if (!file.is_string() || file.get_ref<const std::string&>().empty() ||
             file.get_ref<const std::string&>().front() != '/') {

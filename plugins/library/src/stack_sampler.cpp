@@ -17,10 +17,10 @@
 namespace dockhand::plugins::library {
 namespace {
 
-std::mutex g_install_mutex;
-int g_installed = 0;  // StackSamplers alive
-bool g_pinned = false;
-struct sigaction g_previous {};
+std::mutex gInstallMutex;
+int gInstalled = 0;  // StackSamplers alive
+bool gPinned = false;
+struct sigaction gPrevious {};
 
 void onSampleSignal(int /*sig*/, siginfo_t* info, void* context) {
   const int saved_errno = errno;
@@ -75,20 +75,20 @@ StackSampler::StackSampler() {
   // backtrace() loads libgcc_s on its first call, which is not async-signal-safe: do it here.
   void* frames[4];
   ::backtrace(frames, 4);
-  std::lock_guard lock(g_install_mutex);
-  if (g_installed++ == 0 && !g_pinned) {
+  std::lock_guard lock(gInstallMutex);
+  if (gInstalled++ == 0 && !gPinned) {
     struct sigaction action {};
     action.sa_sigaction = &onSampleSignal;
     action.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&action.sa_mask);
-    ::sigaction(signalNumber(), &action, &g_previous);
+    ::sigaction(signalNumber(), &action, &gPrevious);
   }
 }
 
 StackSampler::~StackSampler() {
-  std::lock_guard lock(g_install_mutex);
-  if (keep_installed_) g_pinned = true;
-  if (--g_installed == 0 && !g_pinned) ::sigaction(signalNumber(), &g_previous, nullptr);
+  std::lock_guard lock(gInstallMutex);
+  if (keep_installed_) gPinned = true;
+  if (--gInstalled == 0 && !gPinned) ::sigaction(signalNumber(), &gPrevious, nullptr);
 }
 
 std::optional<std::vector<std::string>> StackSampler::sample(pthread_t thread, StackSlot& slot,

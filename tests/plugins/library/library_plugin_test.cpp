@@ -151,7 +151,7 @@ TEST_F(LibraryPluginTest, ReadsInputsInTheTasksOrder) {
   std::filesystem::create_directories(input_dir);
   std::ofstream(input_dir / "rdd_1_1") << "world";
   std::ofstream(input_dir / "rdd_1_0") << "hello ";
-  std::ofstream(input_dir / "rdd_1_2");  // empty
+  { std::ofstream empty(input_dir / "rdd_1_2"); }
   auto end = run(1, call("concatInputs"), {"rdd_1_0", "rdd_1_1", "rdd_1_2"});
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   EXPECT_EQ(end.detail.at("result").at("value"), "hello world");
