@@ -65,7 +65,8 @@ using std::chrono_literals::operator""s;
 constexpr const char* kUsage = R"(usage: dockhand-bench [options]
 
 Measures, in one run: agent start -> registered, idle agent RSS, throughput of N tasks of
-/bin/true through dockhand-driver and one agent, and the single-task round trip; each next
+/bin/true and of N no-op job library tasks (the `library` runner) through dockhand-driver
+and one agent, and the single-task round trip; each next
 to a baseline measured on this machine in the same run. Prints a table (or JSON).
 
 options:
@@ -239,6 +240,15 @@ struct Results {
     titles[number] = std::move(title);
   }
   void add(Figure figure) { sections[current].push_back(std::move(figure)); }
+  // A figure measured earlier in the run, by key.
+  std::optional<double> value(const std::string& key) const {
+    for (const auto& [number, figures] : sections) {
+      for (const Figure& figure : figures) {
+        if (figure.key == key) return figure.value;
+      }
+    }
+    return std::nullopt;
+  }
 };
 
 // ---- Helpers around the agent ------------------------------------------------------------
@@ -614,17 +624,18 @@ struct DriverRun {
   double process_s = 0;   // spawn of dockhand-driver to its exit (agent start, stop, clean-up)
 };
 
-void writeJob(const fs::path& path, int tasks) {
+// A job of `tasks` copies of one task (its JSON text).
+void writeJob(const fs::path& path, int tasks, std::string_view task) {
   std::ofstream out(path);
   out << R"({"name": "bench", "tasks": [)";
-  for (int i = 0; i < tasks; ++i)
-    out << (i ? "," : "") << "\n"
-        << R"({"command": ["/bin/true"]})";
+  for (int i = 0; i < tasks; ++i) out << (i ? "," : "") << "\n" << task;
   out << "]}\n";
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
-DriverRun runDriver(const Options& options, const fs::path& job, int cores, const TempDir& dir) {
+// `agent_config`: passed to the local agent (--agent-config) when not empty.
+DriverRun runDriver(const Options& options, const fs::path& job, int cores, const TempDir& dir,
+                    const fs::path& agent_config = {}) {
   // The driver's own limit, and ours a little beyond it: at least 20 tasks/s.
   int timeout_s = std::max(60, options.tasks / 20);
   std::vector<std::string> args = {(options.bin_dir / "dockhand-driver").string(),
@@ -637,7 +648,11 @@ DriverRun runDriver(const Options& options, const fs::path& job, int cores, cons
                                    "--quiet",
                                    "--timeout",
                                    std::to_string(timeout_s)};
-  auto log = dir.path() / ("driver-cores" + std::to_string(cores) + ".log");
+  if (!agent_config.empty()) {
+    args.emplace_back("--agent-config");
+    args.push_back(agent_config.string());
+  }
+  auto log = dir.path() / (job.stem().string() + "-cores" + std::to_string(cores) + ".log");
   auto t0 = Clock::now();
   ChildProcess driver(args, log.string());
   std::optional<int> code;
@@ -672,7 +687,7 @@ DriverRun runDriver(const Options& options, const fs::path& job, int cores, cons
 void measureThroughput(const Options& options, Results& results, const SpawnBaseline& spawn) {
   TempDir dir;
   auto job = dir.path() / "bench.json";
-  writeJob(job, options.tasks);
+  writeJob(job, options.tasks, R"({"command": ["/bin/true"]})");
   results.section(
       3, fmt::format("throughput: {} x /bin/true, dockhand-driver + 1 agent", options.tasks));
   for (int cores : {2, 1}) {
@@ -695,6 +710,39 @@ void measureThroughput(const Options& options, Results& results, const SpawnBase
                        spawn.sequential_per_s, "/s"));
   results.add(measured("spawn_parallel2_per_s", "raw spawn+wait /bin/true, 2 in flight",
                        spawn.parallel2_per_s, "/s"));
+}
+
+// No-op tasks of a job library (bench/noop_job.cpp) through the agent's `library` runner: the
+// task path with no process at all, next to the /bin/true figure of the same cores.
+void measureLibraryThroughput(const Options& options, Results& results) {
+  const fs::path library =
+      options.bin_dir.parent_path() / "lib/dockhand/jobs/libdockhand_bench_jobs.so";
+  if (!fs::exists(library)) {
+    throw std::runtime_error(library.string() + " not found (build the dockhand-bench target)");
+  }
+  TempDir dir;
+  auto job = dir.path() / "library.json";
+  writeJob(job, options.tasks, R"({"library": "bench", "function": "noop"})");
+  auto config = dir.path() / "agent.json";
+  std::ofstream(config) << nlohmann::json{
+      {"plugins",
+       {{{"name", "process"}},
+        {{"name", "library"}, {"config", {{"libraries", {{"bench", library.string()}}}}}}}}};
+  results.section(5, fmt::format("throughput: {} no-op library tasks (job library, no process), "
+                                 "dockhand-driver + 1 agent",
+                                 options.tasks));
+  for (int cores : {2, 1}) {
+    checkInterrupted();
+    DriverRun run = runDriver(options, job, cores, dir, config);
+    double rate = options.tasks / run.job_wall_s;
+    auto process = results.value(fmt::format("throughput_cores{}_per_s", cores));
+    auto figure = measured(fmt::format("library_cores{}_per_s", cores),
+                           fmt::format("--cores {}, job wall", cores), rate, "tasks/s")
+                      .comparedWith(fmt::format("/bin/true tasks, --cores {}", cores),
+                                    process ? rate / *process : std::nan(""));
+    if (cores == 2) figure.withTarget(">= 20,000/s", rate >= 20000);
+    results.add(figure);
+  }
 }
 
 // ---- Output ------------------------------------------------------------------------------
@@ -828,6 +876,8 @@ int run(int argc, char** argv) {
             [&] { measureIdleAndRoundTrip(options, results, spawn.latency_us, runner_like, tcp); });
     if (!options.json) std::cerr << "dockhand-bench: throughput through dockhand-driver...\n";
     attempt("throughput", [&] { measureThroughput(options, results, spawn); });
+    if (!options.json) std::cerr << "dockhand-bench: no-op library tasks...\n";
+    attempt("library throughput", [&] { measureLibraryThroughput(options, results); });
   } catch (const Interrupted&) {
     std::cerr << "dockhand-bench: interrupted\n";
     return 130;
