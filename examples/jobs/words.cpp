@@ -8,7 +8,8 @@
 //           the words of PATH and splits the counts by a hash of the word into R blocks
 //           shuffle_<S>_<M>_<r> of "word count" lines (every block is written, maybe empty).
 //           S defaults to 0, M to the task's partition; T (default 0) waits first, polling for
-//           a kill, to give a decommission something to watch.
+//           a kill, to give a decommission something to watch. "started_file": PATH (optional)
+//           is created when the task starts, for a script that waits until the maps run.
 //   reduce  no args: adds up the counts of every input block (the shuffle blocks of its
 //           number); the result is the sum, as text.
 //
@@ -119,6 +120,10 @@ void map(Task& task) {
   if (reducers < 1 || reducers > 10000) throw std::runtime_error("reducers must be 1..10000");
   const std::int64_t shuffle = intArg(args, "shuffle", 0);
   const std::int64_t map_id = intArg(args, "map", task.partition());
+  if (args.contains("started_file")) {
+    std::ofstream started(args.at("started_file").get<std::string>());
+    if (!started) throw std::runtime_error("cannot create started_file");
+  }
   pause(task, intArg(args, "sleep_ms", 0));
   if (task.cancelled()) return;
 

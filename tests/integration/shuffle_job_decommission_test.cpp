@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "support/agent_command.h"
 #include "support/process.h"
@@ -59,7 +60,10 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
 
   // The example's job, with each map first leaving a marker (so that the test knows the
   // maps run) and taking a few seconds (so that they still run when the agent is told).
-  fs::path writeJob() {
+  // `library_tasks`: the same job as code in the agents (examples/jobs' "words" library).
+  fs::path writeJob() { return library_tasks_ ? writeLibraryJob() : writeShellJob(); }
+
+  fs::path writeShellJob() {
     std::string tasks;
     for (int m = 0; m < kMaps; ++m) {
       std::string outputs;
@@ -87,6 +91,41 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     return job;
   }
 
+  fs::path writeLibraryJob() {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (int m = 0; m < kMaps; ++m) {
+      nlohmann::json outputs = nlohmann::json::array();
+      for (int r = 0; r < kReducers; ++r)
+        outputs.push_back(nlohmann::json::parse(quotedBlockId(m, r)));
+      tasks.push_back(
+          {{"name", "map-" + std::to_string(m)},
+           {"partition", m},
+           {"library", "words"},
+           {"function", "map"},
+           {"args",
+            {{"file", (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string()},
+             {"reducers", kReducers},
+             {"sleep_ms", 4000},
+             {"started_file", (dir.path() / ("started-" + std::to_string(m))).string()}}},
+           {"outputs", outputs}});
+    }
+    for (int r = 0; r < kReducers; ++r) {
+      nlohmann::json inputs = nlohmann::json::array();
+      for (int m = 0; m < kMaps; ++m) inputs.push_back(nlohmann::json::parse(quotedBlockId(m, r)));
+      tasks.push_back({{"name", "reduce-" + std::to_string(r)},
+                       {"partition", r},
+                       {"library", "words"},
+                       {"function", "reduce"},
+                       {"inputs", inputs}});
+    }
+    fs::path job = dir.path() / "job.json";
+    writeFile(job,
+              nlohmann::json{
+                  {"name", "shuffle"}, {"max_attempts", 2}, {"aggregate", "sum"}, {"tasks", tasks}}
+                  .dump(2));
+    return job;
+  }
+
   // The agents' config: decommission on, blocks migrated by `plugin`; a fallback store
   // shared by both agents (the fallback plugin writes it, every block server reads it).
   // With `secret_file`, the agents authenticate (the driver must then require it too); with
@@ -98,6 +137,11 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     std::string auth =
         secret_file.empty() ? "" : R"("auth_secret_file": ")" + secret_file.string() + "\",\n ";
     if (!tls.empty()) auth += "\"tls\": " + tls + ",\n ";
+    if (library_tasks_) {
+      auth +=
+          R"("plugins": [{"name": "process"}, {"name": "library", "config": {"libraries": {"words": ")" +
+          std::string(DOCKHAND_EXAMPLE_JOB_LIBRARY) + "\"}}}],\n ";
+    }
     writeFile(config, "{" + auth + R"("block_port": 0, "fallback_dir": ")" + fallback_.string() +
                           "\",\n \"decommission\": {\"enabled\": true, \"migration\": [\"" +
                           plugin + "\"], \"deadline_ms\": 60000, \"check_interval_ms\": 100}}\n");
@@ -206,9 +250,17 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   fs::path fallback_ = dir.path() / "fallback";
   int port_ = 0;
   std::string agent_scheme_ = "ws";
+  bool library_tasks_ = false;
 };
 
 TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
+  sigpwrWithPeerMigration(writeAgentConfig("peer"));
+}
+
+// The same job as library tasks (the example "words" job library on the agents' library
+// runner): the maps' output blocks are migrated the same way, the reduces read them.
+TEST_F(ShuffleJobDecommissionTest, SigpwrWithLibraryTasksNeedsNoMapRerun) {
+  library_tasks_ = true;
   sigpwrWithPeerMigration(writeAgentConfig("peer"));
 }
 
