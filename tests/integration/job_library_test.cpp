@@ -43,17 +43,6 @@ long allWords() {
   return words;
 }
 
-// Lines of `text` that start with `prefix`.
-std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-  }
-  return out;
-}
-
 class JobLibraryTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -38,17 +38,6 @@ long countWords(const fs::path& dir) {
   return words;
 }
 
-// Lines of `text` that start with `prefix`.
-std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-  }
-  return out;
-}
-
 std::string quotedBlockId(int map, int reduce) {
   return "\"shuffle_0_" + std::to_string(map) + "_" + std::to_string(reduce) + "\"";
 }

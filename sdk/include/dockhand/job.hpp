@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "dockhand/job.h"
+#include "dockhand/plugin.hpp"
 
 namespace dockhand::job {
 
@@ -42,16 +43,9 @@ enum class Level : std::int32_t {
   kError = DH_LOG_ERROR,
 };
 
-// A failed call of the runner's table (an invalid block id, a failed write, a missing input).
-class Error : public std::runtime_error {
- public:
-  Error(dh_status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
-  dh_status status() const noexcept { return status_; }
-
- private:
-  dh_status status_;
-};
+// A failed call of the runner's table (an invalid block id, a failed write, a missing input):
+// the status and the runner's message. The SDK's one error type (dockhand/plugin.hpp).
+using Error = ::dockhand::sdk::Error;
 
 // The running task, for the duration of the task function. Not copyable; use it from the
 // function's thread (cancelled() from any thread).

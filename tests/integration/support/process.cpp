@@ -128,6 +128,16 @@ void writeFile(const std::filesystem::path& path, const std::string& text) {
   out << text;
 }
 
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
 std::string agentBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand"; }
 std::string driverBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver"; }
 

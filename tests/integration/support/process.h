@@ -63,6 +63,8 @@ bool processGone(pid_t pid);
 
 std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
+// The lines of `text` that start with `prefix` (a driver's task lines, say), in order.
+std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix);
 
 // Paths of the built programs.
 std::string agentBinary();
