@@ -184,9 +184,12 @@ if [ -d "$work/example-word-job" ]; then
   lib="$work/example-word-job/build/libword-job.so"
   [ -f "$lib" ] || fail "dockhand_add_job_library(word-job) did not build libword-job.so"
   # Default visibility: the task function is in the dynamic symbol table (thread dumps name it).
-  nm -D --defined-only -C "$lib" | grep -q 'word_job::count' \
-    || fail "libword-job.so does not export word_job::count: $(nm -D --defined-only -C "$lib")"
-  nm -D --defined-only "$lib" | grep -qw dh_job_entry || fail "libword-job.so has no dh_job_entry"
+  # (The symbol list is read whole first: grep -q stops reading at the first match, and under
+  # pipefail nm's SIGPIPE would fail the check.)
+  symbols=$(nm -D --defined-only -C "$lib")
+  grep -q 'word_job::count' <<<"$symbols" \
+    || fail "libword-job.so does not export word_job::count: $symbols"
+  grep -qw dh_job_entry <<<"$symbols" || fail "libword-job.so has no dh_job_entry"
   if [ -e /usr/lib/dockhand/plugins/dockhand-library.so ]; then
     data=/usr/share/doc/dockhand/examples/wordcount/data
     python3 - "$lib" "$data" "$work" <<'PY'
