@@ -53,7 +53,7 @@ class Task {
  public:
   Task(const dh_task_api* api, dh_task* task) noexcept : api_(api), task_(task) {}
   ~Task() {
-    if (kill_ && has(&dh_task_api::on_kill)) api_->on_kill(task_, nullptr, nullptr);
+    if (kill_) api_->on_kill(task_, nullptr, nullptr);
   }
   Task(const Task&) = delete;
   Task& operator=(const Task&) = delete;
@@ -111,14 +111,6 @@ class Task {
   dh_task* handle() const noexcept { return task_; }
 
  private:
-  template <typename Field>
-  bool has(Field dh_task_api::*field) const noexcept {
-    const auto* base = reinterpret_cast<const char*>(api_);
-    const auto* at = reinterpret_cast<const char*>(&(api_->*field));
-    return static_cast<std::size_t>(at - base) + sizeof(Field) <= api_->struct_size &&
-           api_->*field != nullptr;
-  }
-
   void check(dh_status status) const {
     if (status == DH_OK) return;
     const char* message = api_->last_error(task_);
