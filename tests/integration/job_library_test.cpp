@@ -104,6 +104,16 @@ TEST_F(JobLibraryTest, TwoStageShuffleReducesWhatTheMapsWrote) {
   for (const auto& line : reduces) EXPECT_NE(line.find("FINISHED"), std::string::npos) << line;
 }
 
+// The same two-stage job with the tasks in worker processes: the same blocks, the same sum.
+TEST_F(JobLibraryTest, TwoStageShuffleRunsInWorkerProcessesToo) {
+  ASSERT_EQ(run(kExamples / "jobs" / "shuffle.json", writeAgentConfig({{"worker_processes", 2}})),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("job shuffle-library SUCCEEDED"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
+  EXPECT_NE(out_.find("0 map tasks rerun for lost blocks"), std::string::npos) << out_;
+}
+
 // part-1's count padded to 200 KB: above the runner's max_direct_result_bytes, so the agent
 // stores it as a block and the driver fetches it; the sum still adds it up.
 fs::path writeLargeResultJob(const fs::path& dir) {

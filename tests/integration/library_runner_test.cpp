@@ -129,6 +129,38 @@ TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillIsReportedKilledAndTheAgentGoesO
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
 }
 
+// Worker processes: a task that crashes costs its worker, not the agent; it is reported FAILED
+// with the signal, the worker is replaced, and a task that ignores its kill costs its worker
+// too (no reaper exit needed). The workers end with the agent.
+TEST_F(LibraryRunnerTest, InWorkerProcessesACrashCostsAWorkerNotTheAgent) {
+  auto agent = startAgent({{"worker_processes", 2}, {"kill_timeout_ms", 300}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "crash");
+  auto failed = driver.waitForStatus(1, protocol::TaskState::kFailed, 10s);
+  ASSERT_TRUE(failed) << agent->output();
+  EXPECT_NE(failed->reason.find("died: signal 6 (SIGABRT)"), std::string::npos) << failed->reason;
+  launch(2, "ignoreKill", {{"ms", 20000}});
+  ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kRunning, 10s)) << agent->output();
+  kill(2);
+  auto killed = driver.waitForStatus(2, protocol::TaskState::kKilled, 10s);
+  ASSERT_TRUE(killed) << agent->output();
+  EXPECT_NE(killed->reason.find("its worker process"), std::string::npos) << killed->reason;
+  std::vector<pid_t> workers;
+  for (std::uint64_t id : {3, 4}) {
+    launch(id, "processId");
+    auto finished = driver.waitForStatus(id, protocol::TaskState::kFinished, 10s);
+    ASSERT_TRUE(finished) << agent->output();
+    workers.push_back(std::stoi(finished->result.value("value", "0")));
+    EXPECT_NE(workers.back(), agent->pid());
+  }
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+  for (pid_t worker : workers) {
+    EXPECT_TRUE(waitUntil([&] { return processGone(worker); }, 10s))
+        << "worker " << worker << " outlived the agent";
+  }
+}
+
 TEST_F(LibraryRunnerTest, SecondStageReadsTheBlockTheFirstStageWrote) {
   const fs::path agent_config = dir.path() / "agent.json";
   writeFile(

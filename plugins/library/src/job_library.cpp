@@ -61,7 +61,7 @@ constexpr std::size_t kMinDescriptorSize =
 
 }  // namespace
 
-std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow_insecure) {
+void JobLibrary::checkFile(const std::string& path, bool allow_insecure) {
   auto refuse = [&](const std::string& why) {
     return LibraryRefused("job library '" + path + "': " + why);
   };
@@ -76,7 +76,13 @@ std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow
     }
     if (!why.empty()) throw refuse("refused: " + why);
   }
+}
 
+std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow_insecure) {
+  auto refuse = [&](const std::string& why) {
+    return LibraryRefused("job library '" + path + "': " + why);
+  };
+  checkFile(path, allow_insecure);
   std::shared_ptr<JobLibrary> library(new JobLibrary());
   library->path_ = path;
   ::dlerror();

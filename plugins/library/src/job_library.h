@@ -32,6 +32,8 @@ class JobLibrary {
  public:
   // Throws LibraryRefused.
   static std::shared_ptr<JobLibrary> open(const std::string& path, bool allow_insecure);
+  // The file checks of open(), without loading: throws LibraryRefused.
+  static void checkFile(const std::string& path, bool allow_insecure);
   ~JobLibrary();
   JobLibrary(const JobLibrary&) = delete;
   JobLibrary& operator=(const JobLibrary&) = delete;

@@ -78,10 +78,19 @@ LibraryConfig parseConfig(std::string_view config_json) {
       out.exit_on_unkillable = boolean(value, path);
     } else if (key == "allow_insecure_libraries") {
       out.allow_insecure_libraries = boolean(value, path);
+    } else if (key == "worker_processes") {
+      out.worker_processes = static_cast<std::uint32_t>(nonNegative(value, path, 1024));
+    } else if (key == "worker_program") {
+      if (!value.is_string() || value.get_ref<const std::string&>().empty() ||
+          value.get_ref<const std::string&>().front() != '/') {
+        invalid(path, "must be the absolute path of the worker executable");
+      }
+      out.worker_program = value.get<std::string>();
     } else {
       invalid(path,
               "unknown key (known keys: libraries, max_direct_result_bytes, max_result_bytes, "
-              "kill_timeout_ms, exit_on_unkillable, allow_insecure_libraries)");
+              "kill_timeout_ms, exit_on_unkillable, allow_insecure_libraries, worker_processes, "
+              "worker_program)");
     }
   }
   if (out.max_result_bytes < out.max_direct_result_bytes) {

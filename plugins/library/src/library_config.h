@@ -18,6 +18,10 @@ struct LibraryConfig {
   std::chrono::milliseconds kill_timeout{10000};    // Spark: spark.task.reaper.killTimeout
   bool exit_on_unkillable = false;                  // Spark: spark.task.reaper.enabled
   bool allow_insecure_libraries = false;
+  // 0: tasks run on threads of the agent. N > 0: on N pre-started worker processes
+  // (worker_pool.h), one task at a time each; a crash costs a worker, not the agent.
+  std::uint32_t worker_processes = 0;
+  std::string worker_program;  // the worker executable; "" = next to this plugin
 };
 
 // Throws dockhand::sdk::Error(DH_INVALID_ARGUMENT) naming the key ("config/libraries/x: ...").
@@ -36,7 +40,9 @@ inline constexpr const char* kLibraryConfigSchema = R"({
     "max_result_bytes": {"type": "integer", "minimum": 0, "maximum": 4611686018427387904},
     "kill_timeout_ms": {"type": "integer", "minimum": 0, "maximum": 86400000},
     "exit_on_unkillable": {"type": "boolean"},
-    "allow_insecure_libraries": {"type": "boolean"}
+    "allow_insecure_libraries": {"type": "boolean"},
+    "worker_processes": {"type": "integer", "minimum": 0, "maximum": 1024},
+    "worker_program": {"type": "string", "pattern": "^/"}
   },
   "additionalProperties": false
 })";

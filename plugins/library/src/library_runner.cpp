@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "task_result.h"
+#include "task_end.h"
 
 namespace dockhand::plugins::library {
 namespace {
@@ -55,10 +55,16 @@ LibraryRunner::LibraryRunner(sdk::Host host, std::string_view config_json)
             std::to_string(config.max_result_bytes) + " fail; a killed task has " +
             std::to_string(config.kill_timeout.count()) + " ms to return" +
             (config.exit_on_unkillable ? ", else the agent ends" : ""));
+  if (config.worker_processes > 0) {
+    workers_ = std::make_unique<WorkerPool>(state_->gate, config, std::string(config_json));
+    host.info("tasks run in " + std::to_string(config.worker_processes) +
+              " worker processes, one task at a time each");
+  }
   reaper_ = std::thread([this] { reaperLoop(); });
 }
 
 LibraryRunner::~LibraryRunner() {
+  workers_.reset();  // reports what ran there, while the gate is open
   std::vector<std::shared_ptr<Task>> running;
   {
     std::lock_guard lock(state_->mutex);
@@ -148,6 +154,15 @@ void LibraryRunner::launch(std::string_view task_json) {
     throw sdk::Error(DH_INVALID_ARGUMENT, "work_dir: '" + spec.work_dir + "' is not a directory");
   }
   const std::string path = libraryPath(spec);
+  if (workers_) {
+    try {
+      JobLibrary::checkFile(path, state_->config.allow_insecure_libraries);
+    } catch (const LibraryRefused& e) {
+      throw sdk::Error(DH_ERROR, e.what());
+    }
+    workers_->launch(spec, std::string(task_json), path, spec.library);
+    return;
+  }
   task->library_label = spec.library;
   task->library = loadLibrary(path);
   task->function = task->library->find(spec.function);
@@ -157,7 +172,10 @@ void LibraryRunner::launch(std::string_view task_json) {
                                               ") has no function '" + spec.function +
                                               "' (it has: " + task->library->functionNames() + ")");
   }
-  task->context = std::make_unique<TaskContext>(task->spec, state_->gate);
+  task->context = std::make_unique<TaskContext>(
+      task->spec, [gate = state_->gate](std::int32_t level, const std::string& line) {
+        gate->with([&](const sdk::Host& host) { host.log(level, line); });
+      });
   {
     std::lock_guard lock(state_->mutex);
     state_->tasks.emplace(spec.task_id, task);
@@ -199,18 +217,7 @@ void LibraryRunner::runTask(const std::shared_ptr<State>& state, const std::shar
     task->started = Clock::now();
   }
   report(*state, *task, DH_TASK_RUNNING, {});
-  dh_status status = DH_ERROR;
-  std::string escaped;
-  if (!task->context->cancelled()) {
-    try {
-      status = task->function(TaskContext::api(), task->context->handle());
-    } catch (const std::exception& e) {
-      escaped = e.what();
-    } catch (...) {
-      escaped = "a non-standard exception";
-    }
-  }
-  task->context->finish();
+  const FunctionReturn returned = callFunction(task->function, *task->context);
   const std::uint64_t duration_ms = millisSince(task->started);
   bool killed = false;
   bool abandoned = false;
@@ -230,31 +237,19 @@ void LibraryRunner::runTask(const std::shared_ptr<State>& state, const std::shar
     });
     return;
   }
-  TerminalReport end;
-  if (killed) {
-    end = {DH_TASK_KILLED, json{{"reason", kill_reason}}.dump()};
-  } else if (!escaped.empty()) {
-    end = {DH_TASK_FAILED,
-           json{{"reason", "function '" + task->spec.function + "' of job library '" +
-                               task->library_label + "' let an exception escape: " + escaped}}
-               .dump(-1, ' ', false, json::error_handler_t::replace)};
-  } else if (status != DH_OK) {
-    std::string reason = task->context->error();
-    if (reason.empty()) {
-      reason = "function '" + task->spec.function + "' of job library '" + task->library_label +
-               "' returned status " + std::to_string(status) + " without an error message";
-    }
-    end = {DH_TASK_FAILED,
-           json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace)};
-  } else {
-    end = resultReport(task->spec, state->config, task->context->result(), duration_ms);
-  }
+  const TerminalReport end =
+      endReport(task->spec, task->library_label, state->config, *task->context, returned,
+                killed ? std::optional<std::string>(kill_reason) : std::nullopt, duration_ms);
   report(*state, *task, end.state, end.detail_json);
 }
 
 void LibraryRunner::kill(std::uint64_t task_id, bool /*interrupt*/, std::string_view reason) {
   // A thread cannot be stopped from outside: interrupt or not, the function is asked to stop
   // (cancelled flag and callback) and given kill_timeout_ms.
+  if (workers_) {
+    workers_->kill(task_id, reason.empty() ? std::string("killed") : std::string(reason));
+    return;
+  }
   std::shared_ptr<Task> task;
   {
     std::lock_guard lock(state_->mutex);
@@ -315,6 +310,7 @@ void LibraryRunner::reaperLoop() {
 }
 
 std::string LibraryRunner::threadDump(std::uint64_t task_id) {
+  if (workers_) return workers_->threadDump(task_id);
   std::shared_ptr<Task> task;
   WorkerThread* worker = nullptr;
   {
@@ -355,6 +351,7 @@ std::string LibraryRunner::threadDump(std::uint64_t task_id) {
 }
 
 std::string LibraryRunner::taskStats(std::uint64_t task_id) {
+  if (workers_) return workers_->taskStats(task_id);
   json stats = {{"task_id", task_id}};
   std::lock_guard lock(state_->mutex);
   auto it = state_->tasks.find(task_id);

@@ -41,6 +41,7 @@
 #include "stack_sampler.h"
 #include "task_context.h"
 #include "thread_pool.h"
+#include "worker_pool.h"
 
 namespace dockhand::plugins::library {
 
@@ -101,6 +102,7 @@ class LibraryRunner final : public sdk::TaskRunner {
   void abandon(const std::shared_ptr<Task>& task, const std::string& why);
 
   std::shared_ptr<State> state_;
+  std::unique_ptr<WorkerPool> workers_;  // worker_processes > 0: every task runs there
   StackSampler sampler_;
   CachedThreadPool pool_;
   std::thread reaper_;  // last: started once everything above exists

@@ -18,8 +18,7 @@ const char kEmpty[1] = {0};
 
 }  // namespace
 
-TaskContext::TaskContext(const TaskSpec& spec, std::shared_ptr<HostGate> host)
-    : spec_(spec), host_(std::move(host)) {}
+TaskContext::TaskContext(const TaskSpec& spec, LogSink log) : spec_(spec), log_(std::move(log)) {}
 
 TaskContext::~TaskContext() { finish(); }
 
@@ -201,7 +200,7 @@ void TaskContext::log(dh_task* task, std::int32_t level, const char* message) {
   try {
     std::string line = "task " + std::to_string(context.spec_.task_id) + ": " +
                        (message != nullptr ? message : "");
-    context.host_->with([&](const sdk::Host& host) { host.log(level, line); });
+    context.log_(level, line);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a log line lost to out of memory
   }
 }

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,9 +52,12 @@ class HostGate {
   sdk::Host host_;
 };
 
+// Where a task's log lines go: the host (threads) or the worker's channel (worker processes).
+using LogSink = std::function<void(std::int32_t level, const std::string& line)>;
+
 class TaskContext {
  public:
-  TaskContext(const TaskSpec& spec, std::shared_ptr<HostGate> host);
+  TaskContext(const TaskSpec& spec, LogSink log);
   ~TaskContext();
   TaskContext(const TaskContext&) = delete;
   TaskContext& operator=(const TaskContext&) = delete;
@@ -102,7 +106,7 @@ class TaskContext {
   dh_status writeOutputOf(const char* block_id, const void* data, std::size_t size);
 
   const TaskSpec& spec_;
-  std::shared_ptr<HostGate> host_;
+  LogSink log_;
   std::atomic<bool> cancelled_{false};
 
   std::mutex callback_mutex_;

@@ -44,10 +44,16 @@ class LibraryPluginTest : public ::testing::Test {
   }
   void TearDown() override { runner_.reset(); }
 
-  // A runner whose config is `config` plus {"libraries": {"test": <the test library>}}.
-  std::unique_ptr<TaskRunnerPlugin> makeRunner(json config) {
-    config["libraries"]["test"] = library_path_;
-    return host_.createTaskRunner("library", config.dump(), recorder_.callback());
+  // What every runner of the fixture is configured with: tasks on threads, by default.
+  virtual json baseConfig() const { return json::object(); }
+
+  // A runner whose config is baseConfig(), then `config`, plus {"libraries": {"test": <the
+  // test library>}}.
+  std::unique_ptr<TaskRunnerPlugin> makeRunner(const json& config) {
+    json merged = baseConfig();
+    merged.update(config);
+    merged["libraries"]["test"] = library_path_;
+    return host_.createTaskRunner("library", merged.dump(), recorder_.callback());
   }
 
   static json call(const std::string& function, json args = nullptr) {
@@ -84,7 +90,19 @@ class LibraryPluginTest : public ::testing::Test {
   std::unique_ptr<TaskRunnerPlugin> runner_;
 };
 
-TEST_F(LibraryPluginTest, ArgsComeBackAsDirectResult) {
+// The tests every mode passes: tasks on threads of the agent, and in worker processes.
+class LibraryModeTest : public LibraryPluginTest,
+                        public ::testing::WithParamInterface<std::string> {
+ protected:
+  json baseConfig() const override {
+    return GetParam() == "workers" ? json{{"worker_processes", 3}} : json::object();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Library, LibraryModeTest, ::testing::Values("threads", "workers"),
+                         [](const auto& test) { return test.param; });
+
+TEST_P(LibraryModeTest, ArgsComeBackAsDirectResult) {
   auto end = run(1, call("echoArgs", json{{"words", {"a", "b"}}}));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   const json& result = end.detail.at("result");
@@ -97,20 +115,20 @@ TEST_F(LibraryPluginTest, ArgsComeBackAsDirectResult) {
   EXPECT_EQ(reports[0].state, DH_TASK_RUNNING);
 }
 
-TEST_F(LibraryPluginTest, ArgsDefaultToNull) {
+TEST_P(LibraryModeTest, ArgsDefaultToNull) {
   auto end = run(1, call("echoArgs"));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   EXPECT_EQ(end.detail.at("result").at("value"), "null");
 }
 
-TEST_F(LibraryPluginTest, FunctionSeesTheTasksIdAttemptAndPartition) {
+TEST_P(LibraryModeTest, FunctionSeesTheTasksIdAttemptAndPartition) {
   auto end = run(42, call("describeTask"));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   EXPECT_EQ(json::parse(end.detail.at("result").at("value").get<std::string>()),
             (json{{"id", 42}, {"attempt", 2}, {"partition", 5}}));
 }
 
-TEST_F(LibraryPluginTest, ResultThatIsNotUtf8ComesBackAsBase64) {
+TEST_P(LibraryModeTest, ResultThatIsNotUtf8ComesBackAsBase64) {
   auto end = run(1, call("binaryResult"));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   const json& result = end.detail.at("result");
@@ -119,7 +137,7 @@ TEST_F(LibraryPluginTest, ResultThatIsNotUtf8ComesBackAsBase64) {
   EXPECT_FALSE(result.contains("value"));
 }
 
-TEST_F(LibraryPluginTest, LargeResultBecomesABlockFile) {
+TEST_P(LibraryModeTest, LargeResultBecomesABlockFile) {
   runner_ = makeRunner({{"max_direct_result_bytes", 100}});
   auto end = run(7, call("resultOfBytes", {{"bytes", 1000}}));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
@@ -131,7 +149,7 @@ TEST_F(LibraryPluginTest, LargeResultBecomesABlockFile) {
             std::string(1000, 'r'));
 }
 
-TEST_F(LibraryPluginTest, ResultAtTheDirectLimitStaysDirect) {
+TEST_P(LibraryModeTest, ResultAtTheDirectLimitStaysDirect) {
   runner_ = makeRunner({{"max_direct_result_bytes", 100}});
   auto end = run(7, call("resultOfBytes", {{"bytes", 100}}));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
@@ -139,14 +157,14 @@ TEST_F(LibraryPluginTest, ResultAtTheDirectLimitStaysDirect) {
   EXPECT_FALSE(std::filesystem::exists(taskDir(tasks_.path(), 7) / "output" / "task_7_result"));
 }
 
-TEST_F(LibraryPluginTest, ResultAboveTheMaximumFails) {
+TEST_P(LibraryModeTest, ResultAboveTheMaximumFails) {
   runner_ = makeRunner({{"max_direct_result_bytes", 10}, {"max_result_bytes", 100}});
   auto end = run(1, call("resultOfBytes", {{"bytes", 101}}));
   ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
   EXPECT_EQ(end.detail.at("reason"), "result of 101 bytes is above max_result_bytes (100)");
 }
 
-TEST_F(LibraryPluginTest, ReadsInputsInTheTasksOrder) {
+TEST_P(LibraryModeTest, ReadsInputsInTheTasksOrder) {
   auto input_dir = taskDir(tasks_.path(), 1) / "input";
   std::filesystem::create_directories(input_dir);
   std::ofstream(input_dir / "rdd_1_1") << "world";
@@ -157,14 +175,14 @@ TEST_F(LibraryPluginTest, ReadsInputsInTheTasksOrder) {
   EXPECT_EQ(end.detail.at("result").at("value"), "hello world");
 }
 
-TEST_F(LibraryPluginTest, InputNotOfTheTaskFailsIt) {
+TEST_P(LibraryModeTest, InputNotOfTheTaskFailsIt) {
   auto end = run(1, call("readMissingInput"));
   ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
   EXPECT_THAT(end.detail.at("reason").get<std::string>(),
               HasSubstr("'rdd_9_9' is not an input of this task"));
 }
 
-TEST_F(LibraryPluginTest, OutputsAreAppendedToFilesInTheOutputDirectory) {
+TEST_P(LibraryModeTest, OutputsAreAppendedToFilesInTheOutputDirectory) {
   auto end =
       run(3, call("writeOutputs",
                   {{"outputs", {{"task_3_a", {"one ", "two"}}, {"task_3_b", json::array({""})}}}}));
@@ -175,7 +193,7 @@ TEST_F(LibraryPluginTest, OutputsAreAppendedToFilesInTheOutputDirectory) {
   EXPECT_EQ(std::filesystem::file_size(output / "task_3_b"), 0u);
 }
 
-TEST_F(LibraryPluginTest, OutputIdThatIsNotAFileNameIsRefused) {
+TEST_P(LibraryModeTest, OutputIdThatIsNotAFileNameIsRefused) {
   auto end = run(1, call("writeBadOutput"));
   ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
   EXPECT_THAT(end.detail.at("result").at("value").get<std::string>(),
@@ -183,13 +201,13 @@ TEST_F(LibraryPluginTest, OutputIdThatIsNotAFileNameIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(taskDir(tasks_.path(), 1) / "escape"));
 }
 
-TEST_F(LibraryPluginTest, ThrownErrorFailsTheTaskWithItsMessage) {
+TEST_P(LibraryModeTest, ThrownErrorFailsTheTaskWithItsMessage) {
   auto end = run(1, call("failByThrowing"));
   ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
   EXPECT_EQ(end.detail.at("reason"), "broken on purpose");
 }
 
-TEST_F(LibraryPluginTest, ErrorWithoutMessageNamesTheFunction) {
+TEST_P(LibraryModeTest, ErrorWithoutMessageNamesTheFunction) {
   auto end = run(1, call("returnErrorSilently"));
   ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
   EXPECT_EQ(end.detail.at("reason"),
@@ -197,7 +215,7 @@ TEST_F(LibraryPluginTest, ErrorWithoutMessageNamesTheFunction) {
             "error message");
 }
 
-TEST_F(LibraryPluginTest, KillStopsATaskThatPollsCancelled) {
+TEST_P(LibraryModeTest, KillStopsATaskThatPollsCancelled) {
   launchAndWaitReady(1, call("pollUntilCancelled"));
   ASSERT_TRUE(runner_->kill(1, false, "stage cancelled").ok());
   auto end = recorder_.waitTerminal(1);
@@ -206,7 +224,7 @@ TEST_F(LibraryPluginTest, KillStopsATaskThatPollsCancelled) {
   EXPECT_EQ(end->detail.at("reason"), "stage cancelled");
 }
 
-TEST_F(LibraryPluginTest, KillWakesABlockedTaskThroughItsCallback) {
+TEST_P(LibraryModeTest, KillWakesABlockedTaskThroughItsCallback) {
   launchAndWaitReady(1, call("blockUntilKillCallback"));
   ASSERT_TRUE(runner_->kill(1, true, "job cancelled").ok());
   auto end = recorder_.waitTerminal(1);
@@ -216,13 +234,13 @@ TEST_F(LibraryPluginTest, KillWakesABlockedTaskThroughItsCallback) {
   EXPECT_EQ(recorder_.reports(1).size(), 2u);
 }
 
-TEST_F(LibraryPluginTest, KillOfAnEndedOrUnknownTaskIsNotFound) {
+TEST_P(LibraryModeTest, KillOfAnEndedOrUnknownTaskIsNotFound) {
   run(1, call("echoArgs"));
   EXPECT_EQ(runner_->kill(1, false, "late").status, DH_NOT_FOUND);
   EXPECT_EQ(runner_->kill(99, false, "never").status, DH_NOT_FOUND);
 }
 
-TEST_F(LibraryPluginTest, ThreadDumpShowsTheTaskThreadsRealStack) {
+TEST_P(LibraryModeTest, ThreadDumpShowsTheTaskThreadsRealStack) {
   launchAndWaitReady(1, call("spinUntilCancelled"));
   auto dump = runner_->threadDump(1);
   ASSERT_TRUE(dump.ok()) << dump.error;
@@ -249,7 +267,7 @@ TEST_F(LibraryPluginTest, ThreadDumpShowsTheTaskThreadsRealStack) {
   EXPECT_EQ(runner_->threadDump(1).status, DH_NOT_FOUND);
 }
 
-TEST_F(LibraryPluginTest, TasksRunAtOnceOnThreadsOfTheirOwn) {
+TEST_P(LibraryModeTest, TasksRunAtOnceOnThreadsOfTheirOwn) {
   launchAndWaitReady(1, call("pollUntilCancelled"));
   launchAndWaitReady(2, call("blockUntilKillCallback"));
   auto end = run(3, call("echoArgs", 3));
@@ -260,7 +278,7 @@ TEST_F(LibraryPluginTest, TasksRunAtOnceOnThreadsOfTheirOwn) {
   EXPECT_TRUE(recorder_.waitTerminal(2));
 }
 
-TEST_F(LibraryPluginTest, ShutdownKillsRunningTasks) {
+TEST_P(LibraryModeTest, ShutdownKillsRunningTasks) {
   launchAndWaitReady(1, call("blockUntilKillCallback"));
   runner_.reset();
   auto end = recorder_.waitTerminal(1, std::chrono::milliseconds(0));
@@ -362,6 +380,128 @@ TEST_F(LibraryPluginTest, ConfigRefusesUnknownKeysAndAResultMaximumBelowTheDirec
   } catch (const PluginLoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("config/max_result_bytes: must be at least "
                                     "config/max_direct_result_bytes (10)"));
+  }
+}
+
+// ---- worker processes: what only they do -------------------------------------------------
+
+class LibraryWorkerTest : public LibraryPluginTest {
+ protected:
+  json baseConfig() const override { return {{"worker_processes", 2}}; }
+
+  // The pid of the worker process that runs the next task.
+  pid_t workerPid(std::uint64_t id) {
+    auto end = run(id, call("processId"));
+    EXPECT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+    return static_cast<pid_t>(std::stol(end.detail.at("result").at("value").get<std::string>()));
+  }
+};
+
+TEST_F(LibraryWorkerTest, TasksRunInWorkerProcessesNotInTheAgent) {
+  const pid_t worker = workerPid(1);
+  EXPECT_NE(worker, ::getpid());
+  EXPECT_EQ(::getpgid(worker), worker) << "a worker leads a process group of its own";
+}
+
+TEST_F(LibraryWorkerTest, CrashingTaskFailsWithTheSignalAndItsWorkerIsReplaced) {
+  auto end = run(1, call("crash"));
+  ASSERT_EQ(end.state, DH_TASK_FAILED) << end.detail;
+  const std::string reason = end.detail.at("reason");
+  EXPECT_THAT(reason, HasSubstr("running task 1 (library test, function crash) died: signal 6 "
+                                "(SIGABRT)"));
+  const pid_t crashed = std::stoi(reason.substr(reason.find("worker process ") + 15));
+  EXPECT_TRUE(eventually([&] { return ::kill(crashed, 0) != 0; })) << "the dead worker was reaped";
+  // The pool is whole again: two tasks run at once, on two live workers.
+  launchAndWaitReady(2, call("pollUntilCancelled"));
+  launchAndWaitReady(3, call("pollUntilCancelled"));
+  ASSERT_TRUE(runner_->kill(2, false, "k").ok());
+  ASSERT_TRUE(runner_->kill(3, false, "k").ok());
+  EXPECT_TRUE(recorder_.waitTerminal(2));
+  EXPECT_TRUE(recorder_.waitTerminal(3));
+  EXPECT_NE(workerPid(4), crashed);
+}
+
+TEST_F(LibraryWorkerTest, IgnoredKillCostsItsWorkerNotTheAgent) {
+  runner_ = makeRunner({{"kill_timeout_ms", 200}});
+  launchAndWaitReady(1, call("ignoreKill", {{"ms", 30000}}));
+  ASSERT_TRUE(runner_->kill(1, false, "stage cancelled").ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_THAT(end->detail.at("reason").get<std::string>(),
+              ::testing::MatchesRegex("task 1 \\(library test, function ignoreKill\\) did not "
+                                      "return within kill_timeout_ms \\(200 ms\\) of its kill "
+                                      "\\(stage cancelled\\); its worker process [0-9]+ was "
+                                      "killed"));
+  EXPECT_EQ(recorder_.reports(1).size(), 2u);
+  EXPECT_EQ(run(2, call("echoArgs", 2)).state, DH_TASK_FINISHED);
+}
+
+TEST_F(LibraryWorkerTest, TasksBeyondTheWorkersWaitForOne) {
+  launchAndWaitReady(1, call("pollUntilCancelled"));
+  launchAndWaitReady(2, call("pollUntilCancelled"));
+  ASSERT_TRUE(runner_->launch(libraryTask(tasks_.path(), 3, call("echoArgs", 3))).ok());
+  EXPECT_FALSE(recorder_.waitTerminal(3, std::chrono::milliseconds(300)))
+      << "a third task ran while both workers were busy";
+  auto dump = runner_->threadDump(3);
+  ASSERT_TRUE(dump.ok()) << dump.error;
+  EXPECT_EQ(json::parse(dump.json).at("threads").at(0).at("state"), "queued");
+  ASSERT_TRUE(runner_->kill(1, false, "k").ok());
+  auto end = recorder_.waitTerminal(3);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+  ASSERT_TRUE(runner_->kill(2, false, "k").ok());
+  EXPECT_TRUE(recorder_.waitTerminal(2));
+}
+
+TEST_F(LibraryWorkerTest, KillOfAQueuedTaskEndsItAtOnce) {
+  launchAndWaitReady(1, call("pollUntilCancelled"));
+  launchAndWaitReady(2, call("pollUntilCancelled"));
+  ASSERT_TRUE(runner_->launch(libraryTask(tasks_.path(), 3, call("echoArgs", 3))).ok());
+  ASSERT_TRUE(runner_->kill(3, false, "not needed").ok());
+  auto end = recorder_.waitTerminal(3);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_KILLED);
+  EXPECT_EQ(end->detail.at("reason"), "not needed");
+  EXPECT_EQ(recorder_.reports(3).size(), 1u) << "it never ran";
+  ASSERT_TRUE(runner_->kill(1, false, "k").ok());
+  ASSERT_TRUE(runner_->kill(2, false, "k").ok());
+  EXPECT_TRUE(recorder_.waitTerminal(1));
+  EXPECT_TRUE(recorder_.waitTerminal(2));
+}
+
+TEST_F(LibraryWorkerTest, UnknownFunctionFailsTheTaskInItsWorker) {
+  auto end = run(1, call("nope"));
+  ASSERT_EQ(end.state, DH_TASK_FAILED);
+  EXPECT_THAT(end.detail.at("reason").get<std::string>(),
+              HasSubstr("payload/function: job library 'test-jobs' (" + library_path_ +
+                        ") has no function 'nope' (it has: echoArgs, "));
+  EXPECT_EQ(recorder_.reports(1).size(), 1u) << "no RUNNING for a task that never started";
+}
+
+TEST_F(LibraryWorkerTest, LibraryOfAnotherAbiMajorFailsTheTask) {
+  auto path = installJobLibrary(libs_.path() / "lib", DOCKHAND_TEST_JOBS_WRONG_MAJOR, "libw.so");
+  auto end = run(1, {{"library", path}, {"function", "nothing"}});
+  ASSERT_EQ(end.state, DH_TASK_FAILED);
+  EXPECT_THAT(end.detail.at("reason").get<std::string>(),
+              HasSubstr("job library '" + path + "': built against job ABI 2."));
+}
+
+TEST_F(LibraryWorkerTest, InsecureLibraryIsRefusedAtLaunchAsOnThreads) {
+  auto path = installJobLibrary(libs_.path() / "lib", DOCKHAND_TEST_JOBS, "libopen.so", 0775);
+  auto result =
+      runner_->launch(libraryTask(tasks_.path(), 1, {{"library", path}, {"function", "echoArgs"}}));
+  EXPECT_EQ(result.status, DH_ERROR);
+  EXPECT_THAT(result.error, HasSubstr("is writable by group or others"));
+}
+
+TEST_F(LibraryWorkerTest, MissingWorkerProgramIsRefusedWithItsPath) {
+  try {
+    makeRunner({{"worker_program", "/nonexistent/dockhand-library-worker"}});
+    ADD_FAILURE() << "a missing worker program was accepted";
+  } catch (const PluginLoadError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the worker program /nonexistent/dockhand-library-worker "
+                                    "cannot be run"));
   }
 }
 
