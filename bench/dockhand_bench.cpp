@@ -23,10 +23,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -65,9 +67,11 @@ using std::chrono_literals::operator""s;
 constexpr const char* kUsage = R"(usage: dockhand-bench [options]
 
 Measures, in one run: agent start -> registered, idle agent RSS, throughput of N tasks of
-/bin/true and of N no-op job library tasks (the `library` runner) through dockhand-driver
-and one agent, and the single-task round trip; each next
-to a baseline measured on this machine in the same run. Prints a table (or JSON).
+/bin/true and of N no-op job library tasks (the `library` runner, on threads and in worker
+processes) through dockhand-driver and one agent, the single-task round trip (process and
+library), and the same no-op workload on Dask when python3-distributed is installed; each
+next to a baseline measured on this machine in the same run. Prints a table (or JSON);
+bench/plot turns the JSON into a PNG.
 
 options:
   --tasks N      tasks for the throughput runs and raw spawn rates (default 10000)
@@ -258,20 +262,45 @@ std::string tail(const std::string& text, std::size_t max_chars = 2000) {
 }
 
 std::vector<std::string> agentArgs(const Options& options, const std::string& url,
-                                   const std::string& id, const fs::path& work_dir) {
-  return {(options.bin_dir / "dockhand").string(),
-          "--driver-url",
-          url,
-          "--executor-id",
-          id,
-          "--app-id",
-          "bench",
-          "--cores",
-          "2",
-          "--hostname",
-          "127.0.0.1",
-          "--work-dir",
-          work_dir.string()};
+                                   const std::string& id, const fs::path& work_dir,
+                                   const fs::path& config = {}) {
+  std::vector<std::string> args;
+  if (!config.empty()) args = {"--config", config.string()};
+  std::vector<std::string> common = {(options.bin_dir / "dockhand").string(),
+                                     "--driver-url",
+                                     url,
+                                     "--executor-id",
+                                     id,
+                                     "--app-id",
+                                     "bench",
+                                     "--cores",
+                                     "2",
+                                     "--hostname",
+                                     "127.0.0.1",
+                                     "--work-dir",
+                                     work_dir.string()};
+  common.insert(common.end(), args.begin(), args.end());
+  return common;
+}
+
+// The bench job library (bench/noop_job.cpp), built next to the programs.
+fs::path benchJobLibrary(const Options& options) {
+  fs::path library = options.bin_dir.parent_path() / "lib/dockhand/jobs/libdockhand_bench_jobs.so";
+  if (!fs::exists(library)) {
+    throw std::runtime_error(library.string() + " not found (build the dockhand-bench target)");
+  }
+  return library;
+}
+
+// An agent config with the process runner and the library runner (`bench` = the bench job
+// library, plus `runner_settings`), written to `path`.
+fs::path writeLibraryAgentConfig(const Options& options, const fs::path& path,
+                                 const nlohmann::json& runner_settings = nlohmann::json::object()) {
+  nlohmann::json runner = {{"libraries", {{"bench", benchJobLibrary(options).string()}}}};
+  runner.update(runner_settings);
+  std::ofstream(path) << nlohmann::json{
+      {"plugins", {{{"name", "process"}}, {{"name", "library"}, {"config", runner}}}}};
+  return path;
 }
 
 FakeDriver::Options quietDriverOptions() {
@@ -352,6 +381,54 @@ void measureStartup(const Options& options, Results& results) {
       measured("stop_exit_median_ms", "StopExecutor -> exited, median", stop.median(), "ms"));
 }
 
+// `rounds` tasks one after the other on a registered agent: LaunchTask sent -> FINISHED
+// received, and -> RUNNING received (decode, task directory, start of the task).
+struct RoundTrips {
+  std::vector<double> round_trip_us;
+  std::vector<double> to_running_us;
+};
+
+RoundTrips runRoundTrips(FakeDriver& driver, ChildProcess& agent, int rounds,
+                         const std::function<void(proto::LaunchTask&)>& fill) {
+  RoundTrips trips;
+  trips.round_trip_us.reserve(static_cast<std::size_t>(rounds));
+  trips.to_running_us.reserve(static_cast<std::size_t>(rounds));
+  for (int i = 1; i <= rounds; ++i) {
+    checkInterrupted();
+    auto task_id = static_cast<std::uint64_t>(i);
+    proto::LaunchTask launch;
+    launch.task.task_id = task_id;
+    launch.task.name = "rt-" + std::to_string(i);
+    fill(launch);
+    auto frame = proto::makeMessage(launch);
+    auto t0 = Clock::now();
+    if (!driver.send(frame)) throw std::runtime_error("the agent's connection is gone");
+    while (true) {
+      auto update = driver.waitFor(
+          [&](const proto::Envelope& e) {
+            return e.type == "StatusUpdate" && e.body.value("task_id", std::uint64_t{0}) == task_id;
+          },
+          10s);
+      if (!update) {
+        throw std::runtime_error(fmt::format("task {} did not finish within 10 s; agent log:\n{}",
+                                             task_id, tail(agent.output())));
+      }
+      auto state = update->body.value("state", std::string());
+      if (state == "RUNNING") {
+        trips.to_running_us.push_back(elapsedMs(t0) * 1000.0);
+        continue;
+      }
+      if (state != "FINISHED") {
+        throw std::runtime_error(
+            fmt::format("task {} ended {}: {}", task_id, state, update->body.dump()));
+      }
+      break;
+    }
+    trips.round_trip_us.push_back(elapsedMs(t0) * 1000.0);
+  }
+  return trips;
+}
+
 // ---- 2 + 4. Idle RSS, then single-task round trips on the same agent -----------------------
 
 void measureIdleAndRoundTrip(const Options& options, Results& results, const SampleStats& spawn_us,
@@ -373,43 +450,11 @@ void measureIdleAndRoundTrip(const Options& options, Results& results, const Sam
   results.add(measured("idle_rss_file_mib", "  of which RssFile", idle.file_mib, "MiB"));
   results.add(measured("idle_threads", "threads", static_cast<double>(idle.threads), ""));
 
-  std::vector<double> round_trip_us;
-  std::vector<double> to_running_us;  // LaunchTask sent -> RUNNING received: decode, dir, spawn
-  round_trip_us.reserve(static_cast<std::size_t>(options.rounds));
-  to_running_us.reserve(static_cast<std::size_t>(options.rounds));
-  for (int i = 1; i <= options.rounds; ++i) {
-    checkInterrupted();
-    auto task_id = static_cast<std::uint64_t>(i);
-    proto::LaunchTask launch;
-    launch.task.task_id = task_id;
-    launch.task.name = "rt-" + std::to_string(i);
+  RoundTrips trips = runRoundTrips(driver, agent, options.rounds, [](proto::LaunchTask& launch) {
     launch.task.payload = {{"command", {"/bin/true"}}};
-    auto frame = proto::makeMessage(launch);
-    auto t0 = Clock::now();
-    if (!driver.send(frame)) throw std::runtime_error("the agent's connection is gone");
-    while (true) {
-      auto update = driver.waitFor(
-          [&](const proto::Envelope& e) {
-            return e.type == "StatusUpdate" && e.body.value("task_id", std::uint64_t{0}) == task_id;
-          },
-          10s);
-      if (!update) {
-        throw std::runtime_error(fmt::format("task {} did not finish within 10 s; agent log:\n{}",
-                                             task_id, tail(agent.output())));
-      }
-      auto state = update->body.value("state", std::string());
-      if (state == "RUNNING") {
-        to_running_us.push_back(elapsedMs(t0) * 1000.0);
-        continue;
-      }
-      if (state != "FINISHED") {
-        throw std::runtime_error(
-            fmt::format("task {} ended {}: {}", task_id, state, update->body.dump()));
-      }
-      break;
-    }
-    round_trip_us.push_back(elapsedMs(t0) * 1000.0);
-  }
+  });
+  const std::vector<double>& round_trip_us = trips.round_trip_us;
+  const std::vector<double>& to_running_us = trips.to_running_us;
   ProcStatus after = readProcStatus(agent.pid());
   results.add(measured("rss_after_round_trips_mib",
                        fmt::format("VmRSS after {} tasks", options.rounds), after.rss_mib, "MiB"));
@@ -436,6 +481,42 @@ void measureIdleAndRoundTrip(const Options& options, Results& results, const Sam
                        spawn_us.percentile(99), "us"));
   results.add(measured("runner_like_spawn_median_us", "spawn+wait, task dir + files, median",
                        runner_like_us.median(), "us"));
+}
+
+// Single no-op library tasks on an agent with the library runner, on threads and then in
+// worker processes: the task path with no process start, next to the loopback RTT.
+void measureLibraryRoundTrip(const Options& options, Results& results, const SampleStats& tcp_us) {
+  for (bool workers : {false, true}) {
+    TempDir dir;
+    FakeDriver driver(quietDriverOptions());
+    auto config = writeLibraryAgentConfig(
+        options, dir.path() / "agent.json",
+        workers ? nlohmann::json{{"worker_processes", 2}} : nlohmann::json::object());
+    ChildProcess agent(agentArgs(options, driver.url(), "lrt", dir.path() / "work", config),
+                       (dir.path() / "agent.log").string());
+    if (!driver.waitForRegistration(10s)) {
+      throw std::runtime_error("agent did not register within 10 s; its log:\n" +
+                               tail(agent.output()));
+    }
+    RoundTrips trips = runRoundTrips(driver, agent, options.rounds, [](proto::LaunchTask& launch) {
+      launch.task.runner = "library";
+      launch.task.payload = {{"library", "bench"}, {"function", "noop"}};
+    });
+    stopAgent(driver, agent);
+    SampleStats rt(trips.round_trip_us);
+    const std::string mode = workers ? "worker processes" : "threads";
+    auto figure =
+        measured(workers ? "library_workers_round_trip_median_us" : "library_round_trip_median_us",
+                 "library round trip (" + mode + "), median", rt.median(), "us")
+            .comparedWith("loopback TCP RTT, median", rt.median() / tcp_us.median());
+    if (!workers) figure.withTarget("< 200 us", rt.median() < 200.0);
+    results.section(4, fmt::format("single-task round trip ({} sequential, LaunchTask -> FINISHED)",
+                                   options.rounds));
+    results.add(figure);
+    results.add(
+        measured(workers ? "library_workers_round_trip_p99_us" : "library_round_trip_p99_us",
+                 "library round trip (" + mode + "), p99", rt.percentile(99), "us"));
+  }
 }
 
 // ---- Baselines: raw spawn-and-wait, loopback TCP -------------------------------------------
@@ -715,19 +796,12 @@ void measureThroughput(const Options& options, Results& results, const SpawnBase
 // No-op tasks of a job library (bench/noop_job.cpp) through the agent's `library` runner: the
 // task path with no process at all, next to the /bin/true figure of the same cores.
 void measureLibraryThroughput(const Options& options, Results& results) {
-  const fs::path library =
-      options.bin_dir.parent_path() / "lib/dockhand/jobs/libdockhand_bench_jobs.so";
-  if (!fs::exists(library)) {
-    throw std::runtime_error(library.string() + " not found (build the dockhand-bench target)");
-  }
   TempDir dir;
   auto job = dir.path() / "library.json";
   writeJob(job, options.tasks, R"({"library": "bench", "function": "noop"})");
-  auto config = dir.path() / "agent.json";
-  std::ofstream(config) << nlohmann::json{
-      {"plugins",
-       {{{"name", "process"}},
-        {{"name", "library"}, {"config", {{"libraries", {{"bench", library.string()}}}}}}}}};
+  auto config = writeLibraryAgentConfig(options, dir.path() / "agent.json");
+  auto workers_config = writeLibraryAgentConfig(options, dir.path() / "agent-workers.json",
+                                                {{"worker_processes", 2}});
   results.section(5, fmt::format("throughput: {} no-op library tasks (job library, no process), "
                                  "dockhand-driver + 1 agent",
                                  options.tasks));
@@ -737,12 +811,56 @@ void measureLibraryThroughput(const Options& options, Results& results) {
     double rate = options.tasks / run.job_wall_s;
     auto process = results.value(fmt::format("throughput_cores{}_per_s", cores));
     auto figure = measured(fmt::format("library_cores{}_per_s", cores),
-                           fmt::format("--cores {}, job wall", cores), rate, "tasks/s")
+                           fmt::format("--cores {}, threads, job wall", cores), rate, "tasks/s")
                       .comparedWith(fmt::format("/bin/true tasks, --cores {}", cores),
                                     process ? rate / *process : std::nan(""));
     if (cores == 2) figure.withTarget(">= 20,000/s", rate >= 20000);
     results.add(figure);
   }
+  checkInterrupted();
+  DriverRun run = runDriver(options, job, 2, dir, workers_config);
+  double rate = options.tasks / run.job_wall_s;
+  auto threads = results.value("library_cores2_per_s");
+  results.add(measured("library_workers_cores2_per_s", "--cores 2, 2 worker processes, job wall",
+                       rate, "tasks/s")
+                  .comparedWith("the same on threads", threads ? rate / *threads : std::nan("")));
+}
+
+// The same no-op workload on Dask (bench/dask_noop.py: Client.map over a LocalCluster of one
+// worker process with two threads), when Debian's python3-distributed is installed.
+void measureDask(const Options& options, Results& results) {
+  results.section(6, fmt::format("the same {} no-op tasks on Dask (LocalCluster: 1 worker, "
+                                 "2 threads)",
+                                 options.tasks));
+  const char* python = "/usr/bin/python3";  // Debian's, where python3-distributed installs
+  if (!fs::exists(DOCKHAND_BENCH_DASK_SCRIPT) || !fs::exists(python) ||
+      std::system("/usr/bin/python3 -c 'import distributed' >/dev/null 2>&1") != 0) {
+    results.add(measured("dask_per_s", "Dask: not measured (install python3-distributed)",
+                         std::nan(""), ""));
+    return;
+  }
+  TempDir dir;
+  ChildProcess dask({python, DOCKHAND_BENCH_DASK_SCRIPT, std::to_string(options.tasks),
+                     std::to_string(std::min(options.rounds, 300))},
+                    (dir.path() / "dask.log").string());
+  auto code = dask.waitExit(std::chrono::seconds(60 + options.tasks / 50));
+  const std::string output = dask.output();
+  if (!code || *code != 0) throw std::runtime_error("the Dask run failed:\n" + tail(output));
+  auto line = output.rfind("{\"dask\"");
+  if (line == std::string::npos) throw std::runtime_error("no result from Dask:\n" + tail(output));
+  auto parsed = nlohmann::json::parse(output.substr(line, output.find('\n', line) - line));
+  const double rate = parsed.at("per_s").get<double>();
+  const double rt_us = parsed.at("round_trip_median_us").get<double>();
+  auto library = results.value("library_cores2_per_s");
+  results.add(measured("dask_per_s", "Dask Client.map, wall", rate, "tasks/s")
+                  .comparedWith("dockhand library tasks --cores 2 / Dask",
+                                library ? *library / rate : std::nan("")));
+  auto library_rt = results.value("library_round_trip_median_us");
+  results.add(measured("dask_round_trip_median_us", "Dask submit().result(), median", rt_us, "us")
+                  .comparedWith("dockhand library round trip / Dask",
+                                library_rt ? *library_rt / rt_us : std::nan("")));
+  results.add(measured("dask_version", "Dask distributed " + parsed.value("version", "?"),
+                       std::nan(""), ""));
 }
 
 // ---- Output ------------------------------------------------------------------------------
@@ -878,6 +996,10 @@ int run(int argc, char** argv) {
     attempt("throughput", [&] { measureThroughput(options, results, spawn); });
     if (!options.json) std::cerr << "dockhand-bench: no-op library tasks...\n";
     attempt("library throughput", [&] { measureLibraryThroughput(options, results); });
+    if (!options.json) std::cerr << "dockhand-bench: library round trips...\n";
+    attempt("library round trip", [&] { measureLibraryRoundTrip(options, results, tcp); });
+    if (!options.json) std::cerr << "dockhand-bench: the same on Dask...\n";
+    attempt("Dask", [&] { measureDask(options, results); });
   } catch (const Interrupted&) {
     std::cerr << "dockhand-bench: interrupted\n";
     return 130;
