@@ -1,5 +1,7 @@
 #include "executor/plugin_executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <system_error>
 
@@ -119,7 +121,8 @@ std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
   return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
 }
 
-std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir) {
+std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir,
+                                                       bool make_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   auto failed = [&](const fs::path& path) {
@@ -137,6 +140,7 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
     if (ec) return failed(task_dir.parent_path());
     tasks_dir_ready_ = true;
   }
+  if (!make_dir) return std::nullopt;
   fs::create_directory(task_dir, ec);
   if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
   if (ec) return failed(task_dir);
@@ -148,24 +152,37 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
 }
 
 void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
-  std::vector<std::filesystem::path> doomed;
   {
     std::lock_guard lock(live_->mutex);
     auto& ended = live_->ended_dirs;
     ended.push_back(task_id);
     while (ended.size() > keep_task_dirs_) {
-      doomed.push_back(taskDir(ended.front()));
+      live_->doomed.push_back(taskDir(ended.front()));
       ended.pop_front();
     }
+    // One removal job at a time takes whatever is doomed by then: under load, one I/O
+    // thread wake-up removes many directories.
+    if (live_->doomed.empty() || live_->removing) return;
+    live_->removing = true;
   }
-  if (doomed.empty()) return;
-  io_->submit([doomed = std::move(doomed)] {
-    for (const auto& dir : doomed) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-      if (ec) {
-        log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
-                    ec.message());
+  io_->submit([live = live_] {
+    for (;;) {
+      std::vector<std::filesystem::path> doomed;
+      {
+        std::lock_guard lock(live->mutex);
+        doomed.swap(live->doomed);
+        if (doomed.empty()) {
+          live->removing = false;
+          return;
+        }
+      }
+      for (const auto& dir : doomed) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        if (ec) {
+          log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
+                      ec.message());
+        }
       }
     }
   });
@@ -212,7 +229,9 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
     return Error("task " + std::to_string(task.task_id) + " is already running");
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
-  if (auto error = makeTaskDir(task_dir)) return Error(std::move(*error));
+  // A runner that makes a task's directory itself gets one from here only for inputs.
+  const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
+  if (auto error = makeTaskDir(task_dir, make_dir)) return Error(std::move(*error));
   std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {
@@ -516,7 +535,10 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                   protocol::toString(event->state));
       return;
     }
-    if (event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
+    // No output directory (a runner that makes task directories made none): no blocks, and
+    // no trip through an I/O thread.
+    if (event->state == protocol::TaskState::kFinished && block_store_ != nullptr &&
+        ::access((taskDir(task_id) / "output").c_str(), F_OK) == 0) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
       io_->submit([this, events = &events_, registry = registry_, live = live_,

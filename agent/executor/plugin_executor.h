@@ -151,7 +151,9 @@ class PluginExecutor final : public Executor {
     // Ended, and the status not yet posted to the core thread (FINISHED: outputs becoming
     // blocks first).
     std::unordered_set<std::uint64_t> ingesting;
-    std::deque<std::uint64_t> ended_dirs;  // ended tasks' directories still kept
+    std::deque<std::uint64_t> ended_dirs;       // ended tasks' directories still kept
+    std::vector<std::filesystem::path> doomed;  // to remove, by one I/O job at a time
+    bool removing = false;                      // that job is queued or running
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
@@ -175,8 +177,9 @@ class PluginExecutor final : public Executor {
   std::string stuckReason(const Runner& runner) const;
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
-  // Creates a task's directory, output/ and input/ (see launch()); why not, or nullopt.
-  std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir);
+  // Creates tasks/ once and, with `make_dir`, a task's directory, output/ and input/ (see
+  // launch()); why not, or nullopt.
+  std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
   // Any thread: the task ended and its runner and outputs are done with its directory; the
   // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task.
   void retireTaskDir(std::uint64_t task_id);

@@ -30,6 +30,10 @@ class TaskRunnerPlugin {
   // DH_UNSUPPORTED when the plugin has no task_stats hook (e.g. one built against ABI 1.0).
   PluginResult taskStats(std::uint64_t task_id);
 
+  // DH_RUNNER_MAKES_WORK_DIR (ABI 1.4): the runner creates a task's directory when it needs
+  // one. The table is a copy, zero beyond the plugin's struct_size: an older plugin says no.
+  bool makesWorkDir() const { return (table_->flags & DH_RUNNER_MAKES_WORK_DIR) != 0; }
+
  private:
   std::shared_ptr<PluginInstance> instance_;
   const dh_task_runner_vtable* table_;

@@ -1,7 +1,10 @@
 #include "rpc/websocket_link.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include <Poco/Buffer.h>
@@ -26,7 +29,18 @@ namespace {
 
 std::shared_ptr<spdlog::logger> log() { return logger("link"); }
 
-const Poco::Timespan kPollInterval(0, 200L * 1000);
+constexpr int kPollIntervalMs = 200;
+
+// Whether `fd` has something to read within `timeout_ms`. poll(2) on the one descriptor: Poco's
+// Socket::poll builds and closes an epoll set on every call, three system calls per frame.
+bool readable(int fd, int timeout_ms) {
+  pollfd entry{fd, POLLIN, 0};
+  for (;;) {
+    int n = ::poll(&entry, 1, timeout_ms);
+    if (n >= 0) return n > 0;
+    if (errno != EINTR) throw Poco::IOException(std::string("poll: ") + std::strerror(errno));
+  }
+}
 
 Poco::Timespan toTimespan(Millis ms) {
   return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(ms.count()) * 1000);
@@ -255,7 +269,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
         std::lock_guard lock(send_mutex_);
         pending = ws.available() > 0;
       }
-      if (!pending && !ws.poll(kPollInterval, Poco::Net::Socket::SELECT_READ)) {
+      if (!pending && !readable(ws.impl()->sockfd(), kPollIntervalMs)) {
         failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
         continue;
       }

@@ -129,6 +129,36 @@ TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillIsReportedKilledAndTheAgentGoesO
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
 }
 
+// The library runner makes a task's directory itself, only when the task needs one
+// (DH_RUNNER_MAKES_WORK_DIR): a task with no inputs, outputs or large result costs no
+// directory; one that writes an output gets one, and the output still becomes a block.
+TEST_F(LibraryRunnerTest, OnlyATaskThatWritesGetsADirectory) {
+  auto agent = startAgent(json::object());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  auto taskDirs = [&] {
+    std::vector<std::string> found;
+    for (const auto& entry : fs::recursive_directory_iterator(dir.path() / "work")) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("task-", 0) == 0) {
+        found.push_back(entry.path().filename().string());
+      }
+    }
+    return found;
+  };
+  launch(1, "echoArgs", 1);
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kFinished, 10s)) << agent->output();
+  EXPECT_TRUE(taskDirs().empty()) << "a task that wrote nothing got a directory";
+  launch(2, "writeOutputs", {{"outputs", {{"rdd_2_0", {"x"}}}}});
+  ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kFinished, 10s)) << agent->output();
+  auto update = driver.waitForType("UpdateBlockInfo", 10s);
+  ASSERT_TRUE(update) << agent->output();
+  const auto added = protocol::decodeBody<protocol::UpdateBlockInfo>(update->body).added;
+  ASSERT_EQ(added.size(), 1u) << update->body.dump();
+  EXPECT_EQ(added[0].id, "rdd_2_0");
+  EXPECT_EQ(taskDirs(), std::vector<std::string>{"task-2"});
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+}
+
 // Worker processes: a task that crashes costs its worker, not the agent; it is reported FAILED
 // with the signal, the worker is replaced, and a task that ignores its kill costs its worker
 // too (no reaper exit needed). The workers end with the agent.

@@ -1,7 +1,6 @@
 #include "library_runner.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -148,10 +147,6 @@ void LibraryRunner::launch(std::string_view task_json) {
       throw sdk::Error(DH_INVALID_ARGUMENT,
                        "task " + std::to_string(spec.task_id) + " is already running");
     }
-  }
-  struct stat st {};
-  if (::stat(spec.work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw sdk::Error(DH_INVALID_ARGUMENT, "work_dir: '" + spec.work_dir + "' is not a directory");
   }
   const std::string path = libraryPath(spec);
   if (workers_) {

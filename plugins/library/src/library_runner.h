@@ -48,6 +48,8 @@ namespace dockhand::plugins::library {
 class LibraryRunner final : public sdk::TaskRunner {
  public:
   static constexpr const char* kConfigSchema = kLibraryConfigSchema;
+  // A task without inputs, outputs or a large result needs no directory: make it on demand.
+  static constexpr std::uint32_t kRunnerFlags = DH_RUNNER_MAKES_WORK_DIR;
 
   LibraryRunner(sdk::Host host, std::string_view config_json);
   ~LibraryRunner() override;

@@ -1,5 +1,7 @@
 #include "task_context.h"
 
+#include "task_result.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -148,8 +150,8 @@ dh_status TaskContext::writeOutputOf(const char* block_id, const void* data, std
   auto it = outputs_.find(id);
   if (it == outputs_.end()) {
     const std::string dir = spec_.work_dir + "/output";
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return fail(DH_ERROR, "write_output: cannot create " + dir + ": " + errnoText(errno));
+    if (std::string why = makeOutputDir(spec_.work_dir); !why.empty()) {
+      return fail(DH_ERROR, "write_output: " + why);
     }
     const std::string path = dir + "/" + id;
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);

@@ -115,6 +115,16 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
+std::string makeOutputDir(const std::string& work_dir) {
+  for (const auto& [dir, mode] :
+       {std::pair{work_dir, 0700}, std::pair{work_dir + "/output", 0755}}) {
+    if (::mkdir(dir.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+      return "cannot create " + dir + ": " + std::generic_category().message(errno);
+    }
+  }
+  return {};
+}
+
 TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
                             const std::string& result, std::uint64_t duration_ms) {
   const std::uint64_t bytes = result.size();
@@ -125,9 +135,8 @@ TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
   json detail = {{"bytes", bytes}, {"duration_ms", duration_ms}};
   if (bytes > config.max_direct_result_bytes) {
     const std::string dir = spec.work_dir + "/output";
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return failed("cannot create " + dir +
-                    " for the result: " + std::generic_category().message(errno));
+    if (std::string why = makeOutputDir(spec.work_dir); !why.empty()) {
+      return failed(why + " for the result");
     }
     const std::string id = resultBlockId(spec.task_id);
     if (std::string why = writeFile(dir + "/" + id, result); !why.empty()) {

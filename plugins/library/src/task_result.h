@@ -22,6 +22,10 @@ struct TerminalReport {
 TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
                             const std::string& result, std::uint64_t duration_ms);
 
+// Creates <work_dir> (0700, when the agent did not: DH_RUNNER_MAKES_WORK_DIR) and
+// <work_dir>/output, as needed. Returns "" or why it could not.
+std::string makeOutputDir(const std::string& work_dir);
+
 // The id of the block a large result becomes: task_<task_id>_result.
 std::string resultBlockId(std::uint64_t task_id);
 

@@ -33,7 +33,7 @@
  *   version bump (tests/sdk/abi_layout_test.cpp).
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
- *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable.
+ *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable. 1.4 dh_task_runner_vtable.flags.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -81,7 +81,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 3
+#define DH_ABI_MINOR 4
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -247,7 +247,16 @@ typedef struct dh_task_runner_vtable {
    * tell are left out). DH_NOT_FOUND when the task is unknown. Not called by the agent
    * yet; `dockhand plugins` lists it. Must not block. */
   dh_status (*task_stats)(dh_plugin* self, uint64_t task_id, const char** out_json);
+
+  /* Since 1.4, optional (0 before). What the runner asks of the agent, DH_RUNNER_* bits. */
+  uint32_t flags;
 } dh_task_runner_vtable;
+
+/* The runner creates a task's work_dir itself (mode 0700, its parent exists), and only for a
+ * task that needs one: the agent creates <work_dir> and <work_dir>/input before launch only
+ * for a task with inputs. Whatever the runner leaves in <work_dir>/output still becomes
+ * blocks after FINISHED. Saves three directory creations and removals per task. */
+#define DH_RUNNER_MAKES_WORK_DIR 0x1u
 
 /* ---------------------------------------------------------------------------------------
  * Kind: block migration

@@ -249,6 +249,17 @@ struct ConfigSchemaOf<T, std::void_t<decltype(T::kConfigSchema)>> {
   static constexpr const char* value = T::kConfigSchema;
 };
 
+template <class T, class = void>
+struct RunnerFlagsOf {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
+  static constexpr std::uint32_t value = 0;
+};
+template <class T>
+struct RunnerFlagsOf<T, std::void_t<decltype(T::kRunnerFlags)>> {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
+  static constexpr std::uint32_t value = T::kRunnerFlags;
+};
+
 template <class T>
 struct Glue {
   static_assert(std::is_base_of_v<Plugin, T>, "a plugin class derives from a dockhand::sdk base");
@@ -349,10 +360,11 @@ struct Glue {
     });
   }
 
+  static constexpr std::uint32_t runnerFlags() noexcept { return RunnerFlagsOf<T>::value; }
   static const dh_task_runner_vtable* taskRunnerTable() noexcept {
     if constexpr (kIsRunner) {
-      static const dh_task_runner_vtable kTable = {sizeof(dh_task_runner_vtable), &launch, &kill,
-                                                   &threadDump, &taskStats};
+      static const dh_task_runner_vtable kTable = {
+          sizeof(dh_task_runner_vtable), &launch, &kill, &threadDump, &taskStats, runnerFlags()};
       return &kTable;
     } else {
       return nullptr;
@@ -429,7 +441,8 @@ struct Glue {
 // Class derives from one or more of dockhand::sdk::TaskRunner, ResourceDiscovery and
 // BlockMigration and is constructible from (dockhand::sdk::Host, std::string_view config_json).
 // Optionally, `static constexpr const char* kConfigSchema = "...";` in Class fills the
-// descriptor's config_schema.
+// descriptor's config_schema, and a runner's `static constexpr std::uint32_t kRunnerFlags`
+// (DH_RUNNER_* bits) its task_runner table's flags.
 #define DOCKHAND_PLUGIN(Class, name, version, description)                                     \
   extern "C" DH_EXPORT const dh_plugin_descriptor* dh_plugin_entry(void) {                     \
     return ::dockhand::sdk::detail::Glue<Class>::descriptor((name), (version), (description)); \

@@ -193,9 +193,12 @@ std::string refusal(const Result<void>& checked) { return checked ? "" : checked
 TEST(PluginHostTest, DescriptorChecks) {
   EXPECT_EQ(refusal(checkDescriptor(nullptr)), "dh_plugin_entry returned no descriptor");
   static const dh_task_runner_vtable kRunner = {
-      sizeof(dh_task_runner_vtable), [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
-      [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; }, nullptr,
-      nullptr};
+      sizeof(dh_task_runner_vtable),
+      [](dh_plugin*, const char*) -> dh_status { return DH_OK; },
+      [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; },
+      nullptr,
+      nullptr,
+      0};
   dh_plugin_descriptor d{};
   d.struct_size = sizeof d;
   d.abi_major = DH_ABI_MAJOR;
