@@ -28,11 +28,16 @@ namespace {
 
 constexpr const char* kVersion = DOCKHAND_VERSION;
 
-// Signals the agent's signal thread takes instead of their default actions: the stop signals
-// and the decommission signal (0: none).
+// Wakes the signal thread when the agent ends, so that it need not wait out its timeout.
+// (SIGRTMIN + 6 is the library runner's stack sampler.)
+int wakeSignal() { return SIGRTMIN + 7; }
+
+// Signals the agent's signal thread takes instead of their default actions: the stop signals,
+// the decommission signal (0: none) and its own wake-up.
 sigset_t handledSignals(int decommission_signal) {
   sigset_t set;
   sigemptyset(&set);
+  sigaddset(&set, wakeSignal());
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
@@ -50,6 +55,7 @@ class SignalThread {
   }
   ~SignalThread() {
     stop_ = true;
+    ::pthread_kill(thread_.native_handle(), wakeSignal());
     thread_.join();
   }
   SignalThread(const SignalThread&) = delete;
@@ -61,7 +67,7 @@ class SignalThread {
     timespec timeout{0, 200L * 1000 * 1000};
     while (!stop_) {
       int sig = sigtimedwait(&set, nullptr, &timeout);
-      if (sig <= 0) continue;
+      if (sig <= 0 || sig == wakeSignal()) continue;
       if (sig == decommission_signal_) {
         sink_.post([this] { backend_.onDecommissionSignal(); });
         continue;

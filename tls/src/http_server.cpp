@@ -1,5 +1,7 @@
 #include "dockhand/tls/http_server.h"
 
+#include <sys/socket.h>
+
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerConnection.h>
@@ -88,7 +90,7 @@ class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
 HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
                        const Poco::Net::ServerSocket& socket, const HTTPServerParams::Ptr& params,
                        const Poco::Net::Context::Ptr& tls, HandshakeLog log)
-    : factory_(factory) {
+    : factory_(factory), listening_(socket) {
   if (!tls) {
     plain_ = pool != nullptr
                  ? std::make_unique<Poco::Net::HTTPServer>(factory, *pool, socket, params)
@@ -114,6 +116,10 @@ void HttpServer::start() {
 }
 
 void HttpServer::stopAll(bool abort_current) {
+  // Poco's accept loop polls the listening socket every 250 ms and looks at its stop flag in
+  // between, so stopping waits up to that long. A shut-down listening socket is readable at
+  // once (and refuses new connections): the loop comes round as soon as the flag is set.
+  ::shutdown(listening_.impl()->sockfd(), SHUT_RDWR);
   if (plain_) {
     plain_->stopAll(abort_current);
     return;

@@ -51,6 +51,7 @@ class HttpServer {
   Poco::Net::HTTPRequestHandlerFactory* forwarding_ = nullptr;  // factory_, over TLS
   std::unique_ptr<Poco::Net::HTTPServer> plain_;
   std::unique_ptr<Poco::Net::TCPServer> secure_;
+  Poco::Net::ServerSocket listening_;  // shares the servers' socket: stopAll() wakes them
 };
 
 }  // namespace dockhand::tls
