@@ -58,6 +58,24 @@ class LibraryRunnerTest : public ::testing::Test {
     message.task.payload = {{"library", "test"}, {"function", function}, {"args", args}};
     driver.send(protocol::makeMessage(message));
   }
+  // Until task `id`'s function itself runs (it wrote its "ready" output): RUNNING comes just
+  // before the call, and a kill that lands in between ends the task before its function runs.
+  bool waitReady(std::uint64_t id) {
+    const std::string name = "task-" + std::to_string(id);
+    return waitUntil(
+        [&] {
+          std::error_code ec;
+          for (fs::recursive_directory_iterator it(dir.path() / "work", ec), end; !ec && it != end;
+               it.increment(ec)) {
+            if (it->path().filename() == "ready" &&
+                it->path().parent_path().parent_path().filename() == name) {
+              return true;
+            }
+          }
+          return false;
+        },
+        10s);
+  }
   void kill(std::uint64_t id) {
     protocol::KillTask message;
     message.task_id = id;
@@ -79,6 +97,7 @@ TEST_F(LibraryRunnerTest, KilledTasksThatPollOrListenEndKilled) {
   launch(2, "blockUntilKillCallback");
   ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
   ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kRunning, 10s)) << agent->output();
+  ASSERT_TRUE(waitReady(1) && waitReady(2)) << agent->output();
   kill(1);
   kill(2);
   for (std::uint64_t id : {1, 2}) {
@@ -101,6 +120,7 @@ TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillEndsTheAgentWhenConfigured) {
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   launch(1, "ignoreKill", {{"ms", 20000}});
   ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
+  ASSERT_TRUE(waitReady(1)) << agent->output();
   kill(1);
   auto killed = driver.waitForStatus(1, protocol::TaskState::kKilled, 10s);
   ASSERT_TRUE(killed) << agent->output();
@@ -121,6 +141,7 @@ TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillIsReportedKilledAndTheAgentGoesO
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   launch(1, "ignoreKill", {{"ms", 3000}});
   ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kRunning, 10s)) << agent->output();
+  ASSERT_TRUE(waitReady(1)) << agent->output();
   kill(1);
   ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kKilled, 10s)) << agent->output();
   launch(2, "echoArgs", 7);
@@ -171,6 +192,7 @@ TEST_F(LibraryRunnerTest, InWorkerProcessesACrashCostsAWorkerNotTheAgent) {
   EXPECT_NE(failed->reason.find("died: signal 6 (SIGABRT)"), std::string::npos) << failed->reason;
   launch(2, "ignoreKill", {{"ms", 20000}});
   ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kRunning, 10s)) << agent->output();
+  ASSERT_TRUE(waitReady(2)) << agent->output();
   kill(2);
   auto killed = driver.waitForStatus(2, protocol::TaskState::kKilled, 10s);
   ASSERT_TRUE(killed) << agent->output();
