@@ -235,6 +235,57 @@ TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
   EXPECT_TRUE(agent->running());
 }
 
+// One frame over the agent's limit must not cost the tasks running there: the agent drops
+// its payload, answers frame_too_large and carries on (docs/protocol.md section 4). So does a
+// frame that is not valid UTF-8 (a deliberate deviation from RFC 6455 section 8.1: answered
+// malformed_frame, the connection kept).
+TEST_F(AgentProcessTest, OversizedFrameIsDroppedAndRunningTasksGoOn) {
+  FakeDriver driver;
+  auto config = dir.path() / "agent.json";
+  writeFile(config, R"({"max_frame_bytes": 1048576})");
+  auto command = agentCommand(driver.url());
+  command.config = config;
+  auto agent = startAgent(command.argv());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(launch(1, {{"shell", "exec sleep 300"}}));
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
+
+  std::string big = R"({"type": "KillTask", "body": {"task_id": 1, "reason": ")";
+  big.append(std::size_t{2} << 20, 'x').append(R"("}})");
+  ASSERT_TRUE(driver.sendRaw(big));
+  auto error = driver.waitForType("Error", 10s);
+  ASSERT_TRUE(error.has_value()) << agent->output();
+  EXPECT_EQ(error->error->code, "frame_too_large");
+  EXPECT_NE(error->error->message.find(std::to_string(big.size()) + " bytes"), std::string::npos)
+      << error->error->message;
+
+  ASSERT_TRUE(
+      driver.sendRaw("{\"type\": \"KillTask\", \"body\": {\"task_id\": 1, \"reason\": \"\xff\"}}"));
+  auto invalid = driver.waitForType("Error", 10s);
+  ASSERT_TRUE(invalid.has_value()) << agent->output();
+  EXPECT_EQ(invalid->error->code, "malformed_frame");
+
+  // Neither reached the task, and the agent still serves.
+  driver.send(launch(2, {{"command", {"/bin/echo", "alive"}}}));
+  auto done = driver.waitForStatus(2, proto::TaskState::kFinished);
+  ASSERT_TRUE(done) << agent->output();
+  EXPECT_EQ(done->result["stdout"], "alive\n");
+  for (const auto& frame : driver.history()) {
+    if (frame.type != "StatusUpdate") continue;
+    const auto update = proto::decodeBody<proto::StatusUpdate>(frame.body);
+    EXPECT_FALSE(update.task_id == 1 && update.state != proto::TaskState::kRunning)
+        << "task 1 ended: " << update.reason;
+  }
+  EXPECT_TRUE(agent->running()) << agent->output();
+  EXPECT_TRUE(driver.connected());
+  // Task 1 was running all along; now it ends as the driver asks.
+  proto::KillTask kill;
+  kill.task_id = 1;
+  kill.interrupt = true;
+  driver.send(proto::makeMessage(kill));
+  EXPECT_TRUE(driver.waitForStatus(1, proto::TaskState::kKilled)) << agent->output();
+}
+
 TEST_F(AgentProcessTest, LaunchBeforeRegistrationIsAProtocolViolation) {
   FakeDriver::Options options;
   options.refuse_registration = true;
