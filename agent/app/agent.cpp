@@ -395,7 +395,13 @@ BackendOptions Agent::backendOptions() {
     return discoverResources(profile, resources);
   };
   // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
-  options.on_running = [] { notifySystemd("READY=1\nSTATUS=registered with the driver"); };
+  // The status board is made current here, before LaunchedExecutor goes out: a driver that
+  // asks /v1/status once it has that message sees the agent running with its resources, not
+  // the board of up to 250 ms before (refreshStatus).
+  options.on_running = [this] {
+    status_board_.set(statusJson());
+    notifySystemd("READY=1\nSTATUS=registered with the driver");
+  };
   options.on_stopping = [] { notifySystemd("STOPPING=1"); };
   options.decommission.enabled = config_.decommission.enabled;
   options.decommission.check_interval = Millis(config_.decommission.check_interval_ms);

@@ -2,7 +2,10 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <Poco/Net/ServerSocket.h>
@@ -284,6 +287,52 @@ TEST_F(AgentProcessTest, OversizedFrameIsDroppedAndRunningTasksGoOn) {
   kill.interrupt = true;
   driver.send(proto::makeMessage(kill));
   EXPECT_TRUE(driver.waitForStatus(1, proto::TaskState::kKilled)) << agent->output();
+}
+
+// The man page (docs/man/dockhand.8.md) and --help must agree on which options are required,
+// and every option --help lists has its entry in the man page.
+TEST_F(AgentProcessTest, ManPageAndHelpAgreeOnEveryOption) {
+  ChildProcess help({agentBinary(), "--help"}, (dir.path() / "help.log").string());
+  ASSERT_EQ(help.waitExit(10s), 0) << help.output();
+  // --help: "  --name=VALUE  description..." with the description wrapped on indented lines.
+  std::map<std::string, std::string> in_help;
+  std::string current;
+  std::istringstream help_lines(help.output());
+  for (std::string line; std::getline(help_lines, line);) {
+    const auto start = line.find_first_not_of(' ');
+    if (start != std::string::npos && line.compare(start, 2, "--") == 0) {
+      current = line.substr(start + 2, line.find_first_of("= ", start) - start - 2);
+      in_help[current] = line;
+    } else if (!current.empty() && start != std::string::npos && start > 2) {
+      in_help[current] += " " + line.substr(start);
+    } else {
+      current.clear();
+    }
+  }
+  ASSERT_GE(in_help.count("cores"), 1u) << help.output();
+  // The man page: "`--name VALUE`" and its description on the indented lines after it.
+  std::map<std::string, std::string> in_man;
+  std::ifstream man(std::string(DOCKHAND_SOURCE_DIR) + "/docs/man/dockhand.8.md");
+  ASSERT_TRUE(man.good());
+  current.clear();
+  for (std::string line; std::getline(man, line);) {
+    if (line.rfind("`--", 0) == 0) {
+      current = line.substr(3, line.find_first_of(" `", 3) - 3);
+      in_man[current] = "";
+    } else if (!current.empty() && line.rfind("    ", 0) == 0) {
+      in_man[current] += line;
+    } else {
+      current.clear();
+    }
+  }
+  for (const auto& [name, text] : in_help) {
+    if (name == "help" || name == "version") continue;
+    ASSERT_EQ(in_man.count(name), 1u) << "--" << name << " is not in the man page";
+    const bool help_required = text.find("(required)") != std::string::npos;
+    const bool man_required = in_man[name].find("required") != std::string::npos;
+    EXPECT_EQ(man_required, help_required)
+        << "--" << name << "\n  --help: " << text << "\n  man: " << in_man[name];
+  }
 }
 
 TEST_F(AgentProcessTest, LaunchBeforeRegistrationIsAProtocolViolation) {

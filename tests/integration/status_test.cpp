@@ -109,6 +109,19 @@ class AgentStatusTest : public ::testing::Test {
   TempDir dir;
 };
 
+// The status is current from the moment the agent sends LaunchedExecutor (docs/protocol.md
+// 8.5): a driver that asks right after it sees the agent running with its resources, not the
+// board of before the registration.
+TEST_F(AgentStatusTest, IsCurrentAsSoonAsTheAgentHasRegistered) {
+  FakeDriver driver;
+  auto agent = startAgent(agentConfig(), driver);
+  ASSERT_TRUE(driver.waitForRegistration(20s)) << agent->output();
+  const auto status = fetchStatus(driver.agentBlockUrl());
+  ASSERT_TRUE(status.has_value()) << agent->output();
+  EXPECT_EQ((*status)["state"], "running") << status->dump(2);
+  EXPECT_EQ((*status)["resources"]["gpu"]["addresses"], json::array({"0", "1"})) << status->dump(2);
+}
+
 TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {
   FakeDriver driver;
   auto agent = startAgent(agentConfig(), driver);
