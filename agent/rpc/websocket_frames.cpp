@@ -27,7 +27,7 @@ class RawReads final : public WebSocketImpl {
   }
 };
 
-constexpr std::size_t kDiscardPiece = 64 * 1024;
+constexpr std::size_t kDiscardPiece = std::size_t{64} * 1024;
 
 void readOrThrow(WebSocketImpl& impl, char* buffer, std::size_t n) {
   if (RawReads::receiveExactly(impl, buffer, static_cast<int>(n)) <= 0) {

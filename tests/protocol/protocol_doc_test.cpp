@@ -33,8 +33,8 @@ std::string readFile(const std::string& path) {
 }
 
 const std::string& protocolDoc() {
-  static const std::string text = readFile(DOCKHAND_SOURCE_DIR "/docs/protocol.md");
-  return text;
+  static const std::string kText = readFile(DOCKHAND_SOURCE_DIR "/docs/protocol.md");
+  return kText;
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -62,7 +62,7 @@ std::vector<Example> exampleFrames() {
   int number = 0;
   for (const std::string& line : lines(protocolDoc())) {
     ++number;
-    if (!in_block && line.rfind("#", 0) == 0) {
+    if (!in_block && line.rfind('#', 0) == 0) {
       section = line.substr(line.find(' ') + 1);
       continue;
     }
@@ -160,7 +160,7 @@ void checkReplyBody(const Envelope& ask, const Envelope& reply, const Example& e
   ASSERT_TRUE(body.is_object()) << where(e);
   switch (findMessage(ask.type)->type) {
     case MessageType::kHello: {
-      const Hello hello = decodeBody<Hello>(body);
+      const auto hello = decodeBody<Hello>(body);
       EXPECT_EQ(hello.role, "driver") << "the driver answers the agent's Hello: " << where(e);
       EXPECT_EQ(hello.protocol_version, kProtocolVersion) << where(e);
       break;
@@ -263,13 +263,13 @@ std::vector<std::vector<std::string>> tableAfter(const std::string& heading) {
   bool in_section = false;
   bool in_table = false;
   for (const std::string& line : lines(protocolDoc())) {
-    if (line.rfind("#", 0) == 0) {
+    if (line.rfind('#', 0) == 0) {
       if (in_section) break;
       in_section = line == heading;
       continue;
     }
     if (!in_section) continue;
-    if (line.rfind("|", 0) != 0) {
+    if (line.rfind('|', 0) != 0) {
       if (in_table) break;
       continue;
     }
