@@ -250,6 +250,11 @@ std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
       loop_.post([this, plugin, reason] { backend_.onPluginUnrecoverable(plugin, reason); });
     };
     plugins = loadPlugins(host_, specs, /*create=*/true, callbacks);
+    if (auto step = scriptStepSpec(config_, plugins)) {
+      for (auto& plugin : loadPlugins(host_, {*step}, /*create=*/true, callbacks)) {
+        plugins.push_back(std::move(plugin));
+      }
+    }
   } catch (const PluginLoadError& e) {
     throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
   }
@@ -273,6 +278,7 @@ std::vector<std::unique_ptr<PluginDiscoverer>> Agent::makeDiscoverers() {
   for (const LoadedPlugin& plugin : plugins_) {
     if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
     out.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
+    if (isScriptStep(plugin)) script_step_ = out.back().get();
   }
   return out;
 }
@@ -395,7 +401,13 @@ BackendOptions Agent::backendOptions() {
     return discoverResources(profile, resources);
   };
   // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
-  options.on_running = [] { notifySystemd("READY=1\nSTATUS=registered with the driver"); };
+  // The status board is made current here, before LaunchedExecutor goes out: a driver that
+  // asks /v1/status once it has that message sees the agent running with its resources, not
+  // the board of up to 250 ms before (refreshStatus).
+  options.on_running = [this] {
+    status_board_.set(statusJson());
+    notifySystemd("READY=1\nSTATUS=registered with the driver");
+  };
   options.on_stopping = [] { notifySystemd("STOPPING=1"); };
   options.decommission.enabled = config_.decommission.enabled;
   options.decommission.check_interval = Millis(config_.decommission.check_interval_ms);
@@ -407,17 +419,31 @@ std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
                                      std::map<std::string, protocol::ResourceInfo>& resources) {
   auto log = logger("agent");
   std::vector<Discoverer*> chain_order;
-  for (auto& d : discoverers_) chain_order.push_back(d.get());
+  for (auto& d : discoverers_) {
+    if (d.get() != script_step_) chain_order.push_back(d.get());
+  }
+  ResourceRequests requested = profile.executor_resources;
+  if (!config_.allow_profile_discovery_scripts) {
+    for (auto& [name, request] : requested) {
+      if (request.discovery_script.empty()) continue;
+      log->warn(
+          "resource {}: the app's discovery script {} is not run (allow_profile_discovery_scripts "
+          "is false)",
+          name, request.discovery_script);
+      request.discovery_script.clear();
+    }
+  }
   try {
-    DiscoveryChain chain(chain_order);
+    DiscoveryChain chain(chain_order, script_step_);
     auto found =
-        chain.discoverAll(mergeRequests(profile.executor_resources, config_.resources),
-                          settings_.given_resources, "resources file " + config_.resources_file);
+        chain.discoverAll(mergeRequests(requested, config_.resources), settings_.given_resources,
+                          "resources file " + config_.resources_file);
     guard_.setResources(found, profile.task_resources);
     // What each discovery plugin describes (an nvidia GPU's name, the host's cgroup limits),
     // asked once: a describe() may run a program, too slow for every status refresh.
     discovery_.chain.clear();
     discovery_.described.clear();
+    if (script_step_ != nullptr) chain_order.push_back(script_step_);
     for (Discoverer* d : chain_order) {
       discovery_.chain.push_back(d->name());
       discovery_.described[d->name()] = describeForStatus(*d);

@@ -141,6 +141,9 @@ class Agent {
   PluginHost host_;
   PluginExecutor executor_;
   std::vector<LoadedPlugin> plugins_;
+  // The script plugin as the chain's last step (isScriptStep); null when there is none. One
+  // of discoverers_, set by makeDiscoverers().
+  PluginDiscoverer* script_step_ = nullptr;
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers_;
   ResourceGuard guard_;
   std::unique_ptr<BlockStore> store_;

@@ -41,6 +41,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "max_frame_bytes",
     "plugin_manifest_dir",
     "allow_insecure_plugins",
+    "allow_profile_discovery_scripts",
     "plugin_call_warn_ms",
     "plugin_call_timeout_ms",
     "keep_task_dirs",
@@ -210,6 +211,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalString("plugin_manifest_dir", config.plugin_manifest_dir);
     config.allow_insecure_plugins =
         r.optionalBool("allow_insecure_plugins", config.allow_insecure_plugins);
+    config.allow_profile_discovery_scripts =
+        r.optionalBool("allow_profile_discovery_scripts", config.allow_profile_discovery_scripts);
     config.plugin_call_warn_ms =
         r.optionalInt("plugin_call_warn_ms", config.plugin_call_warn_ms, 1, 3600000);
     config.plugin_call_timeout_ms =

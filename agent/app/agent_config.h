@@ -73,7 +73,10 @@ struct AgentConfig {
   // Drop-in plugin manifests (*.json, one plugin entry each), loaded after `plugins` in name
   // order. A missing directory holds no manifests.
   std::string plugin_manifest_dir = "/etc/dockhand/plugins.d";
-  bool allow_insecure_plugins = false;     // load plugins writable by group/others (development)
+  bool allow_insecure_plugins = false;  // load plugins writable by group/others (development)
+  // Run the discovery scripts an application's resource profile names (the `script` plugin as
+  // the discovery chain's last step, docs/resources.md). False: a profile's script never runs.
+  bool allow_profile_discovery_scripts = true;
   std::int64_t plugin_call_warn_ms = 100;  // warn when a core-thread plugin hook takes longer
   // The longest a plugin call may take before the agent gives up on it (discovery, resource
   // allocation, task runner calls; what follows for each: docs/plugins.md).

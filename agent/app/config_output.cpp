@@ -47,6 +47,7 @@ json configToJson(const AgentConfig& config) {
       {"max_frame_bytes", config.max_frame_bytes},
       {"plugin_manifest_dir", config.plugin_manifest_dir},
       {"allow_insecure_plugins", config.allow_insecure_plugins},
+      {"allow_profile_discovery_scripts", config.allow_profile_discovery_scripts},
       {"plugin_call_warn_ms", config.plugin_call_warn_ms},
       {"plugin_call_timeout_ms", config.plugin_call_timeout_ms},
       {"keep_task_dirs", config.keep_task_dirs},

@@ -64,12 +64,20 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
                   std::chrono::milliseconds(config.plugin_call_timeout_ms));
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers;
+  PluginDiscoverer* script_step = nullptr;
   try {
-    for (auto& plugin : loadPlugins(host, specs, /*create=*/false)) {
+    auto loaded = loadPlugins(host, specs, /*create=*/false);
+    if (auto step = scriptStepSpec(config, loaded)) {
+      for (auto& plugin : loadPlugins(host, {*step}, /*create=*/false)) {
+        loaded.push_back(std::move(plugin));
+      }
+    }
+    for (auto& plugin : loaded) {
       if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
       try {
         discoverers.push_back(std::make_unique<PluginDiscoverer>(PluginInstance::create(
             plugin.library, plugin.spec.config.dump(), {}, host.callTimeout())));
+        if (isScriptStep(plugin)) script_step = discoverers.back().get();
       } catch (const PluginLoadError& e) {
         if (plugin.spec.required) throw;
         err << "dockhand: optional plugin left out: " << e.what() << "\n";
@@ -81,8 +89,11 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   std::vector<Discoverer*> chain_links;
   chain_links.reserve(discoverers.size());
-  for (auto& d : discoverers) chain_links.push_back(d.get());
-  DiscoveryChain chain(chain_links);
+  for (auto& d : discoverers) {
+    if (d.get() != script_step) chain_links.push_back(d.get());
+  }
+  DiscoveryChain chain(chain_links, script_step);
+  if (script_step != nullptr) chain_links.push_back(script_step);
   std::map<std::string, DiscoveredResource> found;
   try {
     found = chain.discoverAll(config.resources, given, "resources file " + config.resources_file);

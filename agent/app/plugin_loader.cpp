@@ -82,6 +82,25 @@ std::vector<PluginSpec> pluginSpecs(const AgentConfig& config) {
   return specs;
 }
 
+namespace {
+constexpr const char* kScriptStepOrigin =
+    "built in: the discovery chain's last step for a profile's discovery_script";
+}  // namespace
+
+std::optional<PluginSpec> scriptStepSpec(const AgentConfig& config,
+                                         const std::vector<LoadedPlugin>& loaded) {
+  if (!config.allow_profile_discovery_scripts) return std::nullopt;
+  for (const LoadedPlugin& plugin : loaded) {
+    if (plugin.ok() && plugin.library->name() == "script" &&
+        plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) {
+      return std::nullopt;  // listed: asked where the config puts it
+    }
+  }
+  return PluginSpec{"script", /*required=*/false, json::object(), kScriptStepOrigin};
+}
+
+bool isScriptStep(const LoadedPlugin& plugin) { return plugin.spec.origin == kScriptStepOrigin; }
+
 std::vector<std::string> kindNames(std::uint32_t kinds) {
   std::vector<std::string> names;
   if (kinds & DH_KIND_RESOURCE_DISCOVERY) names.emplace_back("resource_discovery");

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,16 @@ struct LoadedPlugin {
 // are logged as warnings and returned with their error.
 std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
                                       bool create = true, const PluginCallbacks& callbacks = {});
+
+// The `script` plugin as the discovery chain's last step, for a resource profile that names a
+// discovery script (docs/resources.md): its spec when the config allows profile scripts
+// (allow_profile_discovery_scripts) and no discovery plugin named `script` is among `loaded`;
+// nullopt otherwise. Optional: an agent whose script plugin is missing still starts, and a
+// profile's script then finds no plugin to run it.
+std::optional<PluginSpec> scriptStepSpec(const AgentConfig& config,
+                                         const std::vector<LoadedPlugin>& loaded);
+// Whether `plugin` was loaded from scriptStepSpec().
+bool isScriptStep(const LoadedPlugin& plugin);
 
 // The directories searched for plugins, in order: the config's plugin_dirs, the build or
 // install tree next to the program (<bin>/../lib/dockhand/plugins), then the installed default.

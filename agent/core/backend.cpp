@@ -23,6 +23,14 @@ namespace {
 
 std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
 
+// How many bytes the base64 text `encoded` stands for (padding or not): what the log says of
+// delegation tokens, whose text itself is never logged.
+std::size_t base64DecodedSize(const std::string& encoded) {
+  std::size_t n = encoded.size();
+  while (n > 0 && encoded[n - 1] == '=') --n;
+  return n * 3 / 4;
+}
+
 // Reads a positive millisecond count from the app config's properties.
 std::optional<Millis> millisProperty(const std::map<std::string, std::string>& props,
                                      const std::string& key) {
@@ -169,7 +177,7 @@ void Backend::applyAppConfig(const Json& body) {
   }
   if (!config.delegation_tokens.empty()) {
     delegation_tokens_ = std::move(config.delegation_tokens);
-    log()->info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+    log()->info("received delegation tokens ({} bytes)", base64DecodedSize(delegation_tokens_));
   }
   if (auto v = millisProperty(properties_, "dockhand.heartbeat.interval_ms")) {
     options_.heartbeat_interval = *v;
@@ -306,7 +314,7 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
       case proto::MessageType::kUpdateDelegationTokens: {
         auto msg = proto::decodeBody<proto::UpdateDelegationTokens>(frame.body);
         delegation_tokens_ = std::move(msg.tokens);
-        log()->info("received delegation tokens ({} bytes)", delegation_tokens_.size());
+        log()->info("received delegation tokens ({} bytes)", base64DecodedSize(delegation_tokens_));
         break;
       }
       case proto::MessageType::kUpdateExecutorLogLevel: {

@@ -1,5 +1,6 @@
 #include "resources/resource_discovery.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -22,8 +23,12 @@ ResourceRequests mergeRequests(const ResourceRequests& profile, const ResourceRe
   return out;
 }
 
-DiscoveryChain::DiscoveryChain(std::vector<Discoverer*> discoverers)
-    : discoverers_(std::move(discoverers)) {}
+DiscoveryChain::DiscoveryChain(std::vector<Discoverer*> discoverers, Discoverer* script_step)
+    : discoverers_(std::move(discoverers)) {
+  if (std::find(discoverers_.begin(), discoverers_.end(), script_step) == discoverers_.end()) {
+    script_step_ = script_step;
+  }
+}
 
 protocol::ResourceInfo DiscoveryChain::parseAnswer(const std::string& plugin,
                                                    const std::string& name,
@@ -60,6 +65,12 @@ protocol::ResourceInfo DiscoveryChain::parseAnswer(const std::string& plugin,
                             fmt::format("{}: \"addresses\" holds {} {}, not a string", where,
                                         address.type_name(), address.dump()));
       }
+      if (address.get_ref<const std::string&>().empty()) {
+        throw ResourceError(Kind::kEmptyAddress,
+                            fmt::format("{} reported an empty address (\"\"), which no task "
+                                        "could use; the resource is not offered",
+                                        where));
+      }
       if (!seen.insert(address.get<std::string>()).second) {
         throw ResourceError(Kind::kDuplicate, fmt::format("{} lists address '{}' twice", where,
                                                           address.get<std::string>()));
@@ -85,13 +96,19 @@ std::map<std::string, DiscoveredResource> DiscoveryChain::discoverAll(
   }
   for (const auto& [name, request] : requests) {
     if (found.count(name) != 0) continue;
+    // Spark drops a request for 0 (or less): nothing to find, nothing to refuse the start for.
+    if (request.amount <= 0) continue;
     json request_json = {{"name", name}, {"amount", request.amount}};
     if (!request.vendor.empty()) request_json["vendor"] = request.vendor;
     if (!request.discovery_script.empty()) {
       request_json["discovery_script"] = request.discovery_script;
     }
     std::vector<std::string> declined;
-    for (Discoverer* d : discoverers_) {
+    std::vector<Discoverer*> links = discoverers_;
+    if (script_step_ != nullptr && !request.discovery_script.empty()) {
+      links.push_back(script_step_);
+    }
+    for (Discoverer* d : links) {
       PluginResult result = d->discover(request_json.dump());
       if (result.status == DH_DECLINED) {
         declined.push_back(d->name());
@@ -112,9 +129,9 @@ std::map<std::string, DiscoveredResource> DiscoveryChain::discoverAll(
       throw ResourceError(
           Kind::kInsufficient,
           fmt::format("resource '{}': {} requested, none found: {}", name, request.amount,
-                      discoverers_.empty() ? std::string("no discovery plugin is loaded")
-                                           : fmt::format("every discovery plugin declined ({})",
-                                                         fmt::join(declined, ", "))));
+                      links.empty() ? std::string("no discovery plugin is loaded")
+                                    : fmt::format("every discovery plugin declined ({})",
+                                                  fmt::join(declined, ", "))));
     }
     found[name].requested = request.amount;
   }

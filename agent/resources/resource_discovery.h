@@ -5,10 +5,14 @@
 //   DiscoveryChain chain(discoverers);                   // discovery plugins, configured order
 //   DiscoveryOutcome out = chain.discoverAll(requests, given);   // throws ResourceError
 //
-// For each requested resource the file's allocation wins; otherwise each discoverer is asked
-// in order, and the first that answers (anything but DH_DECLINED) wins, as in Spark. An
-// answer is checked: it must be {"name": <the requested name>, "addresses": [strings]}, with
-// no address twice, and at least `amount` addresses. Each failure is a ResourceError whose
+// A request for an amount of 0 or less is no request (Spark drops it): nothing is discovered
+// for it and it never stops the start. For each other resource the file's allocation wins;
+// otherwise each discoverer is asked in order, and the first that answers (anything but
+// DH_DECLINED) wins, as in Spark. A request that names a discovery script then goes to the
+// script step, the chain's last link whatever the configured order (Spark appends its script
+// plugin to the configured ones the same way). An answer is checked: it must be {"name": <the
+// requested name>, "addresses": [non-empty strings]}, with no address twice, and at least
+// `amount` addresses. Each failure is a ResourceError whose
 // message names the resource, the plugin and what was wrong; the agent refuses to start
 // (exit code 9, resources-unavailable) with it.
 #pragma once
@@ -36,7 +40,15 @@ ResourceRequests mergeRequests(const ResourceRequests& profile, const ResourceRe
 
 class ResourceError : public std::runtime_error {
  public:
-  enum class Kind { kInsufficient, kDuplicate, kNameMismatch, kMalformed, kPluginError, kNone };
+  enum class Kind {
+    kInsufficient,
+    kDuplicate,
+    kNameMismatch,
+    kMalformed,
+    kEmptyAddress,
+    kPluginError,
+    kNone
+  };
   ResourceError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
 
@@ -84,8 +96,10 @@ struct DiscoveredResource {
 
 class DiscoveryChain {
  public:
-  // The discoverers stay owned by the caller and must outlive the chain.
-  explicit DiscoveryChain(std::vector<Discoverer*> discoverers);
+  // The discoverers stay owned by the caller and must outlive the chain. `script_step`, when
+  // set and not one of `discoverers`, is asked last, and only for a request that names a
+  // discovery script.
+  explicit DiscoveryChain(std::vector<Discoverer*> discoverers, Discoverer* script_step = nullptr);
 
   // Finds every requested resource. `given` are the resources file's allocations, taken as
   // they are (a given resource is not asked of any plugin). Throws ResourceError.
@@ -94,7 +108,7 @@ class DiscoveryChain {
       const std::string& given_source = "resources file");
 
   // Checks one answer of `plugin` for `request` and returns its addresses. Throws
-  // ResourceError (kMalformed, kNameMismatch, kDuplicate). Exposed for tests.
+  // ResourceError (kMalformed, kNameMismatch, kDuplicate, kEmptyAddress). Exposed for tests.
   static protocol::ResourceInfo parseAnswer(const std::string& plugin, const std::string& name,
                                             const std::string& answer_json);
 
@@ -102,6 +116,7 @@ class DiscoveryChain {
 
  private:
   std::vector<Discoverer*> discoverers_;
+  Discoverer* script_step_ = nullptr;
 };
 
 // The agent-side accounting of resource addresses among running tasks. `amount_per_task`

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <vector>
 
-#include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
@@ -19,6 +18,7 @@
 
 #include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
+#include "rpc/websocket_frames.h"
 
 namespace dockhand::agent {
 
@@ -99,7 +99,6 @@ void WebSocketLink::run() {
     Poco::Net::HTTPResponse response;
     ws = std::make_shared<WebSocket>(*session, request, response);
     ws->setNoDelay(true);
-    ws->setMaxPayloadSize(static_cast<int>(options_.max_frame_bytes));
     ws->setSendTimeout(toTimespan(Millis(10000)));
   } catch (const Poco::Net::SSLException& e) {
     // A certificate that does not verify, a peer that does not speak TLS: the same settings
@@ -152,14 +151,19 @@ Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
     return passingFailure("the driver did not answer within " +
                           std::to_string(options_.handshake_timeout.count()) + " ms");
   }
-  Poco::Buffer<char> buffer(0);
-  int flags = 0;
-  int n = ws.receiveFrame(buffer, flags);
-  if (n <= 0 || (flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
+  std::vector<char> payload;
+  ReceivedFrame frame = receiveFrame(ws, payload, options_.max_frame_bytes);
+  if (frame.end_of_stream ||
+      (frame.flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
     return passingFailure("the driver closed the connection during the handshake");
   }
-  auto decoded =
-      proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
+  if (frame.discarded) {
+    return finalFailure("the driver answered with a frame of " + std::to_string(frame.length) +
+                        " bytes, over this agent's limit of " +
+                        std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes)");
+  }
+  auto decoded = proto::decodeEnvelope(std::string_view(payload.data(), payload.size()),
+                                       options_.max_frame_bytes);
   if (!decoded) {
     return finalFailure(
         "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
@@ -259,7 +263,7 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
 
 void WebSocketLink::readLoop(WebSocket& ws) {
   std::string reason = "connection closed";
-  Poco::Buffer<char> buffer(0);
+  std::vector<char> payload;
   const bool secure = ws.secure();
   try {
     while (!closing_) {
@@ -273,49 +277,51 @@ void WebSocketLink::readLoop(WebSocket& ws) {
         failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
         continue;
       }
-      int flags = 0;
-      buffer.resize(0);
-      int n = 0;
+      ReceivedFrame frame;
       if (secure) {
         std::lock_guard lock(send_mutex_);
-        n = ws.receiveFrame(buffer, flags);
+        frame = receiveFrame(ws, payload, options_.max_frame_bytes);
       } else {
-        n = ws.receiveFrame(buffer, flags);
+        frame = receiveFrame(ws, payload, options_.max_frame_bytes);
       }
-      int op = flags & WebSocket::FRAME_OP_BITMASK;
-      if (n == 0 && flags == 0) {
+      if (frame.end_of_stream) {
         reason = "connection closed by the driver";
         break;
       }
+      const int op = frame.flags & WebSocket::FRAME_OP_BITMASK;
       if (op == WebSocket::FRAME_OP_CLOSE) {
         reason = "the driver closed the connection";
         break;
       }
+      if (frame.discarded) {
+        // Its payload has been read and dropped: the next frame starts where it should, and
+        // the tasks running here need not be lost over one bad message.
+        ++malformed_frames_;
+        const std::string why =
+            "a frame of " + std::to_string(frame.length) + " bytes is over this agent's limit of " +
+            std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes); it was dropped";
+        log()->warn("frame from the driver dropped: {}", why);
+        sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, why)));
+        continue;
+      }
+      const int size = static_cast<int>(payload.size());
       if (op == WebSocket::FRAME_OP_PING) {
         std::lock_guard lock(send_mutex_);
-        ws.sendFrame(buffer.begin(), n,
+        ws.sendFrame(payload.data(), size,
                      static_cast<int>(WebSocket::FRAME_FLAG_FIN) | WebSocket::FRAME_OP_PONG);
         continue;
       }
       if (op == WebSocket::FRAME_OP_PONG) continue;
-      if (op != WebSocket::FRAME_OP_TEXT || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
+      if (op != WebSocket::FRAME_OP_TEXT || (frame.flags & WebSocket::FRAME_FLAG_FIN) == 0) {
         ++malformed_frames_;
-        log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
+        log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})",
+                    frame.flags);
         sendText(proto::encodeEnvelope(
             proto::makeError(proto::error_code::kMalformedFrame,
                              "only unfragmented text frames carry protocol messages")));
         continue;
       }
-      handleText(std::string_view(buffer.begin(), static_cast<std::size_t>(n)));
-    }
-  } catch (const Poco::Net::WebSocketException& e) {
-    if (e.code() == WebSocket::WS_ERR_PAYLOAD_TOO_BIG) {
-      ++malformed_frames_;
-      reason = "the driver sent a frame over the " + std::to_string(options_.max_frame_bytes) +
-               "-byte limit";
-      sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, reason)));
-    } else {
-      reason = e.displayText();
+      handleText(std::string_view(payload.data(), payload.size()));
     }
   } catch (const Poco::Exception& e) {
     reason = e.displayText();

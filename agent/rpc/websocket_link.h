@@ -7,8 +7,9 @@
 // a status update leaves without a thread hop.
 //
 // A malformed frame from the driver is answered with an Error (or a failed Reply when it had
-// an ask id) and reading goes on; a frame over the size limit cannot be skipped, so it is
-// answered with frame_too_large and the connection is closed (a disconnect event follows).
+// an ask id) and reading goes on. So is a frame over the size limit: its header gives its
+// length, so its payload is read in bounded pieces and dropped (rpc/websocket_frames.h), it is
+// answered with frame_too_large, and the next frame is read as usual.
 #pragma once
 
 #include <atomic>

@@ -6,7 +6,14 @@
 #include <fmt/format.h>
 
 namespace dockhand::protocol {
+
 namespace {
+// A block_url is "scheme://host:port" (docs/protocol.md 8.4): a block lives at
+// <block_url>/blocks/<id>, so a trailing "/" a sender added is dropped on receipt.
+std::string withoutTrailingSlashes(std::string url) {
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
 
 constexpr int kMaxInt = std::numeric_limits<int>::max();
 
@@ -220,7 +227,7 @@ RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
     }
   }
   m.resource_profile_id = readInt(r, "resource_profile_id", 0);
-  m.block_url = r.optionalString("block_url");
+  m.block_url = withoutTrailingSlashes(r.optionalString("block_url"));
   return m;
 }
 
@@ -452,7 +459,8 @@ std::vector<Peer> parsePeers(const Json& reply_body) {
   if (!list->is_array()) r.fail("peers", "expected an array");
   for (std::size_t i = 0; i < list->size(); ++i) {
     JsonReader p((*list)[i], "/peers/" + std::to_string(i));
-    out.push_back(Peer{p.requiredString("executor_id"), p.requiredString("block_url")});
+    out.push_back(Peer{p.requiredString("executor_id"),
+                       withoutTrailingSlashes(p.requiredString("block_url"))});
   }
   return out;
 }

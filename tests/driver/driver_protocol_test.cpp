@@ -161,7 +161,8 @@ TEST_F(DriverProtocolTest, PeersAreOtherAgentsWithABlockServerThatAreNotLeaving)
   Json peers = a.ask("GetPeers", {{"executor_id", "a"}});
   ASSERT_EQ(peers["ok"], true) << peers;
   EXPECT_EQ(peerIds(peers), (std::vector<std::string>{"b", "c"}));
-  EXPECT_EQ(peers["body"]["peers"][0]["block_url"], "http://127.0.0.1:1002/");
+  // The trailing "/" the agent sent is dropped (docs/protocol.md 8.4).
+  EXPECT_EQ(peers["body"]["peers"][0]["block_url"], "http://127.0.0.1:1002");
 
   Json accepted = c.ask("ExecutorDecommissioning", {{"executor_id", "c"}});
   ASSERT_EQ(accepted["ok"], true) << accepted;
@@ -204,7 +205,7 @@ TEST_F(DriverProtocolTest, ControlApiListsExecutorsAndDecommissionsOne) {
   EXPECT_EQ(listed["state"], "active");
   EXPECT_EQ(listed["blocks"], 1);
   EXPECT_EQ(listed["cores"], 2);
-  EXPECT_EQ(listed["block_url"], "http://127.0.0.1:1001/");
+  EXPECT_EQ(listed["block_url"], "http://127.0.0.1:1001");
   EXPECT_EQ(http(port_, "GET", "/v1/executors").body["fallback_blocks"], 1);
 
   HttpResult done =

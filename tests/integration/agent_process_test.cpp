@@ -2,7 +2,10 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <Poco/Net/ServerSocket.h>
@@ -233,6 +236,103 @@ TEST_F(AgentProcessTest, AnswersMalformedFramesAndKeepsRunning) {
   ASSERT_TRUE(done) << agent->output();
   EXPECT_EQ(done->result["stdout"], "alive\n");
   EXPECT_TRUE(agent->running());
+}
+
+// One frame over the agent's limit must not cost the tasks running there: the agent drops
+// its payload, answers frame_too_large and carries on (docs/protocol.md section 4). So does a
+// frame that is not valid UTF-8 (a deliberate deviation from RFC 6455 section 8.1: answered
+// malformed_frame, the connection kept).
+TEST_F(AgentProcessTest, OversizedFrameIsDroppedAndRunningTasksGoOn) {
+  FakeDriver driver;
+  auto config = dir.path() / "agent.json";
+  writeFile(config, R"({"max_frame_bytes": 1048576})");
+  auto command = agentCommand(driver.url());
+  command.config = config;
+  auto agent = startAgent(command.argv());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(launch(1, {{"shell", "exec sleep 300"}}));
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
+
+  std::string big = R"({"type": "KillTask", "body": {"task_id": 1, "reason": ")";
+  big.append(std::size_t{2} << 20, 'x').append(R"("}})");
+  ASSERT_TRUE(driver.sendRaw(big));
+  auto error = driver.waitForType("Error", 10s);
+  ASSERT_TRUE(error.has_value()) << agent->output();
+  EXPECT_EQ(error->error->code, "frame_too_large");
+  EXPECT_NE(error->error->message.find(std::to_string(big.size()) + " bytes"), std::string::npos)
+      << error->error->message;
+
+  ASSERT_TRUE(
+      driver.sendRaw("{\"type\": \"KillTask\", \"body\": {\"task_id\": 1, \"reason\": \"\xff\"}}"));
+  auto invalid = driver.waitForType("Error", 10s);
+  ASSERT_TRUE(invalid.has_value()) << agent->output();
+  EXPECT_EQ(invalid->error->code, "malformed_frame");
+
+  // Neither reached the task, and the agent still serves.
+  driver.send(launch(2, {{"command", {"/bin/echo", "alive"}}}));
+  auto done = driver.waitForStatus(2, proto::TaskState::kFinished);
+  ASSERT_TRUE(done) << agent->output();
+  EXPECT_EQ(done->result["stdout"], "alive\n");
+  for (const auto& frame : driver.history()) {
+    if (frame.type != "StatusUpdate") continue;
+    const auto update = proto::decodeBody<proto::StatusUpdate>(frame.body);
+    EXPECT_FALSE(update.task_id == 1 && update.state != proto::TaskState::kRunning)
+        << "task 1 ended: " << update.reason;
+  }
+  EXPECT_TRUE(agent->running()) << agent->output();
+  EXPECT_TRUE(driver.connected());
+  // Task 1 was running all along; now it ends as the driver asks.
+  proto::KillTask kill;
+  kill.task_id = 1;
+  kill.interrupt = true;
+  driver.send(proto::makeMessage(kill));
+  EXPECT_TRUE(driver.waitForStatus(1, proto::TaskState::kKilled)) << agent->output();
+}
+
+// The man page (docs/man/dockhand.8.md) and --help must agree on which options are required,
+// and every option --help lists has its entry in the man page.
+TEST_F(AgentProcessTest, ManPageAndHelpAgreeOnEveryOption) {
+  ChildProcess help({agentBinary(), "--help"}, (dir.path() / "help.log").string());
+  ASSERT_EQ(help.waitExit(10s), 0) << help.output();
+  // --help: "  --name=VALUE  description..." with the description wrapped on indented lines.
+  std::map<std::string, std::string> in_help;
+  std::string current;
+  std::istringstream help_lines(help.output());
+  for (std::string line; std::getline(help_lines, line);) {
+    const auto start = line.find_first_not_of(' ');
+    if (start != std::string::npos && line.compare(start, 2, "--") == 0) {
+      current = line.substr(start + 2, line.find_first_of("= ", start) - start - 2);
+      in_help[current] = line;
+    } else if (!current.empty() && start != std::string::npos && start > 2) {
+      in_help[current] += " " + line.substr(start);
+    } else {
+      current.clear();
+    }
+  }
+  ASSERT_GE(in_help.count("cores"), 1u) << help.output();
+  // The man page: "`--name VALUE`" and its description on the indented lines after it.
+  std::map<std::string, std::string> in_man;
+  std::ifstream man(std::string(DOCKHAND_SOURCE_DIR) + "/docs/man/dockhand.8.md");
+  ASSERT_TRUE(man.good());
+  current.clear();
+  for (std::string line; std::getline(man, line);) {
+    if (line.rfind("`--", 0) == 0) {
+      current = line.substr(3, line.find_first_of(" `", 3) - 3);
+      in_man[current] = "";
+    } else if (!current.empty() && line.rfind("    ", 0) == 0) {
+      in_man[current] += line;
+    } else {
+      current.clear();
+    }
+  }
+  for (const auto& [name, text] : in_help) {
+    if (name == "help" || name == "version") continue;
+    ASSERT_EQ(in_man.count(name), 1u) << "--" << name << " is not in the man page";
+    const bool help_required = text.find("(required)") != std::string::npos;
+    const bool man_required = in_man[name].find("required") != std::string::npos;
+    EXPECT_EQ(man_required, help_required)
+        << "--" << name << "\n  --help: " << text << "\n  man: " << in_man[name];
+  }
 }
 
 TEST_F(AgentProcessTest, LaunchBeforeRegistrationIsAProtocolViolation) {

@@ -4,6 +4,7 @@
 // without ever giving one GPU to two tasks at once.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -99,6 +100,109 @@ TEST_F(ResourcesTest, SparkResourcesFileIsTakenAsGivenAndRegistered) {
   ASSERT_EQ(registration.resources.count("fpga"), 1u) << agent.output();
   EXPECT_EQ(registration.resources.at("fpga").addresses, (std::vector<std::string>{"f0"}));
   EXPECT_TRUE(agent.running()) << agent.output();
+}
+
+// A driver whose app profile asks for `amount` of `name`, found by `script`.
+FakeDriver::Options profileAsking(const std::string& name, std::int64_t amount,
+                                  const std::string& script) {
+  FakeDriver::Options options;
+  options.resource_profile.executor_resources[name] = {amount, script, ""};
+  return options;
+}
+
+// The resources of the agent's RegisterExecutor, once it registered.
+std::map<std::string, proto::ResourceInfo> registered(FakeDriver& driver, ChildProcess& agent) {
+  auto frame = driver.waitForType("RegisterExecutor", 20s);
+  EXPECT_TRUE(frame) << agent.output();
+  if (!frame) return {};
+  return proto::decodeBody<proto::RegisterExecutor>(frame->body).resources;
+}
+
+// Spark runs its configured discovery plugins and then, always, its script plugin: a script
+// from the driver works on any executor. So here, on a node whose plugin list does not name
+// `script` (and whose static plugin knows only an FPGA), and on one with the default list.
+TEST_F(ResourcesTest, ProfileDiscoveryScriptRunsAsTheChainsLastStepWhateverThePluginList) {
+  const std::string script = dir.path() / "gpus.sh";
+  writeFile(script, "#!/bin/sh\necho '{\"name\": \"gpu\", \"addresses\": [\"0\", \"1\"]}'\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  for (const bool default_plugins : {false, true}) {
+    SCOPED_TRACE(default_plugins ? "default plugin list" : "process and static");
+    FakeDriver driver(profileAsking("gpu", 2, script));
+    std::string config = agentConfig({{"fpga", {"f0"}}}, json::object());
+    if (default_plugins) {
+      config = (dir.path() / "default.json").string();
+      writeFile(config,
+                json{{"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}.dump());
+    }
+    ChildProcess agent(agentArgs(config, driver), (dir.path() / "agent.log").string());
+    const auto resources = registered(driver, agent);
+    ASSERT_EQ(resources.count("gpu"), 1u) << agent.output();
+    EXPECT_EQ(resources.at("gpu").addresses, (std::vector<std::string>{"0", "1"}));
+    EXPECT_THAT(agent.output(), HasSubstr("found by script"));
+    EXPECT_TRUE(agent.running()) << agent.output();
+  }
+}
+
+// An operator who must not run what a driver names says so, and the script never runs.
+TEST_F(ResourcesTest, ProfileDiscoveryScriptsCanBeForbidden) {
+  const auto ran = dir.path() / "script-ran";
+  const std::string script = dir.path() / "gpus.sh";
+  writeFile(script, "#!/bin/sh\ntouch '" + ran.string() +
+                        "'\necho '{\"name\": \"gpu\", \"addresses\": [\"0\"]}'\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  FakeDriver driver(profileAsking("gpu", 1, script));
+  const auto config = dir.path() / "forbid.json";
+  writeFile(config, json{{"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                         {"allow_profile_discovery_scripts", false}}
+                        .dump());
+  ChildProcess agent(agentArgs(config.string(), driver), (dir.path() / "agent.log").string());
+  ASSERT_EQ(agent.waitExit(20s), toInt(ExitCode::kResourcesUnavailable)) << agent.output();
+  EXPECT_THAT(agent.output(), HasSubstr("allow_profile_discovery_scripts is false"));
+  EXPECT_THAT(agent.output(), HasSubstr("resource 'gpu': 1 requested, none found"));
+  EXPECT_FALSE(std::filesystem::exists(ran)) << "the forbidden script ran";
+}
+
+// Spark drops a request for an amount of 0: no discovery runs for it and it stops nothing.
+TEST_F(ResourcesTest, AmountZeroRunsNoDiscoveryAndDoesNotBlockStartup) {
+  const auto ran = dir.path() / "script-ran";
+  const std::string script = dir.path() / "gpus.sh";
+  writeFile(script, "#!/bin/sh\ntouch '" + ran.string() + "'\necho '{\"name\": \"gpu\"}'\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  FakeDriver driver(profileAsking("gpu", 0, script));
+  const auto config = dir.path() / "default.json";
+  writeFile(config, json{{"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}.dump());
+  ChildProcess agent(agentArgs(config.string(), driver), (dir.path() / "agent.log").string());
+  const auto resources = registered(driver, agent);
+  EXPECT_EQ(resources.count("gpu"), 0u) << agent.output();
+  EXPECT_FALSE(std::filesystem::exists(ran)) << "discovery ran for an amount of 0";
+  EXPECT_TRUE(agent.running()) << agent.output();
+}
+
+// Spark's getGpusResources.sh on a machine without nvidia-smi: its pipeline turns nothing into
+// one empty line, and it prints {"name": "gpu", "addresses": [""]}. Spark would register a GPU
+// "" and hand tasks CUDA_VISIBLE_DEVICES= ; the agent refuses it, naming the script.
+TEST_F(ResourcesTest, SparkGpuScriptWithoutNvidiaSmiIsRefusedNamingTheScript) {
+  // Only sed on the PATH: the script's own lines, unchanged, after it.
+  std::filesystem::create_directories(dir.path() / "bin");
+  std::filesystem::create_symlink("/bin/sed", dir.path() / "bin" / "sed");
+  const std::string script = dir.path() / "getGpusResources.sh";
+  writeFile(script, "#!/bin/bash\nPATH='" + (dir.path() / "bin").string() +
+                        "'\n"
+                        "ADDRS=`nvidia-smi --query-gpu=index --format=csv,noheader | sed -e ':a' "
+                        "-e 'N' -e'$!ba' -e 's/\\n/\",\"/g'`\n"
+                        "echo {\\\"name\\\": \\\"gpu\\\", \\\"addresses\\\":[\\\"$ADDRS\\\"]}\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  FakeDriver driver(profileAsking("gpu", 1, script));
+  const auto config = dir.path() / "default.json";
+  writeFile(config, json{{"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}.dump());
+  ChildProcess agent(agentArgs(config.string(), driver), (dir.path() / "agent.log").string());
+  ASSERT_EQ(agent.waitExit(20s), toInt(ExitCode::kResourcesUnavailable)) << agent.output();
+  EXPECT_THAT(agent.output(),
+              HasSubstr("discovery script " + script + " printed an empty address"));
+  EXPECT_THAT(agent.output(), HasSubstr(R"({"name": "gpu", "addresses":[""]})"));
+  for (const auto& frame : driver.history()) {
+    EXPECT_NE(frame.type, "RegisterExecutor") << "registered a GPU with an empty address";
+  }
 }
 
 // One task's record: the GPUs it saw and when it ran.

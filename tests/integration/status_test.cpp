@@ -109,6 +109,19 @@ class AgentStatusTest : public ::testing::Test {
   TempDir dir;
 };
 
+// The status is current from the moment the agent sends LaunchedExecutor (docs/protocol.md
+// 8.5): a driver that asks right after it sees the agent running with its resources, not the
+// board of before the registration.
+TEST_F(AgentStatusTest, IsCurrentAsSoonAsTheAgentHasRegistered) {
+  FakeDriver driver;
+  auto agent = startAgent(agentConfig(), driver);
+  ASSERT_TRUE(driver.waitForRegistration(20s)) << agent->output();
+  const auto status = fetchStatus(driver.agentBlockUrl());
+  ASSERT_TRUE(status.has_value()) << agent->output();
+  EXPECT_EQ((*status)["state"], "running") << status->dump(2);
+  EXPECT_EQ((*status)["resources"]["gpu"]["addresses"], json::array({"0", "1"})) << status->dump(2);
+}
+
 TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {
   FakeDriver driver;
   auto agent = startAgent(agentConfig(), driver);
@@ -134,7 +147,10 @@ TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {
   }
   EXPECT_EQ(gpu["tasks"], json::array());
 
-  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia"})) << status.dump(2);
+  // The script plugin is the chain's last step for a profile's discovery script (not listed in
+  // the config, it is added after the listed ones).
+  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia", "script"}))
+      << status.dump(2);
   const json& host = status["discovery"]["plugins"]["host"];
   ASSERT_TRUE(host.is_object()) << status.dump(2);
   EXPECT_EQ(host["cores"]["online"], ::sysconf(_SC_NPROCESSORS_ONLN)) << host.dump(2);
@@ -202,14 +218,15 @@ TEST_F(AgentStatusTest, ListsOptionalPluginsThatFailedToLoad) {
   auto agent = startAgent(agentConfig(broken), driver);
   ASSERT_TRUE(driver.waitForRegistration(20s)) << agent->output();
   const json status = waitForStatus(
-      driver, [](const json& s) { return s.contains("plugins") && s["plugins"].size() == 5; });
-  ASSERT_EQ(status["plugins"].size(), 5u) << status.dump(2) << agent->output();
+      driver, [](const json& s) { return s.contains("plugins") && s["plugins"].size() == 6; });
+  ASSERT_EQ(status["plugins"].size(), 6u) << status.dump(2) << agent->output();
 
   std::vector<std::string> loaded;
   for (const auto& p : status["plugins"]) {
     if (p["status"] == "loaded") loaded.push_back(p["name"]);
   }
-  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia"})) << status.dump(2);
+  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia", "script"}))
+      << status.dump(2);
 
   const json& create_fails = status["plugins"][3];
   EXPECT_EQ(create_fails["status"], "failed") << status.dump(2);

@@ -76,6 +76,24 @@ TEST_F(DiscoveryPluginsTest, SparkGpuScriptWorksUnchangedWithNvidiaSmiOnThePath)
   EXPECT_EQ(json::parse(result.json), json::parse(R"({"name":"gpu","addresses":["0","1"]})"));
 }
 
+// The same script where there is no nvidia-smi: its pipeline turns nothing into one empty
+// line and it prints {"name": "gpu", "addresses": [""]}. The plugin refuses that address,
+// naming the script, where Spark would register a GPU "".
+TEST_F(DiscoveryPluginsTest, SparkGpuScriptWithoutNvidiaSmiIsRefusedNamingTheScript) {
+  std::filesystem::create_directories(dir_ / "bin");
+  std::filesystem::create_symlink("/bin/sed", dir_ / "bin" / "sed");
+  std::filesystem::create_symlink("/bin/bash", dir_ / "bin" / "bash");
+  const std::string old_path = ::getenv("PATH");
+  ::setenv("PATH", (dir_ / "bin").c_str(), 1);  // bash and sed, no nvidia-smi
+  const std::string path = script("getGpusResources.sh", kSparkGpuScript);
+  auto result = discover("gpu", path);
+  ::setenv("PATH", old_path.c_str(), 1);
+  ASSERT_FALSE(result.ok()) << result.json;
+  EXPECT_THAT(result.error,
+              HasSubstr("resource 'gpu': discovery script " + path + " printed an empty address"));
+  EXPECT_THAT(result.error, HasSubstr(R"(stdout: {"name": "gpu", "addresses":[""]})"));
+}
+
 TEST_F(DiscoveryPluginsTest, ScriptWithoutShebangRunsUnderBinSh) {
   auto result = discover("fpga", script("fpga.sh", R"(echo '{"name": "fpga", "addresses": )"
                                                    "[\"f0\"], \"vendor\": \"x\"}'\n"

@@ -70,7 +70,7 @@ RegisterExecutor sampleRegisterExecutor() {
   m.attributes = {{"CONTAINER_ID", "c-17"}};
   m.resources = {{"gpu", ResourceInfo{"gpu", {"0", "1", "2"}}}};
   m.resource_profile_id = 3;
-  m.block_url = "http://worker-3:7337/";
+  m.block_url = "http://worker-3:7337";
   return m;
 }
 
@@ -281,7 +281,7 @@ TEST(MessageTest, RegisterExecutorRoundTrips) {
   EXPECT_EQ(m.resources.at("gpu").name, "gpu");
   EXPECT_EQ(m.resources.at("gpu").addresses, (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(m.resource_profile_id, 3);
-  EXPECT_EQ(m.block_url, "http://worker-3:7337/");
+  EXPECT_EQ(m.block_url, "http://worker-3:7337");
 }
 
 TEST(MessageTest, LaunchedExecutorRoundTrips) {

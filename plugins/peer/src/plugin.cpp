@@ -1,9 +1,12 @@
 // The `peer` block-migration plugin: pushes each block to a peer agent's block server with
 // HTTP PUT (the file goes out with sendfile, never whole in memory), several blocks at once,
 // and reports a block migrated only once the peer answered 201, which it does after it has
-// checked the checksum and made the block durable. A peer that fails or refuses (503: it is
-// decommissioning too, 507: its disk is full) is avoided for that block and tried last for
-// the others; a block gets max_failures_per_block tries before it is left to the next plugin.
+// checked the checksum and made the block durable. Each block tries each peer at most once per
+// pass, those with the fewest failures first. A peer that refuses with 503 decommissions too:
+// that refusal does not count against the block (SPARK-44126), and the peer gets no more
+// blocks this pass. Any other failure (507: disk full, a lost connection, ...) counts, and the
+// peer is tried last for the other blocks; a block left after max_failures_per_block counted
+// failures, or with no peer left to try, goes to the next plugin.
 // In a cluster that authenticates each PUT carries a signature the host makes
 // (dh_host.sign_request); a peer that refuses it (401) is a failed try like any other.
 // With a `tls` config (the agent passes its own TLS settings, docs/plugins.md) every PUT goes
@@ -222,6 +225,7 @@ class PeerMigration : public ConcurrentBlockMigration {
     }
     if (usable.empty()) return failEveryBlock(blocks, "no peers");
     peer_failures_ = std::vector<int>(usable.size(), 0);
+    peer_decommissioning_ = std::vector<bool>(usable.size(), false);
     return moveBlocks(host_, blocks, config_.max_concurrent,
                       [&](const BlockToMove& block, std::size_t i) -> MoveOutcome {
                         // A peer that goes away mid-body must be an error here, never a signal.
@@ -242,49 +246,68 @@ class PeerMigration : public ConcurrentBlockMigration {
                       });
   }
 
-  // Tries peers until one takes the block; returns its index, or nullopt with `why`.
+  // Tries the peers until one takes the block, each at most once: returns its index, or
+  // nullopt with `why`. A peer that refuses because it decommissions itself (503) is not
+  // counted against the block (as Spark does since SPARK-44126) and gets no more blocks this
+  // pass; any other failure counts, and the block stops after max_failures_per_block of them.
   std::optional<std::size_t> moveBlock(const BlockToMove& block,
                                        const std::vector<PeerTarget>& peers, std::size_t salt,
                                        std::string& why) {
     std::set<std::size_t> tried;
     std::string reasons;
-    for (int attempt = 0; attempt < config_.max_failures_per_block && !cancelled_; ++attempt) {
-      if (tried.size() == peers.size()) tried.clear();
-      std::size_t pick = pickPeer(peers.size(), salt, tried);
-      tried.insert(pick);
-      PutOutcome outcome = put(block, peers[pick]);
+    int failures = 0;
+    while (failures < config_.max_failures_per_block && !cancelled_) {
+      std::optional<std::size_t> pick = pickPeer(peers.size(), salt, tried);
+      if (!pick) break;  // every peer was tried, or decommissions
+      tried.insert(*pick);
+      PutOutcome outcome = put(block, peers[*pick]);
       if (outcome.ok) {
         std::lock_guard lock(peers_mutex_);
-        peer_failures_[pick] = 0;
+        peer_failures_[*pick] = 0;
         return pick;
       }
+      std::string line = peers[*pick].executor_id + ": " + outcome.message;
+      reasons += (reasons.empty() ? "" : "; ") + line;
+      if (outcome.status == 503) {
+        {
+          std::lock_guard lock(peers_mutex_);
+          peer_decommissioning_[*pick] = true;
+        }
+        host_.info("block " + block.id + " to peer " + line +
+                   " (decommissioning: not counted as a failed try; no more blocks go to it "
+                   "this pass)");
+        continue;
+      }
+      ++failures;
       {
         std::lock_guard lock(peers_mutex_);
-        ++peer_failures_[pick];
+        ++peer_failures_[*pick];
       }
-      std::string line = peers[pick].executor_id + ": " + outcome.message;
       host_.warn("block " + block.id + " to peer " + line);
-      reasons += (reasons.empty() ? "" : "; ") + line;
-      if (config_.retry_delay_ms > 0 && attempt + 1 < config_.max_failures_per_block) {
+      if (config_.retry_delay_ms > 0 && failures < config_.max_failures_per_block &&
+          tried.size() < peers.size()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(config_.retry_delay_ms));
       }
     }
-    why = cancelled_ && reasons.empty() ? "cancelled" : reasons;
+    if (reasons.empty()) {
+      reasons = cancelled_ ? "cancelled"
+                           : "no peer left to try: every peer refused a block this pass because "
+                             "it is decommissioning (HTTP 503)";
+    }
+    why = reasons;
     return std::nullopt;
   }
 
-  // The untried peer with the fewest recent failures, spreading blocks by `salt`.
-  std::size_t pickPeer(std::size_t count, std::size_t salt, const std::set<std::size_t>& tried) {
+  // The untried peer that does not decommission with the fewest recent failures, spreading
+  // blocks by `salt`; nullopt when none is left.
+  std::optional<std::size_t> pickPeer(std::size_t count, std::size_t salt,
+                                      const std::set<std::size_t>& tried) {
     std::lock_guard lock(peers_mutex_);
-    std::size_t best = salt % count;
-    int best_failures = -1;
+    std::optional<std::size_t> best;
     for (std::size_t k = 0; k < count; ++k) {
       std::size_t p = (salt + k) % count;
-      if (tried.count(p) != 0) continue;
-      if (best_failures < 0 || peer_failures_[p] < best_failures) {
-        best = p;
-        best_failures = peer_failures_[p];
-      }
+      if (tried.count(p) != 0 || peer_decommissioning_[p]) continue;
+      if (!best || peer_failures_[p] < peer_failures_[*best]) best = p;
     }
     return best;
   }
@@ -480,6 +503,8 @@ class PeerMigration : public ConcurrentBlockMigration {
   PeerConfig config_;
   std::mutex peers_mutex_;
   std::vector<int> peer_failures_;
+  // Peers that refused a block with 503 this pass: they decommission and take nothing more.
+  std::vector<bool> peer_decommissioning_;
 };
 
 }  // namespace

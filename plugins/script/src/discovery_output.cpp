@@ -35,6 +35,16 @@ std::vector<std::string> parseDiscoveryOutput(const std::string& out, const std:
       if (!a.is_string()) {
         throw DiscoveryOutputError("printed an address that is not a string: " + a.dump());
       }
+      if (a.get_ref<const std::string&>().empty()) {
+        // Spark's getGpusResources.sh prints this where nvidia-smi is missing or finds no GPU
+        // (its pipeline turns nothing into one empty line). Spark would register it; a task
+        // given it would get CUDA_VISIBLE_DEVICES= and no GPU.
+        throw DiscoveryOutputError(
+            R"(printed an empty address (""), which no task could use (Spark's )"
+            "getGpusResources.sh prints that on a machine without nvidia-smi or without a "
+            "GPU); stdout: " +
+            excerpt(out));
+      }
       addresses.push_back(a.get<std::string>());
     }
   }

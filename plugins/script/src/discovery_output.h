@@ -19,8 +19,8 @@ class DiscoveryOutputError : public std::runtime_error {
 // The first 2000 bytes of `text` without trailing blanks and newlines, "(nothing)" when empty.
 std::string excerpt(const std::string& text);
 
-// The addresses a script for resource `name` reported in `out` (its stdout), in order.
-// Throws DiscoveryOutputError.
+// The addresses a script for resource `name` reported in `out` (its stdout), in order. An
+// empty address is refused. Throws DiscoveryOutputError.
 std::vector<std::string> parseDiscoveryOutput(const std::string& out, const std::string& name);
 
 }  // namespace dockhand::plugins::script

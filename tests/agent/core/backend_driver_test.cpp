@@ -84,11 +84,17 @@ TEST(BackendTest, UnknownLogLevelIsAnsweredWithError) {
 
 TEST(BackendTest, UpdateDelegationTokensAreKept) {
   Harness h;
+  LogCapture log;
   h.runToRunning();
   EXPECT_FALSE(h.backend.hasDelegationTokens());
   h.deliverMessage(proto::UpdateDelegationTokens{"dG9rZW5z"});
   EXPECT_TRUE(h.backend.hasDelegationTokens());
   EXPECT_EQ(h.backend.state(), State::kRunning);
+  // The size logged is the tokens' (base64 "dG9rZW5z" is the 6 bytes "tokens"), never them.
+  EXPECT_THAT(log.text(), HasSubstr("received delegation tokens (6 bytes)"));
+  EXPECT_THAT(log.text(), Not(HasSubstr("dG9rZW5z")));
+  h.deliverMessage(proto::UpdateDelegationTokens{"YWI="});
+  EXPECT_THAT(log.text(), HasSubstr("received delegation tokens (2 bytes)"));
 }
 
 TEST(BackendTest, DecommissionExecutorLetsRunningTasksGoOn) {

@@ -13,11 +13,21 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <Poco/Net/HTTPRequestHandler.h>
+#include <Poco/Net/HTTPRequestHandlerFactory.h>
+#include <Poco/Net/HTTPServer.h>
+#include <Poco/Net/HTTPServerParams.h>
+#include <Poco/Net/HTTPServerRequest.h>
+#include <Poco/Net/HTTPServerResponse.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/StreamCopier.h>
 #include <gtest/gtest.h>
 
 #include "plugins/plugin_host.h"
@@ -71,6 +81,72 @@ class ClosedPort {
   int port_ = 0;
 };
 
+// A peer's block server as far as a PUT goes: on 127.0.0.1, it reads each PUT's body whole and
+// answers every one with the same status and text, counting the PUTs per block.
+class FakePeer {
+ public:
+  FakePeer(int status, std::string text) : status_(status), text_(std::move(text)) {
+    Poco::Net::ServerSocket socket(Poco::Net::SocketAddress("127.0.0.1", 0));
+    port_ = socket.address().port();
+    server_ = std::make_unique<Poco::Net::HTTPServer>(new Handlers(this), socket,
+                                                      new Poco::Net::HTTPServerParams);
+    server_->start();
+  }
+  ~FakePeer() { server_->stopAll(true); }
+  FakePeer(const FakePeer&) = delete;
+  FakePeer& operator=(const FakePeer&) = delete;
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // PUTs received for each block id.
+  std::map<std::string, int> puts() const {
+    std::lock_guard lock(mutex_);
+    return puts_;
+  }
+  int totalPuts() const {
+    int total = 0;
+    for (const auto& [id, n] : puts()) total += n;
+    return total;
+  }
+
+ private:
+  struct Handler final : Poco::Net::HTTPRequestHandler {
+    explicit Handler(FakePeer* owner) : peer(owner) {}
+    void handleRequest(Poco::Net::HTTPServerRequest& request,
+                       Poco::Net::HTTPServerResponse& response) override {
+      std::ostringstream body;
+      Poco::StreamCopier::copyStream(request.stream(), body);
+      const std::string uri = request.getURI();
+      {
+        std::lock_guard lock(peer->mutex_);
+        if (request.getMethod() == "PUT") ++peer->puts_[uri.substr(uri.rfind('/') + 1)];
+      }
+      response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(peer->status_));
+      response.setContentLength(static_cast<std::streamsize>(peer->text_.size()));
+      response.send() << peer->text_;
+    }
+    FakePeer* peer;
+  };
+  struct Handlers final : Poco::Net::HTTPRequestHandlerFactory {
+    explicit Handlers(FakePeer* owner) : peer(owner) {}
+    Poco::Net::HTTPRequestHandler* createRequestHandler(
+        const Poco::Net::HTTPServerRequest&) override {
+      return new Handler(peer);
+    }
+    FakePeer* peer;
+  };
+
+  int status_;
+  std::string text_;
+  int port_ = 0;
+  std::unique_ptr<Poco::Net::HTTPServer> server_;
+  mutable std::mutex mutex_;
+  std::map<std::string, int> puts_;
+};
+
+// What the real block server answers a PUT while its agent decommissions.
+constexpr const char* kDecommissioningText =
+    "this agent is decommissioning and takes no new blocks; push it to another peer";
+
 class PluginDecommissionerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,7 +174,7 @@ class PluginDecommissionerTest : public ::testing::Test {
                                                MigrationProgressCallback progress) {
     nlohmann::json config = {{"max_concurrent", 2}};
     if (name == "peer") {
-      config["max_failures_per_block"] = 1;
+      config["max_failures_per_block"] = peer_max_failures;
       config["timeout_ms"] = 2000;
     }
     if (name == "fallback") config["dir"] = (root / "fallback").string();
@@ -140,6 +216,7 @@ class PluginDecommissionerTest : public ::testing::Test {
     return result.get();
   }
 
+  int peer_max_failures = 1;
   fs::path root;
   RecordingSink sink;
   PluginHost host{{DOCKHAND_PLUGIN_DIR}};
@@ -193,6 +270,59 @@ TEST_F(PluginDecommissionerTest, NothingMovesWithoutPeersAndEveryBlockSaysWhy) {
   EXPECT_EQ(store->count(), 3u) << "nothing is deleted";
   ASSERT_FALSE(progress_seen.empty());
   EXPECT_EQ(progress_seen.back().blocks_moved, 0u);
+}
+
+// SPARK-44126: a peer that refuses because it decommissions itself does not cost the block
+// one of its tries; the block goes to another peer in the same pass, and the busy peer is
+// offered nothing more. With one try per block, every block must still reach the good peer.
+TEST_F(PluginDecommissionerTest, DecommissioningPeerDoesNotCostTheBlockATry) {
+  FakePeer busy(503, kDecommissioningText);
+  FakePeer good(201, R"({"ok": true})");
+  make({"peer"});
+  MigrationPassResult result = pass({{"exec-busy", busy.url()}, {"exec-good", good.url()}});
+  EXPECT_TRUE(result.complete);
+  for (const auto& [id, why] : result.failed) ADD_FAILURE() << id << " not moved: " << why;
+  ASSERT_EQ(result.moved.size(), 3u);
+  for (const auto& info : result.moved) {
+    EXPECT_EQ(info.executor_id, "exec-good") << info.id;
+    EXPECT_EQ(info.url, good.url() + "/blocks/" + info.id);
+  }
+  EXPECT_EQ(good.totalPuts(), 3);
+  // Once it said it decommissions, no further block goes to it (2 blocks move at once, so at
+  // most 2 were on their way to it by then).
+  EXPECT_LE(busy.totalPuts(), 2);
+}
+
+// A block that fails at a peer is not sent to that peer again in the same pass
+// (docs/blocks.md), however many tries max_failures_per_block allows.
+TEST_F(PluginDecommissionerTest, FailedPeerIsNotRetriedForTheSameBlockInAPass) {
+  FakePeer full(507, "not enough disk space");
+  peer_max_failures = 3;
+  make({"peer"});
+  MigrationPassResult result = pass({{"exec-full", full.url()}});
+  EXPECT_FALSE(result.complete);
+  EXPECT_TRUE(result.moved.empty());
+  ASSERT_EQ(result.failed.size(), 3u);
+  for (const auto& [id, why] : result.failed) {
+    EXPECT_NE(why.find("HTTP 507"), std::string::npos) << id << ": " << why;
+  }
+  for (const auto& [id, n] : full.puts()) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(full.puts().size(), 3u);
+}
+
+// Only decommissioning peers: nothing moves, each block says why, and no peer is asked twice
+// for one block.
+TEST_F(PluginDecommissionerTest, WhenEveryPeerDecommissionsTheBlocksAreLeftWithTheReason) {
+  FakePeer busy(503, kDecommissioningText);
+  make({"peer"});
+  MigrationPassResult result = pass({{"exec-busy", busy.url()}});
+  EXPECT_FALSE(result.complete);
+  ASSERT_EQ(result.failed.size(), 3u);
+  for (const auto& [id, why] : result.failed) {
+    EXPECT_NE(why.find("decommissioning"), std::string::npos) << id << ": " << why;
+  }
+  for (const auto& [id, n] : busy.puts()) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(store->count(), 3u) << "nothing is deleted";
 }
 
 TEST_F(PluginDecommissionerTest, OnlyTheConfiguredKindsMigrate) {

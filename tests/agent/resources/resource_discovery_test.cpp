@@ -123,6 +123,65 @@ TEST(DiscoveryChainTest, EachBadAnswerHasItsOwnError) {
         "resource 'gpu': plugin 'p' failed: nvidia-smi failed");
 }
 
+// Spark's chain: the configured plugins, then always the script plugin. A request naming a
+// script reaches the script step after every configured plugin declined; one without a
+// script never reaches it.
+TEST(DiscoveryChainTest, ScriptStepIsAskedLastAndOnlyForARequestThatNamesAScript) {
+  FakeDiscoverer nvidia("nvidia", {});
+  FakeDiscoverer statics("static", {{"fpga", answer(R"({"name":"fpga","addresses":["f0"]})")}});
+  FakeDiscoverer script("script", {{"gpu", answer(R"({"name":"gpu","addresses":["0","1"]})")},
+                                   {"fpga", answer(R"({"name":"fpga","addresses":["f9"]})")},
+                                   {"tpu", answer(R"({"name":"tpu","addresses":["t0"]})")}});
+  DiscoveryChain chain({&statics, &nvidia}, &script);
+  ResourceRequests requests = want("gpu", 2);
+  requests["gpu"].discovery_script = "/opt/getGpus.sh";
+  requests["fpga"].amount = 1;
+  requests["fpga"].discovery_script = "/opt/getFpgas.sh";
+  auto found = chain.discoverAll(requests, {});
+  EXPECT_EQ(found["gpu"].source, "script");
+  EXPECT_EQ(found["gpu"].owner, &script);
+  EXPECT_EQ(found["gpu"].info.addresses, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(found["fpga"].source, "static") << "configured plugins come first";
+  ASSERT_EQ(script.asked.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(script.asked[0])["discovery_script"], "/opt/getGpus.sh");
+  EXPECT_EQ(nvidia.asked.size(), 1u);  // gpu; fpga stopped at static
+
+  // Without a script the step is not part of the chain.
+  EXPECT_STREQ(errorOf(chain, want("tpu", 1)).what(),
+               "resource 'tpu': 1 requested, none found: every discovery plugin declined "
+               "(static, nvidia)");
+  // A step that is also listed is asked where the list puts it, once.
+  DiscoveryChain listed({&script, &statics}, &script);
+  script.asked.clear();
+  ResourceRequests tpu = want("tpu", 1);
+  tpu["tpu"].discovery_script = "/opt/getTpus.sh";
+  EXPECT_EQ(listed.discoverAll(tpu, {})["tpu"].source, "script");
+  EXPECT_EQ(script.asked.size(), 1u);
+}
+
+// Spark drops a request whose amount is 0 or less: nothing is asked and nothing is refused.
+TEST(DiscoveryChainTest, AmountZeroIsNoRequest) {
+  FakeDiscoverer script("script", {{"gpu", answer(R"({"name":"gpu","addresses":["0"]})")}});
+  DiscoveryChain chain({}, &script);
+  ResourceRequests requests = want("gpu", 0);
+  requests["gpu"].discovery_script = "/opt/getGpus.sh";
+  requests["fpga"].amount = -1;
+  EXPECT_TRUE(chain.discoverAll(requests, {}).empty());
+  EXPECT_TRUE(script.asked.empty());
+  // A resources file's allocation is still taken as given.
+  auto found = chain.discoverAll(requests, {{"gpu", {"gpu", {"3"}}}}, "resources file x");
+  EXPECT_EQ(found["gpu"].info.addresses, std::vector<std::string>{"3"});
+}
+
+// An empty address would reach a task as CUDA_VISIBLE_DEVICES= (no GPU at all).
+TEST(DiscoveryChainTest, EmptyAddressIsRefused) {
+  FakeDiscoverer plugin("p", {{"gpu", answer(R"({"name":"gpu","addresses":[""]})")}});
+  DiscoveryChain chain({&plugin});
+  auto e = errorOf(chain, want("gpu", 1));
+  EXPECT_EQ(e.kind(), Kind::kEmptyAddress) << e.what();
+  EXPECT_THAT(e.what(), HasSubstr("resource 'gpu': plugin 'p' reported an empty address"));
+}
+
 TEST(DiscoveryChainTest, ExtraFieldsAreIgnoredAndMissingAddressesMeanNone) {
   auto info = DiscoveryChain::parseAnswer("p", "gpu", R"({"name":"gpu","vendor":"x"})");
   EXPECT_TRUE(info.addresses.empty());

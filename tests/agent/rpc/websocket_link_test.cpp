@@ -274,9 +274,11 @@ struct ListenerEvents final : DriverEvents {
 class WebSocketLinkTest : public ::testing::Test {
  protected:
   // A link to `url` that reports into events_.
-  std::unique_ptr<WebSocketLink> makeLink(const std::string& url) {
+  std::unique_ptr<WebSocketLink> makeLink(
+      const std::string& url, std::size_t max_frame_bytes = proto::kDefaultMaxFrameBytes) {
     WebSocketLink::Options options;
     options.url = url;
+    options.max_frame_bytes = max_frame_bytes;
     options.software = "websocket-link-test 1.0";
     return std::make_unique<WebSocketLink>(options, sink_, events_);
   }
@@ -427,6 +429,51 @@ TEST_F(WebSocketLinkTest, MalformedFrameIsAnsweredWithAnErrorAndTheLinkGoesOn) {
   EXPECT_EQ(events_.frames.front().type, "KillTask");
   EXPECT_TRUE(link->connected());
   EXPECT_TRUE(events_.disconnected.empty());
+}
+
+// The frame's header gives its length: the link reads the payload in pieces and drops it,
+// answers frame_too_large and reads the next frame as usual (docs/protocol.md section 4).
+TEST_F(WebSocketLinkTest, OversizedFrameIsDroppedAnsweredAndTheLinkGoesOn) {
+  auto link = makeLink(driver_.url(), std::size_t{1} << 20);
+  link->connect();
+  ASSERT_TRUE(sink_.runUntil([&] { return events_.connected > 0; }));
+  for (const std::size_t size : {(std::size_t{1} << 20) + 1, std::size_t{2} << 20}) {
+    ASSERT_TRUE(driver_.sendText(std::string(size, ' ')));
+    const auto answer = driver_.nextFrame();
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_TRUE(answer->isError()) << answer->type;
+    ASSERT_TRUE(answer->error.has_value());
+    EXPECT_EQ(answer->error->code, proto::error_code::kFrameTooLarge);
+    EXPECT_THAT(answer->error->message, HasSubstr(std::to_string(size) + " bytes"));
+  }
+  EXPECT_EQ(link->malformedFrames(), 2u);
+  // A frame of exactly the limit is read; this one is not JSON, so it is malformed.
+  ASSERT_TRUE(driver_.sendText(std::string(std::size_t{1} << 20, ' ')));
+  const auto at_limit = driver_.nextFrame();
+  ASSERT_TRUE(at_limit.has_value());
+  EXPECT_EQ(at_limit->error->code, proto::error_code::kMalformedFrame);
+
+  ASSERT_TRUE(driver_.send(proto::makeMessage(proto::KillTask{})));
+  ASSERT_TRUE(sink_.runUntil([&] { return !events_.frames.empty(); }));
+  EXPECT_EQ(events_.frames.front().type, "KillTask");
+  EXPECT_TRUE(link->connected());
+  EXPECT_TRUE(events_.disconnected.empty());
+}
+
+// RFC 6455 section 8.1 fails the connection on text that is not UTF-8; the agent deliberately
+// answers malformed_frame and keeps it, as for any other frame it cannot read
+// (docs/protocol.md section 4).
+TEST_F(WebSocketLinkTest, InvalidUtf8IsAnsweredMalformedAndTheLinkGoesOn) {
+  auto link = connectedLink();
+  ASSERT_TRUE(driver_.sendText("{\"type\": \"KillTask\", \"body\": {\"reason\": \"\xc3\x28\"}}"));
+  const auto answer = driver_.nextFrame();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->error.has_value());
+  EXPECT_EQ(answer->error->code, proto::error_code::kMalformedFrame);
+  ASSERT_TRUE(driver_.send(proto::makeMessage(proto::KillTask{})));
+  ASSERT_TRUE(sink_.runUntil([&] { return !events_.frames.empty(); }));
+  EXPECT_EQ(events_.frames.size(), 1u);
+  EXPECT_TRUE(link->connected());
 }
 
 TEST_F(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
