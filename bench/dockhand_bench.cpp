@@ -715,8 +715,9 @@ void writeJob(const fs::path& path, int tasks, std::string_view task) {
 }
 
 // `agent_config`: passed to the local agent (--agent-config) when not empty.
+// `label` names the run's log file, one per run: the driver's summary is read back from it.
 DriverRun runDriver(const Options& options, const fs::path& job, int cores, const TempDir& dir,
-                    const fs::path& agent_config = {}) {
+                    const fs::path& agent_config = {}, const std::string& label = "") {
   // The driver's own limit, and ours a little beyond it: at least 20 tasks/s.
   int timeout_s = std::max(60, options.tasks / 20);
   std::vector<std::string> args = {(options.bin_dir / "dockhand-driver").string(),
@@ -733,7 +734,7 @@ DriverRun runDriver(const Options& options, const fs::path& job, int cores, cons
     args.emplace_back("--agent-config");
     args.push_back(agent_config.string());
   }
-  auto log = dir.path() / (job.stem().string() + "-cores" + std::to_string(cores) + ".log");
+  auto log = dir.path() / (job.stem().string() + label + "-cores" + std::to_string(cores) + ".log");
   auto t0 = Clock::now();
   ChildProcess driver(args, log.string());
   std::optional<int> code;
@@ -818,7 +819,7 @@ void measureLibraryThroughput(const Options& options, Results& results) {
     results.add(figure);
   }
   checkInterrupted();
-  DriverRun run = runDriver(options, job, 2, dir, workers_config);
+  DriverRun run = runDriver(options, job, 2, dir, workers_config, "-workers");
   double rate = options.tasks / run.job_wall_s;
   auto threads = results.value("library_cores2_per_s");
   results.add(measured("library_workers_cores2_per_s", "--cores 2, 2 worker processes, job wall",
