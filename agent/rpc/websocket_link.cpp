@@ -44,7 +44,10 @@ Error authFailure(std::string message) {
 }  // namespace
 
 WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& events)
-    : options_(std::move(options)), sink_(sink), events_(events) {}
+    : options_(std::move(options)),
+      sink_(sink),
+      events_(events),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()) {}
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
@@ -115,6 +118,7 @@ void WebSocketLink::run() {
   if (auto shaken = handshake(*ws); !shaken) {
     const Error& error = shaken.error();
     if (error.code == proto::error_code::kAuthFailed) {
+      metrics_.authFailure();
       sink_.post([this, reason = error.message] { events_.onDriverAuthFailed(reason); });
     } else {
       sink_.post([this, reason = error.message, retryable = error.retryable] {
@@ -128,6 +132,7 @@ void WebSocketLink::run() {
     socket_ = ws;
   }
   connected_.store(true, std::memory_order_release);
+  metrics_.connected();
   log()->info("connected to driver {}", options_.url);
   sink_.post([this] { events_.onDriverConnected(); });
   readLoop(*ws);
@@ -146,7 +151,9 @@ Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
   }
   auto decoded =
       proto::decodeEnvelope(std::string_view(buffer.begin(), n), options_.max_frame_bytes);
+  if (decoded) metrics_.received(decoded->type);
   if (!decoded) {
+    metrics_.decodeError();
     return finalFailure(
         "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
         decoded.error().message);
@@ -177,6 +184,7 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
     }
     std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    metrics_.sent(proto::specOf(proto::Hello::kType).name);
     auto received = receiveHandshakeFrame(ws);
     if (!received) return received.error();
     if (!received->isReply() || received->re != id) {
@@ -223,6 +231,7 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
         proto::auth::helloProof(*secret, "agent", agent_nonce, driver_nonce)};
     text = proto::encodeEnvelope(proto::makeMessage(authenticate, auth_id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    metrics_.sent(proto::specOf(proto::Authenticate::kType).name);
     auto accepted = receiveHandshakeFrame(ws);
     if (!accepted) return accepted.error();
     if (!accepted->isReply() || accepted->re != auth_id) {
@@ -286,6 +295,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       if (op == WebSocket::FRAME_OP_PONG) continue;
       if (op != WebSocket::FRAME_OP_TEXT || (flags & WebSocket::FRAME_FLAG_FIN) == 0) {
         ++malformed_frames_;
+        metrics_.decodeError();
         log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})", flags);
         sendText(proto::encodeEnvelope(
             proto::makeError(proto::error_code::kMalformedFrame,
@@ -297,6 +307,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   } catch (const Poco::Net::WebSocketException& e) {
     if (e.code() == WebSocket::WS_ERR_PAYLOAD_TOO_BIG) {
       ++malformed_frames_;
+      metrics_.decodeError();
       reason = "the driver sent a frame over the " + std::to_string(options_.max_frame_bytes) +
                "-byte limit";
       sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, reason)));
@@ -308,6 +319,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   }
 
   connected_.store(false, std::memory_order_release);
+  metrics_.disconnected();
   {
     std::lock_guard lock(send_mutex_);
     try {
@@ -329,6 +341,7 @@ void WebSocketLink::handleText(std::string_view text) {
   auto decoded = proto::decodeEnvelope(text, options_.max_frame_bytes);
   if (!decoded) {
     ++malformed_frames_;
+    metrics_.decodeError();
     const auto& err = decoded.error();
     log()->warn("malformed frame from the driver: {}", err.message);
     sendText(proto::encodeEnvelope(err.id != 0
@@ -337,6 +350,7 @@ void WebSocketLink::handleText(std::string_view text) {
     return;
   }
   proto::Envelope env = std::move(decoded.value());
+  metrics_.received(env.type);
   if (env.isReply()) {
     AskCallback done;
     {
@@ -378,7 +392,9 @@ bool WebSocketLink::sendText(const std::string& text) {
 
 bool WebSocketLink::send(proto::Envelope message) {
   if (!connected()) return false;
-  return sendText(proto::encodeEnvelope(message));
+  if (!sendText(proto::encodeEnvelope(message))) return false;
+  metrics_.sent(message.type);
+  return true;
 }
 
 void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback done) {
@@ -388,7 +404,9 @@ void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback don
     std::lock_guard lock(asks_mutex_);
     asks_.emplace(id, PendingAsk{std::move(done), SteadyClock::now() + timeout});
   }
-  if (!connected() || !sendText(proto::encodeEnvelope(message))) {
+  const bool sent = connected() && sendText(proto::encodeEnvelope(message));
+  if (sent) metrics_.sent(message.type);
+  if (!sent) {
     AskCallback callback;
     {
       std::lock_guard lock(asks_mutex_);
