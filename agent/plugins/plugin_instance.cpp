@@ -75,6 +75,7 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
       return PluginResult{};
     }
     PluginResult failed{status == DH_OK ? DH_ERROR : status, {}, {}};
+    PluginCalls::noteError();
     if (status == DH_OK) {
       failed.error = "it returned no instance";
     } else {
