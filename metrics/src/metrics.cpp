@@ -305,8 +305,10 @@ void registerProcessInfo(Registry& registry, const std::string& program, const s
 }
 
 Registry& defaultRegistry() {
-  static Registry registry;
-  return registry;
+  // Never destroyed: threads a process leaves behind (a plugin call that never returned, the
+  // pools of servers stopped at exit) may still count while static destructors run.
+  static Registry* const registry = new Registry;
+  return *registry;
 }
 
 }  // namespace dockhand::metrics

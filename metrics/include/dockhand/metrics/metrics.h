@@ -145,7 +145,8 @@ class Registry {
   std::map<std::string, Entry*, std::less<>> by_name_;
 };
 
-// The process's registry: what `GET /metrics` answers. Each part counts into it.
+// The process's registry: what `GET /metrics` answers. Each part counts into it. It is never
+// destroyed, so that threads still running at exit may count.
 Registry& defaultRegistry();
 
 // The process's own facts: dockhand_build_info{program, version, build} 1 and
