@@ -47,6 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case BlockRoute::kHealth:
     case BlockRoute::kStatus:
+    case BlockRoute::kMetrics:
+    case BlockRoute::kReady:
     case BlockRoute::kNotFound:
       DOCKHAND_FUZZ_CHECK(routed.id.empty(), routed.id);
       break;

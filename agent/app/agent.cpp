@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "app/readiness.h"
 #include "app/systemd_notify.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
@@ -164,10 +165,12 @@ Agent::Agent(AgentConfig config)
       discoverers_(makeDiscoverers()),
       guard_(executor_, backend_),
       store_(openBlockStore()),
+      gauges_(metrics::defaultRegistry()),
       server_(startBlockServer()),
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
       backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
+  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", kVersion, DOCKHAND_BUILD);
   // The executor's settings, before the first launch.
   executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
   executor_.setRequestSigner(signer_);
@@ -302,13 +305,8 @@ std::unique_ptr<BlockServer> Agent::startBlockServer() {
       options.verifier = std::make_shared<protocol::auth::RequestVerifier>(*settings_.secret);
     }
     auto server = std::make_unique<BlockServer>(
-        options, *store_, [this, auth = settings_.secret.has_value()] {
-          nlohmann::json status = status_board_.get();
-          status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
-          status["auth"] = {{"required", auth},
-                            {"refused_requests", server_ ? server_->authRefusals() : 0}};
-          return status;
-        });
+        options, *store_, [this] { return servedStatus(); }, [this] { return servedMetrics(); },
+        [this] { return notReadyReason(servedStatus()); });
     server->start();
     return server;
   } catch (const std::exception& e) {
@@ -463,6 +461,19 @@ std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
   } catch (const ConfigError& e) {
     return e.what();
   }
+}
+
+nlohmann::json Agent::servedStatus() const {
+  nlohmann::json status = status_board_.get();
+  status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
+  status["auth"] = {{"required", settings_.secret.has_value()},
+                    {"refused_requests", server_ ? server_->authRefusals() : 0}};
+  return status;
+}
+
+std::string Agent::servedMetrics() {
+  gauges_.update(servedStatus());
+  return metrics::defaultRegistry().expose();
 }
 
 nlohmann::json Agent::statusJson() const {

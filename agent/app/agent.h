@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/agent_config.h"
+#include "app/agent_metrics.h"
 #include "app/log_setup.h"
 #include "app/plugin_loader.h"
 #include "blocks/block_server.h"
@@ -124,6 +125,10 @@ class Agent {
   std::string discoverResources(const protocol::ResourceProfile& profile,
                                 std::map<std::string, protocol::ResourceInfo>& resources);
   nlohmann::json statusJson() const;
+  // GET /v1/status's JSON: the status board's with the block store's and the server's counts.
+  nlohmann::json servedStatus() const;
+  // GET /metrics's text: the gauges set from servedStatus(), then the registry's exposition.
+  std::string servedMetrics();
   void refreshStatus();
   void logStart() const;
   // The orderly end after the loop returned; ends the process at once when a plugin call is
@@ -148,6 +153,7 @@ class Agent {
   ResourceGuard guard_;
   std::unique_ptr<BlockStore> store_;
   StatusBoard status_board_;
+  AgentGauges gauges_;
   std::unique_ptr<BlockServer> server_;
   std::unique_ptr<PluginDecommissioner> decommissioner_;
   WebSocketLink link_;

@@ -26,6 +26,10 @@ RoutedRequest routeBlockRequest(std::string_view uri) {
     out.route = BlockRoute::kHealth;
   } else if (uri == "/v1/status") {
     out.route = BlockRoute::kStatus;
+  } else if (uri == "/metrics") {
+    out.route = BlockRoute::kMetrics;
+  } else if (uri == "/readyz") {
+    out.route = BlockRoute::kReady;
   } else if (uri.substr(0, kBlocksPrefix.size()) == kBlocksPrefix) {
     out.id = std::string(uri.substr(kBlocksPrefix.size()));
     out.route = isValidBlockId(out.id) ? BlockRoute::kBlock : BlockRoute::kInvalidId;

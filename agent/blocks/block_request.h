@@ -14,6 +14,8 @@ namespace dockhand::agent {
 enum class BlockRoute {
   kHealth,     // /healthz
   kStatus,     // /v1/status
+  kMetrics,    // /metrics
+  kReady,      // /readyz
   kBlock,      // /blocks/<valid id>
   kInvalidId,  // /blocks/<anything that is not a block id>
   kNotFound,   // any other path

@@ -25,6 +25,7 @@
 #include "blocks/block_request.h"
 #include "blocks/checksum.h"
 #include "dockhand/base/logging.h"
+#include "dockhand/metrics/metrics.h"
 #include "dockhand/tls/http_server.h"
 
 namespace dockhand::agent {
@@ -99,10 +100,30 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
         response.send() << body;
         return;
       }
+      case BlockRoute::kReady: {
+        if (method != HTTPRequest::HTTP_GET && method != HTTPRequest::HTTP_HEAD) {
+          return notAllowed(response, "GET, HEAD");
+        }
+        if (auto why = server_.notReady()) {
+          return sendText(response, HTTPResponse::HTTP_SERVICE_UNAVAILABLE, "not ready: " + *why);
+        }
+        return sendText(response, HTTPResponse::HTTP_OK, "ready");
+      }
+      case BlockRoute::kMetrics: {
+        if (method != HTTPRequest::HTTP_GET) return notAllowed(response, "GET");
+        if (!server_.hasMetrics()) {
+          return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "this server has no metrics");
+        }
+        std::string body = server_.metrics();
+        response.setContentType(metrics::kContentType);
+        response.setContentLength(static_cast<std::streamsize>(body.size()));
+        response.send() << body;
+        return;
+      }
       case BlockRoute::kNotFound:
-        return sendText(
-            response, HTTPResponse::HTTP_NOT_FOUND,
-            "no such resource: " + routed.path + " (try /blocks/<id>, /healthz, /v1/status)");
+        return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
+                        "no such resource: " + routed.path +
+                            " (try /blocks/<id>, /healthz, /readyz, /v1/status, /metrics)");
       case BlockRoute::kInvalidId:
         if (!authorized(request, response, routed.path)) return;
         return sendText(
@@ -345,10 +366,25 @@ class HandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
 
 }  // namespace
 
-BlockServer::BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status)
-    : options_(std::move(options)), store_(store), status_(std::move(status)) {}
+BlockServer::BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status,
+                         MetricsProvider metrics, ReadinessProvider readiness)
+    : options_(std::move(options)),
+      store_(store),
+      status_(std::move(status)),
+      metrics_(std::move(metrics)),
+      readiness_(std::move(readiness)),
+      auth_refusals_counter_(
+          metrics::defaultRegistry()
+              .counter("dockhand_auth_failures_total",
+                       "Requests and handshakes refused for authentication, by where.", {"where"})
+              .labels({"block_server"})) {}
 
 BlockServer::~BlockServer() { stop(); }
+
+void BlockServer::countAuthRefusal() {
+  ++auth_refusals_;
+  auth_refusals_counter_.inc();
+}
 
 void BlockServer::start() {
   if (server_) return;

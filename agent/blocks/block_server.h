@@ -10,14 +10,17 @@
 //                       the store. 201 with {"id", "size", "checksum"} once it is durable.
 //                       503 while this agent decommissions, 507 when the disk is full, 400 for
 //                       a checksum or length mismatch, 409 when the id is held with other bytes.
-//   GET  /healthz       "ok"
+//   GET  /healthz       "ok": the process is up and serving.
+//   GET  /readyz        200 "ready" when the readiness provider says so (or there is none), else
+//                       503 "not ready: <why>" (starting, decommissioning, stopping, ...).
 //   GET  /v1/status     JSON from the status provider (agent state, tasks, blocks,
 //                       decommission progress).
+//   GET  /metrics       the metrics provider's Prometheus text (format 0.0.4); 404 without one.
 //
 // With a request verifier (a cluster that authenticates, docs/security.md) every request
 // under /blocks/ must carry a valid `Authorization: Dockhand-HMAC-SHA256 ...` header signed
 // with the cluster secret; otherwise it is answered 401 with the reason, logged and counted.
-// /healthz and /v1/status stay open (no block data).
+// /healthz, /readyz, /v1/status and /metrics stay open (no block data).
 //
 // With a TLS context (BlockServerOptions::tls) the same is served over https:// only; a client
 // whose handshake fails (a plain http:// request, a certificate the server refuses) is logged
@@ -27,19 +30,21 @@
 // no block is ever held in memory whole.
 //
 // Threads: the server's own pool (max_threads, with max_queued connections waiting). The
-// status provider is called on those threads and must be thread-safe.
+// status and metrics providers are called on those threads and must be thread-safe.
 #pragma once
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <Poco/Net/Context.h>
 #include <nlohmann/json.hpp>
 
 #include "blocks/block_store.h"
+#include "dockhand/metrics/metrics.h"
 #include "dockhand/protocol/auth.h"
 
 namespace dockhand::tls {
@@ -63,8 +68,12 @@ struct BlockServerOptions {
 class BlockServer {
  public:
   using StatusProvider = std::function<nlohmann::json()>;
+  using MetricsProvider = std::function<std::string()>;
+  // nullopt: ready; otherwise why not.
+  using ReadinessProvider = std::function<std::optional<std::string>()>;
 
-  BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status);
+  BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status,
+              MetricsProvider metrics = {}, ReadinessProvider readiness = {});
   ~BlockServer();
   BlockServer(const BlockServer&) = delete;
   BlockServer& operator=(const BlockServer&) = delete;
@@ -79,19 +88,25 @@ class BlockServer {
   bool acceptingWrites() const { return accepting_writes_; }
   // Block requests refused for a missing or bad signature (401).
   std::uint64_t authRefusals() const { return auth_refusals_.load(); }
-  void countAuthRefusal() { ++auth_refusals_; }
+  void countAuthRefusal();
 
   // For the handlers.
   BlockStore& store() { return store_; }
   const BlockServerOptions& options() const { return options_; }
   nlohmann::json status() const { return status_ ? status_() : nlohmann::json::object(); }
+  bool hasMetrics() const { return static_cast<bool>(metrics_); }
+  std::string metrics() const { return metrics_ ? metrics_() : std::string(); }
+  std::optional<std::string> notReady() const { return readiness_ ? readiness_() : std::nullopt; }
 
  private:
   BlockServerOptions options_;
   BlockStore& store_;
   StatusProvider status_;
+  MetricsProvider metrics_;
+  ReadinessProvider readiness_;
   std::atomic<bool> accepting_writes_{true};
   std::atomic<std::uint64_t> auth_refusals_{0};
+  metrics::Counter& auth_refusals_counter_;  // dockhand_auth_failures_total{where="block_server"}
   std::unique_ptr<tls::HttpServer> server_;
   int port_ = 0;
 };

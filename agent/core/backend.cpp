@@ -21,6 +21,10 @@ namespace proto = dockhand::protocol;
 
 namespace {
 
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
 
 // How many bytes the base64 text `encoded` stands for (padding or not): what the log says of
@@ -75,8 +79,35 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       timers_(timers),
       log_control_(log_control),
       exiter_(exiter),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
       decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,
                     timers_, decommissioner, *this) {}
+
+Backend::TaskMetrics::TaskMetrics(metrics::Registry& registry)
+    : started(registry
+                  .counter("dockhand_tasks_started_total",
+                           "Tasks this agent accepted from the driver and handed to a runner.")
+                  .get()),
+      duration(registry
+                   .histogram("dockhand_task_duration_seconds",
+                              "Time from a task's LaunchTask to its final status, by the agent's "
+                              "clock.",
+                              {}, metrics::durationBuckets())
+                   .get()),
+      launch_latency(registry
+                         .histogram("dockhand_task_launch_latency_seconds",
+                                    "Time from a task's LaunchTask to its runner reporting it "
+                                    "RUNNING.",
+                                    {}, metrics::latencyBuckets())
+                         .get()) {
+  auto& family =
+      registry.counter("dockhand_tasks_ended_total",
+                       "Final task status updates this agent sent, by state.", {"state"});
+  for (auto state : {proto::TaskState::kFinished, proto::TaskState::kFailed,
+                     proto::TaskState::kKilled, proto::TaskState::kLost}) {
+    ended[static_cast<std::size_t>(state)] = &family.labels({std::string(proto::toString(state))});
+  }
+}
 
 void Backend::setState(State next) {
   // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
@@ -400,9 +431,12 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     return;
   }
   log()->debug("Got assigned task {} ({})", task.task_id, task.name);
-  running_.emplace(task.task_id, RunningTask{task.cpus, task.resources});
+  const TimePoint received = timers_.now();
+  running_.emplace(task.task_id, RunningTask{task.cpus, task.resources, received, false});
+  metrics_.started.inc();
   if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
+    metrics_.duration.observe(seconds(timers_.now() - received));
     log()->warn("task {} could not start: {}", task.task_id, launched.error().message);
     update.state = proto::TaskState::kFailed;
     update.reason = launched.error().message;
@@ -489,7 +523,12 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   update.stderr_tail = status.stderr_tail;
   update.cpus = it->second.cpus;
   update.resources = it->second.resources;
+  if (status.state == proto::TaskState::kRunning && !it->second.reported_running) {
+    it->second.reported_running = true;
+    metrics_.launch_latency.observe(seconds(timers_.now() - it->second.received));
+  }
   if (proto::isTerminal(status.state)) {
+    metrics_.duration.observe(seconds(timers_.now() - it->second.received));
     running_.erase(it);
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
@@ -506,6 +545,8 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {
   std::uint64_t task_id = update.task_id;
+  if (proto::isTerminal(update.state))
+    metrics_.ended[static_cast<std::size_t>(update.state)]->inc();
   sendInOrder(proto::makeMessage(update), task_id);
 }
 
@@ -621,12 +662,19 @@ void Backend::exit(ExitCode code, const std::string& reason) {
   exitExecutor(code, reason, /*notify_driver=*/true);
 }
 
+int Backend::coresInUse() const {
+  int cores = 0;
+  for (const auto& [id, task] : running_) cores += task.cpus;
+  return cores;
+}
+
 Json Backend::statusJson() const {
   return Json{
       {"executor_id", options_.executor_id},
       {"state", decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
                                                              : std::string(toString(state_))},
       {"running_tasks", running_.size()},
+      {"cores", {{"total", options_.cores}, {"in_use", coresInUse()}}},
       {"queued_updates", outbox_.size()},
       {"decommission", decommissionProgress()}};
 }

@@ -25,6 +25,7 @@
 // Executor::stopAll() on the exit path, and never touches a socket itself.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -36,6 +37,7 @@
 #include "core/decommission_flow.h"
 #include "core/exit_codes.h"
 #include "core/ports.h"
+#include "dockhand/metrics/metrics.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
@@ -58,6 +60,8 @@ struct BackendOptions {
   Millis heartbeat_interval{10000};  // the app config's dockhand.heartbeat.interval_ms wins
   Millis driver_timeout{60000};      // the app config's dockhand.driver.timeout_ms wins
   Millis kill_memory{600000};        // how long a kill for a not-yet-launched task is kept
+  // Where the task counters go (docs/operations.md#metrics); null: the process's registry.
+  metrics::Registry* metrics = nullptr;
   std::size_t max_remembered_kills = 100000;
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
 
@@ -129,13 +133,25 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   bool decommissioning() const { return decommission_.decommissioning(); }
   // See DecommissionFlow::progress(): null unless decommissioning.
   Json decommissionProgress() const { return decommission_.progress(); }
-  // The agent's state for /v1/status: {"executor_id", "state", "running_tasks", ...}.
+  // The cores the running tasks asked for.
+  int coresInUse() const;
+  // The agent's state for /v1/status: {"executor_id", "state", "running_tasks", "cores", ...}.
   Json statusJson() const;
 
  private:
   struct RunningTask {
     int cpus = 0;
     std::map<std::string, std::vector<std::string>> resources;
+    TimePoint received{};  // when its LaunchTask arrived
+    bool reported_running = false;
+  };
+  // The task counters, looked up once: counting a task is a few relaxed atomic adds.
+  struct TaskMetrics {
+    explicit TaskMetrics(metrics::Registry& registry);
+    metrics::Counter& started;
+    std::array<metrics::Counter*, 5> ended{};  // by protocol::TaskState
+    metrics::Histogram& duration;
+    metrics::Histogram& launch_latency;
   };
   struct EarlyKill {
     std::string reason;
@@ -195,6 +211,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   };
   std::deque<Outgoing> outbox_;
   std::optional<TimePoint> last_task_finish_;
+  TaskMetrics metrics_;
 
   // Constructed last: it keeps references to the ports above and to this Backend as its
   // Host.

@@ -2,11 +2,67 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
 
+#include "dockhand/metrics/metrics.h"
+
 namespace dockhand::agent {
+
+namespace {
+
+// The counters of one hook of one instance (docs/operations.md#metrics).
+struct HookMetrics {
+  metrics::Counter* calls = nullptr;
+  metrics::Counter* errors = nullptr;
+  metrics::Counter* timeouts = nullptr;
+  metrics::Histogram* duration = nullptr;
+};
+
+// The hook the calling thread is in, when it is an instance's call thread in a call: what
+// PluginCalls::noteError() counts against.
+thread_local HookMetrics* gCurrentHook = nullptr;
+
+HookMetrics makeHookMetrics(const std::string& plugin, const std::string& hook) {
+  metrics::Registry& registry = metrics::defaultRegistry();
+  const std::vector<std::string> labels{plugin, hook};
+  HookMetrics m;
+  m.calls =
+      &registry
+           .counter("dockhand_plugin_calls_total",
+                    "Plugin hook calls that returned, by plugin and hook.", {"plugin", "hook"})
+           .labels(labels);
+  m.errors = &registry
+                  .counter("dockhand_plugin_call_errors_total",
+                           "Plugin hook calls that returned a status other than DH_OK.",
+                           {"plugin", "hook"})
+                  .labels(labels);
+  m.timeouts = &registry
+                    .counter("dockhand_plugin_call_timeouts_total",
+                             "Plugin hook calls that overran their bound "
+                             "(plugin_call_timeout_ms); each makes its plugin stuck.",
+                             {"plugin", "hook"})
+                    .labels(labels);
+  m.duration = &registry
+                    .histogram("dockhand_plugin_call_duration_seconds",
+                               "Time plugin hook calls took, by plugin and hook.",
+                               {"plugin", "hook"}, metrics::latencyBuckets())
+                    .labels(labels);
+  return m;
+}
+
+metrics::Gauge& stuckGauge(const std::string& plugin) {
+  return metrics::defaultRegistry()
+      .gauge("dockhand_plugin_stuck",
+             "1 once a call into the plugin overran its bound: its later calls fail until the "
+             "agent restarts.",
+             {"plugin"})
+      .labels({plugin});
+}
+
+}  // namespace
 
 std::string PluginCalls::CallInfo::text() const {
   return hook + "()" + (task_id != 0 ? " of task " + std::to_string(task_id) : std::string());
@@ -14,6 +70,11 @@ std::string PluginCalls::CallInfo::text() const {
 
 struct PluginCalls::State {
   std::string plugin;
+  std::string name;  // the plugin's name, for the metrics' labels
+  // Under `mutex`: one entry per hook called so far; the pointers stay valid.
+  std::map<std::string, HookMetrics, std::less<>> hooks;
+  HookMetrics* current_hook = nullptr;  // of the call in progress
+  metrics::Gauge* stuck_gauge = nullptr;
   Millis timeout{0};
   std::mutex mutex;
   std::condition_variable work;   // the call thread waits for calls
@@ -56,9 +117,21 @@ void PluginCalls::runCalls(const std::shared_ptr<State>& s) {
     s->current_timeout = call.timeout.value_or(s->timeout);
     s->call_started = std::chrono::steady_clock::now();
     ++s->calls_started;
+    auto hook = s->hooks.find(call.info.hook);
+    if (hook == s->hooks.end()) {
+      hook = s->hooks.emplace(call.info.hook, makeHookMetrics(s->name, call.info.hook)).first;
+    }
+    HookMetrics* metrics = &hook->second;
+    s->current_hook = metrics;
+    const auto started = s->call_started;
     if (s->watchdog_idle) s->watch.notify_one();
     lock.unlock();
+    gCurrentHook = metrics;
     call.run();
+    gCurrentHook = nullptr;
+    metrics->calls->inc();
+    metrics->duration->observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     call = Call{};  // what the call holds goes before the lock is taken
     lock.lock();
     s->in_call = false;
@@ -97,6 +170,8 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
     }
     s->stuck = true;
     s->stuck_call = overrun(*s);
+    if (s->current_hook != nullptr) s->current_hook->timeouts->inc();
+    s->stuck_gauge->set(1);
     const bool stopping = s->stopping;
     CallInfo overran = s->current.info;
     auto overran_not_done = std::move(s->current.not_done);
@@ -121,10 +196,16 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
   }
 }
 
-PluginCalls::PluginCalls(std::string plugin, Millis timeout)
+PluginCalls::PluginCalls(std::string plugin, Millis timeout, std::string name)
     : plugin_(std::move(plugin)), timeout_(timeout), state_(std::make_shared<State>()) {
   state_->plugin = plugin_;
+  state_->name = name.empty() ? plugin_ : std::move(name);
   state_->timeout = timeout;
+  state_->stuck_gauge = &stuckGauge(state_->name);
+}
+
+void PluginCalls::noteError() {
+  if (gCurrentHook != nullptr) gCurrentHook->errors->inc();
 }
 
 PluginCalls::~PluginCalls() { stop(std::chrono::steady_clock::now() + timeout_); }

@@ -72,8 +72,10 @@ class PluginCalls {
   };
   using StuckHandler = std::function<void(CallInfo stuck, std::vector<CallInfo> dropped)>;
 
-  // `plugin` names the instance in messages ("plugin 'x'", "task runner 'x'").
-  PluginCalls(std::string plugin, Millis timeout);
+  // `plugin` names the instance in messages ("plugin 'x'", "task runner 'x'"); `name` is the
+  // plugin's name in the metrics' labels (empty: `plugin`). Each call that returns is counted
+  // and timed by plugin and hook, each overrun counted (docs/operations.md#metrics).
+  PluginCalls(std::string plugin, Millis timeout, std::string name = {});
   // stop() with the call timeout; the threads are detached if that fails.
   ~PluginCalls();
   PluginCalls(const PluginCalls&) = delete;
@@ -105,6 +107,10 @@ class PluginCalls {
   // what the calls use. A thread with nothing left to do is always joined. Idempotent: a second
   // stop() returns whether the call thread has ended by now.
   bool stop(std::chrono::steady_clock::time_point deadline);
+
+  // Counts an error against the call the calling thread is making, when it is a call thread
+  // in a call (PluginInstance does, for every status other than DH_OK); else does nothing.
+  static void noteError();
 
   const std::string& plugin() const { return plugin_; }
   Millis timeout() const { return timeout_; }

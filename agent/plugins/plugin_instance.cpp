@@ -75,6 +75,7 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
       return PluginResult{};
     }
     PluginResult failed{status == DH_OK ? DH_ERROR : status, {}, {}};
+    PluginCalls::noteError();
     if (status == DH_OK) {
       failed.error = "it returned no instance";
     } else {
@@ -121,7 +122,7 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),
       logger_(logger("plugin." + library_->name())),
-      calls_("plugin '" + library_->name() + "'", call_timeout) {
+      calls_("plugin '" + library_->name() + "'", call_timeout, library_->name()) {
   host_.struct_size = sizeof(dh_host);
   host_.ctx = this;
   host_.log = &hostLog;
@@ -184,6 +185,7 @@ PluginResult PluginInstance::result(dh_status status, const char* out_json) cons
   if (status == DH_OK) {
     if (out_json != nullptr) r.json = out_json;
   } else {
+    PluginCalls::noteError();
     r.error = lastError(handle_);
   }
   return r;

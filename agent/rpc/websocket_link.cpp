@@ -58,7 +58,10 @@ Error authFailure(std::string message) {
 }  // namespace
 
 WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& events)
-    : options_(std::move(options)), sink_(sink), events_(events) {}
+    : options_(std::move(options)),
+      sink_(sink),
+      events_(events),
+      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()) {}
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
@@ -128,6 +131,7 @@ void WebSocketLink::run() {
   if (auto shaken = handshake(*ws); !shaken) {
     const Error& error = shaken.error();
     if (error.code == proto::error_code::kAuthFailed) {
+      metrics_.authFailure();
       sink_.post([this, reason = error.message] { events_.onDriverAuthFailed(reason); });
     } else {
       sink_.post([this, reason = error.message, retryable = error.retryable] {
@@ -141,6 +145,7 @@ void WebSocketLink::run() {
     socket_ = ws;
   }
   connected_.store(true, std::memory_order_release);
+  metrics_.connected();
   log()->info("connected to driver {}", options_.url);
   sink_.post([this] { events_.onDriverConnected(); });
   readLoop(*ws);
@@ -158,13 +163,16 @@ Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
     return passingFailure("the driver closed the connection during the handshake");
   }
   if (frame.discarded) {
+    metrics_.decodeError();
     return finalFailure("the driver answered with a frame of " + std::to_string(frame.length) +
                         " bytes, over this agent's limit of " +
                         std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes)");
   }
   auto decoded = proto::decodeEnvelope(std::string_view(payload.data(), payload.size()),
                                        options_.max_frame_bytes);
+  if (decoded) metrics_.received(decoded->type);
   if (!decoded) {
+    metrics_.decodeError();
     return finalFailure(
         "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
         decoded.error().message);
@@ -195,6 +203,7 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
     }
     std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    metrics_.sent(proto::specOf(proto::Hello::kType).name);
     auto received = receiveHandshakeFrame(ws);
     if (!received) return received.error();
     if (!received->isReply() || received->re != id) {
@@ -241,6 +250,7 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
         proto::auth::helloProof(*secret, "agent", agent_nonce, driver_nonce)};
     text = proto::encodeEnvelope(proto::makeMessage(authenticate, auth_id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+    metrics_.sent(proto::specOf(proto::Authenticate::kType).name);
     auto accepted = receiveHandshakeFrame(ws);
     if (!accepted) return accepted.error();
     if (!accepted->isReply() || accepted->re != auth_id) {
@@ -297,6 +307,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
         // Its payload has been read and dropped: the next frame starts where it should, and
         // the tasks running here need not be lost over one bad message.
         ++malformed_frames_;
+        metrics_.decodeError();
         const std::string why =
             "a frame of " + std::to_string(frame.length) + " bytes is over this agent's limit of " +
             std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes); it was dropped";
@@ -314,6 +325,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       if (op == WebSocket::FRAME_OP_PONG) continue;
       if (op != WebSocket::FRAME_OP_TEXT || (frame.flags & WebSocket::FRAME_FLAG_FIN) == 0) {
         ++malformed_frames_;
+        metrics_.decodeError();
         log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})",
                     frame.flags);
         sendText(proto::encodeEnvelope(
@@ -328,6 +340,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   }
 
   connected_.store(false, std::memory_order_release);
+  metrics_.disconnected();
   {
     std::lock_guard lock(send_mutex_);
     try {
@@ -349,6 +362,7 @@ void WebSocketLink::handleText(std::string_view text) {
   auto decoded = proto::decodeEnvelope(text, options_.max_frame_bytes);
   if (!decoded) {
     ++malformed_frames_;
+    metrics_.decodeError();
     const auto& err = decoded.error();
     log()->warn("malformed frame from the driver: {}", err.message);
     sendText(proto::encodeEnvelope(err.id != 0
@@ -357,6 +371,7 @@ void WebSocketLink::handleText(std::string_view text) {
     return;
   }
   proto::Envelope env = std::move(decoded.value());
+  metrics_.received(env.type);
   if (env.isReply()) {
     AskCallback done;
     {
@@ -398,7 +413,9 @@ bool WebSocketLink::sendText(const std::string& text) {
 
 bool WebSocketLink::send(proto::Envelope message) {
   if (!connected()) return false;
-  return sendText(proto::encodeEnvelope(message));
+  if (!sendText(proto::encodeEnvelope(message))) return false;
+  metrics_.sent(message.type);
+  return true;
 }
 
 void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback done) {
@@ -408,7 +425,9 @@ void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback don
     std::lock_guard lock(asks_mutex_);
     asks_.emplace(id, PendingAsk{std::move(done), SteadyClock::now() + timeout});
   }
-  if (!connected() || !sendText(proto::encodeEnvelope(message))) {
+  const bool sent = connected() && sendText(proto::encodeEnvelope(message));
+  if (sent) metrics_.sent(message.type);
+  if (!sent) {
     AskCallback callback;
     {
       std::lock_guard lock(asks_mutex_);

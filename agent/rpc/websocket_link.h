@@ -25,6 +25,7 @@
 
 #include "core/ports.h"
 #include "dockhand/protocol/auth.h"
+#include "rpc/link_metrics.h"
 
 namespace Poco::Net {
 class WebSocket;
@@ -44,6 +45,8 @@ class WebSocketLink final : public DriverLink {
     std::optional<protocol::auth::ClusterSecret> secret;
     // The TLS client context for a wss:// URL (docs/security.md); null: plain ws:// only.
     Poco::Net::Context::Ptr tls;
+    // Where the link's counters go (rpc/link_metrics.h); null: the process's registry.
+    metrics::Registry* metrics = nullptr;
   };
 
   // What the link learns reaches `events` on the core thread (posted through `sink`). Both
@@ -90,6 +93,7 @@ class WebSocketLink final : public DriverLink {
   std::atomic<bool> connected_{false};
   std::atomic<bool> closing_{false};
   std::atomic<std::uint64_t> malformed_frames_{0};
+  LinkMetrics metrics_;
 
   // Guards socket_ writes; over TLS, reads too (an OpenSSL connection is not to be used by
   // two threads at once), taken by the reader only once data is there to read.

@@ -35,6 +35,8 @@ run options:
   --decommission ID    decommission agent ID while the job runs ...
   --decommission-after-ms N  ... N ms after the job starts (default 0)
   --keep-work-dirs     keep the agents' work dirs and logs (their path is printed)
+  --linger SECONDS     after the report, keep serving (/metrics, the control API)
+                       for SECONDS before stopping the agents (default 0)
   --quiet              print only the summary line
   --log-level LEVEL    driver log level on stderr (default warn)
   --auth-secret-file F require agents to prove the cluster secret in F (mode 0600; also
@@ -141,6 +143,8 @@ CliOptions parseCliArgs(int argc, char** argv) {
       o.driver = value();
     } else if (arg == "--reason") {
       o.reason = value();
+    } else if (arg == "--linger") {
+      o.linger_s = parseNumber(arg, value(), 0, 7L * 86400);
     } else if (arg == "--keep-work-dirs") {
       flag();
       o.keep_work_dirs = true;
@@ -181,7 +185,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     if (positional.size() != 1) throw UsageError("serve takes no arguments");
     reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
                     "--keep-work-dirs", "--quiet", "--agent-config", "--decommission",
-                    "--decommission-after-ms"},
+                    "--decommission-after-ms", "--linger"},
                    "run");
     reject_options({"--driver", "--reason"}, "decommission");
   } else if (o.command == "decommission") {
@@ -191,7 +195,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     parseListen(o.driver);  // validates HOST:PORT
     reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
                     "--keep-work-dirs", "--agent-config", "--decommission",
-                    "--decommission-after-ms", "--listen", "--port-file"},
+                    "--decommission-after-ms", "--listen", "--port-file", "--linger"},
                    "run or serve");
   } else {
     throw UsageError(

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <Poco/Exception.h>
@@ -165,6 +166,15 @@ int runCommand(const CliOptions& o) {
   const bool has_deadline = o.timeout_s.has_value();
   const TimePoint deadline = has_deadline ? started + seconds(*o.timeout_s) : TimePoint::max();
   auto finish = [&](int code, bool show_logs) {
+    if (!interrupted && o.linger_s > 0) {
+      // The report is out; the status page, /metrics and the control API stay up a while.
+      log->info("lingering {} s before stopping the agents (--linger)", o.linger_s);
+      const auto until = SteadyClock::now() + seconds(o.linger_s);
+      while (!interrupted && SteadyClock::now() < until) {
+        std::this_thread::sleep_for(
+            std::min<SteadyClock::duration>(milliseconds(100), until - SteadyClock::now()));
+      }
+    }
     if (!interrupted) {
       // A decommission under way is let finish (its blocks move, the agent leaves on its
       // own) before the rest are stopped; bounded, as it may be stuck.

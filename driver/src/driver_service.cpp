@@ -32,6 +32,7 @@ DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now
     : config_(std::move(config)),
       now_(std::move(now)),
       scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms)}),
+      metrics_(metrics::defaultRegistry()),
       result_fetcher_(
           ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
                              config_.secret ? protocol::auth::makeRequestSigner(*config_.secret)
@@ -54,6 +55,8 @@ void DriverService::addAppProperties(const std::map<std::string, std::string>& p
 }
 
 void DriverService::start(const std::string& host, std::uint16_t port) {
+  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand-driver", DOCKHAND_VERSION,
+                               DOCKHAND_BUILD);
   ServerOptions options;
   options.host = host;
   options.port = port;
@@ -178,6 +181,7 @@ void DriverService::apply(Actions& actions) {
     Connection& c = *it->second;
     switch (action.kind) {
       case Action::Kind::kLaunch:
+        metrics_.launched(action.waited);
         c.send(protocol::LaunchTask{std::move(action.task)});
         break;
       case Action::Kind::kKill: {
@@ -193,6 +197,7 @@ void DriverService::apply(Actions& actions) {
         logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
                                action.reason);
         ++agents_lost_;
+        metrics_.agentLost();
         c.close(action.reason);
         agent_connections_.erase(it);
         break;

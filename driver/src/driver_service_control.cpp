@@ -46,13 +46,31 @@ Json DriverService::executorsJson() const {
       {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }
 
+std::string DriverService::metricsText() {
+  {
+    std::lock_guard lock(mutex_);
+    metrics_.setGauges(scheduler_);
+  }
+  return metrics::defaultRegistry().expose();
+}
+
 std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& request) {
+  if (request.path == "/metrics") {
+    if (request.method != "GET") return errorReply(405, "use GET /metrics");
+    return HttpReply{200, metrics::kContentType, metricsText(), {}};
+  }
+  if (request.path.rfind("/v1/", 0) != 0) return std::nullopt;
+  std::optional<HttpReply> reply = controlRequest(request);
+  if (reply) metrics_.controlRequest(request.method, reply->status);
+  return reply;
+}
+
+std::optional<HttpReply> DriverService::controlRequest(const ControlRequest& request) {
   constexpr std::string_view kExecutors = "/v1/executors";
   constexpr std::string_view kDecommission = "/decommission";
   const std::string& method = request.method;
   const std::string& path = request.path;
   const std::string& body = request.body;
-  if (path.rfind("/v1/", 0) != 0) return std::nullopt;
   if (control_verifier_) {
     auto refusal = control_verifier_->verify(request.authorization,
                                              protocol::auth::RequestToSign{method, path, body},

@@ -54,6 +54,7 @@ bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
                            std::string message) {
   ++bad_frames_;
+  metrics_.badFrame();
   logger("driver")->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
                           message);
   if (id > 0) {
@@ -65,6 +66,7 @@ void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view cod
 
 void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_view frame) {
   ++frames_;
+  metrics_.frame();
   protocol::DecodeResult decoded = protocol::decodeEnvelope(frame, config_.max_frame_bytes);
   if (!decoded) {
     const auto& error = decoded.error();
@@ -80,6 +82,7 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
   if (env.isError()) {
     if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
       ++auth_failures_;
+      metrics_.authFailure();
       logger("driver")->warn(
           "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
           c->peer(), env.error->message);
@@ -258,6 +261,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     result = scheduler_.registerAgent(reg, now_(), actions);
     if (result) {
       ++registrations_;
+      metrics_.registration();
       agent_connections_[reg.executor_id] = c;
       // The reply goes out before anything the registration leads to.
       c->send(protocol::makeReply(env.id, protocol::Json::object()));
@@ -265,6 +269,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       changed_.notify_all();
     } else {
       ++refused_registrations_;
+      metrics_.refusedRegistration();
     }
   }
   if (!result) {
@@ -307,6 +312,7 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
 void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
                                     const protocol::Envelope& env) {
   auto beat = protocol::decodeBody<protocol::Heartbeat>(env.body);
+  metrics_.heartbeat();
   std::lock_guard lock(mutex_);
   scheduler_.touch(c->agent_id, now_());
   if (beat.decommission.is_null()) {
@@ -337,6 +343,7 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
     logger("driver")->info("agent '{}' stopped", c->agent_id);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     ++agents_lost_;
+    metrics_.agentLost();
     logger("driver")->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
                            c->agent_id, why);
   }

@@ -91,6 +91,7 @@ void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
 
 void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
   ++auth_failures_;
+  metrics_.authFailure();
   logger("driver")->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
                          why);
   refuse(c, id, ec::kAuthFailed, why);

@@ -78,6 +78,7 @@ void DriverService::applyStatus(const std::string& agent_id, const protocol::Sta
   scheduler_.touch(agent_id, now);
   const JobState before = scheduler_.jobState();
   Actions actions;
+  if (scheduler_.isRunningOn(update.task_id, agent_id)) metrics_.taskStatus(update.state);
   scheduler_.onStatusUpdate(agent_id, update, now, actions);
   apply(actions);
   if (scheduler_.jobState() != before) changed_.notify_all();

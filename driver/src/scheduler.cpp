@@ -176,6 +176,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
       return true;
     }
     t.outcome = TaskOutcome::kPending;
+    t.pending_since = now_;
     pending_.push_front(index);
     ++relaunches_after_loss_;
   }
@@ -272,6 +273,7 @@ void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::str
                     [&](std::size_t c) { return tasks_[c].outcome != TaskOutcome::kFinished; });
     if (!needed) continue;
     p.outcome = TaskOutcome::kPending;
+    p.pending_since = now_;
     p.reason = fmt::format("rerun: its block {} was lost ({})", id, why);
     --finished_;
     ++reruns_for_lost_blocks_;
@@ -361,6 +363,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   for (std::size_t i = 0; i < job_.tasks.size(); ++i) {
     TaskRecord record;
     record.spec = job_.tasks[i];
+    record.pending_since = now;
     for (const auto& id : record.spec.outputs) producer_[id] = i;
     for (const auto& id : record.spec.inputs) consumers_[id].push_back(i);
     tasks_.push_back(std::move(record));
@@ -426,6 +429,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
         return;
       }
       t.outcome = TaskOutcome::kPending;
+      t.pending_since = now_;
       pending_.push_front(run.index);
       ++retries_;
       break;
@@ -438,6 +442,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
         return;
       }
       t.outcome = TaskOutcome::kPending;
+      t.pending_since = now_;
       pending_.push_front(run.index);
       ++relaunches_after_loss_;
       break;

@@ -127,6 +127,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   t.task_id = d.task_id;
   t.agent_id = agent.id;
   t.launched_at = now;
+  action.waited = now - t.pending_since;
 
   RunningTask run;
   run.job_seq = job_seq_;

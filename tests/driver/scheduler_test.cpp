@@ -332,3 +332,39 @@ TEST_F(SchedulerTest, ManyTasksFlowThroughOneAgent) {
 
 }  // namespace
 }  // namespace dockhand::driver
+
+namespace dockhand::driver {
+namespace {
+
+using namespace scheduler_fixture;  // NOLINT(google-build-using-namespace)
+
+// Action::waited (the driver's dockhand_driver_scheduling_latency_seconds): from the task
+// becoming pending (submitted, or sent back after a failed attempt) to its launch.
+TEST_F(SchedulerTest, LaunchSaysHowLongItsTaskWaited) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1")}, 3), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].waited, SteadyClock::duration::zero());
+
+  now_ += std::chrono::seconds(5);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFailed), now_, next);
+  auto second = launches(next);
+  ASSERT_EQ(second.size(), 1u);
+  // The failed task is relaunched first, at once: it became pending now.
+  EXPECT_EQ(second[0].task.name, first[0].task.name);
+  EXPECT_EQ(second[0].waited, SteadyClock::duration::zero());
+
+  now_ += std::chrono::seconds(2);
+  Actions last;
+  scheduler_.onStatusUpdate("a", status(second[0], TaskState::kFinished), now_, last);
+  auto third = launches(last);
+  ASSERT_EQ(third.size(), 1u);
+  // The other task waited since the job was submitted.
+  EXPECT_EQ(third[0].waited, std::chrono::seconds(7));
+}
+
+}  // namespace
+}  // namespace dockhand::driver

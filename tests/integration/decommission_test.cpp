@@ -436,3 +436,41 @@ TEST_F(DecommissionTest, AgentKilledMidWriteNeverServesAPartialBlock) {
 
 }  // namespace
 }  // namespace dockhand::testing
+
+namespace dockhand::testing {
+namespace {
+
+// GET /readyz: not ready before the agent registered, ready once it runs, not ready again as
+// soon as a decommission starts (while a task still runs there), so that a load balancer or a
+// Kubernetes probe stops sending it work; /healthz stays "ok" throughout.
+TEST_F(DecommissionTest, ReadyzTurnsNotReadyWhenDecommissionStarts) {
+  FakeDriver driver;
+  const int block_port = unusedPort();
+  auto agent =
+      startAgent(driver.url(), "r1",
+                 {{"block_port", block_port}, {"decommission", {{"check_interval_ms", 100}}}});
+  const std::string url = "http://127.0.0.1:" + std::to_string(block_port);
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  // Registered: ready as soon as the agent's status (refreshed every 250 ms) shows it.
+  EXPECT_TRUE(waitUntil([&] { return httpGet(url + "/readyz").status == 200; }, 5s))
+      << agent->output();
+  EXPECT_EQ(httpGet(url + "/readyz").body, "ready\n");
+  auto marker = dir.path() / "started";
+  driver.send(launch(1, "touch " + marker.string() + "; sleep 3"));
+  ASSERT_TRUE(waitUntil([&] { return fs::exists(marker); }, 10s));
+  driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));
+  HttpReply ready;
+  EXPECT_TRUE(waitUntil(
+      [&] {
+        ready = httpGet(url + "/readyz");
+        return ready.status == 503;
+      },
+      5s))
+      << agent->output();
+  EXPECT_EQ(ready.body, "not ready: decommissioning\n");
+  EXPECT_EQ(httpGet(url + "/healthz").status, 200);
+  EXPECT_EQ(agent->waitExit(30s), 0) << agent->output();
+}
+
+}  // namespace
+}  // namespace dockhand::testing

@@ -10,6 +10,9 @@ TEST(BlockRequestTest, RoutesPathsAndIgnoresTheQuery) {
   EXPECT_EQ(routeBlockRequest("/healthz").route, BlockRoute::kHealth);
   EXPECT_EQ(routeBlockRequest("/healthz?verbose=1").route, BlockRoute::kHealth);
   EXPECT_EQ(routeBlockRequest("/v1/status").route, BlockRoute::kStatus);
+  EXPECT_EQ(routeBlockRequest("/metrics").route, BlockRoute::kMetrics);
+  EXPECT_EQ(routeBlockRequest("/metrics?x=1").route, BlockRoute::kMetrics);
+  EXPECT_EQ(routeBlockRequest("/readyz").route, BlockRoute::kReady);
   auto block = routeBlockRequest("/blocks/shuffle_0_1_2?x=/etc");
   EXPECT_EQ(block.route, BlockRoute::kBlock);
   EXPECT_EQ(block.id, "shuffle_0_1_2");

@@ -50,9 +50,12 @@ class BlockServerTest : public ::testing::Test {
     if (with_auth) {
       options.verifier = std::make_shared<protocol::auth::RequestVerifier>(secret, 60000);
     }
-    server = std::make_unique<BlockServer>(options, *store, [] {
-      return nlohmann::json{{"state", "running"}};
-    });
+    server = std::make_unique<BlockServer>(
+        options, *store,
+        [] {
+          return nlohmann::json{{"state", "running"}};
+        },
+        [] { return std::string("# TYPE x counter\nx 1\n"); });
     server->start();
   }
   void TearDown() override {
@@ -337,6 +340,14 @@ TEST_F(BlockServerTest, HealthAndStatus) {
   EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/rdd_1_1").status, 405);
 }
 
+TEST_F(BlockServerTest, MetricsAreTheProvidersText) {
+  Reply metrics = request(HTTPRequest::HTTP_GET, "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.body, "# TYPE x counter\nx 1\n");
+  EXPECT_EQ(metrics.headers["Content-Type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(request(HTTPRequest::HTTP_POST, "/metrics").status, 405);
+}
+
 TEST_F(BlockServerTest, FetchBlockVerifiesAndNamesBlockAndUrl) {
   std::string data(3 << 20, 'k');
   ASSERT_EQ(put("rdd_5_0", data).status, 201);
@@ -399,6 +410,8 @@ TEST_F(AuthBlockServerTest, RefusesUnsignedAndWronglySignedPutAndGet) {
   // Health and status carry no block data and stay open.
   EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/healthz").status, 200);
   EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/v1/status").status, 200);
+  // As do the metrics.
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/metrics").status, 200);
 }
 
 TEST_F(AuthBlockServerTest, RefusesAReplayedRequest) {

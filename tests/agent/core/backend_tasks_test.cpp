@@ -454,3 +454,45 @@ TEST(BackendTest, FinishedTaskBlocksAreAnnouncedBeforeItsStatus) {
 
 }  // namespace
 }  // namespace dockhand::agent::backend_testing
+
+namespace dockhand::agent::backend_testing {
+namespace {
+
+// The task counters of GET /metrics: every accepted launch is started, every final status
+// sent is ended by its state, and times run by the Backend's clock.
+TEST(BackendTest, CountsTasksStartedAndEndedAndTimesThem) {
+  metrics::Registry registry;
+  BackendOptions options = testOptions();
+  options.metrics = &registry;
+  Harness h(options);
+  h.runToRunning();
+  h.launch(1);
+  h.launch(2);
+  h.executor.launch_errors[3] = "no such runner";
+  h.launch(3);  // refused by the executor: started, then FAILED at once
+  h.timers.advance(Millis(250));
+  h.report(1, TaskState::kRunning);
+  h.timers.advance(Millis(1750));
+  h.report(1, TaskState::kFinished);
+  h.report(2, TaskState::kKilled, "killed by the driver");
+
+  auto& ended = registry.counter("dockhand_tasks_ended_total", "", {"state"});
+  EXPECT_EQ(registry.counter("dockhand_tasks_started_total", "").get().value(), 3u);
+  EXPECT_EQ(ended.labels({"FINISHED"}).value(), 1u);
+  EXPECT_EQ(ended.labels({"KILLED"}).value(), 1u);
+  EXPECT_EQ(ended.labels({"FAILED"}).value(), 1u);
+  EXPECT_EQ(ended.labels({"LOST"}).value(), 0u);
+  auto& duration =
+      registry.histogram("dockhand_task_duration_seconds", "", {}, metrics::durationBuckets())
+          .get();
+  EXPECT_EQ(duration.count(), 3u);
+  EXPECT_DOUBLE_EQ(duration.sum(), 2.0 + 2.0 + 0.0);
+  auto& latency =
+      registry.histogram("dockhand_task_launch_latency_seconds", "", {}, metrics::latencyBuckets())
+          .get();
+  EXPECT_EQ(latency.count(), 1u);
+  EXPECT_DOUBLE_EQ(latency.sum(), 0.25);
+}
+
+}  // namespace
+}  // namespace dockhand::agent::backend_testing

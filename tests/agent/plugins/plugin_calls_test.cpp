@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dockhand/metrics/metrics.h"
+
 namespace dockhand::agent {
 namespace {
 
@@ -149,6 +151,53 @@ TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
   EXPECT_TRUE(calls.stuck());
   // The call thread is free again, so it stops.
   EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+}
+
+// What /metrics shows of an instance's calls: each call that returned counted and timed by
+// plugin and hook, an error noted during a call counted against its hook, an overrun counted
+// as a timeout and the plugin marked stuck.
+TEST(PluginCallsTest, CountsCallsErrorsTimeoutsAndStuckByPluginAndHook) {
+  metrics::Registry& registry = metrics::defaultRegistry();
+  const std::vector<std::string> discover{"metrics-probe", "discover"};
+  const std::vector<std::string> launch{"metrics-probe", "launch"};
+  StuckReport report;
+  auto gate = std::make_shared<Gate>();
+  PluginCalls calls("plugin 'metrics-probe'", 100ms, "metrics-probe");
+  calls.onStuck(report.handler());
+  EXPECT_EQ(
+      registry.gauge("dockhand_plugin_stuck", "", {"plugin"}).labels({"metrics-probe"}).value(), 0);
+  EXPECT_TRUE(calls.call({"discover"}, [] { return PluginResult{}; }).ok());
+  calls.call({"discover"}, [] {
+    PluginCalls::noteError();
+    return PluginResult{DH_ERROR, {}, "no"};
+  });
+  PluginCalls::noteError();  // not on a call thread: counts nothing
+  auto& calls_total = registry.counter("dockhand_plugin_calls_total", "", {"plugin", "hook"});
+  auto& errors = registry.counter("dockhand_plugin_call_errors_total", "", {"plugin", "hook"});
+  auto& timeouts = registry.counter("dockhand_plugin_call_timeouts_total", "", {"plugin", "hook"});
+  auto& duration = registry.histogram("dockhand_plugin_call_duration_seconds", "",
+                                      {"plugin", "hook"}, metrics::latencyBuckets());
+  // A call is counted on the call thread once the hook returned, just after its caller got the
+  // answer.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((calls_total.labels(discover).value() < 2 || duration.labels(discover).count() < 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(calls_total.labels(discover).value(), 2U);
+  EXPECT_EQ(errors.labels(discover).value(), 1U);
+  EXPECT_EQ(duration.labels(discover).count(), 2U);
+  EXPECT_EQ(timeouts.labels(discover).value(), 0U);
+
+  ASSERT_TRUE(calls.submit({{"launch", 1}, [gate] { gate->wait(); }}));
+  ASSERT_TRUE(report.waitFor(10s));
+  EXPECT_EQ(timeouts.labels(launch).value(), 1U);
+  EXPECT_EQ(
+      registry.gauge("dockhand_plugin_stuck", "", {"plugin"}).labels({"metrics-probe"}).value(), 1);
+  gate->open();
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+  // The overrun call returned in the end: counted as a call too.
+  EXPECT_EQ(calls_total.labels(launch).value(), 1U);
 }
 
 TEST(PluginCallsTest, StopWaitsForACallInProgressOnlyUntilTheDeadline) {

@@ -6,6 +6,7 @@
 //   GET  /v1/executors                    {"executors": [{executor_id, state, blocks, ...}],
 //                                          "auth": {"required", "failures"}, ...}
 //   POST /v1/executors/<id>/decommission  sends DecommissionExecutor; 404 for an unknown id
+//   GET  /metrics                         Prometheus text (DriverMetrics), open like /healthz
 //
 // With a cluster secret every control request must be signed with it (the block servers'
 // Authorization scheme, the body as the signed content); unsigned or wrongly signed ones are
@@ -42,6 +43,7 @@
 
 #include "dockhand/driver/agent_server.h"
 #include "dockhand/driver/driver_config.h"
+#include "dockhand/driver/driver_metrics.h"
 #include "dockhand/driver/result_fetcher.h"
 #include "dockhand/driver/scheduler.h"
 
@@ -97,6 +99,9 @@ class DriverService : public FrameHandler {
   // The registered agents, as GET /v1/executors answers.
   Json executorsJson() const;
 
+  // GET /metrics's text: the gauges set from the scheduler, then the process's registry.
+  std::string metricsText();
+
   // Runs `fn` with the scheduler under the lock (for reports and progress).
   void inspect(const std::function<void(const Scheduler&)>& fn) const;
   ServiceCounters counters() const;
@@ -111,6 +116,8 @@ class DriverService : public FrameHandler {
   void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
 
  private:
+  // A /v1/ request of the control API.
+  std::optional<HttpReply> controlRequest(const ControlRequest& request);
   void handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
               const protocol::MessageSpec& spec);
   void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
@@ -147,6 +154,7 @@ class DriverService : public FrameHandler {
   Scheduler scheduler_;
   std::map<std::string, std::shared_ptr<Connection>> agent_connections_;
   std::set<std::string> told_to_stop_;  // agents sent StopExecutor: their close is expected
+  DriverMetrics metrics_;
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> bad_frames_{0};
   std::atomic<std::uint64_t> auth_failures_{0};

@@ -68,6 +68,7 @@ struct Action {
   protocol::TaskDescription task;  // kLaunch
   std::uint64_t task_id = 0;       // kKill
   std::string reason;              // kKill, kDisconnect
+  SteadyClock::duration waited{};  // kLaunch: how long the task waited to be placed
 };
 using Actions = std::vector<Action>;
 
@@ -127,6 +128,9 @@ struct TaskRecord {
   std::uint64_t task_id = 0;  // of the latest launch
   std::string agent_id;       // of the latest launch
   TimePoint launched_at{};
+  // When it last became pending (submitted, or sent back for another attempt); the clock of
+  // the scheduler call that did it.
+  TimePoint pending_since{};
   Millis duration{0};  // of the latest finished attempt
   // From the latest terminal status update.
   Json result;

@@ -1,0 +1,37 @@
+// AgentGauges: the agent's gauges that describe a state rather than count events (running
+// tasks, cores and resource addresses in use, blocks stored, the agent's state and its
+// decommission's phase and progress). They are set from the agent's status (the JSON of
+// GET /v1/status, refreshed on the core thread every 250 ms) each time /metrics is scraped, so
+// that nothing on the task path keeps them. docs/operations.md#metrics lists them.
+//
+// Threads: update() may run on several block server threads at once (each sets the same
+// values from its own copy of the status).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "dockhand/metrics/metrics.h"
+
+namespace dockhand::agent {
+
+class AgentGauges {
+ public:
+  explicit AgentGauges(metrics::Registry& registry);
+  // Sets every gauge from `status` (fields it lacks count as 0 or absent).
+  void update(const nlohmann::json& status);
+
+ private:
+  metrics::Family<metrics::Gauge>& state_;
+  metrics::Gauge& running_tasks_;
+  metrics::Gauge& cores_;
+  metrics::Gauge& cores_in_use_;
+  metrics::Family<metrics::Gauge>& addresses_;
+  metrics::Family<metrics::Gauge>& addresses_in_use_;
+  metrics::Gauge& blocks_;
+  metrics::Gauge& block_bytes_;
+  metrics::Family<metrics::Gauge>& phase_;
+  metrics::Family<metrics::Gauge>& decommission_blocks_;
+  metrics::Family<metrics::Gauge>& decommission_bytes_;
+};
+
+}  // namespace dockhand::agent

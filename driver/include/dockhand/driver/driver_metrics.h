@@ -1,0 +1,54 @@
+// DriverMetrics: what the driver counts for GET /metrics on its port (docs/operations.md#metrics):
+// heartbeats, final task statuses, the time tasks wait to be placed, control API requests,
+// frames, registrations, lost agents and authentication failures as counters; agents and the
+// job's tasks by state as gauges, set from the scheduler at each scrape.
+//
+// Threads: the counters are atomics, counted from any thread; setGauges() runs with the
+// scheduler under DriverService's mutex.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "dockhand/driver/scheduler.h"
+#include "dockhand/metrics/metrics.h"
+
+namespace dockhand::driver {
+
+class DriverMetrics {
+ public:
+  explicit DriverMetrics(metrics::Registry& registry);
+
+  void heartbeat() { heartbeats_.inc(); }
+  void frame() { frames_.inc(); }
+  void badFrame() { bad_frames_.inc(); }
+  void authFailure() { auth_failures_.inc(); }
+  void registration() { registrations_.inc(); }
+  void refusedRegistration() { refused_registrations_.inc(); }
+  void agentLost() { agents_lost_.inc(); }
+  // A status update the scheduler took; only final states are counted.
+  void taskStatus(protocol::TaskState state);
+  // A launch the scheduler decided, and how long its task waited for a place.
+  void launched(SteadyClock::duration waited);
+  // A control API request and the status it was answered with.
+  void controlRequest(const std::string& method, int status);
+  // Agents and tasks by state, from the scheduler (under its lock).
+  void setGauges(const Scheduler& scheduler);
+
+ private:
+  metrics::Counter& heartbeats_;
+  metrics::Counter& frames_;
+  metrics::Counter& bad_frames_;
+  metrics::Counter& auth_failures_;
+  metrics::Counter& registrations_;
+  metrics::Counter& refused_registrations_;
+  metrics::Counter& agents_lost_;
+  metrics::Counter& launches_;
+  std::array<metrics::Counter*, 5> task_ends_{};  // by protocol::TaskState
+  metrics::Histogram& scheduling_latency_;
+  metrics::Family<metrics::Counter>& control_requests_;
+  metrics::Family<metrics::Gauge>& agents_;
+  metrics::Family<metrics::Gauge>& tasks_;
+};
+
+}  // namespace dockhand::driver

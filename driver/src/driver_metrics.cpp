@@ -1,0 +1,102 @@
+#include "dockhand/driver/driver_metrics.h"
+
+#include <map>
+
+namespace dockhand::driver {
+namespace {
+
+constexpr std::array<AgentState, 3> kAgentStates = {AgentState::kRegistered, AgentState::kActive,
+                                                    AgentState::kDecommissioning};
+constexpr std::array<TaskOutcome, 6> kOutcomes = {TaskOutcome::kPending,  TaskOutcome::kRunning,
+                                                  TaskOutcome::kFinished, TaskOutcome::kFailed,
+                                                  TaskOutcome::kKilled,   TaskOutcome::kCancelled};
+
+}  // namespace
+
+DriverMetrics::DriverMetrics(metrics::Registry& registry)
+    : heartbeats_(
+          registry.counter("dockhand_driver_heartbeats_total", "Heartbeats received from agents.")
+              .get()),
+      frames_(registry
+                  .counter("dockhand_driver_frames_received_total",
+                           "Protocol frames received from agents.")
+                  .get()),
+      bad_frames_(registry
+                      .counter("dockhand_driver_frame_errors_total",
+                               "Frames from agents that were answered with an error (malformed, "
+                               "unexpected, refused).")
+                      .get()),
+      auth_failures_(registry
+                         .counter("dockhand_driver_auth_failures_total",
+                                  "Agent handshakes and control requests refused for "
+                                  "authentication.")
+                         .get()),
+      registrations_(registry
+                         .counter("dockhand_driver_registrations_total",
+                                  "Agents whose RegisterExecutor was accepted.")
+                         .get()),
+      refused_registrations_(registry
+                                 .counter("dockhand_driver_registrations_refused_total",
+                                          "RegisterExecutor asks that were refused.")
+                                 .get()),
+      agents_lost_(registry
+                       .counter("dockhand_driver_agents_lost_total",
+                                "Agents lost without saying goodbye (connection closed or silent "
+                                "past agent_timeout_ms).")
+                       .get()),
+      launches_(registry
+                    .counter("dockhand_driver_task_launches_total",
+                             "LaunchTask frames the scheduler decided (every attempt).")
+                    .get()),
+      scheduling_latency_(registry
+                              .histogram("dockhand_driver_scheduling_latency_seconds",
+                                         "Time a task waited, from becoming pending (submitted "
+                                         "or sent back for another attempt) to its launch.",
+                                         {}, metrics::durationBuckets())
+                              .get()),
+      control_requests_(registry.counter("dockhand_driver_control_requests_total",
+                                         "Control API requests (/v1/...), by method and status.",
+                                         {"method", "code"})),
+      agents_(registry.gauge("dockhand_driver_agents", "Registered agents, by state.", {"state"})),
+      tasks_(registry.gauge("dockhand_driver_tasks",
+                            "Tasks of the current (or last) job, by state.", {"state"})) {
+  auto& ends =
+      registry.counter("dockhand_driver_task_ends_total",
+                       "Final task status updates the scheduler took, by state.", {"state"});
+  for (auto state : {protocol::TaskState::kFinished, protocol::TaskState::kFailed,
+                     protocol::TaskState::kKilled, protocol::TaskState::kLost}) {
+    task_ends_[static_cast<std::size_t>(state)] =
+        &ends.labels({std::string(protocol::toString(state))});
+  }
+  for (AgentState state : kAgentStates) agents_.labels({std::string(toString(state))});
+  for (TaskOutcome outcome : kOutcomes) tasks_.labels({std::string(toString(outcome))});
+}
+
+void DriverMetrics::taskStatus(protocol::TaskState state) {
+  if (!protocol::isTerminal(state)) return;
+  task_ends_[static_cast<std::size_t>(state)]->inc();
+}
+
+void DriverMetrics::launched(SteadyClock::duration waited) {
+  launches_.inc();
+  scheduling_latency_.observe(std::chrono::duration<double>(waited).count());
+}
+
+void DriverMetrics::controlRequest(const std::string& method, int status) {
+  control_requests_.labels({method, std::to_string(status)}).inc();
+}
+
+void DriverMetrics::setGauges(const Scheduler& scheduler) {
+  std::map<AgentState, int> agents;
+  for (const auto& [id, agent] : scheduler.agents()) ++agents[agent.state];
+  for (AgentState state : kAgentStates) {
+    agents_.labels({std::string(toString(state))}).set(agents[state]);
+  }
+  std::map<TaskOutcome, int> tasks;
+  for (const TaskRecord& task : scheduler.tasks()) ++tasks[task.outcome];
+  for (TaskOutcome outcome : kOutcomes) {
+    tasks_.labels({std::string(toString(outcome))}).set(tasks[outcome]);
+  }
+}
+
+}  // namespace dockhand::driver
