@@ -156,7 +156,7 @@ TEST_F(LibraryRunnerTest, TaskThatIgnoresItsKillIsReportedKilledAndTheAgentGoesO
 TEST_F(LibraryRunnerTest, OnlyATaskThatWritesGetsADirectory) {
   auto agent = startAgent(json::object());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
-  auto taskDirs = [&] {
+  auto task_dirs = [&] {
     std::vector<std::string> found;
     for (const auto& entry : fs::recursive_directory_iterator(dir.path() / "work")) {
       if (entry.is_directory() && entry.path().filename().string().rfind("task-", 0) == 0) {
@@ -167,7 +167,7 @@ TEST_F(LibraryRunnerTest, OnlyATaskThatWritesGetsADirectory) {
   };
   launch(1, "echoArgs", 1);
   ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kFinished, 10s)) << agent->output();
-  EXPECT_TRUE(taskDirs().empty()) << "a task that wrote nothing got a directory";
+  EXPECT_TRUE(task_dirs().empty()) << "a task that wrote nothing got a directory";
   launch(2, "writeOutputs", {{"outputs", {{"rdd_2_0", {"x"}}}}});
   ASSERT_TRUE(driver.waitForStatus(2, protocol::TaskState::kFinished, 10s)) << agent->output();
   auto update = driver.waitForType("UpdateBlockInfo", 10s);
@@ -175,7 +175,7 @@ TEST_F(LibraryRunnerTest, OnlyATaskThatWritesGetsADirectory) {
   const auto added = protocol::decodeBody<protocol::UpdateBlockInfo>(update->body).added;
   ASSERT_EQ(added.size(), 1u) << update->body.dump();
   EXPECT_EQ(added[0].id, "rdd_2_0");
-  EXPECT_EQ(taskDirs(), std::vector<std::string>{"task-2"});
+  EXPECT_EQ(task_dirs(), std::vector<std::string>{"task-2"});
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
 }

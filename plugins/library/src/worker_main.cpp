@@ -204,10 +204,7 @@ class Worker {
     std::_Exit(3);
   }
 
- public:
   StackSlot slot_;
-
- private:
   LibraryConfig config_;
   std::mutex send_mutex_;
   std::mutex mutex_;

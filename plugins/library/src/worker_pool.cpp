@@ -487,8 +487,10 @@ void WorkerPool::reap(std::vector<Event>& events) {
       } else if (stopping_ && task->kill_requested) {
         events.push_back({task, DH_TASK_KILLED, reasonJson(task->kill_reason)});
       } else {
-        events.push_back({task, DH_TASK_FAILED,
-                          reasonJson(who + " running " + describe(*task) + " died: " + how)});
+        std::string reason = who;
+        reason += " running " + describe(*task);
+        reason += " died: " + how;
+        events.push_back({task, DH_TASK_FAILED, reasonJson(reason)});
       }
     }
     if (!process.ready && ++start_failures_ >= kMaxStartFailures && broken_.empty()) {
@@ -496,11 +498,11 @@ void WorkerPool::reap(std::vector<Event>& events) {
                 " worker processes in a row ended before they were ready (the last: " + how +
                 "); no more are started";
     }
+    std::string ended = who;
+    ended += " ended (" + how + ")";
+    if (!stopping_ && broken_.empty()) ended += "; another takes its place";
     events.push_back(
-        {nullptr, 0,
-         who + " ended (" + how + ")" +
-             (stopping_ || !broken_.empty() ? std::string() : "; another takes its place"),
-         process.task || !process.ready ? DH_LOG_WARN : DH_LOG_INFO});
+        {nullptr, 0, ended, process.task || !process.ready ? DH_LOG_WARN : DH_LOG_INFO});
     it = processes_.erase(it);
     if (!stopping_ && broken_.empty()) {
       try {
