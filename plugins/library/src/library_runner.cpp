@@ -88,7 +88,8 @@ LibraryRunner::~LibraryRunner() {
     for (auto& [id, task] : state_->tasks) running.push_back(task);
   }
   for (auto& task : running) {
-    abandon(task, describe(*task) + " did not return after the task runner shut down; its " +
+    abandon(task, describeTask(task->spec, task->library_label) +
+                      " did not return after the task runner shut down; its " +
                       "thread was left running");
   }
   state_->gate->close();
@@ -96,11 +97,6 @@ LibraryRunner::~LibraryRunner() {
     sampler_.keepInstalled();
     pinThisLibrary();
   }
-}
-
-std::string LibraryRunner::describe(const Task& task) {
-  return "task " + std::to_string(task.spec.task_id) + " (library " + task.library_label +
-         ", function " + task.spec.function + ")";
 }
 
 std::string LibraryRunner::libraryPath(const TaskSpec& spec) const {
@@ -227,7 +223,8 @@ void LibraryRunner::runTask(const std::shared_ptr<State>& state, const std::shar
   }
   if (abandoned) {
     state->gate->with([&](const sdk::Host& host) {
-      host.warn(describe(*task) + " returned " + std::to_string(duration_ms) +
+      host.warn(describeTask(task->spec, task->library_label) + " returned " +
+                std::to_string(duration_ms) +
                 " ms after it started, after it was reported KILLED; its thread is free again");
     });
     return;
@@ -264,7 +261,7 @@ void LibraryRunner::kill(std::uint64_t task_id, bool /*interrupt*/, std::string_
 }
 
 void LibraryRunner::abandon(const std::shared_ptr<Task>& task, const std::string& why) {
-  if (!report(*state_, *task, DH_TASK_KILLED, json{{"reason", why}}.dump())) return;
+  if (!report(*state_, *task, DH_TASK_KILLED, reasonJson(why))) return;
   state_->gate->with([&](const sdk::Host& host) { host.warn(why); });
 }
 
@@ -287,8 +284,9 @@ void LibraryRunner::reaperLoop() {
     std::shared_ptr<Task> task = it->second;
     lock.unlock();
     const std::string timeout_ms = std::to_string(state_->config.kill_timeout.count());
-    const std::string what = describe(*task) + " did not return within kill_timeout_ms (" +
-                             timeout_ms + " ms) of its kill";
+    const std::string what = describeTask(task->spec, task->library_label) +
+                             " did not return within kill_timeout_ms (" + timeout_ms +
+                             " ms) of its kill";
     abandon(task, what + " (" + task->kill_reason + "); its thread was left running");
     if (state_->config.exit_on_unkillable) {
       state_->gate->with([&](const sdk::Host& host) {

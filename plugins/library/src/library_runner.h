@@ -99,7 +99,6 @@ class LibraryRunner final : public sdk::TaskRunner {
                       WorkerThread& worker);
   // Sends a state for `task`; a terminal one only once (false when it was sent before).
   static bool report(State& state, Task& task, std::int32_t status, const std::string& detail);
-  static std::string describe(const Task& task);  // "task 7 (library l, function f)"
   void reaperLoop();
   void abandon(const std::shared_ptr<Task>& task, const std::string& why);
 

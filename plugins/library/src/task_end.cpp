@@ -5,15 +5,10 @@
 #include <nlohmann/json.hpp>
 
 namespace dockhand::plugins::library {
-namespace {
-
-using nlohmann::json;
-
-std::string reasonJson(const std::string& reason) {
-  return json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string describeTask(const TaskSpec& spec, const std::string& library_label) {
+  return "task " + std::to_string(spec.task_id) + " (library " + library_label + ", function " +
+         spec.function + ")";
 }
-
-}  // namespace
 
 FunctionReturn callFunction(dh_task_fn function, TaskContext& context) {
   FunctionReturn returned;

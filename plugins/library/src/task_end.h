@@ -18,6 +18,9 @@ struct FunctionReturn {
   std::string escaped;  // what an exception that escaped the function said, or ""
 };
 
+// "task 7 (library l, function f)", for messages.
+std::string describeTask(const TaskSpec& spec, const std::string& library_label);
+
 // Calls `function` on this thread unless the task was cancelled first, then finishes the
 // context (no more kill callbacks; inputs unmapped, outputs closed).
 FunctionReturn callFunction(dh_task_fn function, TaskContext& context);

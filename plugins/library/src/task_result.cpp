@@ -37,9 +37,7 @@ std::string writeFile(const std::string& path, const std::string& bytes) {
   return {};
 }
 
-TerminalReport failed(const std::string& reason) {
-  return {DH_TASK_FAILED, json{{"reason", reason}}.dump()};
-}
+TerminalReport failed(const std::string& reason) { return {DH_TASK_FAILED, reasonJson(reason)}; }
 
 }  // namespace
 
@@ -113,6 +111,10 @@ std::string base64(std::string_view bytes) {
     out += '=';
   }
   return out;
+}
+
+std::string reasonJson(const std::string& reason) {
+  return json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string makeOutputDir(const std::string& work_dir) {

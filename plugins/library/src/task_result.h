@@ -26,6 +26,10 @@ TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
 // <work_dir>/output, as needed. Returns "" or why it could not.
 std::string makeOutputDir(const std::string& work_dir);
 
+// {"reason": "<reason>"} as the detail JSON of a FAILED or KILLED task (invalid UTF-8
+// replaced).
+std::string reasonJson(const std::string& reason);
+
 // The id of the block a large result becomes: task_<task_id>_result.
 std::string resultBlockId(std::uint64_t task_id);
 

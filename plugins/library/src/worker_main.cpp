@@ -113,8 +113,7 @@ class Worker {
       send({{"t", "end"},
             {"id", spec.task_id},
             {"state", DH_TASK_FAILED},
-            {"detail",
-             json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace)}});
+            {"detail", reasonJson(reason)}});
     };
     std::shared_ptr<JobLibrary> library;
     try {

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "dockhand/plugin.hpp"
+#include "task_end.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
@@ -42,10 +43,6 @@ std::string describeStatus(int status) {
   }
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
   return "wait status " + std::to_string(status);
-}
-
-std::string reasonJson(const std::string& reason) {
-  return json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 void waitFor(pid_t pid, std::chrono::milliseconds grace) {
@@ -133,7 +130,7 @@ WorkerPool::~WorkerPool() {
                       [&] { return tasks_.empty(); });
     for (auto& [id, task] : tasks_) {
       events.push_back({task, DH_TASK_KILLED,
-                        reasonJson(describe(*task) +
+                        reasonJson(describeTask(task->spec, task->label) +
                                    " did not return after the task runner shut down; its worker "
                                    "process was killed")});
     }
@@ -147,11 +144,6 @@ WorkerPool::~WorkerPool() {
     waitFor(process->pid, kExitWait);
   }
   ::close(wake_fd_);
-}
-
-std::string WorkerPool::describe(const Task& task) {
-  return "task " + std::to_string(task.spec.task_id) + " (library " + task.label + ", function " +
-         task.spec.function + ")";
 }
 
 void WorkerPool::spawn() {
@@ -481,14 +473,15 @@ void WorkerPool::reap(std::vector<Event>& events) {
       if (task->reaped) {
         events.push_back(
             {task, DH_TASK_KILLED,
-             reasonJson(describe(*task) + " did not return within kill_timeout_ms (" +
+             reasonJson(describeTask(task->spec, task->label) +
+                        " did not return within kill_timeout_ms (" +
                         std::to_string(config_.kill_timeout.count()) + " ms) of its kill (" +
                         task->kill_reason + "); its " + who + " was killed")});
       } else if (stopping_ && task->kill_requested) {
         events.push_back({task, DH_TASK_KILLED, reasonJson(task->kill_reason)});
       } else {
         std::string reason = who;
-        reason += " running " + describe(*task);
+        reason += " running " + describeTask(task->spec, task->label);
         reason += " died: " + how;
         events.push_back({task, DH_TASK_FAILED, reasonJson(reason)});
       }

@@ -118,7 +118,6 @@ class WorkerPool {
   void expireDeadlines(std::vector<Event>& events);  // under mutex_
   void deliver(std::vector<Event>& events);          // not under mutex_
   bool report(Task& task, std::int32_t state, const std::string& detail);
-  static std::string describe(const Task& task);
 
   std::shared_ptr<HostGate> gate_;
   const LibraryConfig& config_;
