@@ -324,7 +324,8 @@ std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
           return makeMigrationPlugins(progress);
         },
         MigrationKinds{d.shuffle_blocks, d.rdd_blocks, d.task_blocks},
-        [server = server_.get()] { server->setAcceptingWrites(false); });
+        [server = server_.get()] { server->setAcceptingWrites(false); },
+        [server = server_.get()] { return server->writesInFlight(); });
   } catch (const PluginLoadError& e) {
     throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
   }

@@ -22,8 +22,13 @@ bool MigrationKinds::includes(BlockKind kind) const {
 
 PluginDecommissioner::PluginDecommissioner(EventSink& events, BlockStore& store,
                                            const MigrationPluginFactory& make_plugins,
-                                           MigrationKinds kinds, std::function<void()> on_begin)
-    : events_(events), store_(store), kinds_(kinds), on_begin_(std::move(on_begin)) {
+                                           MigrationKinds kinds, std::function<void()> on_begin,
+                                           std::function<std::size_t()> writes_in_flight)
+    : events_(events),
+      store_(store),
+      kinds_(kinds),
+      on_begin_(std::move(on_begin)),
+      writes_in_flight_(std::move(writes_in_flight)) {
   plugins_ = make_plugins([this](std::string_view progress) { pluginProgress(progress); });
 }
 
@@ -143,6 +148,9 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
                                    : cancelled_         ? std::string("cancelled")
                                                         : std::string("no plugin moved it"));
   }
+  // A write let in before the server stopped taking blocks may still land: asked first, so
+  // that one that ends now is seen by the count of what is left below.
+  const bool writes_done = !writes_in_flight_ || writes_in_flight_() == 0;
   std::set<std::string> moved;
   for (const auto& info : result.moved) moved.insert(info.id);
   for (const auto& meta : blocksToMigrate()) {
@@ -150,7 +158,9 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
     ++result.blocks_left;
     result.bytes_left += meta.size;
   }
-  result.complete = remaining.empty() && !cancelled_;
+  // Complete only when nothing is left here at all: a block that arrived during the pass (a
+  // peer's migration, let in just before this agent stopped taking blocks) needs another one.
+  result.complete = remaining.empty() && !cancelled_ && result.blocks_left == 0 && writes_done;
   return result;
 }
 

@@ -56,10 +56,13 @@ using MigrationPluginFactory = std::function<std::vector<std::unique_ptr<BlockMi
 class PluginDecommissioner final : public Decommissioner {
  public:
   // on_begin runs (on the core thread) when decommissioning starts: the agent stops the block
-  // server from taking new blocks there. Throws what `make_plugins` throws.
+  // server from taking new blocks there. writes_in_flight counts the block writes (PUTs) that
+  // were let in before that and have not ended: a pass that ends while one runs proves
+  // nothing (the block may land after the pass looked). Throws what `make_plugins` throws.
   PluginDecommissioner(EventSink& events, BlockStore& store,
                        const MigrationPluginFactory& make_plugins, MigrationKinds kinds,
-                       std::function<void()> on_begin);
+                       std::function<void()> on_begin,
+                       std::function<std::size_t()> writes_in_flight = {});
   ~PluginDecommissioner() override;
   PluginDecommissioner(const PluginDecommissioner&) = delete;
   PluginDecommissioner& operator=(const PluginDecommissioner&) = delete;
@@ -96,6 +99,7 @@ class PluginDecommissioner final : public Decommissioner {
   std::vector<std::unique_ptr<BlockMigrationPlugin>> plugins_;
   MigrationKinds kinds_;
   std::function<void()> on_begin_;
+  std::function<std::size_t()> writes_in_flight_;
   std::atomic<bool> cancelled_{false};
   std::thread pass_thread_;
   bool stopped_ = false;

@@ -181,7 +181,8 @@ class PluginDecommissionerTest : public ::testing::Test {
     return host.createBlockMigration(name, config.dump(), std::move(progress));
   }
 
-  void make(std::vector<std::string> names, MigrationKinds kinds = {}) {
+  void make(std::vector<std::string> names, MigrationKinds kinds = {},
+            std::function<std::size_t()> writes_in_flight = {}) {
     decommissioner.reset();
     decommissioner = std::make_unique<PluginDecommissioner>(
         sink, *store,
@@ -192,7 +193,7 @@ class PluginDecommissionerTest : public ::testing::Test {
           for (const auto& n : names) plugins.push_back(plugin(n, progress));
           return plugins;
         },
-        kinds, nullptr);
+        kinds, nullptr, std::move(writes_in_flight));
     progress_seen.clear();
   }
 
@@ -323,6 +324,38 @@ TEST_F(PluginDecommissionerTest, WhenEveryPeerDecommissionsTheBlocksAreLeftWithT
   }
   for (const auto& [id, n] : busy.puts()) EXPECT_EQ(n, 1) << id;
   EXPECT_EQ(store->count(), 3u) << "nothing is deleted";
+}
+
+// A peer's PUT let in just before this agent stopped taking blocks lands while a pass runs:
+// the pass moved all it set out to move, but it is not the last one.
+TEST_F(PluginDecommissionerTest, ABlockThatLandsDuringAPassNeedsAnotherPass) {
+  int asked = 0;
+  make({"fallback"}, {}, [&]() -> std::size_t {
+    // The write ends just as the pass asks (asked before it counts what is left).
+    if (asked++ == 0) addBlock("rdd_7_0", 500);
+    return 0;
+  });
+  MigrationPassResult first = pass({});
+  EXPECT_EQ(first.moved.size(), 3u);
+  EXPECT_EQ(first.blocks_left, 1u);
+  EXPECT_FALSE(first.complete) << "rdd_7_0 arrived during the pass and is still here";
+  decommissioner->release({"rdd_1_0", "shuffle_2_0_0", "task_3_result"});
+  MigrationPassResult second = pass({});
+  ASSERT_EQ(second.moved.size(), 1u);
+  EXPECT_EQ(second.moved[0].id, "rdd_7_0");
+  EXPECT_TRUE(second.complete);
+}
+
+TEST_F(PluginDecommissionerTest, APassThatEndsWhileAWriteIsStillComingProvesNothing) {
+  std::size_t in_flight = 1;
+  make({"fallback"}, {}, [&] { return in_flight; });
+  MigrationPassResult first = pass({});
+  EXPECT_EQ(first.moved.size(), 3u);
+  EXPECT_EQ(first.blocks_left, 0u);
+  EXPECT_FALSE(first.complete) << "a PUT let in before the refusals began has not ended";
+  decommissioner->release({"rdd_1_0", "shuffle_2_0_0", "task_3_result"});
+  in_flight = 0;
+  EXPECT_TRUE(pass({}).complete);
 }
 
 TEST_F(PluginDecommissionerTest, OnlyTheConfiguredKindsMigrate) {
