@@ -93,6 +93,7 @@ int runCommand(const CliOptions& o) {
   config = loadConfig(o);
   job = loadJobFile(o.job_file);
   setUpDriverLogging(o.log_level.empty() ? "warn" : o.log_level);
+  raiseOpenFileLimit(config);
   auto log = logger("driver");
   // The agents learn each task's share of a resource from the profile the driver serves;
   // without the driver config naming it, it is what the job's tasks ask for.

@@ -16,6 +16,7 @@ namespace dockhand::driver {
 int serveCommand(const CliOptions& o) {
   DriverConfig config = loadConfig(o);
   setUpDriverLogging(o.log_level.empty() ? "info" : o.log_level);
+  raiseOpenFileLimit(config);
   std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;

@@ -1,6 +1,7 @@
 #include "dockhand/driver/cli_setup.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +10,9 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dockhand/base/logging.h"
 
 namespace dockhand::driver {
 namespace {
@@ -46,6 +50,23 @@ void SignalWatcher::loop() {
       received_.store(sig);
       on_signal_(sig);
     }
+  }
+}
+
+void raiseOpenFileLimit(const DriverConfig& config) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  // A connection per agent, plus the control API's and the process's own files.
+  const auto wanted = static_cast<rlim_t>(config.server_threads) + 64;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+    logger("driver")->warn(
+        "open-file limit {} is below the {} that server_threads={} agents need: agents beyond it "
+        "cannot connect (raise LimitNOFILE= or ulimit -n)",
+        limit.rlim_cur, wanted, config.server_threads);
   }
 }
 

@@ -40,6 +40,11 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// Raises this process's soft limit of open files to its hard limit (each connected agent holds
+// one descriptor, and the usual soft limit, 1024, is below what a large cluster needs), and
+// logs a warning when it is still below what config.server_threads connections need.
+void raiseOpenFileLimit(const DriverConfig& config);
+
 // The driver config of --config (defaults without it), --auth-secret-file over its
 // auth_secret_file, with the secret and the TLS contexts loaded. Throws ConfigError.
 DriverConfig loadConfig(const CliOptions& options);

@@ -34,8 +34,9 @@ struct DriverConfig {
   int max_attempts = 4;
   // Largest WebSocket frame accepted from an agent.
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
-  // Threads serving connections: one per connected agent.
-  int server_threads = 256;
+  // Threads serving connections: one per connected agent (each agent's connection also has a
+  // writer thread), so this is the most agents one driver holds at once.
+  int server_threads = 4096;
   // A connection that has not said Hello within this time is closed.
   long hello_timeout_ms = 10000;
   // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
