@@ -129,6 +129,7 @@ bool Scheduler::agentLaunched(const std::string& agent_id, TimePoint now, Action
   if (it->second.state == AgentState::kRegistered) {
     it->second.state = AgentState::kActive;
     total_free_cores_ += it->second.free_cores;
+    indexAgent(it->second);
     schedule(now, out);
   }
   return true;
@@ -146,6 +147,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  unindexAgent(it->second);
   agents_.erase(it);
   const std::vector<std::string> gone = blocks_.dropHolder(agent_id);
 
@@ -189,6 +191,7 @@ bool Scheduler::decommissionAgent(const std::string& agent_id) {
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return false;
   if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  unindexAgent(it->second);
   it->second.state = AgentState::kDecommissioning;
   return true;
 }

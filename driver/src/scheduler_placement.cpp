@@ -36,14 +36,22 @@ bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
 }
 
 AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
-  // Spread: the fitting agent with the most free cores (ties: the first by id).
-  AgentInfo* best = nullptr;
-  for (auto& [id, agent] : agents_) {
-    if (fits(spec, agent) && (best == nullptr || agent.free_cores > best->free_cores)) {
-      best = &agent;
-    }
+  // Spread: the fitting agent with the most free cores (ties: the first by id). The index is in
+  // that order, so the first that fits is the one; past the agents with enough cores none can.
+  for (const auto& [negative_free, id] : by_free_cores_) {
+    if (-negative_free < spec.cpus) break;
+    AgentInfo& agent = agents_.at(id);
+    if (fits(spec, agent)) return &agent;
   }
-  return best;
+  return nullptr;
+}
+
+void Scheduler::indexAgent(const AgentInfo& agent) {
+  if (agent.state == AgentState::kActive) by_free_cores_.emplace(-agent.free_cores, agent.id);
+}
+
+void Scheduler::unindexAgent(const AgentInfo& agent) {
+  if (agent.state == AgentState::kActive) by_free_cores_.erase({-agent.free_cores, agent.id});
 }
 
 void Scheduler::schedule(TimePoint now, Actions& out) {
@@ -117,7 +125,9 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
     }
     units_each[name] = units;
   }
+  unindexAgent(agent);
   agent.free_cores -= t.spec.cpus;
+  indexAgent(agent);
   total_free_cores_ -= t.spec.cpus;
   ++agent.running;
   ++agent.tasks_launched;
@@ -144,7 +154,9 @@ void Scheduler::release(const RunningTask& run) {
   auto it = agents_.find(run.agent_id);
   if (it == agents_.end()) return;
   AgentInfo& agent = it->second;
+  unindexAgent(agent);
   agent.free_cores += run.cpus;
+  indexAgent(agent);
   if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
   if (agent.running > 0) --agent.running;
   for (const auto& [name, addresses] : run.resources) {
