@@ -94,6 +94,14 @@ getent passwd dockhand >/dev/null || fail "no dockhand user after install"
 [ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 711" ] \
   || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 711"
 
+step "Kubernetes manifests and scripts, the image's entrypoint"
+for f in decommission.sh nvidia-visible-devices.sh; do
+  [ -x "/usr/share/dockhand/kubernetes/$f" ] || fail "/usr/share/dockhand/kubernetes/$f is not installed executable"
+done
+[ -x /usr/share/dockhand/container/entrypoint.sh ] || fail "the image's entrypoint is not installed executable"
+[ -f /usr/share/dockhand/container/Containerfile ] || fail "the Containerfile is not installed"
+ls /usr/share/dockhand/kubernetes/*.yaml
+
 step "systemd-analyze verify"
 cp /lib/systemd/system/dockhand@.service "$work/dockhand@ci.service" 2>/dev/null \
   || cp /usr/lib/systemd/system/dockhand@.service "$work/dockhand@ci.service"

@@ -224,6 +224,8 @@ def main():
                 # /proc and /dev are the kernel's (the hook logs to /proc/1/fd/1).
                 if not w.startswith("/") or w.startswith(("/proc/", "/dev/")):
                     continue
+                if any(w.rstrip("/") == m["mountPath"].rstrip("/") for m in mounts):
+                    continue  # the mount itself (DOCKHAND_RUN_DIR)
                 mount = next((m for m in mounts if w.startswith(m["mountPath"].rstrip("/") + "/")),
                              None)
                 if mount is None:
