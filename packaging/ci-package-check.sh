@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "tools"
-tools=(lintian rpm python3-jsonschema adduser man-db gzip)
+tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip)
 missing=()
 for p in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -82,6 +82,11 @@ if ls "$build"/packages/*.rpm >/dev/null 2>&1; then
   rpm -qp --configfiles "$build"/packages/dockhand-[0-9]*.rpm | grep -qx /etc/dockhand/agent.json \
     || fail "the rpm does not mark /etc/dockhand/agent.json as %config"
 fi
+
+step "the image recipe and the Kubernetes manifests name only what this package installs"
+version="$(dpkg-deb -f "$deb" Version)"
+python3 tests/kubernetes/container_refs_test.py --source-dir "$src" --build-dir "$build" \
+  --version "${version%-*}" --deb "$deb"
 
 step "lintian"
 # Errors and warnings both fail; the justified exceptions are in

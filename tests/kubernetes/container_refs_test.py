@@ -9,8 +9,8 @@ would trip over:
 * every file of the image the Containerfile (ENTRYPOINT, CMD) and the manifests name (commands,
   args, the preStop hook, env values, discovery scripts in the ConfigMaps) is one the dockhand
   package installs (the build tree's install rules, component dockhand, installed into a
-  temporary DESTDIR; or `dpkg-deb -c` of a built .deb), or comes from a Debian package the
-  Containerfile installs (tini);
+  temporary DESTDIR; or, with --deb FILE, `dpkg-deb -c` of a built .deb), or comes from a
+  Debian package the Containerfile installs (tini);
 * every path under a volume mount is there: a key of the ConfigMap the volume names (defined in
   the manifests), the key of the Secret that docs/operations.md tells to create, or an
   emptyDir;
@@ -18,6 +18,7 @@ would trip over:
   docs/operations.md all say dockhand:VERSION, the project's version.
 
 Usage: container_refs_test.py --source-dir SRC --build-dir BUILD --version X.Y.Z --cmake CMAKE
+                              [--deb dockhand_X.Y.Z-1_ARCH.deb]
 """
 import argparse
 import fnmatch
@@ -73,12 +74,11 @@ def exec_form(arguments):
 
 def installed_files(args, tmp):
     """The /usr, /etc, /var paths the dockhand package installs, as on the target system."""
-    debs = sorted(glob.glob(os.path.join(args.source_dir, "build/package/packages/dockhand_*.deb")))
-    if debs:
-        listing = subprocess.run(["dpkg-deb", "-c", debs[-1]], capture_output=True, text=True,
+    if args.deb:
+        listing = subprocess.run(["dpkg-deb", "-c", args.deb], capture_output=True, text=True,
                                  check=True).stdout
         files = {line.split()[-1].lstrip(".").rstrip("/") for line in listing.splitlines()}
-        print(f"install list: dpkg-deb -c {debs[-1]} ({len(files)} entries)")
+        print(f"install list: dpkg-deb -c {args.deb} ({len(files)} entries)")
         return files
     prefix = "/usr/local"
     with open(os.path.join(args.build_dir, "CMakeCache.txt")) as f:
@@ -141,6 +141,9 @@ def main():
     parser.add_argument("--build-dir", required=True)
     parser.add_argument("--version", required=True)
     parser.add_argument("--cmake", default="cmake")
+    # A built package to take the install list from, instead of the build tree's install rules
+    # (which are always current; a .deb in build/package may be older than the source).
+    parser.add_argument("--deb")
     args = parser.parse_args()
     src = args.source_dir
     image = f"dockhand:{args.version}"
@@ -162,11 +165,11 @@ def main():
         if word in ("COPY", "ADD"):
             parts = [p for p in exec_form(rest) if not p.startswith("--")]
             for source in parts[:-1]:
-                if glob.glob(os.path.join(src, source)):
-                    print(f"COPY {source}: in the repository")
-                elif fnmatch.fnmatch(f"build/package/packages/dockhand_{args.version}-1_amd64.deb",
-                                     source):
+                if fnmatch.fnmatch(f"build/package/packages/dockhand_{args.version}-1_amd64.deb",
+                                   source):
                     print(f"COPY {source}: the .deb the package build makes (packaging/README.md)")
+                elif glob.glob(os.path.join(src, source)):
+                    print(f"COPY {source}: in the repository")
                 else:
                     problem(f"Containerfile {word} {source}: no such file in the repository, and "
                             "not the package build's .deb")
