@@ -12,7 +12,10 @@ packaging/kubernetes/decommission.sh, the preStop hook, is run against the agent
 2. with a task that outlasts --wait: the script gives up after --wait seconds with exit 1 and
    leaves the agent (not ready, still decommissioning) to the container's stop;
 3. a pid file whose process is gone: exit 0, nothing signalled; a pid that is not the agent:
-   exit 2, nothing signalled.
+   exit 2, nothing signalled;
+4. the manifests' own command lines: the driver with driver.yaml's args (`serve`), the agent
+   with agents.yaml's args and variables (executor id and cores as the pod gives them), both
+   probes, and the preStop command as agents.yaml has it.
 
 It also checks that `dockhand config validate` accepts the ConfigMaps' agent configs with the
 pod's variables. Every wait is bounded; only the processes started here are signalled, by pid.
@@ -275,6 +278,132 @@ def scenario_no_agent(args, work):
         fail(f"--wait soon: exit {result.returncode}, expected 2")
 
 
+def manifest_container(source_dir, file_name, kind):
+    with open(os.path.join(source_dir, "packaging/kubernetes", file_name)) as f:
+        for doc in yaml.safe_load_all(f):
+            if doc and doc.get("kind") == kind:
+                return doc["spec"]["template"]["spec"]["containers"][0]
+    fail(f"no {kind} in {file_name}")
+
+
+def scenario_manifests(args, work):
+    step("the manifests' own command lines: driver.yaml's serve, agents.yaml's agent and preStop")
+    here = os.path.join(work, "manifests")
+    os.makedirs(os.path.join(here, "work"))
+    run_dir = os.path.join(here, "run")
+    # Where the pod's mounts and image files are on this machine.
+    paths = {"/etc/dockhand/cluster": os.path.join(work, "cluster"),
+             "/etc/dockhand/secret": os.path.join(work, "secret-volume"),
+             "/run/dockhand": run_dir,
+             "/usr/share/dockhand/kubernetes": os.path.join(args.source_dir, "packaging/kubernetes")}
+    programs = {"dockhand": os.path.join(args.bin_dir, "dockhand"),
+                "dockhand-driver": os.path.join(args.bin_dir, "dockhand-driver")}
+
+    def local(word):
+        if word in programs:
+            return programs[word]
+        for pod_path, path in paths.items():
+            if word == pod_path or word.startswith(pod_path + "/"):
+                return path + word[len(pod_path):]
+        return word
+
+    def pod_env(container, values):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        for key in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        for e in container.get("env", []):
+            if "value" in e:
+                env[e["name"]] = local(e["value"])
+            else:
+                source = e["valueFrom"]
+                ref = (source.get("fieldRef", {}).get("fieldPath")
+                       or source["resourceFieldRef"]["resource"])
+                env[e["name"]] = values[ref]
+        return env
+
+    # The driver as driver.yaml runs it, on a free loopback port instead of 0.0.0.0:7077.
+    driver_spec = manifest_container(args.source_dir, "driver.yaml", "Deployment")
+    port_file = os.path.join(here, "driver.port")
+    driver_args = [local(w) for w in driver_spec["args"]]
+    driver_args[driver_args.index("0.0.0.0:7077")] = "127.0.0.1:0"
+    driver_out = os.path.join(here, "driver.out")
+    driver = subprocess.Popen(
+        ["sh", os.path.join(args.source_dir, "packaging/container/entrypoint.sh"), *driver_args,
+         "--port-file", port_file],
+        env=pod_env(driver_spec, {}), stdout=open(driver_out, "w"), stderr=subprocess.STDOUT)
+    started.append(driver)
+
+    def driver_up():
+        if driver.poll() is not None:
+            fail(f"the driver (driver.yaml's command line) exited {driver.returncode}:\n"
+                 f"{log_tail(driver_out)}")
+        return os.path.exists(port_file)
+    wait_for("the driver's port file", driver_up, 30)
+    with open(port_file) as f:
+        driver_port = int(f.read().strip())
+
+    # The agent as agents.yaml runs it; this machine's work dir and a free block port on top.
+    agent_spec = manifest_container(args.source_dir, "agents.yaml", "StatefulSet")
+    block_port = free_port()
+    override = write(os.path.join(here, "override.json"), json.dumps({
+        "work_dir": os.path.join(here, "work"), "bind_address": "127.0.0.1",
+        "block_port": block_port}))
+    cpu = agent_spec["resources"]["limits"]["cpu"]
+    cores = -(-int(cpu[:-1]) // 1000) if cpu.endswith("m") else int(cpu)
+    env = pod_env(agent_spec, {"metadata.name": "dockhand-agent-0", "status.podIP": "127.0.0.1",
+                               "limits.cpu": str(cores)})
+    env["DOCKHAND_DRIVER_URL"] = f"ws://127.0.0.1:{driver_port}/"
+    agent_args = [local(w).replace("$(POD_IP)", env["POD_IP"]) for w in agent_spec["args"]]
+    agent_log = os.path.join(here, "agent.log")
+    agent = subprocess.Popen(
+        ["sh", os.path.join(args.source_dir, "packaging/container/entrypoint.sh"), *agent_args,
+         "--config", override],
+        env=env, stdout=open(agent_log, "w"), stderr=subprocess.STDOUT)
+    started.append(agent)
+
+    def ready():
+        if agent.poll() is not None:
+            fail(f"the agent (agents.yaml's command line) exited {agent.returncode}:\n"
+                 f"{log_tail(agent_log)}")
+        return http_get(f"http://127.0.0.1:{block_port}/readyz")[0] == 200
+    wait_for("the agent's /readyz (agents.yaml's readinessProbe) to answer 200", ready, 60)
+    code, body = http_get(f"http://127.0.0.1:{block_port}/healthz")
+    if code != 200:
+        fail(f"/healthz (agents.yaml's livenessProbe) answered {code} {body!r}")
+    code, body = http_get(f"http://127.0.0.1:{block_port}/v1/status")
+    status = json.loads(body)
+    total = status.get("cores", {}).get("total")
+    print(f"registered as {status.get('executor_id')} with {total} core(s)")
+    if status.get("executor_id") != "dockhand-agent-0" or total != cores:
+        fail(f"the agent's status does not show the pod's name and CPU limit: {body}")
+
+    # The preStop hook exactly as agents.yaml gives it, its --log going to a file here.
+    hook_log = os.path.join(here, "container.log")
+    command = [local(w) for w in agent_spec["lifecycle"]["preStop"]["exec"]["command"]]
+    command[command.index("/proc/1/fd/1")] = hook_log
+    hook = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    print(hook.stderr.strip())
+    if hook.returncode != 0:
+        fail(f"the preStop command exited {hook.returncode}")
+    try:
+        agent.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        fail("the preStop command returned while the agent still runs")
+    if agent.returncode != 0:
+        fail(f"the agent exited {agent.returncode}, not 0:\n{log_tail(agent_log)}")
+    with open(hook_log) as f:
+        if "exited after" not in f.read():
+            fail("the preStop command's --log file does not have its lines")
+    driver.send_signal(signal.SIGTERM)
+    try:
+        driver.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the driver did not stop on SIGTERM")
+    if driver.returncode != 0:
+        fail(f"the driver exited {driver.returncode} on SIGTERM:\n{log_tail(driver_out)}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin-dir", required=True)
@@ -293,6 +422,7 @@ def main():
         scenario_finishes(args, work)
         scenario_wait_bound(args, work)
         scenario_no_agent(args, work)
+        scenario_manifests(args, work)
         print("OK")
     except SystemExit:
         keep = True
