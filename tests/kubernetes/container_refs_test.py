@@ -173,6 +173,20 @@ def main():
                 else:
                     problem(f"Containerfile {word} {source}: no such file in the repository, and "
                             "not the package build's .deb")
+    # .containerignore (the build context is the repository root): every COPY source must be
+    # let back in by a "!" line after the "*" that leaves everything else out.
+    ignore_file = os.path.join(src, ".containerignore")
+    if os.path.exists(ignore_file):
+        with open(ignore_file) as f:
+            allowed = [line.strip()[1:] for line in f if line.strip().startswith("!")]
+        for word, rest in instructions:
+            if word in ("COPY", "ADD"):
+                for source in [p for p in exec_form(rest) if not p.startswith("--")][:-1]:
+                    if source not in allowed:
+                        problem(f".containerignore leaves the COPY source {source} out of the "
+                                "build context")
+    else:
+        problem("no .containerignore: the build context would be the whole tree, build dirs too")
     for word, rest in instructions:
         if word in ("ENTRYPOINT", "CMD"):
             words = exec_form(rest)
