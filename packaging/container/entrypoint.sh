@@ -21,7 +21,12 @@ if [ $# -eq 0 ]; then
   echo "dockhand entrypoint: no command given (e.g. dockhand --config FILE)" >&2
   exit 64
 fi
-mkdir -p "$run_dir"
+if ! mkdir -p "$run_dir" 2>/dev/null || [ ! -w "$run_dir" ]; then
+  # Not in Kubernetes, with /run a fresh tmpfs the user cannot write: a private one in /tmp
+  # (decommission.sh then finds the agent by its name).
+  run_dir="$(mktemp -d "${TMPDIR:-/tmp}/dockhand-run.XXXXXX")"
+  echo "dockhand entrypoint: ${DOCKHAND_RUN_DIR:-/run/dockhand} is not writable; using $run_dir" >&2
+fi
 
 if [ -n "${DOCKHAND_SECRET_SOURCE:-}" ]; then
   if [ ! -r "$DOCKHAND_SECRET_SOURCE" ]; then
