@@ -4,7 +4,8 @@
 # (`dockhand ...` or `dockhand-driver ...`), which keeps its pid.
 #
 #   DOCKHAND_RUN_DIR       a private, writable directory (default /run/dockhand; in Kubernetes
-#                          an emptyDir): the secret copy and the pid file go there
+#                          an emptyDir): the secret copy and the pid file go there; where it
+#                          cannot be written, a new private directory in $TMPDIR or /tmp
 #   DOCKHAND_SECRET_SOURCE the cluster secret as mounted (a Kubernetes Secret volume: a symbolic
 #                          link, readable by the pod's group). The programs take only a regular
 #                          file readable by its owner alone, so it is copied to

@@ -25,7 +25,7 @@ import argparse
 import json
 import os
 import signal
-import socket
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,10 +61,18 @@ def wait_for(what, predicate, timeout, interval=0.05):
     fail(f"{what}: not within {timeout} s")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def block_port_of(agent, log_path):
+    """The port the agent's block server bound (its config asks for port 0), from its log."""
+    def port():
+        if agent.poll() is not None:
+            fail(f"the agent exited {agent.returncode}:\n{log_tail(log_path)}")
+        try:
+            with open(log_path, errors="replace") as f:
+                m = re.search(r"block server listening on 127\.0\.0\.1:(\d+)", f.read())
+        except OSError:
+            return None
+        return int(m.group(1)) if m else None
+    return wait_for("the agent's block server port in its log", port, 60)
 
 
 def http_get(url):
@@ -126,10 +134,9 @@ class Cluster:
         with open(port_file) as f:
             driver_port = int(f.read().strip())
 
-        self.block_port = free_port()
         override = write(os.path.join(self.dir, "override.json"), json.dumps({
             "work_dir": os.path.join(self.dir, "work"), "bind_address": "127.0.0.1",
-            "block_port": self.block_port}))
+            "block_port": 0}))
         self.run_dir = os.path.join(self.dir, "run")
         env = dict(os.environ)
         env.update({
@@ -147,6 +154,7 @@ class Cluster:
              "--hostname", "127.0.0.1"],
             env=env, stdout=open(self.agent_log, "w"), stderr=subprocess.STDOUT)
         started.append(self.agent)
+        self.block_port = block_port_of(self.agent, self.agent_log)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.block_port}{path}"
@@ -345,10 +353,8 @@ def scenario_manifests(args, work):
 
     # The agent as agents.yaml runs it; this machine's work dir and a free block port on top.
     agent_spec = manifest_container(args.source_dir, "agents.yaml", "StatefulSet")
-    block_port = free_port()
     override = write(os.path.join(here, "override.json"), json.dumps({
-        "work_dir": os.path.join(here, "work"), "bind_address": "127.0.0.1",
-        "block_port": block_port}))
+        "work_dir": os.path.join(here, "work"), "bind_address": "127.0.0.1", "block_port": 0}))
     cpu = agent_spec["resources"]["limits"]["cpu"]
     cores = -(-int(cpu[:-1]) // 1000) if cpu.endswith("m") else int(cpu)
     env = pod_env(agent_spec, {"metadata.name": "dockhand-agent-0", "status.podIP": "127.0.0.1",
@@ -361,6 +367,7 @@ def scenario_manifests(args, work):
          "--config", override],
         env=env, stdout=open(agent_log, "w"), stderr=subprocess.STDOUT)
     started.append(agent)
+    block_port = block_port_of(agent, agent_log)
 
     def ready():
         if agent.poll() is not None:
