@@ -6,8 +6,9 @@
 #   dockhand      (install component `dockhand`, the default component of every install rule
 #                  outside sdk/): /usr/bin/{dockhand,dockhand-driver},
 #                  /usr/lib/dockhand/plugins/*.so, /etc/dockhand/agent.json (a conffile) and
-#                  agent.d/, the JSON Schema in /usr/share/dockhand, the systemd units, the man
-#                  pages, docs and examples in /usr/share/doc/dockhand.
+#                  agent.d/, the JSON Schema in /usr/share/dockhand, the Kubernetes manifests and
+#                  scripts in /usr/share/dockhand/{kubernetes,container}, the systemd units, the
+#                  man pages, docs and examples in /usr/share/doc/dockhand.
 #   dockhand-dev  (component `dev`, the default of every install rule under sdk/; rpm:
 #                  dockhand-devel): the SDK headers and the CMake package for plugin authors.
 #
@@ -28,6 +29,19 @@ install(FILES configs/agent.schema.json DESTINATION "${CMAKE_INSTALL_DATADIR}/do
 # ---- systemd --------------------------------------------------------------------------------
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
         DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
+
+# ---- Kubernetes and the container image ---------------------------------------------------
+# The manifests and the scripts the image runs (docs/operations.md#kubernetes): the image
+# installs this package, so the paths in the manifests are these.
+file(GLOB _kubernetes_manifests "${PROJECT_SOURCE_DIR}/packaging/kubernetes/*.yaml")
+install(FILES ${_kubernetes_manifests}
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
+install(PROGRAMS packaging/kubernetes/decommission.sh packaging/kubernetes/nvidia-visible-devices.sh
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
+install(PROGRAMS packaging/container/entrypoint.sh
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
+install(FILES packaging/container/Containerfile
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
 
 # ---- docs, examples, Debian's per-package files ---------------------------------------------
 install(FILES README.md docs/operations.md docs/driver.md DESTINATION "${_doc}"

@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "tools"
-tools=(lintian rpm python3-jsonschema adduser man-db gzip)
+tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip)
 missing=()
 for p in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -83,6 +83,11 @@ if ls "$build"/packages/*.rpm >/dev/null 2>&1; then
     || fail "the rpm does not mark /etc/dockhand/agent.json as %config"
 fi
 
+step "the image recipe and the Kubernetes manifests name only what this package installs"
+version="$(dpkg-deb -f "$deb" Version)"
+python3 tests/kubernetes/container_refs_test.py --source-dir "$src" --build-dir "$build" \
+  --version "${version%-*}" --deb "$deb"
+
 step "lintian"
 # Errors and warnings both fail; the justified exceptions are in
 # packaging/debian/dockhand.lintian-overrides (installed with the package).
@@ -93,6 +98,14 @@ dpkg -i "$deb" "$dev_deb" || { apt-get install -f -y -qq; dpkg -i "$deb" "$dev_d
 getent passwd dockhand >/dev/null || fail "no dockhand user after install"
 [ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 711" ] \
   || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 711"
+
+step "Kubernetes manifests and scripts, the image's entrypoint"
+for f in decommission.sh nvidia-visible-devices.sh; do
+  [ -x "/usr/share/dockhand/kubernetes/$f" ] || fail "/usr/share/dockhand/kubernetes/$f is not installed executable"
+done
+[ -x /usr/share/dockhand/container/entrypoint.sh ] || fail "the image's entrypoint is not installed executable"
+[ -f /usr/share/dockhand/container/Containerfile ] || fail "the Containerfile is not installed"
+ls /usr/share/dockhand/kubernetes/*.yaml
 
 step "systemd-analyze verify"
 cp /lib/systemd/system/dockhand@.service "$work/dockhand@ci.service" 2>/dev/null \
