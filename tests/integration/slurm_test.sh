@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# Dockhand under a real Slurm: a one-node cluster (munged, slurmctld, slurmd on 127.0.0.1,
+# everything under a temp dir, ports picked free) runs packaging/slurm/dockhand.sbatch with
+# the built programs:
+#   (a) the word count (examples/wordcount/job.json) on 2 agents: the job completes with the
+#       sum `cat examples/wordcount/data/*.txt | wc -w` gives;
+#   (b) the two-stage job (examples/decommission/job.json: maps write shuffle blocks that the
+#       reduces fetch from the other agent) likewise;
+#   (c) scancel of a job whose tasks sleep: every agent, every task process (by pid and by
+#       process group) and every agent work dir is gone within a bounded wait.
+# Every daemon it started is stopped by pid at the end and its temp dir removed.
+#
+#   slurm_test.sh --bin-dir BUILD/bin --source-dir SOURCE
+#
+# Exits 77 (skipped) without root (slurmd needs it) or without munged, slurmctld, slurmd and
+# the Slurm client commands (scripts/setup installs Debian's slurm-wlm and munge).
+set -uo pipefail
+
+readonly SKIP=77
+bin_dir=""
+source_dir=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bin-dir) bin_dir=$2; shift ;;
+    --source-dir) source_dir=$2; shift ;;
+    *) echo "slurm_test: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$bin_dir" ] && [ -n "$source_dir" ] || { echo "usage: $0 --bin-dir DIR --source-dir DIR" >&2; exit 2; }
+bin_dir=$(cd "$bin_dir" && pwd)
+source_dir=$(cd "$source_dir" && pwd)
+
+export PATH="$PATH:/usr/sbin:/sbin"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIPPED: slurmd needs root; run the test as root to run it"
+  exit "$SKIP"
+fi
+for program in munged munge slurmctld slurmd sbatch squeue sinfo scancel srun python3; do
+  if ! command -v "$program" >/dev/null; then
+    echo "SKIPPED: $program is not installed (Debian: apt-get install slurm-wlm munge)"
+    exit "$SKIP"
+  fi
+done
+for program in dockhand dockhand-driver; do
+  [ -x "$bin_dir/$program" ] || { echo "FAIL: $bin_dir/$program is not built" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d /tmp/dockhand-slurm-test.XXXXXX)
+chmod 755 "$tmp"  # munged wants its socket's directories searchable by all
+daemon_pids=()
+job_ids=()
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Bounded wait: until COMMAND succeeds or SECONDS pass.
+wait_for() {
+  local seconds=$1
+  shift
+  local deadline=$((SECONDS + seconds))
+  until "$@"; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.2
+  done
+}
+
+alive() { kill -0 "$1" 2>/dev/null; }
+
+stop_pid() {
+  local pid=$1
+  alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null
+  wait_for 10 bash -c "! kill -0 $pid 2>/dev/null" || kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
+cleanup() {
+  local id pid
+  for id in "${job_ids[@]}"; do scancel "$id" 2>/dev/null; done
+  # Daemons in reverse start order: slurmd, slurmctld, munged.
+  for ((i = ${#daemon_pids[@]} - 1; i >= 0; i--)); do stop_pid "${daemon_pids[$i]}"; done
+  if [ "$failures" -gt 0 ]; then
+    for log in "$tmp"/log/*.log; do
+      [ -f "$log" ] || continue
+      echo "--- last lines of $log"
+      tail -n 30 "$log"
+    done
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' TERM INT
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# --- munged with its own key and socket --------------------------------------------------
+mkdir -m 700 "$tmp/munge" "$tmp/state" "$tmp/spool" "$tmp/log"
+mkdir -m 755 "$tmp/run"
+mkdir -m 755 "$tmp/out" "$tmp/work"
+head -c 1024 /dev/urandom >"$tmp/munge/munge.key"
+chmod 600 "$tmp/munge/munge.key"
+socket="$tmp/run/munge.socket"
+munged -F --socket="$socket" --key-file="$tmp/munge/munge.key" \
+  --log-file="$tmp/log/munged.log" --pid-file="$tmp/munge/munged.pid" \
+  --seed-file="$tmp/munge/munged.seed" >"$tmp/log/munged.out" 2>&1 &
+daemon_pids+=($!)
+if ! wait_for 10 test -S "$socket"; then
+  fail "munged did not create its socket within 10 s"
+  cat "$tmp/log/munged.out" >&2
+  exit 1
+fi
+
+# --- slurmctld and slurmd ---------------------------------------------------------------
+ctld_port=$(free_port)
+slurmd_port=$(free_port)
+while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
+: >"$tmp/plugstack.conf"
+# config_overrides: the node has the CPUs and memory written here whatever the machine has.
+# linuxproc tracks a step's processes by descent: a task an agent leaves behind in its own
+# process group is not found by Slurm, so the test sees it.
+cat >"$tmp/slurm.conf" <<EOF
+ClusterName=dockhand-test
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$socket
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/run/slurmctld.pid
+SlurmdPidFile=$tmp/run/slurmd.pid
+SlurmctldLogFile=$tmp/log/slurmctld.log
+SlurmdLogFile=$tmp/log/slurmd.log
+PlugStackConfig=$tmp/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=10
+MinJobAge=600
+NodeName=dhnode NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 RealMemory=1024 State=UNKNOWN
+PartitionName=test Nodes=dhnode Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$tmp/slurm.conf"
+slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
+daemon_pids+=($!)
+slurmd -D -N dhnode -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
+daemon_pids+=($!)
+node_idle() { [ "$(sinfo -h -n dhnode -o %T 2>/dev/null)" = idle ]; }
+if ! wait_for 30 node_idle; then
+  fail "the node did not become idle within 30 s (sinfo: $(sinfo -h -o '%T %E' 2>&1))"
+  exit 1
+fi
+echo "slurm: slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, node idle"
+
+# --- jobs ---------------------------------------------------------------------------------
+# The agents and drivers are the built ones; sanitizer settings (ASAN_OPTIONS with its
+# log_path, from the test preset) reach them through sbatch's environment (--export=ALL).
+export PATH="$source_dir/packaging/slurm:$PATH"
+launcher_options=(--bin-dir "$bin_dir" --driver-host 127.0.0.1 --agent-hostname 127.0.0.1
+  --work-dir "$tmp/work" --timeout 120)
+
+# Submits packaging/slurm/dockhand.sbatch for JOB.json with 2 agents; prints the job id.
+submit() {
+  local name=$1 job=$2
+  sbatch --parsable --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 \
+    --output="$tmp/out/$name.out" --chdir="$tmp/out" \
+    "$source_dir/packaging/slurm/dockhand.sbatch" "$job" "${launcher_options[@]}"
+}
+
+job_state() { squeue -h -j "$1" -t all -o %T 2>/dev/null; }
+job_ended() {
+  case $(job_state "$1") in
+    PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED | "") return 1 ;;
+    *) return 0 ;;
+  esac
+}
+
+expected_sum=$(cat "$source_dir"/examples/wordcount/data/*.txt | wc -w)
+
+# Runs JOB.json to its end and checks the state and the sum.
+run_job() {
+  local name=$1 job=$2 id
+  id=$(submit "$name" "$job") || { fail "$name: sbatch failed"; return; }
+  job_ids+=("$id")
+  if ! wait_for 90 job_ended "$id"; then
+    fail "$name (job $id) did not end within 90 s (state $(job_state "$id"))"
+    return
+  fi
+  local state
+  state=$(job_state "$id")
+  if [ "$state" != COMPLETED ]; then
+    fail "$name (job $id) ended $state"
+    cat "$tmp/out/$name.out" >&2
+    return
+  fi
+  if ! grep -q "sum=$expected_sum\b" "$tmp/out/$name.out"; then
+    fail "$name (job $id): no sum=$expected_sum in its output"
+    cat "$tmp/out/$name.out" >&2
+    return
+  fi
+  if [ -n "$(ls -A "$tmp/work")" ]; then
+    fail "$name (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+    return
+  fi
+  echo "ok: $name (job $id) COMPLETED with sum=$expected_sum"
+}
+
+run_job wordcount "$source_dir/examples/wordcount/job.json"
+run_job two-stage "$source_dir/examples/decommission/job.json"
+
+# (c) scancel while tasks run.
+marker="dockhand-slurm-test-$$"
+cat >"$tmp/slow.json" <<EOF
+{"name": "slow", "max_attempts": 1,
+ "tasks": [{"name": "s-0", "shell": "sleep 300; echo $marker"},
+           {"name": "s-1", "shell": "sleep 300; echo $marker"},
+           {"name": "s-2", "shell": "sleep 300; echo $marker"}]}
+EOF
+# Pids of processes whose command line holds TEXT.
+pids_with() {
+  local text=$1 dir
+  for dir in /proc/[0-9]*; do
+    tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -qF -- "$text" && echo "${dir#/proc/}"
+  done
+  return 0
+}
+# The process group of each pid (field 5 of /proc/PID/stat, after the command in parentheses).
+pgids_of() {
+  local pid stat
+  for pid in "$@"; do
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+    stat=${stat##*) }
+    set -- $stat
+    echo "$3"
+  done
+}
+# Pids of every process in one of the process groups.
+pids_in_groups() {
+  local dir stat pgid
+  for dir in /proc/[0-9]*; do
+    stat=$(cat "$dir/stat" 2>/dev/null) || continue
+    stat=${stat##*) }
+    set -- $stat
+    pgid=$3
+    for group in "${groups[@]}"; do
+      [ "$pgid" = "$group" ] && echo "${dir#/proc/}"
+    done
+  done
+  return 0
+}
+tasks_running() { [ "$(pids_with "$marker" | wc -l)" -ge 2 ]; }
+
+id=$(submit slow "$tmp/slow.json") || fail "slow: sbatch failed"
+if [ -n "${id:-}" ]; then
+  job_ids+=("$id")
+  if ! wait_for 60 tasks_running; then
+    fail "slow (job $id): two tasks were not running within 60 s (state $(job_state "$id"))"
+    cat "$tmp/out/slow.out" >&2
+  else
+    agents=$(pids_with "--app-id slurm-$id")
+    tasks=$(pids_with "$marker")
+    mapfile -t groups < <(pgids_of $tasks | sort -u)
+    echo "slow (job $id): agents $(echo $agents), task shells $(echo $tasks) in groups ${groups[*]}; scancel"
+    scancel "$id"
+    left_behind() {
+      local rest
+      rest=$(
+        pids_with "--app-id slurm-$id"
+        pids_with "$marker"
+        pids_in_groups
+      )
+      [ -z "$rest" ]
+    }
+    if ! wait_for 30 left_behind; then
+      fail "slow (job $id): processes left 30 s after scancel: $(pids_with "--app-id slurm-$id") $(pids_with "$marker") $(pids_in_groups)"
+    elif ! wait_for 30 job_ended "$id"; then
+      fail "slow (job $id) still $(job_state "$id") 30 s after scancel"
+    elif ! wait_for 10 bash -c "[ -z \"\$(ls -A '$tmp/work')\" ]"; then
+      fail "slow (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+    else
+      echo "ok: slow (job $id) $(job_state "$id"); no agent, task process or work dir left"
+    fi
+  fi
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "slurm_test: $failures failure(s)" >&2
+  exit 1
+fi
+echo "slurm_test: all passed"
