@@ -7,7 +7,8 @@
 #                  outside sdk/): /usr/bin/{dockhand,dockhand-driver},
 #                  /usr/lib/dockhand/plugins/*.so, /etc/dockhand/agent.json (a conffile) and
 #                  agent.d/, the JSON Schema in /usr/share/dockhand, the systemd units, the man
-#                  pages, docs and examples in /usr/share/doc/dockhand.
+#                  pages, docs and examples in /usr/share/doc/dockhand; the Slurm launcher
+#                  /usr/bin/dockhand-slurm and its sbatch template in /usr/share/dockhand/slurm.
 #   dockhand-dev  (component `dev`, the default of every install rule under sdk/; rpm:
 #                  dockhand-devel): the SDK headers and the CMake package for plugin authors.
 #
@@ -29,6 +30,12 @@ install(FILES configs/agent.schema.json DESTINATION "${CMAKE_INSTALL_DATADIR}/do
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
         DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
 
+# ---- Slurm: the launcher and the sbatch template (docs/operations.md, "Slurm") ---------------
+install(PROGRAMS packaging/slurm/dockhand-slurm DESTINATION "${CMAKE_INSTALL_BINDIR}"
+        COMPONENT dockhand)
+install(PROGRAMS packaging/slurm/dockhand.sbatch
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/slurm" COMPONENT dockhand)
+
 # ---- docs, examples, Debian's per-package files ---------------------------------------------
 install(FILES README.md docs/operations.md docs/driver.md DESTINATION "${_doc}"
         COMPONENT dockhand)
@@ -47,7 +54,7 @@ install(FILES packaging/debian/dockhand-dev.lintian-overrides
 set(_gen "${CMAKE_BINARY_DIR}/packaging")
 set(_generated)
 if(Python3_Interpreter_FOUND)
-  foreach(page dockhand.8 dockhand-driver.1)
+  foreach(page dockhand.8 dockhand-driver.1 dockhand-slurm.1)
     string(REGEX MATCH "[0-9]$" section "${page}")
     string(REGEX REPLACE "\\.[0-9]$" "" name "${page}")
     add_custom_command(OUTPUT "${_gen}/${page}.gz"

@@ -238,7 +238,7 @@ EOF
 pids_with() {
   local text=$1 dir
   for dir in /proc/[0-9]*; do
-    tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -qF -- "$text" && echo "${dir#/proc/}"
+    { tr '\0' ' ' <"$dir/cmdline"; } 2>/dev/null | grep -qF -- "$text" && echo "${dir#/proc/}"
   done
   return 0
 }
