@@ -51,6 +51,17 @@ bool allDigits(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// An error about the list VALUE of VARIABLE: "slurm: VARIABLE='VALUE'WHAT".
+Error listError(const std::string& variable, const std::string& value, const std::string& what) {
+  std::string message = "slurm: ";
+  message += variable;
+  message += "='";
+  message += value;
+  message += "'";
+  message += what;
+  return {DH_ERROR, message};
+}
+
 // The entries of a comma-separated list such as "0,1", "2-3,5" or "GPU-5fd4...,GPU-a1b2...".
 // A range of two indices ("2-3") is expanded; anything else (UUIDs, MIG names) is kept as it
 // is. `variable` names the list in errors.
@@ -59,8 +70,10 @@ std::vector<std::string> parseList(const std::string& variable, const std::strin
   std::set<std::string> seen;
   auto add = [&](const std::string& address) {
     if (!seen.insert(address).second) {
-      throw Error(DH_ERROR, "slurm: " + variable + "='" + value + "' lists GPU '" + address +
-                                "' twice");
+      std::string what = " lists GPU '";
+      what += address;
+      what += "' twice";
+      throw listError(variable, value, what);
     }
     addresses.push_back(address);
   };
@@ -72,8 +85,10 @@ std::vector<std::string> parseList(const std::string& variable, const std::strin
     const std::string item = trim(value.substr(position, end - position));
     ++entry;
     if (item.empty()) {
-      throw Error(DH_ERROR, "slurm: " + variable + "='" + value + "': entry " +
-                                std::to_string(entry) + " is empty");
+      std::string what = ": entry ";
+      what += std::to_string(entry);
+      what += " is empty";
+      throw listError(variable, value, what);
     }
     const std::size_t dash = item.find('-');
     if (dash != std::string::npos && allDigits(item.substr(0, dash)) &&
@@ -81,8 +96,10 @@ std::vector<std::string> parseList(const std::string& variable, const std::strin
       const long first = std::strtol(item.substr(0, dash).c_str(), nullptr, 10);
       const long last = std::strtol(item.substr(dash + 1).c_str(), nullptr, 10);
       if (last < first || last - first >= kMaxRange) {
-        throw Error(DH_ERROR, "slurm: " + variable + "='" + value + "': '" + item +
-                                  "' is not a range of GPU indices");
+        std::string what = ": '";
+        what += item;
+        what += "' is not a range of GPU indices";
+        throw listError(variable, value, what);
       }
       for (long index = first; index <= last; ++index) add(std::to_string(index));
     } else {
@@ -95,10 +112,10 @@ std::vector<std::string> parseList(const std::string& variable, const std::strin
 }
 
 struct Found {
-  bool in_job = false;     // SLURM_JOB_ID is set
-  std::string variable;    // the variable the addresses came from ("" when none did)
+  bool in_job = false;   // SLURM_JOB_ID is set
+  std::string variable;  // the variable the addresses came from ("" when none did)
   std::vector<std::string> addresses;
-  std::string why;         // why there are none
+  std::string why;  // why there are none
 };
 
 class SlurmDiscovery : public dockhand::sdk::ResourceDiscovery {
@@ -192,8 +209,7 @@ class SlurmDiscovery : public dockhand::sdk::ResourceDiscovery {
       if (step_gpus.size() != found.addresses.size()) {
         host_.warn("CUDA_VISIBLE_DEVICES names " + std::to_string(found.addresses.size()) +
                    " GPU(s) but SLURM_STEP_GPUS='" + *step + "' names " +
-                   std::to_string(step_gpus.size()) +
-                   "; offering those of CUDA_VISIBLE_DEVICES");
+                   std::to_string(step_gpus.size()) + "; offering those of CUDA_VISIBLE_DEVICES");
       }
     } catch (const Error& e) {
       host_.warn(std::string(e.what()) + "; offering those of CUDA_VISIBLE_DEVICES");
