@@ -234,15 +234,16 @@ cat >"$tmp/slow.json" <<EOF
            {"name": "s-1", "shell": "sleep 300; echo $marker"},
            {"name": "s-2", "shell": "sleep 300; echo $marker"}]}
 EOF
-# Pids of processes whose command line holds TEXT.
+# Pids of processes whose command line (arguments separated by NUL) matches the Perl regular
+# expression PATTERN; one grep over every /proc/PID/cmdline, listed before grep starts so that
+# grep (whose own command line holds PATTERN) is not among them.
 pids_with() {
-  local text=$1 dir
-  for dir in /proc/[0-9]*; do
-    { tr '\0' ' ' <"$dir/cmdline"; } 2>/dev/null | grep -qF -- "$text" && echo "${dir#/proc/}"
-  done
+  local files=(/proc/[0-9]*/cmdline)
+  grep -laP -- "$1" "${files[@]}" 2>/dev/null | sed -E 's|^/proc/([0-9]+)/cmdline$|\1|'
   return 0
 }
-# The process group of each pid (field 5 of /proc/PID/stat, after the command in parentheses).
+agent_pattern() { printf -- '--app-id\\x00slurm-%s\\x00' "$1"; }
+# The process group of each pid (field 5 of /proc/PID/stat, the 3rd after the command name).
 pgids_of() {
   local pid stat
   for pid in "$@"; do
@@ -252,19 +253,12 @@ pgids_of() {
     echo "$3"
   done
 }
-# Pids of every process in one of the process groups.
+# Pids of every process in one of the process groups in `groups`.
 pids_in_groups() {
-  local dir stat pgid
-  for dir in /proc/[0-9]*; do
-    stat=$(cat "$dir/stat" 2>/dev/null) || continue
-    stat=${stat##*) }
-    set -- $stat
-    pgid=$3
-    for group in "${groups[@]}"; do
-      [ "$pgid" = "$group" ] && echo "${dir#/proc/}"
-    done
-  done
-  return 0
+  [ "${#groups[@]}" -gt 0 ] || return 0
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v groups=" ${groups[*]} " '
+    { rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ");
+      if (index(groups, " " f[3] " ") > 0) print $1 }'
 }
 tasks_running() { [ "$(pids_with "$marker" | wc -l)" -ge 2 ]; }
 
@@ -275,7 +269,7 @@ if [ -n "${id:-}" ]; then
     fail "slow (job $id): two tasks were not running within 60 s (state $(job_state "$id"))"
     cat "$tmp/out/slow.out" >&2
   else
-    agents=$(pids_with "--app-id slurm-$id")
+    agents=$(pids_with "$(agent_pattern "$id")")
     tasks=$(pids_with "$marker")
     mapfile -t groups < <(pgids_of $tasks | sort -u)
     echo "slow (job $id): agents $(echo $agents), task shells $(echo $tasks) in groups ${groups[*]}; scancel"
@@ -283,20 +277,65 @@ if [ -n "${id:-}" ]; then
     left_behind() {
       local rest
       rest=$(
-        pids_with "--app-id slurm-$id"
+        pids_with "$(agent_pattern "$id")"
         pids_with "$marker"
         pids_in_groups
       )
       [ -z "$rest" ]
     }
     if ! wait_for 30 left_behind; then
-      fail "slow (job $id): processes left 30 s after scancel: $(pids_with "--app-id slurm-$id") $(pids_with "$marker") $(pids_in_groups)"
+      fail "slow (job $id): processes left 30 s after scancel: $(pids_with "$(agent_pattern "$id")") $(pids_with "$marker") $(pids_in_groups)"
     elif ! wait_for 30 job_ended "$id"; then
       fail "slow (job $id) still $(job_state "$id") 30 s after scancel"
     elif ! wait_for 10 bash -c "[ -z \"\$(ls -A '$tmp/work')\" ]"; then
       fail "slow (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
     else
       echo "ok: slow (job $id) $(job_state "$id"); no agent, task process or work dir left"
+      grep -E '^(s-[0-2] |job slow|dockhand-slurm:)' "$tmp/out/slow.out" | sed 's/^/    /'
+    fi
+  fi
+fi
+
+# (d) the decommission signal: `scancel --batch --signal=USR1` (what sbatch --signal=B:USR1@N
+# sends before the time limit) while two tasks run. The launcher asks the driver to
+# decommission both agents: the running tasks finish, the third is never started, the agents
+# leave on their own (srun ends), the launcher stops the driver and nothing is left.
+drain_marker="dockhand-slurm-drain-$$"
+cat >"$tmp/drain.json" <<EOF
+{"name": "drain", "max_attempts": 1, "aggregate": "sum",
+ "tasks": [{"name": "d-0", "shell": "sleep 4; echo 7 # $drain_marker"},
+           {"name": "d-1", "shell": "sleep 4; echo 7 # $drain_marker"},
+           {"name": "d-2", "shell": "sleep 4; echo 7 # $drain_marker"}]}
+EOF
+drain_running() { [ "$(pids_with "$drain_marker" | wc -l)" -ge 2 ]; }
+id=$(submit drain "$tmp/drain.json") || fail "drain: sbatch failed"
+if [ -n "${id:-}" ]; then
+  job_ids+=("$id")
+  if ! wait_for 60 drain_running; then
+    fail "drain (job $id): two tasks were not running within 60 s (state $(job_state "$id"))"
+    cat "$tmp/out/drain.out" >&2
+  else
+    scancel --batch --signal=USR1 "$id"
+    drained() {
+      [ -z "$(pids_with "$(agent_pattern "$id")")" ] && [ -z "$(pids_with "$drain_marker")" ]
+    }
+    if ! wait_for 60 drained; then
+      fail "drain (job $id): agents or tasks still running 60 s after the decommission signal"
+    elif ! wait_for 30 job_ended "$id"; then
+      fail "drain (job $id) still $(job_state "$id") 30 s after its agents left"
+    elif ! grep -q "decommissioning every agent" "$tmp/out/drain.out" ||
+      [ "$(grep -cE '^d-[0-2] +FINISHED' "$tmp/out/drain.out")" -ne 2 ] ||
+      grep -qE '^d-[0-2] +(FAILED|KILLED)' "$tmp/out/drain.out"; then
+      fail "drain (job $id): expected the two running tasks FINISHED and none killed"
+      cat "$tmp/out/drain.out" >&2
+    elif ! grep -q "every agent has left (srun exit 0)" "$tmp/out/drain.out"; then
+      fail "drain (job $id): the agents did not all leave with exit 0"
+      cat "$tmp/out/drain.out" >&2
+    elif [ -n "$(ls -A "$tmp/work")" ]; then
+      fail "drain (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+    else
+      echo "ok: drain (job $id): the running tasks finished, the agents decommissioned and left"
+      grep -E '^(d-[0-2] |job drain|dockhand-slurm:)' "$tmp/out/drain.out" | sed 's/^/    /'
     fi
   fi
 fi
