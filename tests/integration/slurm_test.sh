@@ -253,12 +253,12 @@ pgids_of() {
     echo "$3"
   done
 }
-# Pids of every process in one of the process groups in `groups`.
+# Pids of every process (zombies aside) in one of the process groups in `groups`.
 pids_in_groups() {
   [ "${#groups[@]}" -gt 0 ] || return 0
   cat /proc/[0-9]*/stat 2>/dev/null | awk -v groups=" ${groups[*]} " '
     { rest = $0; sub(/^.*\) /, "", rest); split(rest, f, " ");
-      if (index(groups, " " f[3] " ") > 0) print $1 }'
+      if (f[1] != "Z" && index(groups, " " f[3] " ") > 0) print $1 }'
 }
 tasks_running() { [ "$(pids_with "$marker" | wc -l)" -ge 2 ]; }
 
@@ -303,9 +303,9 @@ fi
 drain_marker="dockhand-slurm-drain-$$"
 cat >"$tmp/drain.json" <<EOF
 {"name": "drain", "max_attempts": 1, "aggregate": "sum",
- "tasks": [{"name": "d-0", "shell": "sleep 4; echo 7 # $drain_marker"},
-           {"name": "d-1", "shell": "sleep 4; echo 7 # $drain_marker"},
-           {"name": "d-2", "shell": "sleep 4; echo 7 # $drain_marker"}]}
+ "tasks": [{"name": "d-0", "shell": "sleep 8; echo 7 # $drain_marker"},
+           {"name": "d-1", "shell": "sleep 8; echo 7 # $drain_marker"},
+           {"name": "d-2", "shell": "sleep 8; echo 7 # $drain_marker"}]}
 EOF
 drain_running() { [ "$(pids_with "$drain_marker" | wc -l)" -ge 2 ]; }
 id=$(submit drain "$tmp/drain.json") || fail "drain: sbatch failed"
