@@ -7,7 +7,13 @@
 #   (b) the two-stage job (examples/decommission/job.json: maps write shuffle blocks that the
 #       reduces fetch from the other agent) likewise;
 #   (c) scancel of a job whose tasks sleep: every agent, every task process (by pid and by
-#       process group) and every agent work dir is gone within a bounded wait.
+#       process group) and every agent work dir is gone within a bounded wait;
+#   (d) the decommission signal (scancel --batch --signal=USR1): running tasks finish, the
+#       agents leave, nothing is left;
+#   (e) GPUs through Slurm's GRES: the node has two "GPUs" (device nodes made with mknod, so
+#       Slurm's gres/gpu plugin sets CUDA_VISIBLE_DEVICES for each task as on a real GPU
+#       node); with --gpus-per-task=1 each agent offers the GPU Slurm gave its task (the
+#       `slurm` discovery plugin), and each Dockhand task asking for a GPU sees that one.
 # Every daemon it started is stopped by pid at the end and its temp dir removed.
 #
 #   slurm_test.sh --bin-dir BUILD/bin --source-dir SOURCE
@@ -122,6 +128,17 @@ ctld_port=$(free_port)
 slurmd_port=$(free_port)
 while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
 : >"$tmp/plugstack.conf"
+# Two GPUs for gres/gpu: character device nodes (those of /dev/null) named as NVIDIA's are.
+gres_lines=""
+node_gres=""
+mkdir -m 755 "$tmp/dev"
+if mknod "$tmp/dev/nvidia0" c 1 3 2>/dev/null && mknod "$tmp/dev/nvidia1" c 1 3 2>/dev/null; then
+  echo "Name=gpu File=$tmp/dev/nvidia[0-1]" >"$tmp/gres.conf"
+  gres_lines="GresTypes=gpu"
+  node_gres="Gres=gpu:2"
+else
+  echo "note: mknod is not allowed here: the GPU part (e) is left out"
+fi
 # config_overrides: the node has the CPUs and memory written here whatever the machine has.
 # linuxproc tracks a step's processes by descent: a task an agent leaves behind in its own
 # process group is not found by Slurm, so the test sees it.
@@ -155,7 +172,8 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait=10
 MinJobAge=600
-NodeName=dhnode NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 RealMemory=1024 State=UNKNOWN
+$gres_lines
+NodeName=dhnode NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 RealMemory=1024 $node_gres State=UNKNOWN
 PartitionName=test Nodes=dhnode Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$tmp/slurm.conf"
@@ -178,9 +196,10 @@ launcher_options=(--bin-dir "$bin_dir" --driver-host 127.0.0.1 --agent-hostname 
   --work-dir "$tmp/work" --timeout 120)
 
 # Submits packaging/slurm/dockhand.sbatch for JOB.json with 2 agents; prints the job id.
+# SBATCH_EXTRA: more sbatch options.
 submit() {
   local name=$1 job=$2
-  sbatch --parsable --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 \
+  sbatch --parsable --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 ${SBATCH_EXTRA:-} \
     --output="$tmp/out/$name.out" --chdir="$tmp/out" \
     "$source_dir/packaging/slurm/dockhand.sbatch" "$job" "${launcher_options[@]}"
 }
@@ -336,6 +355,41 @@ if [ -n "${id:-}" ]; then
     else
       echo "ok: drain (job $id): the running tasks finished, the agents decommissioned and left"
       grep -E '^(d-[0-2] |job drain|dockhand-slurm:)' "$tmp/out/drain.out" | sed 's/^/    /'
+    fi
+  fi
+fi
+
+# (e) GPUs from Slurm's GRES.
+if [ -n "$node_gres" ]; then
+  cat >"$tmp/gpu.json" <<'EOF'
+{"name": "gpu", "max_attempts": 1,
+ "tasks": [{"name": "g-0", "resources": {"gpu": 1}, "shell": "echo \"$CUDA_VISIBLE_DEVICES\""},
+           {"name": "g-1", "resources": {"gpu": 1}, "shell": "echo \"$CUDA_VISIBLE_DEVICES\""},
+           {"name": "g-2", "resources": {"gpu": 1}, "shell": "echo \"$CUDA_VISIBLE_DEVICES\""}]}
+EOF
+  id=$(SBATCH_EXTRA=--gpus-per-task=1 submit gpu "$tmp/gpu.json") || fail "gpu: sbatch failed"
+  if [ -n "${id:-}" ]; then
+    job_ids+=("$id")
+    if ! wait_for 90 job_ended "$id"; then
+      fail "gpu (job $id) did not end within 90 s (state $(job_state "$id"))"
+    elif [ "$(job_state "$id")" != COMPLETED ]; then
+      fail "gpu (job $id) ended $(job_state "$id")"
+      cat "$tmp/out/gpu.out" >&2
+    else
+      # Each agent found one GPU through the plugin; every task saw its agent's GPU, and the
+      # two agents had different ones.
+      found=$(grep -c "resource gpu: \[[01]\] found by slurm" "$tmp/out/gpu.out")
+      seen=$(awk '/^g-[0-2] +FINISHED/ { print $3, $6 }' "$tmp/out/gpu.out" | sort -u)
+      agents=$(echo "$seen" | awk '{ print $1 }' | sort -u | wc -l)
+      gpus=$(echo "$seen" | awk '{ print $2 }' | sort -u | tr '\n' ' ')
+      if [ "$found" -ne 2 ] || [ "$(echo "$seen" | wc -l)" -ne "$agents" ] ||
+        [ "$(echo "$seen" | awk '$2 != "0" && $2 != "1"' | wc -l)" -ne 0 ] ||
+        { [ "$agents" -eq 2 ] && [ "$gpus" != "0 1 " ]; }; then
+        fail "gpu (job $id): expected each agent to offer the GPU Slurm gave it (agent, GPU seen: $seen)"
+        cat "$tmp/out/gpu.out" >&2
+      else
+        echo "ok: gpu (job $id) COMPLETED; agent and GPU seen by its tasks: $(echo $seen)"
+      fi
     fi
   fi
 fi
