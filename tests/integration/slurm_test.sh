@@ -192,6 +192,12 @@ echo "slurm: slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, node id
 # The agents and drivers are the built ones; sanitizer settings (ASAN_OPTIONS with its
 # log_path, from the test preset) reach them through sbatch's environment (--export=ALL).
 export PATH="$source_dir/packaging/slurm:$PATH"
+# The jobs' TMPDIR, where the launcher keeps its secret and the driver its temp dir: checked
+# empty after each job, as the agents' work dirs are.
+mkdir -m 755 "$tmp/nodetmp"
+export TMPDIR="$tmp/nodetmp"
+leftovers() { ls -A "$tmp/work" "$tmp/nodetmp" | grep -v -e '^$' -e ':$'; }
+no_leftovers() { [ -z "$(leftovers)" ]; }
 launcher_options=(--bin-dir "$bin_dir" --driver-host 127.0.0.1 --agent-hostname 127.0.0.1
   --work-dir "$tmp/work" --timeout 120)
 
@@ -235,8 +241,8 @@ run_job() {
     cat "$tmp/out/$name.out" >&2
     return
   fi
-  if [ -n "$(ls -A "$tmp/work")" ]; then
-    fail "$name (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+  if [ -n "$(leftovers)" ]; then
+    fail "$name (job $id) left files behind: $(leftovers)"
     return
   fi
   echo "ok: $name (job $id) COMPLETED with sum=$expected_sum"
@@ -306,8 +312,8 @@ if [ -n "${id:-}" ]; then
       fail "slow (job $id): processes left 30 s after scancel: $(pids_with "$(agent_pattern "$id")") $(pids_with "$marker") $(pids_in_groups)"
     elif ! wait_for 30 job_ended "$id"; then
       fail "slow (job $id) still $(job_state "$id") 30 s after scancel"
-    elif ! wait_for 10 bash -c "[ -z \"\$(ls -A '$tmp/work')\" ]"; then
-      fail "slow (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+    elif ! wait_for 10 no_leftovers; then
+      fail "slow (job $id) left files behind: $(leftovers)"
     else
       echo "ok: slow (job $id) $(job_state "$id"); no agent, task process or work dir left"
       grep -E '^(s-[0-2] |job slow|dockhand-slurm:)' "$tmp/out/slow.out" | sed 's/^/    /'
@@ -350,8 +356,8 @@ if [ -n "${id:-}" ]; then
     elif ! grep -q "every agent has left (srun exit 0)" "$tmp/out/drain.out"; then
       fail "drain (job $id): the agents did not all leave with exit 0"
       cat "$tmp/out/drain.out" >&2
-    elif [ -n "$(ls -A "$tmp/work")" ]; then
-      fail "drain (job $id) left agent work dirs behind: $(ls -A "$tmp/work")"
+    elif [ -n "$(leftovers)" ]; then
+      fail "drain (job $id) left files behind: $(leftovers)"
     else
       echo "ok: drain (job $id): the running tasks finished, the agents decommissioned and left"
       grep -E '^(d-[0-2] |job drain|dockhand-slurm:)' "$tmp/out/drain.out" | sed 's/^/    /'
@@ -387,6 +393,8 @@ EOF
         { [ "$agents" -eq 2 ] && [ "$gpus" != "0 1 " ]; }; then
         fail "gpu (job $id): expected each agent to offer the GPU Slurm gave it (agent, GPU seen: $seen)"
         cat "$tmp/out/gpu.out" >&2
+      elif [ -n "$(leftovers)" ]; then
+        fail "gpu (job $id) left files behind: $(leftovers)"
       else
         echo "ok: gpu (job $id) COMPLETED; agent and GPU seen by its tasks: $(echo $seen)"
       fi
