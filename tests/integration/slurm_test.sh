@@ -14,6 +14,8 @@
 #       Slurm's gres/gpu plugin sets CUDA_VISIBLE_DEVICES for each task as on a real GPU
 #       node); with --gpus-per-task=1 each agent offers the GPU Slurm gave its task (the
 #       `slurm` discovery plugin), and each Dockhand task asking for a GPU sees that one.
+#   (f) `dockhand-slurm agents` in a batch job for a driver outside Slurm: the driver's word
+#       count gets the sum, and the Slurm job completes when the driver stops its agents.
 # Every daemon it started is stopped by pid at the end and its temp dir removed.
 #
 #   slurm_test.sh --bin-dir BUILD/bin --source-dir SOURCE
@@ -88,7 +90,7 @@ stop_pid() {
 cleanup() {
   local id pid
   for id in "${job_ids[@]}"; do scancel "$id" 2>/dev/null; done
-  # Daemons in reverse start order: slurmd, slurmctld, munged.
+  # In reverse start order: the external driver, slurmd, slurmctld, munged.
   for ((i = ${#daemon_pids[@]} - 1; i >= 0; i--)); do stop_pid "${daemon_pids[$i]}"; done
   if [ "$failures" -gt 0 ]; then
     for log in "$tmp"/log/*.log; do
@@ -400,6 +402,44 @@ EOF
       fi
     fi
   fi
+fi
+
+# (f) agents for a driver outside Slurm: `dockhand-driver run --local-agents 0` on this
+# machine, `dockhand-slurm agents` in a batch job; the driver's job gets the sum, its end
+# stops the agents and the Slurm job completes.
+(umask 077 && head -c 32 /dev/urandom | base64 >"$tmp/cluster.secret")
+"$bin_dir/dockhand-driver" run "$source_dir/examples/wordcount/job.json" --local-agents 0 \
+  --min-agents 2 --listen 127.0.0.1:0 --port-file "$tmp/driver.port" --timeout 120 \
+  --auth-secret-file "$tmp/cluster.secret" >"$tmp/out/external-driver.out" 2>&1 &
+driver_pid=$!
+daemon_pids+=("$driver_pid")  # stopped at the end, if the test ends early
+if ! wait_for 30 test -s "$tmp/driver.port"; then
+  fail "external driver: no port within 30 s"
+  stop_pid "$driver_pid"
+else
+  id=$(sbatch --parsable --job-name=agents --ntasks=2 --cpus-per-task=1 --time=5 \
+    --output="$tmp/out/agents.out" --chdir="$tmp/out" --wrap \
+    "exec dockhand-slurm agents --driver-url ws://127.0.0.1:$(cat "$tmp/driver.port")/ --auth-secret-file $tmp/cluster.secret --bin-dir $bin_dir --agent-hostname 127.0.0.1 --work-dir $tmp/work") ||
+    fail "agents: sbatch failed"
+  if [ -n "${id:-}" ]; then
+    job_ids+=("$id")
+    if ! wait_for 90 job_ended "$id"; then
+      fail "agents (job $id) did not end within 90 s (state $(job_state "$id"))"
+    elif [ "$(job_state "$id")" != COMPLETED ]; then
+      fail "agents (job $id) ended $(job_state "$id")"
+      cat "$tmp/out/agents.out" >&2
+    elif ! wait_for 30 bash -c "! kill -0 $driver_pid 2>/dev/null"; then
+      fail "external driver still running 30 s after its agents' job ended"
+    elif ! wait "$driver_pid" || ! grep -q "sum=$expected_sum\b" "$tmp/out/external-driver.out"; then
+      fail "external driver: the job did not succeed with sum=$expected_sum"
+      cat "$tmp/out/external-driver.out" "$tmp/out/agents.out" >&2
+    elif [ -n "$(leftovers)" ]; then
+      fail "agents (job $id) left files behind: $(leftovers)"
+    else
+      echo "ok: agents (job $id) COMPLETED; the external driver's job ended with sum=$expected_sum"
+    fi
+  fi
+  stop_pid "$driver_pid"
 fi
 
 if [ "$failures" -gt 0 ]; then
