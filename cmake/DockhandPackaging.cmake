@@ -154,6 +154,8 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_NAME dockhand)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_DEPENDS "adduser")
+# dockhand-slurm (the Slurm launcher) runs srun; only nodes of a Slurm cluster need it.
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_SUGGESTS "slurm-client")
 configure_file(packaging/debian/conffiles.in "${_gen}/debian/conffiles" @ONLY)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_CONTROL_EXTRA
     "${_gen}/debian/conffiles;${PROJECT_SOURCE_DIR}/packaging/debian/postinst;${PROJECT_SOURCE_DIR}/packaging/debian/prerm;${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
@@ -171,6 +173,7 @@ set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
 set(CPACK_RPM_PACKAGE_URL "${PROJECT_HOMEPAGE_URL}")
 set(CPACK_RPM_DOCKHAND_PACKAGE_NAME dockhand)
 set(CPACK_RPM_DOCKHAND_PACKAGE_GROUP "System Environment/Daemons")
+set(CPACK_RPM_DOCKHAND_PACKAGE_SUGGESTS "slurm")
 set(CPACK_RPM_DEV_PACKAGE_NAME dockhand-devel)
 set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
 set(CPACK_RPM_DOCKHAND_USER_FILELIST
