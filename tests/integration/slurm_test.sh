@@ -207,7 +207,7 @@ launcher_options=(--bin-dir "$bin_dir" --driver-host 127.0.0.1 --agent-hostname 
 # SBATCH_EXTRA: more sbatch options.
 submit() {
   local name=$1 job=$2
-  sbatch --parsable --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 ${SBATCH_EXTRA:-} \
+  sbatch --parsable --export=ALL --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 ${SBATCH_EXTRA:-} \
     --output="$tmp/out/$name.out" --chdir="$tmp/out" \
     "$source_dir/packaging/slurm/dockhand.sbatch" "$job" "${launcher_options[@]}"
 }
@@ -417,7 +417,7 @@ if ! wait_for 30 test -s "$tmp/driver.port"; then
   fail "external driver: no port within 30 s"
   stop_pid "$driver_pid"
 else
-  id=$(sbatch --parsable --job-name=agents --ntasks=2 --cpus-per-task=1 --time=5 \
+  id=$(sbatch --parsable --export=ALL --job-name=agents --ntasks=2 --cpus-per-task=1 --time=5 \
     --output="$tmp/out/agents.out" --chdir="$tmp/out" --wrap \
     "exec dockhand-slurm agents --driver-url ws://127.0.0.1:$(cat "$tmp/driver.port")/ --auth-secret-file $tmp/cluster.secret --bin-dir $bin_dir --agent-hostname 127.0.0.1 --work-dir $tmp/work") ||
     fail "agents: sbatch failed"
