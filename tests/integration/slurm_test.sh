@@ -87,11 +87,35 @@ stop_pid() {
   return 0
 }
 
+# Every process of this test's cluster (daemons, slurmstepd, job processes, the external
+# driver) is started with `env "$mark"`, which its children inherit and this shell lacks.
+mark="DOCKHAND_SLURM_TEST=$tmp"
+cluster_pids() {
+  local files=(/proc/[0-9]*/environ)
+  grep -laF -- "$mark" "${files[@]}" 2>/dev/null | sed -E 's|^/proc/([0-9]+)/environ$|\1|'
+  return 0
+}
+no_jobs() { [ -z "$(squeue -h 2>/dev/null)" ]; }
+
 cleanup() {
-  local id pid
-  for id in "${job_ids[@]}"; do scancel "$id" 2>/dev/null; done
+  local id pid stray
+  if [ "${#job_ids[@]}" -gt 0 ]; then
+    for id in "${job_ids[@]}"; do scancel "$id" 2>/dev/null; done
+    wait_for 30 no_jobs || echo "cleanup: jobs still listed 30 s after scancel: $(squeue -h)" >&2
+  fi
   # In reverse start order: the external driver, slurmd, slurmctld, munged.
   for ((i = ${#daemon_pids[@]} - 1; i >= 0; i--)); do stop_pid "${daemon_pids[$i]}"; done
+  # A step slurmd left behind would outlive it: stop whatever is left, and count it.
+  stray=$(cluster_pids | tr '\n' ' ')
+  if [ -n "${stray// /}" ]; then
+    sleep 2
+    stray=$(cluster_pids | tr '\n' ' ')
+  fi
+  if [ -n "${stray// /}" ]; then
+    fail "processes of the test's cluster left after its daemons stopped: $stray"
+    for pid in $stray; do echo "  $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"; done
+    for pid in $stray; do kill -KILL "$pid" 2>/dev/null; done
+  fi
   if [ "$failures" -gt 0 ]; then
     for log in "$tmp"/log/*.log; do
       [ -f "$log" ] || continue
@@ -100,6 +124,7 @@ cleanup() {
     done
   fi
   rm -rf "$tmp"
+  [ "$failures" -eq 0 ] || exit 1
 }
 trap cleanup EXIT
 trap 'exit 1' TERM INT
@@ -115,7 +140,7 @@ mkdir -m 755 "$tmp/out" "$tmp/work"
 head -c 1024 /dev/urandom >"$tmp/munge/munge.key"
 chmod 600 "$tmp/munge/munge.key"
 socket="$tmp/run/munge.socket"
-munged -F --socket="$socket" --key-file="$tmp/munge/munge.key" \
+env "$mark" munged -F --socket="$socket" --key-file="$tmp/munge/munge.key" \
   --log-file="$tmp/log/munged.log" --pid-file="$tmp/munge/munged.pid" \
   --seed-file="$tmp/munge/munged.seed" >"$tmp/log/munged.out" 2>&1 &
 daemon_pids+=($!)
@@ -179,9 +204,9 @@ NodeName=dhnode NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 RealMemory=1024
 PartitionName=test Nodes=dhnode Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$tmp/slurm.conf"
-slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
+env "$mark" slurmctld -D -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 daemon_pids+=($!)
-slurmd -D -N dhnode -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
+env "$mark" slurmd -D -N dhnode -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 daemon_pids+=($!)
 node_idle() { [ "$(sinfo -h -n dhnode -o %T 2>/dev/null)" = idle ]; }
 if ! wait_for 30 node_idle; then
@@ -189,6 +214,11 @@ if ! wait_for 30 node_idle; then
   exit 1
 fi
 echo "slurm: slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, node idle"
+# The end's check for strays finds the cluster's processes by their environment: it must see
+# the daemons.
+for pid in "${daemon_pids[@]}"; do
+  cluster_pids | grep -qx "$pid" || fail "daemon $pid is not found by its environment ($mark)"
+done
 
 # --- jobs ---------------------------------------------------------------------------------
 # The agents and drivers are the built ones; sanitizer settings (ASAN_OPTIONS with its
@@ -207,7 +237,7 @@ launcher_options=(--bin-dir "$bin_dir" --driver-host 127.0.0.1 --agent-hostname 
 # SBATCH_EXTRA: more sbatch options.
 submit() {
   local name=$1 job=$2
-  sbatch --parsable --export=ALL --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 ${SBATCH_EXTRA:-} \
+  env "$mark" sbatch --parsable --export=ALL --job-name="$name" --ntasks=2 --cpus-per-task=1 --time=5 ${SBATCH_EXTRA:-} \
     --output="$tmp/out/$name.out" --chdir="$tmp/out" \
     "$source_dir/packaging/slurm/dockhand.sbatch" "$job" "${launcher_options[@]}"
 }
@@ -408,7 +438,7 @@ fi
 # machine, `dockhand-slurm agents` in a batch job; the driver's job gets the sum, its end
 # stops the agents and the Slurm job completes.
 (umask 077 && head -c 32 /dev/urandom | base64 >"$tmp/cluster.secret")
-"$bin_dir/dockhand-driver" run "$source_dir/examples/wordcount/job.json" --local-agents 0 \
+env "$mark" "$bin_dir/dockhand-driver" run "$source_dir/examples/wordcount/job.json" --local-agents 0 \
   --min-agents 2 --listen 127.0.0.1:0 --port-file "$tmp/driver.port" --timeout 120 \
   --auth-secret-file "$tmp/cluster.secret" >"$tmp/out/external-driver.out" 2>&1 &
 driver_pid=$!
@@ -417,7 +447,7 @@ if ! wait_for 30 test -s "$tmp/driver.port"; then
   fail "external driver: no port within 30 s"
   stop_pid "$driver_pid"
 else
-  id=$(sbatch --parsable --export=ALL --job-name=agents --ntasks=2 --cpus-per-task=1 --time=5 \
+  id=$(env "$mark" sbatch --parsable --export=ALL --job-name=agents --ntasks=2 --cpus-per-task=1 --time=5 \
     --output="$tmp/out/agents.out" --chdir="$tmp/out" --wrap \
     "exec dockhand-slurm agents --driver-url ws://127.0.0.1:$(cat "$tmp/driver.port")/ --auth-secret-file $tmp/cluster.secret --bin-dir $bin_dir --agent-hostname 127.0.0.1 --work-dir $tmp/work") ||
     fail "agents: sbatch failed"
