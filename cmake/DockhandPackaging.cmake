@@ -8,7 +8,8 @@
 #                  /usr/lib/dockhand/plugins/*.so, /etc/dockhand/agent.json (a conffile) and
 #                  agent.d/, the JSON Schema in /usr/share/dockhand, the Kubernetes manifests and
 #                  scripts in /usr/share/dockhand/{kubernetes,container}, the systemd units, the
-#                  man pages, docs and examples in /usr/share/doc/dockhand.
+#                  man pages, docs and examples in /usr/share/doc/dockhand; the Slurm launcher
+#                  /usr/bin/dockhand-slurm and its sbatch template in /usr/share/dockhand/slurm.
 #   dockhand-dev  (component `dev`, the default of every install rule under sdk/; rpm:
 #                  dockhand-devel): the SDK headers and the CMake package for plugin authors.
 #
@@ -30,18 +31,10 @@ install(FILES configs/agent.schema.json DESTINATION "${CMAKE_INSTALL_DATADIR}/do
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
         DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
 
-# ---- Kubernetes and the container image ---------------------------------------------------
-# The manifests and the scripts the image runs (docs/operations.md#kubernetes): the image
-# installs this package, so the paths in the manifests are these.
-file(GLOB _kubernetes_manifests "${PROJECT_SOURCE_DIR}/packaging/kubernetes/*.yaml")
-install(FILES ${_kubernetes_manifests}
-        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
-install(PROGRAMS packaging/kubernetes/decommission.sh packaging/kubernetes/nvidia-visible-devices.sh
-        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
-install(PROGRAMS packaging/container/entrypoint.sh
-        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
-install(FILES packaging/container/Containerfile
-        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
+#                  agent.d/, the JSON Schema in /usr/share/dockhand, the Kubernetes manifests and
+#                  scripts in /usr/share/dockhand/{kubernetes,container}, the systemd units, the
+#                  man pages, docs and examples in /usr/share/doc/dockhand; the Slurm launcher
+#                  /usr/bin/dockhand-slurm and its sbatch template in /usr/share/dockhand/slurm.
 
 # ---- docs, examples, Debian's per-package files ---------------------------------------------
 install(FILES README.md docs/operations.md docs/driver.md DESTINATION "${_doc}"
@@ -61,7 +54,7 @@ install(FILES packaging/debian/dockhand-dev.lintian-overrides
 set(_gen "${CMAKE_BINARY_DIR}/packaging")
 set(_generated)
 if(Python3_Interpreter_FOUND)
-  foreach(page dockhand.8 dockhand-driver.1)
+  foreach(page dockhand.8 dockhand-driver.1 dockhand-slurm.1)
     string(REGEX MATCH "[0-9]$" section "${page}")
     string(REGEX REPLACE "\\.[0-9]$" "" name "${page}")
     add_custom_command(OUTPUT "${_gen}/${page}.gz"
@@ -161,6 +154,8 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_NAME dockhand)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_DEPENDS "adduser")
+# dockhand-slurm (the Slurm launcher) runs srun; only nodes of a Slurm cluster need it.
+set(CPACK_DEBIAN_DOCKHAND_PACKAGE_SUGGESTS "slurm-client")
 configure_file(packaging/debian/conffiles.in "${_gen}/debian/conffiles" @ONLY)
 set(CPACK_DEBIAN_DOCKHAND_PACKAGE_CONTROL_EXTRA
     "${_gen}/debian/conffiles;${PROJECT_SOURCE_DIR}/packaging/debian/postinst;${PROJECT_SOURCE_DIR}/packaging/debian/prerm;${PROJECT_SOURCE_DIR}/packaging/debian/postrm")
