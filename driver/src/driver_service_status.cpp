@@ -2,8 +2,8 @@
 // binary from driver/status/), and the JSON it polls, GET /v1/cluster (a control request,
 // answered under the control API's authentication in driver_service_control.cpp).
 #include <algorithm>
-#include <initializer_list>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,13 +30,14 @@ Json decommissionJson(const AgentInfo& agent) {
   if (agent.state != AgentState::kDecommissioning && agent.decommission.is_null()) return nullptr;
   const DecommissionProgress p = parseDecommissionProgress(agent.id, agent.decommission);
   const std::uint64_t left = reportCount(agent.decommission, "blocks_left");
-  return Json{{"state", p.state.empty() ? "requested" : p.state},
-              {"blocks_total", std::max(p.blocks_total, p.blocks_migrated + left + p.blocks_failed)},
-              {"blocks_migrated", p.blocks_migrated},
-              {"blocks_left", left},
-              {"blocks_failed", p.blocks_failed},
-              {"bytes_total", p.bytes_total},
-              {"bytes_migrated", p.bytes_migrated}};
+  return Json{
+      {"state", p.state.empty() ? "requested" : p.state},
+      {"blocks_total", std::max(p.blocks_total, p.blocks_migrated + left + p.blocks_failed)},
+      {"blocks_migrated", p.blocks_migrated},
+      {"blocks_left", left},
+      {"blocks_failed", p.blocks_failed},
+      {"bytes_total", p.bytes_total},
+      {"bytes_migrated", p.bytes_migrated}};
 }
 
 Json resourcesJson(const AgentInfo& agent) {
@@ -98,7 +99,8 @@ std::string fillIn(std::string_view page,
     std::string mark = "{{";
     mark += name;
     mark += "}}";
-    for (auto at = out.find(mark); at != std::string::npos; at = out.find(mark, at + value.size())) {
+    for (auto at = out.find(mark); at != std::string::npos;
+         at = out.find(mark, at + value.size())) {
       out.replace(at, mark.size(), value);
     }
   }

@@ -73,6 +73,23 @@ def metric_names(expr):
     return names
 
 
+def check_extraction():
+    """metric_names() on expressions whose answer is known (a broken parser fails here)."""
+    cases = {
+        'sum by (state) (rate(a_total{job=~"$agent_job", state="b_total"}[$__rate_interval]))':
+            {'a_total'},
+        'histogram_quantile(0.95, sum by (le) (rate(x_bucket[5m]))) / on(instance) y': {'x_bucket',
+                                                                                      'y'},
+        'time() - max by (instance) (start_seconds{job="j"}) > 1e3': {'start_seconds'},
+        'label_values(m{job=~"$agent_job"}, instance)': {'m'},
+        'a and b or c unless d offset 5m': {'a', 'b', 'c', 'd'},
+    }
+    for expr, want in cases.items():
+        got = metric_names(expr)
+        if got != want:
+            raise AssertionError(f'metric_names({expr!r}) = {got}, expected {want}')
+
+
 def families(exposition):
     """name -> type of every family the exposition declares."""
     out = {}
@@ -156,6 +173,7 @@ def main():
     parser.add_argument('--agent', required=True, help='the dockhand program')
     args = parser.parse_args()
 
+    check_extraction()
     with open(args.dashboard, encoding='utf-8') as f:
         dashboard = json.load(f)
     exprs = expressions(dashboard)
