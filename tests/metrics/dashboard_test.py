@@ -201,7 +201,10 @@ def main():
             if '$driver_job' in expr:
                 targets.append(('driver', driver))
             if not targets:
-                problems.append(f'{where}: {expr!r} selects neither $agent_job nor $driver_job')
+                # A variable's query (label_values(metric, job)): either program will do.
+                if not (exists(name, agent) or exists(name, driver)):
+                    problems.append(f'{where}: {name} is in neither program\'s /metrics')
+                continue
             for program, declared in targets:
                 checked.add((program, name))
                 if not exists(name, declared):
