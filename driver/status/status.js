@@ -78,6 +78,7 @@
 
   function resourcesCell(resources) {
     const cell = el('td');
+    if (Object.keys(resources || {}).length === 0) cell.append(el('span', {className: 'muted'}, 'none'));
     for (const [name, r] of Object.entries(resources || {})) {
       const inUse = r.in_use || [];
       const all = r.addresses || [];
