@@ -7,12 +7,17 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "dockhand/driver/driver_service.h"
 #include "dockhand/driver/status_assets.h"
 
 namespace dockhand::driver {
 namespace {
+
+// The tasks GET /v1/cluster lists at most (the job's counts cover them all): it is polled,
+// and built under the scheduler's lock.
+constexpr std::size_t kMaxListedTasks = 1000;
 
 std::int64_t toMs(SteadyClock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
@@ -139,8 +144,21 @@ Json DriverService::clusterJson() const {
                       {"last_seen_ms_ago", toMs(now - agent.last_seen)},
                       {"decommission", decommissionJson(agent)}});
   }
+  // At most kMaxListedTasks, running and failed ones first, listed in job order.
+  const std::vector<TaskRecord>& records = scheduler_.tasks();
+  std::vector<std::size_t> listed;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = 0; i < records.size() && listed.size() < kMaxListedTasks; ++i) {
+      const TaskOutcome o = records[i].outcome;
+      const bool first =
+          o == TaskOutcome::kRunning || o == TaskOutcome::kFailed || o == TaskOutcome::kKilled;
+      if (first == (pass == 0)) listed.push_back(i);
+    }
+  }
+  std::sort(listed.begin(), listed.end());
   Json tasks = Json::array();
-  for (const TaskRecord& t : scheduler_.tasks()) {
+  for (std::size_t i : listed) {
+    const TaskRecord& t = records[i];
     Json duration = nullptr;
     if (t.outcome == TaskOutcome::kRunning) {
       duration = toMs(now - t.launched_at);
@@ -167,6 +185,7 @@ Json DriverService::clusterJson() const {
                {"pending", progress.pending},
                {"failed", progress.failed},
                {"retries", progress.retries},
+               {"tasks_omitted", records.size() - listed.size()},
                {"tasks", std::move(tasks)}};
   }
   return Json{{"driver", {{"software", driverSoftware()}}},

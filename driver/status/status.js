@@ -8,7 +8,6 @@
 (function () {
   const params = new URLSearchParams(window.location.search);
   const refreshMs = Math.min(60000, Math.max(100, Number(params.get('refresh_ms')) || 2000));
-  const maxTaskRows = 1000;
   let key = null;  // the HMAC key made from the secret, when the driver requires one
   let timer = null;
 
@@ -146,15 +145,17 @@
         job.running + ' running, ' + job.pending + ' pending, ' + job.failed + ' failed, ' +
         job.retries + ' retried' + (job.failure_reason ? ' (' + job.failure_reason + ')' : '');
     const tasks = job.tasks || [];
-    const rows = tasks.slice(0, maxTaskRows).map((t) =>
+    const rows = tasks.map((t) =>
       el('tr', {dataset: {task: String(t.name), state: String(t.state)}},
          el('td', {}, String(t.name)), el('td', {className: 'state-' + t.state}, String(t.state)),
          el('td', {className: 'num'}, t.task_id || ''), el('td', {}, String(t.executor_id || '')),
          el('td', {className: 'num'}, t.attempts), el('td', {className: 'num'}, duration(t.duration_ms)),
          el('td', {}, String(t.reason || ''))));
     body.replaceChildren(...rows);
-    note.textContent = tasks.length > maxTaskRows
-        ? 'the first ' + maxTaskRows + ' of ' + tasks.length + ' tasks are shown' : '';
+    const omitted = Number(job.tasks_omitted) || 0;
+    note.textContent = omitted > 0
+        ? rows.length + ' of ' + (tasks.length + omitted) + ' tasks are listed (running and ' +
+              'failed ones first)' : '';
   }
 
   async function poll() {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dockhand/driver/driver_service.h"
 #include "driver_protocol_fixture.h"
 
 namespace {
@@ -117,6 +118,30 @@ TEST_F(DriverProtocolTest, ClusterJsonListsAgentsWithResourcesAndLinks) {
   EXPECT_EQ(progress["blocks_failed"], 0);
   EXPECT_EQ(progress["bytes_migrated"], 200);
   EXPECT_EQ(http(port_, "POST", "/v1/cluster").status, 405);
+}
+
+// In process, without a server: a job larger than the listing's limit.
+TEST(ClusterJsonTest, ListsAtMostAThousandTasksAndSaysHowManyItLeftOut) {
+  dockhand::driver::DriverService service(dockhand::driver::DriverConfig{});
+  dockhand::driver::JobSpec job;
+  job.name = "large";
+  for (int i = 0; i < 1500; ++i) {
+    dockhand::driver::TaskSpec task;
+    task.name = "t-" + std::to_string(i);
+    task.payload = {{"command", {"/bin/true"}}};
+    job.tasks.push_back(task);
+  }
+  service.submit(job);
+  const Json cluster = service.clusterJson();
+  const Json& listed = cluster["job"]["tasks"];
+  ASSERT_EQ(listed.size(), 1000u);
+  EXPECT_EQ(cluster["job"]["tasks_omitted"], 500);
+  EXPECT_EQ(cluster["job"]["total"], 1500);
+  EXPECT_EQ(listed[0]["name"], "t-0");
+  EXPECT_EQ(listed[0]["state"], "PENDING");
+  EXPECT_TRUE(listed[0]["duration_ms"].is_null());
+  EXPECT_EQ(listed[999]["name"], "t-999");
+  EXPECT_TRUE(cluster["executors"].empty());
 }
 
 }  // namespace
