@@ -6,10 +6,12 @@
 #   dockhand      (install component `dockhand`, the default component of every install rule
 #                  outside sdk/): /usr/bin/{dockhand,dockhand-driver},
 #                  /usr/lib/dockhand/plugins/*.so, /etc/dockhand/agent.json (a conffile) and
-#                  agent.d/, the JSON Schema in /usr/share/dockhand, the Kubernetes manifests and
-#                  scripts in /usr/share/dockhand/{kubernetes,container}, the systemd units, the
-#                  man pages, docs and examples in /usr/share/doc/dockhand; the Slurm launcher
-#                  /usr/bin/dockhand-slurm and its sbatch template in /usr/share/dockhand/slurm.
+#                  agent.d/, the JSON Schema, the Grafana dashboard (grafana/dockhand.json) and
+#                  the example Prometheus config (prometheus/dockhand.yml) in /usr/share/dockhand,
+#                  the Kubernetes manifests and scripts in /usr/share/dockhand/{kubernetes,
+#                  container}, the systemd units, the man pages, docs and examples in
+#                  /usr/share/doc/dockhand; the Slurm launcher /usr/bin/dockhand-slurm and its
+#                  sbatch template in /usr/share/dockhand/slurm.
 #   dockhand-dev  (component `dev`, the default of every install rule under sdk/; rpm:
 #                  dockhand-devel): the SDK headers and the CMake package for plugin authors.
 #
@@ -26,6 +28,12 @@ install(FILES configs/agent.json DESTINATION "${_etc}" COMPONENT dockhand)
 install(DIRECTORY DESTINATION "${_etc}/agent.d" COMPONENT dockhand)
 install(FILES configs/agent.schema.json DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand"
         COMPONENT dockhand)
+
+# ---- monitoring: the Grafana dashboard and an example Prometheus scrape config -----------
+install(FILES packaging/grafana/dockhand.json DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/grafana"
+        COMPONENT dockhand)
+install(FILES packaging/prometheus/dockhand.yml
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/prometheus" COMPONENT dockhand)
 
 # ---- systemd --------------------------------------------------------------------------------
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service

@@ -124,6 +124,21 @@ else
   echo "(dockhand plugins list: not in this version)"
 fi
 
+step "monitoring files"
+# The Grafana dashboard parses; the example scrape config is one Prometheus accepts.
+python3 -m json.tool /usr/share/dockhand/grafana/dockhand.json >/dev/null \
+  || fail "/usr/share/dockhand/grafana/dockhand.json is missing or not JSON"
+[ -f /usr/share/dockhand/prometheus/dockhand.yml ] \
+  || fail "/usr/share/dockhand/prometheus/dockhand.yml is missing"
+if command -v promtool >/dev/null; then
+  promtool check config /usr/share/dockhand/prometheus/dockhand.yml
+fi
+if ls "$build"/packages/dockhand-[0-9]*.rpm >/dev/null 2>&1; then
+  for f in /usr/share/dockhand/grafana/dockhand.json /usr/share/dockhand/prometheus/dockhand.yml; do
+    rpm -qlp "$build"/packages/dockhand-[0-9]*.rpm | grep -qx "$f" || fail "the rpm lacks $f"
+  done
+fi
+
 step "a real job: installed driver, installed agent started as the unit starts it"
 # The agent runs as the dockhand user with the unit's command line and a notify socket that
 # stands in for systemd's; the driver waits for it, runs wordcount, then stops it.

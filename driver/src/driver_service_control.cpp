@@ -1,5 +1,6 @@
-// DriverService's control API: GET /v1/executors and POST /v1/executors/<id>/decommission on
-// the agents' HTTP server, each request checked against the cluster secret when there is one.
+// DriverService's control API: GET /v1/executors, GET /v1/cluster (built in
+// driver_service_status.cpp) and POST /v1/executors/<id>/decommission on the agents' HTTP
+// server, each request checked against the cluster secret when there is one.
 // Runs on AgentServer's pool threads; the scheduler is read and changed under mutex_.
 #include "dockhand/driver/driver_service.h"
 
@@ -59,6 +60,7 @@ std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& requ
     if (request.method != "GET") return errorReply(405, "use GET /metrics");
     return HttpReply{200, metrics::kContentType, metricsText(), {}};
   }
+  if (auto page = statusPageRequest(request)) return page;
   if (request.path.rfind("/v1/", 0) != 0) return std::nullopt;
   std::optional<HttpReply> reply = controlRequest(request);
   if (reply) metrics_.controlRequest(request.method, reply->status);
@@ -87,6 +89,10 @@ std::optional<HttpReply> DriverService::controlRequest(const ControlRequest& req
     if (path == kExecutors || path == std::string(kExecutors) + "/") {
       if (method != "GET") return errorReply(405, "use GET /v1/executors");
       return jsonReply(200, executorsJson());
+    }
+    if (path == "/v1/cluster") {
+      if (method != "GET") return errorReply(405, "use GET /v1/cluster");
+      return jsonReply(200, clusterJson());
     }
     // "/v1/executors/<id>/decommission"
     const std::string prefix = std::string(kExecutors) + "/";

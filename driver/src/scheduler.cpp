@@ -104,6 +104,7 @@ Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, Tim
   agent.cores = reg.cores;
   agent.free_cores = reg.cores;
   agent.block_url = reg.block_url;
+  agent.log_urls = reg.log_urls;
   agent.registered_at = now;
   agent.last_seen = now;
   for (const auto& [name, info] : reg.resources) {
@@ -400,6 +401,10 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   RunningTask run = std::move(it->second);
   running_.erase(it);
   release(run);
+  if (auto agent = agents_.find(agent_id); agent != agents_.end()) {
+    ++(update.state == TaskState::kFinished ? agent->second.tasks_finished
+                                            : agent->second.tasks_failed);
+  }
   if (run.job_seq != job_seq_) {
     schedule(now, out);
     return;

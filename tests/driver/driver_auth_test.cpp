@@ -115,6 +115,26 @@ TEST_F(DriverAuthTest, ControlApiTakesOnlyRequestsSignedWithTheSecret) {
   EXPECT_NE(driver_->log().find("control request GET /v1/executors refused"), std::string::npos);
 }
 
+TEST_F(DriverAuthTest, StatusPageIsOpenButItsDataNeedsASignature) {
+  // The page holds no cluster data; it signs its GET /v1/cluster in the browser.
+  Poco::Net::HTTPClientSession session("127.0.0.1", port_);
+  session.setTimeout(Poco::Timespan(5, 0));
+  Poco::Net::HTTPRequest request("GET", "/", Poco::Net::HTTPMessage::HTTP_1_1);
+  session.sendRequest(request);
+  Poco::Net::HTTPResponse response;
+  std::istream& in = session.receiveResponse(response);
+  std::string page{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(response.getStatus(), Poco::Net::HTTPResponse::HTTP_OK);
+  EXPECT_NE(page.find(R"(<body data-auth="required">)"), std::string::npos) << page;
+
+  HttpResult unsigned_get = http(port_, "GET", "/v1/cluster");
+  EXPECT_EQ(unsigned_get.status, 401);
+  EXPECT_FALSE(unsigned_get.body.contains("executors"));
+  HttpResult signed_get = signedHttp("GET", "/v1/cluster");
+  EXPECT_EQ(signed_get.status, 200) << signed_get.body;
+  EXPECT_EQ(signed_get.body["auth"]["required"], true);
+}
+
 TEST_F(DriverAuthTest, RefusesHelloWithoutProofAndCloses) {
   Client c(port_);
   Json reply = c.hello();

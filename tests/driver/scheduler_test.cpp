@@ -209,6 +209,29 @@ TEST_F(SchedulerTest, UnrequestedKillCountsAsAFailure) {
   EXPECT_EQ(scheduler_.jobState(), JobState::kFailed);
 }
 
+TEST_F(SchedulerTest, AgentsCountTheirFinishedAndFailedLaunchesAndKeepTheirLogUrls) {
+  Actions out;
+  protocol::RegisterExecutor reg = agentReg("a", 2);
+  reg.log_urls = {{"stdout", "http://host-a:7337/logs/stdout"}};
+  ASSERT_TRUE(scheduler_.registerAgent(reg, now_, out).ok());
+  ASSERT_TRUE(scheduler_.agentLaunched("a", now_, out));
+  EXPECT_EQ(scheduler_.agent("a")->log_urls, reg.log_urls);
+  scheduler_.submit(job({task("ok"), task("flaky"), task("lost")}, 3), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 2u);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFinished), now_, next);
+  scheduler_.onStatusUpdate("a", status(first[1], TaskState::kFailed), now_, next);
+  auto second = launches(next);
+  ASSERT_EQ(second.size(), 2u);
+  scheduler_.onStatusUpdate("a", status(second[0], TaskState::kLost), now_, next);
+  scheduler_.onStatusUpdate("a", status(second[1], TaskState::kRunning), now_, next);
+  const AgentInfo& a = *scheduler_.agent("a");
+  EXPECT_EQ(a.tasks_finished, 1u);
+  EXPECT_EQ(a.tasks_failed, 2u) << "FAILED and LOST; RUNNING is no end";
+  EXPECT_EQ(a.tasks_launched, 5u) << "the lost one went out again";
+}
+
 TEST_F(SchedulerTest, LostTaskIsRelaunchedWithoutCountingAnAttempt) {
   addAgent("a", 1);
   Actions out;

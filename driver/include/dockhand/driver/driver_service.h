@@ -6,7 +6,13 @@
 //   GET  /v1/executors                    {"executors": [{executor_id, state, blocks, ...}],
 //                                          "auth": {"required", "failures"}, ...}
 //   POST /v1/executors/<id>/decommission  sends DecommissionExecutor; 404 for an unknown id
+//   GET  /v1/cluster                      the status page's data: agents (state, cores,
+//                                          resources in use, tasks, blocks, decommission
+//                                          progress, log and metrics URLs) and the job's tasks
 //   GET  /metrics                         Prometheus text (DriverMetrics), open like /healthz
+//   GET  /, /status.js, /status.css       the status page (driver/status/, compiled in): static,
+//                                          open like /healthz; it polls /v1/cluster, signing
+//                                          each request in the browser when there is a secret
 //
 // With a cluster secret every control request must be signed with it (the block servers'
 // Authorization scheme, the body as the signed content); unsigned or wrongly signed ones are
@@ -27,7 +33,8 @@
 // The code, by seam: driver_service.cpp (lifetime, the `run` side, actions, the ticker),
 // driver_service_frames.cpp (the agent protocol), driver_service_handshake.cpp (Hello and
 // authentication), driver_service_control.cpp (the /v1 control API),
-// driver_service_results.cpp (results stored as blocks).
+// driver_service_results.cpp (results stored as blocks), driver_service_status.cpp (the status
+// page and GET /v1/cluster).
 #pragma once
 
 #include <atomic>
@@ -98,6 +105,8 @@ class DriverService : public FrameHandler {
   bool decommission(const std::string& executor_id, const std::string& reason);
   // The registered agents, as GET /v1/executors answers.
   Json executorsJson() const;
+  // The cluster as GET /v1/cluster answers (the status page's data).
+  Json clusterJson() const;
 
   // GET /metrics's text: the gauges set from the scheduler, then the process's registry.
   std::string metricsText();
@@ -118,6 +127,8 @@ class DriverService : public FrameHandler {
  private:
   // A /v1/ request of the control API.
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
+  // GET / and the page's script and style; nullopt for any other path.
+  std::optional<HttpReply> statusPageRequest(const ControlRequest& request) const;
   void handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
               const protocol::MessageSpec& spec);
   void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);

@@ -109,11 +109,14 @@ struct AgentInfo {
   // is whole (kResourceUnits), partly taken by fractional tasks, or fully taken (0).
   std::map<std::string, std::vector<std::int64_t>> free_units;
   std::string block_url;
+  std::map<std::string, std::string> log_urls;  // as registered (e.g. "stdout" -> URL)
   AgentState state = AgentState::kRegistered;
   TimePoint registered_at{};
   TimePoint last_seen{};
   std::size_t running = 0;
   std::uint64_t tasks_launched = 0;
+  std::uint64_t tasks_finished = 0;  // launches that ended FINISHED
+  std::uint64_t tasks_failed = 0;    // launches that ended FAILED, KILLED or LOST
   Json decommission;  // the latest Heartbeat.decommission; null when none was reported
 };
 
