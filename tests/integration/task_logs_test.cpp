@@ -57,7 +57,7 @@ class TaskLogsTest : public ::testing::Test {
     json config = {{"plugins", {{{"name", "process"}}}},
                    {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}};
     config.update(extra);
-    const fs::path path = dir.path() / "agent.json";
+    fs::path path = dir.path() / "agent.json";
     writeFile(path, config.dump(2));
     return path;
   }
@@ -138,6 +138,8 @@ TEST_F(TaskLogsTest, ServesATasksOutputAtTheUrlsOfItsStatusUpdate) {
   auto linked = run(driver, 2,
                     "cd \"$DOCKHAND_OUTPUT_DIR/..\" && rm -f stdout && ln -s /etc/hostname stdout");
   ASSERT_TRUE(linked.has_value()) << agent->output();
+  // Nor through its result: the process runner does not follow the link either.
+  EXPECT_EQ(linked->result.value("stdout", "?"), "") << linked->result.dump();
   HttpReply link = httpGet(base + "/v1/tasks/2/logs/stdout");
   EXPECT_EQ(link.status, 404) << link.body;
   EXPECT_THAT(link.body, HasSubstr("not a regular file"));
