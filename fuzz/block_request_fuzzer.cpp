@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case BlockRoute::kInvalidId:
       DOCKHAND_FUZZ_CHECK(!dockhand::agent::isValidBlockId(routed.id), routed.id);
       break;
+    case BlockRoute::kAgentLog:
+    case BlockRoute::kTaskLog:
+      DOCKHAND_FUZZ_CHECK(!routed.stream.empty() && routed.stream.find('/') == std::string::npos &&
+                              routed.stream.find('.') == std::string::npos,
+                          routed.stream);
+      break;
+    case BlockRoute::kBadLogPath:
+      DOCKHAND_FUZZ_CHECK(!routed.error.empty(), routed.path);
+      break;
     case BlockRoute::kHealth:
     case BlockRoute::kStatus:
     case BlockRoute::kMetrics:
@@ -64,6 +74,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       DOCKHAND_FUZZ_CHECK(block_size == 0 || range_header.find('-') != std::string_view::npos,
                           std::string(range_header));
     }
+  }
+
+  // The same lines as a log request: the URI's query and the Range header over the size.
+  const auto window = dockhand::agent::parseLogWindow(
+      routed.query, range_header.empty() ? std::nullopt : std::optional(range_header), block_size);
+  if (window.kind != dockhand::agent::LogWindow::Kind::kBad &&
+      window.kind != dockhand::agent::LogWindow::Kind::kUnsatisfiable) {
+    DOCKHAND_FUZZ_CHECK(window.first <= block_size && window.count <= block_size - window.first,
+                        std::string(uri) + " " + std::string(range_header));
   }
 
   if (auto value = dockhand::agent::parseChecksum(checksum)) {

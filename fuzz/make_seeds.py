@@ -131,6 +131,15 @@ def main():
     for uri in ["/healthz", "/v1/status", "/blocks/shuffle_0_1_2?x=1", "/blocks/../etc", "/"]:
         for header in ranges:
             add("block_request", f"{uri}\n{header}\n20\n")
+    # Log requests: the paths and queries of the log route's tests, with and without a Range.
+    request_test = (ROOT / "tests/agent/blocks/block_request_test.cpp").read_text()
+    log_uris = sorted(set(re.findall(r'"(/v1/(?:tasks|logs)/[^"]*)"', request_test)))
+    queries = sorted(set(re.findall(r'parseLogWindow\("([^"]*)"', request_test)))
+    for uri in log_uris:
+        add("block_request", f"{uri}\n\n100\n")
+    for query in queries:
+        add("block_request", f"/v1/tasks/7/logs/stdout?{query}\n\n100\n")
+        add("block_request", f"/v1/tasks/7/logs/stdout?{query}\nbytes=2-5\n100\n")
 
 
 if __name__ == "__main__":

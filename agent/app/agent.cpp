@@ -1,11 +1,16 @@
 #include "app/agent.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -306,12 +311,45 @@ std::unique_ptr<BlockServer> Agent::startBlockServer() {
     }
     auto server = std::make_unique<BlockServer>(
         options, *store_, [this] { return servedStatus(); }, [this] { return servedMetrics(); },
-        [this] { return notReadyReason(servedStatus()); });
+        [this] { return notReadyReason(servedStatus()); },
+        [this](bool task, std::uint64_t task_id, const std::string& stream) {
+          return task ? executor_.openTaskLog(task_id, stream) : openOwnLog(stream);
+        });
     server->start();
     return server;
   } catch (const std::exception& e) {
     throw StartupError(ExitCode::kConfigError, e.what(), /*config_error=*/false);
   }
+}
+
+LogFile Agent::openOwnLog(const std::string& stream) {
+  int fd = -1;
+  if (stream == "stdout") {
+    fd = STDOUT_FILENO;
+  } else if (stream == "stderr") {
+    fd = STDERR_FILENO;
+  } else {
+    return LogFile{-1, 404, "no such stream '" + stream + "' (the agent has stdout and stderr)"};
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return LogFile{-1, 404,
+                   "the agent's " + stream +
+                       " is not a file (a terminal, a pipe or the journal: under systemd, "
+                       "journalctl -u dockhand); start the agent with " +
+                       stream + " redirected to a file to serve it here"};
+  }
+  // The descriptor itself is open for writing only: the same file again, for reading.
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  const int reader = ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat again {};
+  if (reader < 0 || ::fstat(reader, &again) != 0 || again.st_dev != st.st_dev ||
+      again.st_ino != st.st_ino) {
+    const std::string why = reader < 0 ? std::strerror(errno) : "it was replaced meanwhile";
+    if (reader >= 0) ::close(reader);
+    return LogFile{-1, 500, "cannot read the agent's " + stream + ": " + why};
+  }
+  return LogFile{reader, 200, {}};
 }
 
 std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
@@ -388,6 +426,12 @@ BackendOptions Agent::backendOptions() {
   options.app_id = config_.app_id;
   options.resource_profile_id = config_.resource_profile_id;
   options.log_urls = config_.log_urls;
+  if (options.log_urls.empty()) {
+    // Served by the block server (/v1/logs/agent/...): a file when stdout/stderr is one.
+    options.log_urls = {{"stdout", blockUrl() + "/v1/logs/agent/stdout"},
+                        {"stderr", blockUrl() + "/v1/logs/agent/stderr"}};
+  }
+  options.task_log_url = blockUrl() + "/v1/tasks/{task_id}/logs/{stream}";
   options.attributes = config_.attributes;
   options.resources = settings_.given_resources;
   options.block_url = blockUrl();

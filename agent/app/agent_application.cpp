@@ -93,6 +93,10 @@ void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
                            "trace, debug, info, warn, error or off "
                            "(default info)")
                         .argument("LEVEL"));
+  options.addOption(Option("log-format", "",
+                           "text or json: one JSON object per log line on stderr "
+                           "(default text)")
+                        .argument("FORMAT"));
   options.addOption(Option("plugin-dir", "", "search this directory for plugins (repeatable)")
                         .argument("DIR")
                         .repeatable(true));
@@ -194,7 +198,13 @@ int AgentApplication::runAgent(AgentConfig config) {
               << "' (trace, debug, info, warn, error, off)\n";
     return toInt(agent::ExitCode::kConfigError);
   }
-  setupLogging(*level);
+  auto format = parseLogFormat(config.log_format);
+  if (!format) {
+    std::cerr << "dockhand: config error: log_format: unknown format '" << config.log_format
+              << "' (text or json)\n";
+    return toInt(agent::ExitCode::kConfigError);
+  }
+  setupLogging(*level, *format, config.executor_id);
   auto log = dockhand::logger("agent");
   if (config.cores <= 0) {
     const auto host = dockhand::host::probeHost();

@@ -32,6 +32,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "resource_profile_id",
     "work_dir",
     "log_level",
+    "log_format",
     "plugin_dirs",
     "plugins",
     "connect_tries",
@@ -198,6 +199,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalInt("resource_profile_id", config.resource_profile_id, 0, 1 << 30));
     config.work_dir = r.optionalString("work_dir", config.work_dir);
     config.log_level = r.optionalString("log_level", config.log_level);
+    config.log_format = r.optionalString("log_format", config.log_format);
     if (r.has("plugin_dirs")) config.plugin_dirs = r.optionalStringList("plugin_dirs");
     config.connect_tries =
         static_cast<int>(r.optionalInt("connect_tries", config.connect_tries, 1, 1000));

@@ -68,6 +68,7 @@ struct AgentConfig {
   // Dockhand's own settings.
   std::string work_dir;  // default: $TMPDIR/dockhand/<app_id>/<executor_id>
   std::string log_level = "info";
+  std::string log_format = "text";       // "text" or "json" (docs/operations.md, "Structured logs")
   std::vector<std::string> plugin_dirs;  // searched before the default directories
   std::vector<PluginEntry> plugins = {PluginEntry{"process", "", true, nlohmann::json::object()}};
   // Drop-in plugin manifests (*.json, one plugin entry each), loaded after `plugins` in name

@@ -81,6 +81,9 @@ std::vector<ConfigProblem> checkConfig(const AgentConfig& config, const ConfigOr
                                      "critical, off)",
                                      config.log_level));
   }
+  if (!parseLogFormat(config.log_format)) {
+    problem("log_format", fmt::format("unknown format '{}' (text or json)", config.log_format));
+  }
   return problems;
 }
 

@@ -34,13 +34,10 @@ std::string machineHostname() {
 
 const std::vector<EnvironmentOverride>& environmentOverrides() {
   static const std::vector<EnvironmentOverride> kOverrides = {
-      {"DOCKHAND_DRIVER_URL", "driver-url"},
-      {"DOCKHAND_EXECUTOR_ID", "executor-id"},
-      {"DOCKHAND_APP_ID", "app-id"},
-      {"DOCKHAND_CORES", "cores"},
-      {"DOCKHAND_WORK_DIR", "work-dir"},
-      {"DOCKHAND_LOG_LEVEL", "log-level"},
-      {"DOCKHAND_AUTH_SECRET_FILE", "auth-secret-file"},
+      {"DOCKHAND_DRIVER_URL", "driver-url"}, {"DOCKHAND_EXECUTOR_ID", "executor-id"},
+      {"DOCKHAND_APP_ID", "app-id"},         {"DOCKHAND_CORES", "cores"},
+      {"DOCKHAND_WORK_DIR", "work-dir"},     {"DOCKHAND_LOG_LEVEL", "log-level"},
+      {"DOCKHAND_LOG_FORMAT", "log-format"}, {"DOCKHAND_AUTH_SECRET_FILE", "auth-secret-file"},
   };
   return kOverrides;
 }
@@ -133,6 +130,8 @@ void applyOption(const std::string& name, const std::string& value, AgentConfig&
     config.work_dir = value;
   } else if (name == "log-level") {
     config.log_level = value;
+  } else if (name == "log-format") {
+    config.log_format = value;
   } else if (name == "plugin-dir") {
     config.plugin_dirs.push_back(value);
   } else if (name == "auth-secret-file") {

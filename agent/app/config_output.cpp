@@ -38,6 +38,7 @@ json configToJson(const AgentConfig& config) {
       {"resource_profile_id", config.resource_profile_id},
       {"work_dir", config.work_dir},
       {"log_level", config.log_level},
+      {"log_format", config.log_format},
       {"plugin_dirs", config.plugin_dirs},
       {"plugins", std::move(plugins)},
       {"connect_tries", config.connect_tries},

@@ -24,15 +24,15 @@ std::optional<spdlog::level::level_enum> parseLogLevel(std::string_view name) {
   return std::nullopt;
 }
 
-void setupLogging(spdlog::level::level_enum level) {
+void setupLogging(spdlog::level::level_enum level, LogFormat format,
+                  const std::string& executor_id) {
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>("dockhand", sink);
   const char* journal = std::getenv("JOURNAL_STREAM");
-  if (journal != nullptr && *journal != '\0') {
-    logger->set_pattern("%l %n: %v");
-  } else {
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %n: %v");
-  }
+  const bool under_journal = journal != nullptr && *journal != '\0';
+  // %&: the line's task (and executor) where it is about one.
+  logger->set_formatter(makeLogFormatter(
+      format, under_journal ? "%l %n%&: %v" : "%Y-%m-%d %H:%M:%S.%e %^%l%$ %n%&: %v", executor_id));
   logger->set_level(level);
   setDefaultLogger(logger);
   spdlog::set_level(level);

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <spdlog/common.h>
 
 #include "core/ports.h"
+#include "dockhand/base/log_format.h"
 
 namespace dockhand::agent {
 
@@ -17,7 +19,10 @@ std::optional<spdlog::level::level_enum> parseLogLevel(std::string_view name);
 // Sets up the default logger on stderr (setDefaultLogger: the named loggers of logger("x")
 // share it). Under systemd (JOURNAL_STREAM set) lines carry no timestamp, since the journal
 // adds its own.
-void setupLogging(spdlog::level::level_enum level);
+// `format`: text, or JSON lines (dockhand/base/log_format.h) whose executor_id is
+// `executor_id` unless a line's context names another.
+void setupLogging(spdlog::level::level_enum level, LogFormat format = LogFormat::kText,
+                  const std::string& executor_id = {});
 
 class SpdlogLevelControl final : public LogControl {
  public:

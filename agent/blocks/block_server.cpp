@@ -1,6 +1,7 @@
 #include "blocks/block_server.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -120,10 +121,22 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
         response.send() << body;
         return;
       }
+      case BlockRoute::kAgentLog:
+      case BlockRoute::kTaskLog:
+      case BlockRoute::kBadLogPath:
+        if (!authorized(request, response, routed.path)) return;
+        if (method != HTTPRequest::HTTP_GET && method != HTTPRequest::HTTP_HEAD) {
+          return notAllowed(response, "GET, HEAD");
+        }
+        if (routed.route == BlockRoute::kBadLogPath) {
+          return sendText(response, HTTPResponse::HTTP_BAD_REQUEST, routed.error);
+        }
+        return getLog(request, response, routed);
       case BlockRoute::kNotFound:
         return sendText(response, HTTPResponse::HTTP_NOT_FOUND,
                         "no such resource: " + routed.path +
-                            " (try /blocks/<id>, /healthz, /readyz, /v1/status, /metrics)");
+                            " (try /blocks/<id>, /healthz, /readyz, /v1/status, /metrics, "
+                            "/v1/logs/agent/<stream>, /v1/tasks/<id>/logs/<stream>)");
       case BlockRoute::kInvalidId:
         if (!authorized(request, response, routed.path)) return;
         return sendText(
@@ -220,6 +233,73 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
                           static_cast<off_t>(offset));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;  // the length header is then wrong: the client sees a short body
+      out.write(buffer.data(), n);
+      offset += static_cast<std::uint64_t>(n);
+      left -= static_cast<std::uint64_t>(n);
+    }
+  }
+
+  void getLog(HTTPServerRequest& request, HTTPServerResponse& response,
+              const RoutedRequest& routed) {
+    const bool task = routed.route == BlockRoute::kTaskLog;
+    LogFile file = server_.openLog(task, routed.task_id, routed.stream);
+    if (file.fd < 0) {
+      const int status = file.status >= 400 && file.status < 600 ? file.status : 404;
+      return sendText(response, static_cast<HTTPResponse::HTTPStatus>(status), file.reason);
+    }
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{file.fd};
+    struct stat st {};
+    if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "the log is not a regular file");
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    std::optional<std::string_view> range_header;
+    std::string range_value;
+    if (request.has("Range")) {
+      range_value = request.get("Range");
+      range_header = range_value;
+    }
+    const LogWindow window = parseLogWindow(routed.query, range_header, size);
+    response.set("Accept-Ranges", "bytes");
+    response.set("X-Dockhand-Log-Size", std::to_string(size));
+    response.set("X-Content-Type-Options", "nosniff");
+    response.set("Cache-Control", "no-store");
+    switch (window.kind) {
+      case LogWindow::Kind::kBad:
+        return sendText(response, HTTPResponse::HTTP_BAD_REQUEST, window.error);
+      case LogWindow::Kind::kUnsatisfiable:
+        response.set("Content-Range", "bytes */" + std::to_string(size));
+        return sendText(response, HTTPResponse::HTTP_REQUESTED_RANGE_NOT_SATISFIABLE, window.error);
+      case LogWindow::Kind::kRange:
+        response.setStatus(HTTPResponse::HTTP_PARTIAL_CONTENT);
+        response.set("Content-Range", "bytes " + std::to_string(window.first) + "-" +
+                                          std::to_string(window.first + window.count - 1) + "/" +
+                                          std::to_string(size));
+        break;
+      case LogWindow::Kind::kQuery:
+      case LogWindow::Kind::kWhole:
+        break;
+    }
+    response.setContentType("text/plain; charset=utf-8");
+    response.setContentLength64(static_cast<Poco::Int64>(window.count));
+    std::ostream& out = response.send();
+    if (request.getMethod() == HTTPRequest::HTTP_HEAD) return;
+    streamFile(out, file.fd, window.first, window.count);
+  }
+
+  // Writes `count` bytes of `fd` from `offset` to `out`, in 1 MiB pieces at most. A file that
+  // shrank meanwhile leaves the body short (the client sees the length does not match).
+  static void streamFile(std::ostream& out, int fd, std::uint64_t offset, std::uint64_t count) {
+    std::vector<char> buffer(std::min<std::uint64_t>(std::max<std::uint64_t>(count, 1), kChunk));
+    std::uint64_t left = count;
+    while (left > 0 && out) {
+      ssize_t n = ::pread(fd, buffer.data(), std::min<std::uint64_t>(left, buffer.size()),
+                          static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
       out.write(buffer.data(), n);
       offset += static_cast<std::uint64_t>(n);
       left -= static_cast<std::uint64_t>(n);
@@ -371,12 +451,13 @@ class HandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
 }  // namespace
 
 BlockServer::BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status,
-                         MetricsProvider metrics, ReadinessProvider readiness)
+                         MetricsProvider metrics, ReadinessProvider readiness, LogProvider logs)
     : options_(std::move(options)),
       store_(store),
       status_(std::move(status)),
       metrics_(std::move(metrics)),
       readiness_(std::move(readiness)),
+      logs_(std::move(logs)),
       auth_refusals_counter_(
           metrics::defaultRegistry()
               .counter("dockhand_auth_failures_total",

@@ -16,11 +16,20 @@
 //   GET  /v1/status     JSON from the status provider (agent state, tasks, blocks,
 //                       decommission progress).
 //   GET  /metrics       the metrics provider's Prometheus text (format 0.0.4); 404 without one.
+//   GET  /v1/logs/agent/<stream>
+//   GET  /v1/tasks/<task id>/logs/<stream>
+//                       a log (the agent's own stdout/stderr, a task's stdout/stderr) as the
+//                       log provider finds it, whole or in part: ?start=N&length=M, or a Range
+//                       header answered 206 (parseLogWindow). Header X-Dockhand-Log-Size: the
+//                       log's whole size at the time. 404 with the provider's reason when there
+//                       is no such log (an unknown task, a reclaimed directory, no such
+//                       stream), 400 for a malformed path or query, 416 past the end.
 //
 // With a request verifier (a cluster that authenticates, docs/security.md) every request
-// under /blocks/ must carry a valid `Authorization: Dockhand-HMAC-SHA256 ...` header signed
-// with the cluster secret; otherwise it is answered 401 with the reason, logged and counted.
-// /healthz, /readyz, /v1/status and /metrics stay open (no block data).
+// under /blocks/ and every log request must carry a valid `Authorization:
+// Dockhand-HMAC-SHA256 ...` header signed with the cluster secret; otherwise it is answered
+// 401 with the reason, logged and counted. /healthz, /readyz, /v1/status and /metrics stay
+// open (no block data, no task output).
 //
 // With a TLS context (BlockServerOptions::tls) the same is served over https:// only; a client
 // whose handshake fails (a plain http:// request, a certificate the server refuses) is logged
@@ -65,15 +74,27 @@ struct BlockServerOptions {
   Poco::Net::Context::Ptr tls;
 };
 
+// What a log request gets from the log provider: an open file descriptor to read (the server
+// closes it), or the status and one-line reason to answer with.
+struct LogFile {
+  int fd = -1;
+  int status = 404;
+  std::string reason;
+};
+
 class BlockServer {
  public:
   using StatusProvider = std::function<nlohmann::json()>;
   using MetricsProvider = std::function<std::string()>;
   // nullopt: ready; otherwise why not.
   using ReadinessProvider = std::function<std::optional<std::string>()>;
+  // Opens the log a request names: (kTaskLog, task id, stream) or (kAgentLog, 0, stream).
+  using LogProvider =
+      std::function<LogFile(bool task, std::uint64_t task_id, const std::string& stream)>;
 
   BlockServer(BlockServerOptions options, BlockStore& store, StatusProvider status,
-              MetricsProvider metrics = {}, ReadinessProvider readiness = {});
+              MetricsProvider metrics = {}, ReadinessProvider readiness = {},
+              LogProvider logs = {});
   ~BlockServer();
   BlockServer(const BlockServer&) = delete;
   BlockServer& operator=(const BlockServer&) = delete;
@@ -109,6 +130,10 @@ class BlockServer {
   bool hasMetrics() const { return static_cast<bool>(metrics_); }
   std::string metrics() const { return metrics_ ? metrics_() : std::string(); }
   std::optional<std::string> notReady() const { return readiness_ ? readiness_() : std::nullopt; }
+  LogFile openLog(bool task, std::uint64_t task_id, const std::string& stream) const {
+    if (logs_) return logs_(task, task_id, stream);
+    return LogFile{-1, 404, "this server serves no logs"};
+  }
 
  private:
   BlockServerOptions options_;
@@ -116,6 +141,7 @@ class BlockServer {
   StatusProvider status_;
   MetricsProvider metrics_;
   ReadinessProvider readiness_;
+  LogProvider logs_;
   std::atomic<bool> accepting_writes_{true};
   std::atomic<std::size_t> writes_in_flight_{0};
   std::atomic<std::uint64_t> auth_refusals_{0};

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
@@ -49,6 +50,25 @@ std::optional<Millis> millisProperty(const std::map<std::string, std::string>& p
     return std::nullopt;
   }
   return Millis(value);
+}
+
+// `pattern` with "{task_id}" and "{stream}" replaced.
+std::string taskLogUrl(const std::string& pattern, std::uint64_t task_id, std::string_view stream) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  const std::string id = std::to_string(task_id);
+  for (std::size_t i = 0; i < pattern.size();) {
+    if (pattern.compare(i, 9, "{task_id}") == 0) {
+      out += id;
+      i += 9;
+    } else if (pattern.compare(i, 8, "{stream}") == 0) {
+      out += stream;
+      i += 8;
+    } else {
+      out += pattern[i++];
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -389,6 +409,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     return;
   }
   proto::TaskDescription task = proto::decodeBody<proto::LaunchTask>(frame.body).task;
+  const TaskLogScope scope(task.task_id);
   proto::StatusUpdate update;
   update.executor_id = options_.executor_id;
   update.task_id = task.task_id;
@@ -454,6 +475,7 @@ void Backend::handleKillTask(const proto::Envelope& frame) {
     return;
   }
   auto kill = proto::decodeBody<proto::KillTask>(frame.body);
+  const TaskLogScope scope(kill.task_id);
   std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
   if (running_.count(kill.task_id) != 0) {
     if (!executor_.kill(kill.task_id, kill.interrupt, reason)) {
@@ -506,6 +528,7 @@ void Backend::handleThreadDump(const proto::Envelope& frame) {
 // ---- Task status ---------------------------------------------------------------------------
 
 void Backend::onTaskStatus(const TaskStatusEvent& status) {
+  const TaskLogScope scope(status.task_id);
   auto it = running_.find(status.task_id);
   if (it == running_.end()) {
     log()->warn("status {} for unknown task {} ignored", proto::toString(status.state),
@@ -523,6 +546,11 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   update.stderr_tail = status.stderr_tail;
   update.cpus = it->second.cpus;
   update.resources = it->second.resources;
+  if (!options_.task_log_url.empty()) {
+    for (const char* stream : {"stdout", "stderr"}) {
+      update.log_urls[stream] = taskLogUrl(options_.task_log_url, status.task_id, stream);
+    }
+  }
   if (status.state == proto::TaskState::kRunning && !it->second.reported_running) {
     it->second.reported_running = true;
     metrics_.launch_latency.observe(seconds(timers_.now() - it->second.received));

@@ -53,6 +53,9 @@ struct BackendOptions {
   std::map<std::string, std::string> attributes;
   std::map<std::string, protocol::ResourceInfo> resources;
   std::string block_url;
+  // Where a task's logs are served: "{task_id}" and "{stream}" are replaced. Set: each
+  // StatusUpdate carries log_urls {"stdout", "stderr"} of its task. Empty: none.
+  std::string task_log_url;
 
   int connect_tries = 3;
   Millis connect_retry_delay{1000};

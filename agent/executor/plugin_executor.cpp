@@ -1,13 +1,17 @@
 #include "executor/plugin_executor.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 
 #include "blocks/block_fetcher.h"
@@ -38,6 +42,7 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
 }
 
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
+constexpr std::size_t kMaxRememberedReclaimed = 100000;
 
 }  // namespace
 
@@ -158,6 +163,12 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
     ended.push_back(task_id);
     while (ended.size() > keep_task_dirs_) {
       live_->doomed.push_back(taskDir(ended.front()));
+      live_->reclaimed.insert(ended.front());
+      live_->reclaimed_order.push_back(ended.front());
+      if (live_->reclaimed_order.size() > kMaxRememberedReclaimed) {
+        live_->reclaimed.erase(live_->reclaimed_order.front());
+        live_->reclaimed_order.pop_front();
+      }
       ended.pop_front();
     }
     // One removal job at a time takes whatever is doomed by then: under load, one I/O
@@ -188,6 +199,46 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
   });
 }
 
+LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& stream) const {
+  const std::string task = "task " + std::to_string(task_id);
+  if (stream != "stdout" && stream != "stderr") {
+    return LogFile{-1, 404, "no such stream '" + stream + "' (a task has stdout and stderr)"};
+  }
+  bool known = false;
+  {
+    std::lock_guard lock(live_->mutex);
+    known = live_->tasks.count(task_id) > 0 ||
+            std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
+                live_->ended_dirs.end();
+    if (live_->reclaimed.count(task_id) > 0) {
+      return LogFile{-1, 404,
+                     task + "'s directory was reclaimed: this agent keeps the directories of its " +
+                         std::to_string(keep_task_dirs_) +
+                         " most recently ended tasks (keep_task_dirs)"};
+    }
+  }
+  const std::filesystem::path dir = taskDir(task_id);
+  const std::filesystem::path file = dir / stream;
+  // O_NOFOLLOW: a task cannot make its stdout a link to a file only the agent may read.
+  // O_NONBLOCK: nor a FIFO that blocks the open (the server refuses what is not regular).
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0) return LogFile{fd, 200, {}};
+  const int error = errno;
+  if (error == ENOENT) {
+    std::error_code ec;
+    if (known || std::filesystem::is_directory(dir, ec)) {
+      return LogFile{-1, 404,
+                     task + " has no " + stream +
+                         " file (its runner does not write one, or it has not started yet)"};
+    }
+    return LogFile{-1, 404,
+                   "unknown task " + std::to_string(task_id) +
+                       ": it has not run on this executor since the agent started"};
+  }
+  if (error == ELOOP) return LogFile{-1, 404, task + "'s " + stream + " is not a regular file"};
+  return LogFile{-1, 404, task + "'s " + stream + " cannot be opened: " + std::strerror(error)};
+}
+
 std::vector<std::string> PluginExecutor::runnerNames() const {
   std::vector<std::string> names;
   for (const auto& [name, runner] : runners_) names.push_back(name);
@@ -216,6 +267,7 @@ std::string PluginExecutor::stuckReason(const Runner& runner) const {
 }
 
 Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
+  const TaskLogScope scope(task.task_id);
   auto runner_it = runners_.find(task.runner);
   if (runner_it == runners_.end()) {
     const auto names = runnerNames();
@@ -263,10 +315,12 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   bool queued = runner->calls->submit(
       {{"launch", task_id},
        [events = &events, registry, live, runner, task_id, task_json = std::move(task_json)] {
+         const TaskLogScope call_context(task_id);  // what the runner logs while it launches
          PluginResult result = runner->plugin->launch(task_json);
          if (result.ok()) return;
          std::string reason = runner->plugin->name() + ": " + result.error;
          events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
+           const TaskLogScope core_context(task_id);
            log()->warn("task {} could not start: {}", task_id, reason);
            // The runner refused it and has no use for its directory (unless it reported the
            // task anyway: then that report retires the directory).
@@ -332,6 +386,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
   io_->submit([events = &events_, registry = registry_, live = live_, fetch, inputs = task.inputs,
                input_dir, task_id = task.task_id, signer = signer_, tls = tls_,
                stuck_reason = [this, runner] { return stuckReason(*runner); }] {
+    const TaskLogScope io_context(task_id);
     std::string error;
     for (const auto& input : inputs) {
       if (fetch->cancelled) break;
@@ -356,6 +411,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       live->ended.notify_all();
     }
     events->post([events, registry, live, fetch, task_id, error, failed, stuck_reason] {
+      const TaskLogScope core_context(task_id);
       auto it = registry->fetching.find(task_id);
       if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
       registry->fetching.erase(it);
@@ -387,6 +443,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
 }
 
 bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::string& reason) {
+  const TaskLogScope scope(task_id);
   if (auto fetching = registry_->fetching.find(task_id); fetching != registry_->fetching.end()) {
     fetching->second->kill_reason = reason;
     fetching->second->cancelled = true;
@@ -397,6 +454,7 @@ bool PluginExecutor::kill(std::uint64_t task_id, bool interrupt, const std::stri
   Runner* runner = it->second;
   bool queued =
       runner->calls->submit({{"kill", task_id}, [runner, task_id, interrupt, reason] {
+                               const TaskLogScope call_context(task_id);
                                PluginResult result =
                                    runner->plugin->kill(task_id, interrupt, reason);
                                if (!result.ok() && result.status != DH_NOT_FOUND) {
@@ -456,6 +514,7 @@ void PluginExecutor::stopAll(Millis grace) {
       was_live = live_->tasks.erase(task_id) > 0;
     }
     if (!was_live) continue;
+    const TaskLogScope scope(task_id);
     TaskStatusEvent event;
     event.task_id = task_id;
     event.state = protocol::TaskState::kLost;
@@ -514,6 +573,7 @@ void PluginExecutor::destroyRunners(TimePoint deadline) {
 
 void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                                     std::string_view detail_json) {
+  const TaskLogScope scope(task_id);
   auto event = toTaskStatusEvent(task_id, state, detail_json);
   if (!event) {
     log()->warn("task {}: runner reported unknown state {}; ignored", task_id, state);
@@ -545,6 +605,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                    store = block_store_, output_dir = taskDir(task_id) / "output",
                    block_url = block_url_, executor_id = executor_id_,
                    event = std::move(*event)]() mutable {
+        const TaskLogScope io_context(event.task_id);
         if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
           log()->warn("task {}: {}", event.task_id, *error);
           event.state = protocol::TaskState::kFailed;

@@ -57,6 +57,7 @@
 
 #include <Poco/Net/Context.h>
 
+#include "blocks/block_server.h"
 #include "blocks/block_store.h"
 #include "blocks/io_pool.h"
 #include "core/ports.h"
@@ -93,6 +94,11 @@ class PluginExecutor final : public Executor {
   // older ones are removed on an I/O thread once their runner reported them ended and their
   // outputs became blocks. Call before the first launch (default 100).
   void keepTaskDirs(std::size_t count) { keep_task_dirs_ = count; }
+  // Any thread (the block server's): opens a task's `stream` ("stdout" or "stderr", the files
+  // its runner writes in its directory) for reading, or says why not: no such stream, a
+  // directory reclaimed (keepTaskDirs), a task that never ran here, a task that wrote no such
+  // file, a file that is not a regular file (a symlink is never followed).
+  LogFile openTaskLog(std::uint64_t task_id, const std::string& stream) const;
   PluginExecutor(const PluginExecutor&) = delete;
   PluginExecutor& operator=(const PluginExecutor&) = delete;
 
@@ -151,7 +157,11 @@ class PluginExecutor final : public Executor {
     // Ended, and the status not yet posted to the core thread (FINISHED: outputs becoming
     // blocks first).
     std::unordered_set<std::uint64_t> ingesting;
-    std::deque<std::uint64_t> ended_dirs;       // ended tasks' directories still kept
+    std::deque<std::uint64_t> ended_dirs;  // ended tasks' directories still kept
+    // Tasks whose directories were removed, so that their logs answer why they are gone;
+    // the most recent kMaxRememberedReclaimed of them.
+    std::unordered_set<std::uint64_t> reclaimed;
+    std::deque<std::uint64_t> reclaimed_order;
     std::vector<std::filesystem::path> doomed;  // to remove, by one I/O job at a time
     bool removing = false;                      // that job is queued or running
   };

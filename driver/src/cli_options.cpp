@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/common.h>
 
+#include "dockhand/base/log_format.h"
+
 namespace dockhand::driver {
 namespace {
 
@@ -39,12 +41,13 @@ run options:
                        for SECONDS before stopping the agents (default 0)
   --quiet              print only the summary line
   --log-level LEVEL    driver log level on stderr (default warn)
+  --log-format FORMAT  text (default) or json: one JSON object per log line on stderr
   --auth-secret-file F require agents to prove the cluster secret in F (mode 0600; also
                        given to the local agents); overrides the config's auth_secret_file
 
 serve options:
   --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info),
-  --auth-secret-file F
+  --log-format FORMAT, --auth-secret-file F
 
 exit codes:
   0    the job succeeded (serve: stopped by a signal; decommission: accepted)
@@ -155,6 +158,12 @@ CliOptions parseCliArgs(int argc, char** argv) {
       o.log_level = value();
       if (spdlog::level::from_str(o.log_level) == spdlog::level::off && o.log_level != "off") {
         throw UsageError(fmt::format("--log-level: unknown level '{}'", o.log_level));
+      }
+    } else if (arg == "--log-format") {
+      o.log_format = value();
+      if (!parseLogFormat(o.log_format)) {
+        throw UsageError(
+            fmt::format("--log-format: unknown format '{}' (text or json)", o.log_format));
       }
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError(fmt::format("unknown option '{}'", arg));

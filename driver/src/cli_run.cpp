@@ -92,7 +92,7 @@ int runCommand(const CliOptions& o) {
   DriverConfig config;
   config = loadConfig(o);
   job = loadJobFile(o.job_file);
-  setUpDriverLogging(o.log_level.empty() ? "warn" : o.log_level);
+  setUpDriverLogging(o.log_level.empty() ? "warn" : o.log_level, o.log_format);
   raiseOpenFileLimit(config);
   auto log = logger("driver");
   // The agents learn each task's share of a resource from the profile the driver serves;

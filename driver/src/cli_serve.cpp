@@ -15,7 +15,7 @@ namespace dockhand::driver {
 
 int serveCommand(const CliOptions& o) {
   DriverConfig config = loadConfig(o);
-  setUpDriverLogging(o.log_level.empty() ? "info" : o.log_level);
+  setUpDriverLogging(o.log_level.empty() ? "info" : o.log_level, o.log_format);
   raiseOpenFileLimit(config);
   std::mutex mutex;
   std::condition_variable cv;

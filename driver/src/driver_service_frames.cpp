@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 
 namespace dockhand::driver {
@@ -296,6 +297,7 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
                        update.executor_id, c->agent_id));
     return;
   }
+  const TaskLogScope scope(update.task_id, c->agent_id);
   const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
   if (logger("driver")->should_log(level)) {
     logger("driver")->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,

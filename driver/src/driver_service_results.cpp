@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/driver/driver_service.h"
 
@@ -47,6 +48,7 @@ bool DriverService::fetchResultBlock(const std::string& agent_id,
     resultFetched(agent_id, update, std::nullopt, error);
     return true;
   }
+  const TaskLogScope scope(update.task_id, agent_id);
   logger("driver")->debug("task {} on '{}': fetching its result, block {} ({} bytes) from {}",
                           update.task_id, agent_id, block.id, block.size, block.url);
   result_fetcher_.fetch(
@@ -60,6 +62,7 @@ bool DriverService::fetchResultBlock(const std::string& agent_id,
 void DriverService::resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
                                   const std::optional<std::string>& bytes,
                                   const std::string& error) {
+  const TaskLogScope scope(update.task_id, agent_id);
   if (bytes) {
     const Json value = resultValue(*bytes);
     for (const auto& [key, text] : value.items()) update.result[key] = text;

@@ -109,6 +109,9 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
     if (!why.empty()) line += "  " + why;
     std::string err = resultText(Json{{"stdout", task.stderr_tail}}, 160);
     if (!err.empty()) line += "  stderr: " + err;
+    if (auto it = task.log_urls.find("stdout"); it != task.log_urls.end()) {
+      line += "  stdout log: " + it->second;
+    }
   }
   return line;
 }

@@ -386,6 +386,7 @@ void Scheduler::recordStatus(TaskRecord& record, const protocol::StatusUpdate& u
   record.exit_code = update.exit_code;
   record.signal = update.signal;
   record.stderr_tail = update.stderr_tail;
+  record.log_urls = update.log_urls;
 }
 
 void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,

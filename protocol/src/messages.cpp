@@ -322,6 +322,7 @@ Json toJson(const StatusUpdate& m) {
   if (m.exit_code) j["exit_code"] = *m.exit_code;
   if (m.signal) j["signal"] = *m.signal;
   if (!m.stderr_tail.empty()) j["stderr_tail"] = m.stderr_tail;
+  if (!m.log_urls.empty()) j["log_urls"] = m.log_urls;
   return j;
 }
 StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
@@ -344,6 +345,7 @@ StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
   }
   if (r.has("signal")) m.signal = static_cast<int>(r.requiredInt("signal", 0, 255));
   m.stderr_tail = r.optionalString("stderr_tail");
+  m.log_urls = r.optionalStringMap("log_urls");
   m.cpus = readInt(r, "cpus", 0);
   m.resources = readAddressMap(r, "resources");
   return m;

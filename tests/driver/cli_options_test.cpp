@@ -86,9 +86,17 @@ TEST(CliOptionsTest, BadValuesAreUsageErrors) {
   EXPECT_EQ(usageErrorOf({"run", "j", "--quiet=yes"}), "--quiet takes no value");
   EXPECT_EQ(usageErrorOf({"run", "j", "--config"}), "--config needs a value");
   EXPECT_EQ(usageErrorOf({"run", "j", "--log-level", "loud"}), "--log-level: unknown level 'loud'");
+  EXPECT_EQ(usageErrorOf({"serve", "--log-format", "xml"}),
+            "--log-format: unknown format 'xml' (text or json)");
   EXPECT_EQ(usageErrorOf({"run", "j", "--frobnicate"}), "unknown option '--frobnicate'");
   EXPECT_EQ(usageErrorOf({"run", "j", "--decommission-after-ms", "5"}),
             "--decommission-after-ms needs --decommission EXECUTOR_ID");
+}
+
+TEST(CliOptionsTest, LogFormatIsTextUnlessAsked) {
+  EXPECT_EQ(parse({"serve"}).log_format, "text");
+  EXPECT_EQ(parse({"serve", "--log-format", "json"}).log_format, "json");
+  EXPECT_EQ(parse({"run", "job.json", "--log-format=JSON"}).log_format, "JSON");
 }
 
 TEST(CliOptionsTest, MissingOrUnknownCommand) {

@@ -53,6 +53,24 @@ TEST(ReportTest, TaskLineShowsStateAgentAttemptsAndTrimmedStdout) {
   EXPECT_NE(line.find("line one | line two"), std::string::npos);
 }
 
+TEST(ReportTest, AFailedTaskLineNamesItsStdoutLog) {
+  TaskRecord t;
+  t.spec.name = "breaks";
+  t.outcome = TaskOutcome::kFailed;
+  t.launches = 1;
+  t.agent_id = "agent-1";
+  t.reason = "exited with code 3";
+  t.log_urls = {{"stdout", "http://w:7337/v1/tasks/4/logs/stdout"},
+                {"stderr", "http://w:7337/v1/tasks/4/logs/stderr"}};
+  const std::string line = formatTaskLine(t, 6);
+  EXPECT_NE(line.find("  stdout log: http://w:7337/v1/tasks/4/logs/stdout"), std::string::npos)
+      << line;
+  // A finished task's line shows its result, not where its log is.
+  TaskRecord ok = finished("fine", "1\n");
+  ok.log_urls = t.log_urls;
+  EXPECT_EQ(formatTaskLine(ok, 6).find("stdout log"), std::string::npos);
+}
+
 TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
   std::vector<TaskRecord> tasks = {finished("map", ""), finished("reduce-0", "7"),
                                    finished("reduce-1", "5")};

@@ -106,6 +106,7 @@ StatusUpdate sampleStatusUpdate() {
   m.stderr_tail = "Traceback...\n";
   m.cpus = 3;
   m.resources = {{"gpu", {"1"}}};
+  m.log_urls = {{"stdout", "http://w:7337/v1/tasks/12/logs/stdout"}};
   return m;
 }
 
@@ -322,6 +323,7 @@ TEST(MessageTest, StatusUpdateRoundTrips) {
   EXPECT_EQ(m.stderr_tail, "Traceback...\n");
   EXPECT_EQ(m.cpus, 3);
   EXPECT_EQ(m.resources, sampleStatusUpdate().resources);
+  EXPECT_EQ(m.log_urls, sampleStatusUpdate().log_urls);
 }
 
 TEST(MessageTest, StatusUpdateRoundTripsEveryState) {
@@ -349,7 +351,7 @@ TEST(MessageTest, FinishedStatusUpdateCarriesProcessRunnerResult) {
   EXPECT_EQ(back.reason, "");
   // Optional members that are unset do not appear on the wire at all.
   Json wire = toJson(m);
-  for (const char* absent : {"reason", "exit_code", "signal", "stderr_tail"}) {
+  for (const char* absent : {"reason", "exit_code", "signal", "stderr_tail", "log_urls"}) {
     EXPECT_FALSE(wire.contains(absent)) << absent;
   }
 }
@@ -772,6 +774,7 @@ TEST(MessageBodyTest, StatusUpdateRefusesOutOfRangeExitCodeAndSignal) {
   bodyErrorAt<StatusUpdate>(body(head + R"("signal":-1})"), "/signal");
   bodyErrorAt<StatusUpdate>(body(head + R"("signal":256})"), "/signal");
   bodyErrorAt<StatusUpdate>(body(head + R"("stderr_tail":1})"), "/stderr_tail");
+  bodyErrorAt<StatusUpdate>(body(head + R"("log_urls":{"stdout":1}})"), "/log_urls/stdout");
   bodyErrorAt<StatusUpdate>(body(head + R"("reason":null,"cpus":-1})"), "/cpus");
   bodyErrorAt<StatusUpdate>(body(head + R"("resources":{"gpu":[1]}})"), "/resources/gpu/0");
   auto ok = decodeBody<StatusUpdate>(body(head + R"("exit_code":-1,"signal":255})"));

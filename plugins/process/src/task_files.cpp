@@ -73,10 +73,12 @@ std::string chownTree(const std::string& dir, uid_t uid, gid_t gid,
 
 std::pair<std::string, std::uint64_t> readPart(const std::string& path, std::size_t limit,
                                                bool tail) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // A task may replace its stdout with a link to a file only the agent can read, or with a
+  // FIFO that would block the open: links are not followed, and only a regular file is read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return {{}, 0};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return {{}, 0};
   }

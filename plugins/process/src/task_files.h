@@ -23,7 +23,8 @@ bool isDirectory(const std::string& path);
 std::string chownTree(const std::string& dir, uid_t uid, gid_t gid, std::optional<uid_t> only_from);
 
 // Reads at most `limit` bytes of `path` from its start (or up to its end when tail is set).
-// Returns the bytes and the file's total size; nothing and 0 when it cannot be read.
+// Returns the bytes and the file's total size; nothing and 0 when it cannot be read or is not
+// a regular file (a symbolic link is never followed).
 std::pair<std::string, std::uint64_t> readPart(const std::string& path, std::size_t limit,
                                                bool tail);
 

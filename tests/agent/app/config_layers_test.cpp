@@ -97,7 +97,8 @@ TEST_F(ConfigLayersTest, EveryProblemOfEveryFileIsReported) {
 
 TEST_F(ConfigLayersTest, WholeConfigRulesNameTheSourceOfTheValue) {
   std::string file = write("agent.json", R"({"driver_url": "http://driver:7077/", "cores": 1,
-                                             "app_id": "a", "log_level": "loud"})");
+                                             "app_id": "a", "log_level": "loud",
+                                             "log_format": "xml"})");
   AgentConfig config;
   try {
     loadConfig(ConfigSources{{file}, {}, {}}, config);
@@ -108,7 +109,27 @@ TEST_F(ConfigLayersTest, WholeConfigRulesNameTheSourceOfTheValue) {
     EXPECT_NE(what.find(file + ": /driver_url: expected ws://HOST:PORT/"), std::string::npos)
         << what;
     EXPECT_NE(what.find(file + ": /log_level: unknown level 'loud'"), std::string::npos) << what;
+    EXPECT_NE(what.find(file + ": /log_format: unknown format 'xml' (text or json)"),
+              std::string::npos)
+        << what;
   }
+}
+
+TEST_F(ConfigLayersTest, LogFormatComesFromTheFileTheEnvironmentOrTheCommandLine) {
+  std::string file = write("agent.json", R"({"driver_url": "ws://driver:7077/", "cores": 1,
+                                             "app_id": "a", "executor_id": "e",
+                                             "log_format": "json"})");
+  AgentConfig config;
+  loadConfig(ConfigSources{{file}, {}, {}}, config);
+  EXPECT_EQ(config.log_format, "json");
+  AgentConfig from_env;
+  loadConfig(ConfigSources{{file}, {"DOCKHAND_LOG_FORMAT=text"}, {}}, from_env);
+  EXPECT_EQ(from_env.log_format, "text");
+  AgentConfig from_option;
+  loadConfig(ConfigSources{{file}, {"DOCKHAND_LOG_FORMAT=text"}, {{"log-format", "JSON"}}},
+             from_option);
+  EXPECT_EQ(from_option.log_format, "JSON");
+  EXPECT_EQ(AgentConfig().log_format, "text");
 }
 
 TEST(ConfigJsonTest, CoversEveryKeyAndRedactsSecrets) {

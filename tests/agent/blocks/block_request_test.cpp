@@ -57,3 +57,82 @@ TEST(BlockRequestTest, UnsatisfiableAndUnusableRanges) {
 
 }  // namespace
 }  // namespace dockhand::agent
+
+namespace dockhand::agent {
+namespace {
+
+TEST(BlockRequestTest, RoutesLogPaths) {
+  auto agent = routeBlockRequest("/v1/logs/agent/stderr?start=-10");
+  EXPECT_EQ(agent.route, BlockRoute::kAgentLog);
+  EXPECT_EQ(agent.stream, "stderr");
+  EXPECT_EQ(agent.query, "start=-10");
+  EXPECT_EQ(agent.path, "/v1/logs/agent/stderr");
+  auto task = routeBlockRequest("/v1/tasks/18446744073709551615/logs/stdout");
+  EXPECT_EQ(task.route, BlockRoute::kTaskLog);
+  EXPECT_EQ(task.task_id, 18446744073709551615ULL);
+  EXPECT_EQ(task.stream, "stdout");
+  // A plain name the agent may not have is routed (the server answers 404 for it).
+  EXPECT_EQ(routeBlockRequest("/v1/tasks/7/logs/other").route, BlockRoute::kTaskLog);
+  for (const char* bad :
+       {"/v1/tasks/../logs/stdout", "/v1/tasks/7/logs/../../etc/passwd", "/v1/tasks/7/logs/",
+        "/v1/tasks/-1/logs/stdout", "/v1/tasks/18446744073709551616/logs/stdout",
+        "/v1/tasks/7/stdout", "/v1/tasks/", "/v1/tasks/7", "/v1/logs/agent/", "/v1/logs/x/stdout",
+        "/v1/logs/agent/std%2fout", "/v1/tasks/%37/logs/stdout", "/v1/tasks/7/logs/STDOUT",
+        "/v1/tasks/7/logs/stdout/"}) {
+    auto routed = routeBlockRequest(bad);
+    EXPECT_EQ(routed.route, BlockRoute::kBadLogPath) << bad;
+    EXPECT_FALSE(routed.error.empty()) << bad;
+  }
+  EXPECT_EQ(routeBlockRequest("/v1/logs").route, BlockRoute::kNotFound);
+}
+
+TEST(BlockRequestTest, ReadsALogWindowFromTheQuery) {
+  using Kind = LogWindow::Kind;
+  auto whole = parseLogWindow("", std::nullopt, 100);
+  EXPECT_EQ(whole.kind, Kind::kWhole);
+  EXPECT_EQ(whole.count, 100u);
+  auto part = parseLogWindow("start=10&length=5", std::nullopt, 100);
+  EXPECT_EQ(part.kind, Kind::kQuery);
+  EXPECT_EQ(part.first, 10u);
+  EXPECT_EQ(part.count, 5u);
+  auto clipped = parseLogWindow("start=95&length=50", std::nullopt, 100);
+  EXPECT_EQ(clipped.first, 95u);
+  EXPECT_EQ(clipped.count, 5u);
+  auto tail = parseLogWindow("start=-30", std::nullopt, 100);
+  EXPECT_EQ(tail.first, 70u);
+  EXPECT_EQ(tail.count, 30u);
+  auto long_tail = parseLogWindow("start=-9223372036854775808", std::nullopt, 100);
+  EXPECT_EQ(long_tail.first, 0u);
+  EXPECT_EQ(long_tail.count, 100u);
+  auto head = parseLogWindow("length=7", std::nullopt, 100);
+  EXPECT_EQ(head.first, 0u);
+  EXPECT_EQ(head.count, 7u);
+  auto at_end = parseLogWindow("start=100", std::nullopt, 100);  // nothing new yet
+  EXPECT_EQ(at_end.kind, Kind::kQuery);
+  EXPECT_EQ(at_end.count, 0u);
+  EXPECT_EQ(parseLogWindow("start=101", std::nullopt, 100).kind, Kind::kUnsatisfiable);
+  for (const char* bad : {"start=x", "start=", "length=-1", "start=1&start=2", "offset=3",
+                          "start=99999999999999999999", "length=1e3"}) {
+    auto window = parseLogWindow(bad, std::nullopt, 100);
+    EXPECT_EQ(window.kind, Kind::kBad) << bad;
+    EXPECT_FALSE(window.error.empty()) << bad;
+  }
+}
+
+TEST(BlockRequestTest, ReadsALogWindowFromARangeHeader) {
+  using Kind = LogWindow::Kind;
+  auto range = parseLogWindow("", "bytes=2-4", 10);
+  EXPECT_EQ(range.kind, Kind::kRange);
+  EXPECT_EQ(range.first, 2u);
+  EXPECT_EQ(range.count, 3u);
+  auto suffix = parseLogWindow("", "bytes=-3", 10);
+  EXPECT_EQ(suffix.first, 7u);
+  EXPECT_EQ(suffix.count, 3u);
+  EXPECT_EQ(parseLogWindow("", "bytes=10-", 10).kind, Kind::kUnsatisfiable);
+  EXPECT_EQ(parseLogWindow("", "bytes=0-1,3-4", 10).kind, Kind::kBad);
+  EXPECT_EQ(parseLogWindow("", "lines=1-2", 10).kind, Kind::kBad);
+  EXPECT_EQ(parseLogWindow("start=1", "bytes=0-1", 10).kind, Kind::kBad);
+}
+
+}  // namespace
+}  // namespace dockhand::agent

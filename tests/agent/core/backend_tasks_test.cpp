@@ -330,6 +330,28 @@ TEST(BackendTest, FailedStatusCarriesExitCodeSignalAndStderr) {
   EXPECT_EQ(h.statusUpdates().size(), 1u) << "a task ends once";
 }
 
+TEST(BackendTest, StatusCarriesTheTasksLogUrlsWhenTheyAreServed) {
+  BackendOptions options = testOptions();
+  options.task_log_url = "http://node-7:7337/v1/tasks/{task_id}/logs/{stream}";
+  Harness h(options);
+  h.runToRunning();
+  h.launch(18446744073709551615ULL);
+  h.report(18446744073709551615ULL, TaskState::kFinished);
+  auto updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].log_urls.at("stdout"),
+            "http://node-7:7337/v1/tasks/18446744073709551615/logs/stdout");
+  EXPECT_EQ(updates[0].log_urls.at("stderr"),
+            "http://node-7:7337/v1/tasks/18446744073709551615/logs/stderr");
+
+  Harness without;  // no task_log_url: no log_urls
+  without.runToRunning();
+  without.launch(3);
+  without.report(3, TaskState::kFinished);
+  ASSERT_EQ(without.statusUpdates().size(), 1u);
+  EXPECT_TRUE(without.statusUpdates()[0].log_urls.empty());
+}
+
 TEST(BackendTest, StatusForUnknownTaskIsIgnored) {
   Harness h;
   h.runToRunning();

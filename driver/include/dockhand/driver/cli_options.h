@@ -41,6 +41,7 @@ struct CliOptions {
   bool keep_work_dirs = false;
   bool quiet = false;
   std::string log_level;
+  std::string log_format = "text";  // --log-format: text or json
   std::string agent_config;
   std::string auth_secret_file;
   std::string decommission_id;  // run: agent to decommission; decommission: the executor

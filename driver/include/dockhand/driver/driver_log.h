@@ -13,7 +13,8 @@
 namespace dockhand::driver {
 
 // The CLI's set-up: makes the "driver" logger spdlog's default and sets its level ("info",
-// "warn", ...: spdlog's names; the caller has checked them). Call it before starting threads.
-void setUpDriverLogging(const std::string& level);
+// "warn", ...: spdlog's names; the caller has checked them) and its format ("text" or "json",
+// dockhand/base/log_format.h; checked too). Call it before starting threads.
+void setUpDriverLogging(const std::string& level, const std::string& format = "text");
 
 }  // namespace dockhand::driver

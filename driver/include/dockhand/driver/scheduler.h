@@ -142,6 +142,7 @@ struct TaskRecord {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string stderr_tail;
+  std::map<std::string, std::string> log_urls;  // where its agent serves its logs, by stream
 };
 
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };

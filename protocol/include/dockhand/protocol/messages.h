@@ -194,6 +194,8 @@ struct StatusUpdate {
   std::string stderr_tail;
   int cpus = 0;
   std::map<std::string, std::vector<std::string>> resources;
+  // Where the agent serves this task's logs, by stream ("stdout", "stderr"); may be empty.
+  std::map<std::string, std::string> log_urls;
 };
 
 struct StopExecutor {
