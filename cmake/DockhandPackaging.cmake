@@ -39,10 +39,24 @@ install(FILES packaging/prometheus/dockhand.yml
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
         DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
 
-#                  agent.d/, the JSON Schema in /usr/share/dockhand, the Kubernetes manifests and
-#                  scripts in /usr/share/dockhand/{kubernetes,container}, the systemd units, the
-#                  man pages, docs and examples in /usr/share/doc/dockhand; the Slurm launcher
-#                  /usr/bin/dockhand-slurm and its sbatch template in /usr/share/dockhand/slurm.
+# ---- Kubernetes and the container image ---------------------------------------------------
+# The manifests and the scripts the image runs (docs/operations.md#kubernetes): the image
+# installs this package, so the paths in the manifests are these.
+file(GLOB _kubernetes_manifests "${PROJECT_SOURCE_DIR}/packaging/kubernetes/*.yaml")
+install(FILES ${_kubernetes_manifests}
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
+install(PROGRAMS packaging/kubernetes/decommission.sh packaging/kubernetes/nvidia-visible-devices.sh
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/kubernetes" COMPONENT dockhand)
+install(PROGRAMS packaging/container/entrypoint.sh
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
+install(FILES packaging/container/Containerfile
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/container" COMPONENT dockhand)
+
+# ---- Slurm: the launcher and the sbatch template (docs/operations.md, "Slurm") ---------------
+install(PROGRAMS packaging/slurm/dockhand-slurm DESTINATION "${CMAKE_INSTALL_BINDIR}"
+        COMPONENT dockhand)
+install(PROGRAMS packaging/slurm/dockhand.sbatch
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/dockhand/slurm" COMPONENT dockhand)
 
 # ---- docs, examples, Debian's per-package files ---------------------------------------------
 install(FILES README.md docs/operations.md docs/driver.md DESTINATION "${_doc}"
