@@ -307,15 +307,17 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
   }
 
   void put(HTTPServerRequest& request, HTTPServerResponse& response, const std::string& id) {
-    if (!server_.admitWrite()) {
+    struct Admitted {
+      std::shared_ptr<std::atomic<std::size_t>> count;
+      ~Admitted() {
+        if (count) --*count;
+      }
+    } admitted{server_.admitWrite()};
+    if (!admitted.count) {
       return sendText(
           response, HTTPResponse::HTTP_SERVICE_UNAVAILABLE,
           "this agent is decommissioning and takes no new blocks; push " + id + " to another peer");
     }
-    struct Admitted {
-      BlockServer& server;
-      ~Admitted() { server.writeEnded(); }
-    } admitted{server_};
     if (!request.has(kChecksumHeader) || !parseChecksum(request.get(kChecksumHeader))) {
       return sendText(response, HTTPResponse::HTTP_BAD_REQUEST,
                       std::string("PUT needs header ") + kChecksumHeader + ": xxh64:<16 hex>");

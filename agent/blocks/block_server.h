@@ -109,16 +109,16 @@ class BlockServer {
   bool acceptingWrites() const { return accepting_writes_; }
   // PUTs let in (before setAcceptingWrites(false)) that have not ended. Once writes are off and
   // this is 0, no block can arrive any more.
-  std::size_t writesInFlight() const { return writes_in_flight_.load(); }
+  std::size_t writesInFlight() const { return writes_in_flight_->load(); }
   // For put(): counts the write in, then checks that writes are taken, in that order, so that a
-  // write either sees the refusal or is counted before a decommission pass asks.
-  bool admitWrite() {
-    ++writes_in_flight_;
-    if (accepting_writes_) return true;
-    --writes_in_flight_;
-    return false;
+  // write either sees the refusal or is counted before a decommission pass asks. Null when
+  // refused; else the count, to take the write out of (its handler may end after the server).
+  std::shared_ptr<std::atomic<std::size_t>> admitWrite() {
+    ++*writes_in_flight_;
+    if (accepting_writes_) return writes_in_flight_;
+    --*writes_in_flight_;
+    return nullptr;
   }
-  void writeEnded() { --writes_in_flight_; }
   // Block requests refused for a missing or bad signature (401).
   std::uint64_t authRefusals() const { return auth_refusals_.load(); }
   void countAuthRefusal();
@@ -143,7 +143,8 @@ class BlockServer {
   ReadinessProvider readiness_;
   LogProvider logs_;
   std::atomic<bool> accepting_writes_{true};
-  std::atomic<std::size_t> writes_in_flight_{0};
+  std::shared_ptr<std::atomic<std::size_t>> writes_in_flight_ =
+      std::make_shared<std::atomic<std::size_t>>(0);
   std::atomic<std::uint64_t> auth_refusals_{0};
   metrics::Counter& auth_refusals_counter_;  // dockhand_auth_failures_total{where="block_server"}
   std::unique_ptr<tls::HttpServer> server_;
