@@ -70,9 +70,10 @@ class SignalThread {
  private:
   void run() {
     sigset_t set = handledSignals(decommission_signal_);
-    timespec timeout{0, 200L * 1000 * 1000};
+    // No timeout: an idle agent's threads sleep until there is work (the destructor wakes this
+    // one with wakeSignal()).
     while (!stop_) {
-      int sig = sigtimedwait(&set, nullptr, &timeout);
+      int sig = sigwaitinfo(&set, nullptr);
       if (sig <= 0 || sig == wakeSignal()) continue;
       if (sig == decommission_signal_) {
         sink_.post([this] { backend_.onDecommissionSignal(); });
@@ -149,13 +150,35 @@ void blockAgentSignals(const AgentConfig& config) {
 }
 
 void Agent::StatusBoard::set(nlohmann::json status) {
-  std::lock_guard lock(mutex_);
-  status_ = std::move(status);
+  {
+    std::lock_guard lock(mutex_);
+    status_ = std::move(status);
+    requested_ = false;
+    ++generation_;
+  }
+  changed_.notify_all();
 }
 
-nlohmann::json Agent::StatusBoard::get() const {
-  std::lock_guard lock(mutex_);
+nlohmann::json Agent::StatusBoard::fresh(const std::function<void()>& request, Millis wait) {
+  std::unique_lock lock(mutex_);
+  if (closed_) return status_;
+  const std::uint64_t seen = generation_;
+  if (!requested_) {
+    requested_ = true;
+    lock.unlock();
+    request();
+    lock.lock();
+  }
+  changed_.wait_for(lock, wait, [&] { return generation_ != seen || closed_; });
   return status_;
+}
+
+void Agent::StatusBoard::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  changed_.notify_all();
 }
 
 Agent::Agent(AgentConfig config)
@@ -444,9 +467,8 @@ BackendOptions Agent::backendOptions() {
     return discoverResources(profile, resources);
   };
   // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
-  // The status board is made current here, before LaunchedExecutor goes out: a driver that
-  // asks /v1/status once it has that message sees the agent running with its resources, not
-  // the board of up to 250 ms before (refreshStatus).
+  // The status board is made current here, before LaunchedExecutor goes out, so that a
+  // reader whose core-thread refresh does not come in time still sees the agent running.
   options.on_running = [this] {
     status_board_.set(statusJson());
     notifySystemd("READY=1\nSTATUS=registered with the driver");
@@ -508,8 +530,11 @@ std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
   }
 }
 
-nlohmann::json Agent::servedStatus() const {
-  nlohmann::json status = status_board_.get();
+nlohmann::json Agent::servedStatus() {
+  // Made on the core thread when asked for (an idle agent makes none); a core thread busy
+  // for longer than this gets the last one.
+  nlohmann::json status = status_board_.fresh(
+      [this] { loop_.post([this] { status_board_.set(statusJson()); }); }, Millis(1000));
   status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
   status["auth"] = {{"required", settings_.secret.has_value()},
                     {"refused_requests", server_ ? server_->authRefusals() : 0}};
@@ -537,11 +562,6 @@ nlohmann::json Agent::statusJson() const {
   return status;
 }
 
-void Agent::refreshStatus() {
-  status_board_.set(statusJson());
-  loop_.schedule(Millis(250), [this] { refreshStatus(); });
-}
-
 void Agent::logStart() const {
   auto log = logger("agent");
   log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
@@ -565,7 +585,7 @@ int Agent::run() {
   logStart();
   SignalThread signal_thread(loop_, backend_,
                              decommissionSignalNumber(config_.decommission.signal));
-  loop_.post([this] { refreshStatus(); });
+  loop_.post([this] { status_board_.set(statusJson()); });
   std::unique_ptr<WorkerWatcher> watcher;
   if (!config_.worker_url.empty()) {
     watcher = std::make_unique<WorkerWatcher>(config_.worker_url, [this](const std::string& why) {
@@ -574,7 +594,9 @@ int Agent::run() {
     watcher->start();
   }
   loop_.post([this] { backend_.start(); });
-  return shutDown(loop_.run(toInt(ExitCode::kInternalError)));
+  const int code = loop_.run(toInt(ExitCode::kInternalError));
+  status_board_.close();  // no core thread makes a status any more: serve the last one
+  return shutDown(code);
 }
 
 int Agent::shutDown(int code) {

@@ -20,6 +20,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,15 +92,24 @@ class Agent {
     Poco::Net::Context::Ptr tls_client;
     std::map<std::string, protocol::ResourceInfo> given_resources;  // the resources file
   };
-  // The agent's state for /v1/status: refreshed on the core thread, read on the block
-  // server's threads.
+  // The agent's state for /v1/status: made on the core thread when a reader on the block
+  // server's threads asks for it (nothing runs while nobody asks), read there.
   class StatusBoard {
    public:
     void set(nlohmann::json status);
-    nlohmann::json get() const;
+    // A status made after this call: `request` has the core thread make one (set()), unless a
+    // request is on its way already. Waits up to `wait` for it; then, or once closed, the
+    // last one.
+    nlohmann::json fresh(const std::function<void()>& request, Millis wait);
+    // The core thread has ended: fresh() answers at once.
+    void close();
 
    private:
-    mutable std::mutex mutex_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::uint64_t generation_ = 0;
+    bool requested_ = false;
+    bool closed_ = false;
     nlohmann::json status_ = nlohmann::json::object();
   };
   // What discovery found, for the status output (core thread).
@@ -128,10 +140,9 @@ class Agent {
                                 std::map<std::string, protocol::ResourceInfo>& resources);
   nlohmann::json statusJson() const;
   // GET /v1/status's JSON: the status board's with the block store's and the server's counts.
-  nlohmann::json servedStatus() const;
+  nlohmann::json servedStatus();
   // GET /metrics's text: the gauges set from servedStatus(), then the registry's exposition.
   std::string servedMetrics();
-  void refreshStatus();
   void logStart() const;
   // The orderly end after the loop returned; ends the process at once when a plugin call is
   // still in progress.

@@ -1,7 +1,9 @@
 #include "rpc/websocket_link.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -29,15 +31,23 @@ namespace {
 
 std::shared_ptr<spdlog::logger> log() { return logger("link"); }
 
+// The reader's longest sleep when it has no wake-up descriptor (eventfd failed).
 constexpr int kPollIntervalMs = 200;
 
-// Whether `fd` has something to read within `timeout_ms`. poll(2) on the one descriptor: Poco's
-// Socket::poll builds and closes an epoll set on every call, three system calls per frame.
-bool readable(int fd, int timeout_ms) {
-  pollfd entry{fd, POLLIN, 0};
+// Whether `fd` has something to read within `timeout_ms` (-1: no limit), or until `wake_fd`
+// (ignored when -1) is written to, which is drained. poll(2): Poco's Socket::poll builds and
+// closes an epoll set on every call, three system calls per frame.
+bool readable(int fd, int wake_fd, int timeout_ms) {
+  pollfd entries[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
   for (;;) {
-    int n = ::poll(&entry, 1, timeout_ms);
-    if (n >= 0) return n > 0;
+    int n = ::poll(entries, 2, timeout_ms);
+    if (n >= 0) {
+      if (entries[1].revents != 0) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] auto ignored = ::read(wake_fd, &count, sizeof count);
+      }
+      return entries[0].revents != 0;
+    }
     if (errno != EINTR) throw Poco::IOException(std::string("poll: ") + std::strerror(errno));
   }
 }
@@ -61,11 +71,30 @@ WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& eve
     : options_(std::move(options)),
       sink_(sink),
       events_(events),
-      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()) {}
+      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
+  wakeReader();
   if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void WebSocketLink::wakeReader() {
+  if (wake_fd_ < 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto ignored = ::write(wake_fd_, &one, sizeof one);
+}
+
+int WebSocketLink::readerTimeoutMs() {
+  std::lock_guard lock(asks_mutex_);
+  if (asks_.empty()) return wake_fd_ >= 0 ? -1 : kPollIntervalMs;
+  TimePoint first = asks_.begin()->second.deadline;
+  for (const auto& [id, ask] : asks_) first = std::min(first, ask.deadline);
+  const auto left = std::chrono::ceil<Millis>(first - SteadyClock::now()).count();
+  return static_cast<int>(
+      std::clamp<std::int64_t>(left, 0, wake_fd_ >= 0 ? 3600000 : kPollIntervalMs));
 }
 
 void WebSocketLink::connect() {
@@ -283,7 +312,8 @@ void WebSocketLink::readLoop(WebSocket& ws) {
         std::lock_guard lock(send_mutex_);
         pending = ws.available() > 0;
       }
-      if (!pending && !readable(ws.impl()->sockfd(), kPollIntervalMs)) {
+      // An idle link sleeps until the driver sends, an ask is due, or the link closes.
+      if (!pending && !readable(ws.impl()->sockfd(), wake_fd_, readerTimeoutMs())) {
         failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
         continue;
       }
@@ -425,6 +455,7 @@ void WebSocketLink::ask(proto::Envelope message, Millis timeout, AskCallback don
     std::lock_guard lock(asks_mutex_);
     asks_.emplace(id, PendingAsk{std::move(done), SteadyClock::now() + timeout});
   }
+  wakeReader();  // its sleep may end after this ask's deadline
   const bool sent = connected() && sendText(proto::encodeEnvelope(message));
   if (sent) metrics_.sent(message.type);
   if (!sent) {
@@ -471,6 +502,7 @@ void WebSocketLink::failPendingAsks(std::string_view code, const std::string& me
 
 void WebSocketLink::close() {
   closing_ = true;
+  wakeReader();
   connected_.store(false, std::memory_order_release);
   {
     std::lock_guard lock(send_mutex_);

@@ -83,6 +83,10 @@ class WebSocketLink final : public DriverLink {
   void handleText(std::string_view text);
   bool sendText(const std::string& text);
   void failPendingAsks(std::string_view code, const std::string& message, bool only_expired);
+  // Ends the reader's wait in poll(2) (a new ask, close, destruction).
+  void wakeReader();
+  // How long the reader may wait for a frame: until the first ask's deadline, or no limit.
+  int readerTimeoutMs();
   void postAskResult(AskCallback done, AskResult result);
 
   Options options_;
@@ -103,6 +107,8 @@ class WebSocketLink final : public DriverLink {
   std::mutex asks_mutex_;
   std::map<std::uint64_t, PendingAsk> asks_;
   std::atomic<std::uint64_t> next_id_{1};
+  // An eventfd that wakes the reader; -1 when none could be made (it then polls every 200 ms).
+  int wake_fd_ = -1;
 };
 
 }  // namespace dockhand::agent
