@@ -38,6 +38,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -124,7 +125,7 @@ ProcStats procStats(pid_t pid) {
     for (std::string x; fields >> x;) f.push_back(x);
     // f[0] is field 3 (state): utime is field 14, stime field 15.
     if (f.size() > 13) {
-      const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+      const auto ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
       s.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / ticks;
     }
   }
@@ -157,7 +158,7 @@ void progress(const std::string& what) { std::fprintf(stderr, "fleet bench: %s\n
 
 class Fleet {
  public:
-  Fleet(const Options& o, const fs::path& dir) : o_(o), dir_(dir) {}
+  Fleet(const Options& o, fs::path dir) : o_(o), dir_(std::move(dir)) {}
 
   // Starts `count` agents (ids a1..aN) pointed at `port`, where nothing listens yet, and waits
   // until each has failed its first connection (so that each is up and retrying).
@@ -286,8 +287,11 @@ void decommissionSome(const Options& o, const std::string& url, Fleet& fleet, Ru
   }
   auto t0 = Clock::now();
   for (const auto& id : chosen) {
-    auto reply =
-        dockhand::testing::httpRequest("POST", url + "/v1/executors/" + id + "/decommission");
+    std::string target = url;
+    target += "/v1/executors/";
+    target += id;
+    target += "/decommission";
+    auto reply = dockhand::testing::httpRequest("POST", target);
     if (reply.status != 200) {
       throw std::runtime_error("decommission " + id + ": HTTP " + std::to_string(reply.status) +
                                " " + reply.body);

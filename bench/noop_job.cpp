@@ -4,6 +4,7 @@
 //   fill  writes 16 KiB to the output block rdd_1_<partition> (the job file declares it), so
 //         that the agent holds a block afterwards (dockhand-fleet-bench decommissions agents
 //         that hold some).
+#include <cstddef>
 #include <string>
 
 #include "dockhand/job.hpp"
@@ -11,7 +12,7 @@
 void noop(dockhand::job::Task& /*task*/) {}
 
 void fill(dockhand::job::Task& task) {
-  static const std::string kBytes(16 * 1024, 'x');
+  static const std::string kBytes(std::size_t{16} * 1024, 'x');
   task.write("rdd_1_" + std::to_string(task.partition()), kBytes);
 }
 
