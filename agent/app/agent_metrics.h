@@ -1,8 +1,8 @@
 // AgentGauges: the agent's gauges that describe a state rather than count events (running
 // tasks, cores and resource addresses in use, blocks stored, the agent's state and its
 // decommission's phase and progress). They are set from the agent's status (the JSON of
-// GET /v1/status, refreshed on the core thread every 250 ms) each time /metrics is scraped, so
-// that nothing on the task path keeps them. docs/operations.md#metrics lists them.
+// GET /v1/status, which the core thread makes when a scrape asks for it) each time /metrics is
+// scraped, so that nothing on the task path keeps them. docs/operations.md#metrics lists them.
 //
 // Threads: update() may run on several block server threads at once (each sets the same
 // values from its own copy of the status).
