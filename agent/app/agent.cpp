@@ -534,7 +534,7 @@ nlohmann::json Agent::servedStatus() {
   // Made on the core thread when asked for (an idle agent makes none); a core thread busy
   // for longer than this gets the last one.
   nlohmann::json status = status_board_.fresh(
-      [this] { loop_.post([this] { status_board_.set(statusJson()); }); }, Millis(1000));
+      [this] { loop_.post([this] { status_board_.set(statusJson()); }); }, Millis(500));
   status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
   status["auth"] = {{"required", settings_.secret.has_value()},
                     {"refused_requests", server_ ? server_->authRefusals() : 0}};
