@@ -45,4 +45,12 @@ std::size_t BlockMap::heldBy(const std::string& holder) const {
                     [&](const auto& entry) { return entry.second.holders.count(holder) > 0; }));
 }
 
+std::map<std::string, std::size_t> BlockMap::countByHolder() const {
+  std::map<std::string, std::size_t> counts;
+  for (const auto& [id, block] : blocks_) {
+    for (const auto& [holder, location] : block.holders) ++counts[holder];
+  }
+  return counts;
+}
+
 }  // namespace dockhand::driver

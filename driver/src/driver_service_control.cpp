@@ -25,24 +25,34 @@ HttpReply errorReply(int status, const std::string& message) {
 
 }  // namespace
 
+Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks) {
+  return Json{{"executor_id", agent.id},
+              {"host", agent.host},
+              {"state", std::string(toString(agent.state))},
+              {"cores", agent.cores},
+              {"free_cores", agent.free_cores},
+              {"running_tasks", agent.running},
+              {"tasks_launched", agent.tasks_launched},
+              {"block_url", agent.block_url},
+              {"blocks", blocks}};
+}
+
 Json DriverService::executorsJson() const {
   std::lock_guard lock(mutex_);
+  const auto held = scheduler_.blocks().countByHolder();
+  auto count = [&](const std::string& holder) {
+    auto it = held.find(holder);
+    return it == held.end() ? std::size_t{0} : it->second;
+  };
   Json list = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    list.push_back({{"executor_id", id},
-                    {"host", agent.host},
-                    {"state", std::string(toString(agent.state))},
-                    {"cores", agent.cores},
-                    {"free_cores", agent.free_cores},
-                    {"running_tasks", agent.running},
-                    {"tasks_launched", agent.tasks_launched},
-                    {"block_url", agent.block_url},
-                    {"blocks", scheduler_.blocks().heldBy(id)},
-                    {"decommission", agent.decommission}});
+    Json entry = agentSummaryJson(agent, count(id));
+    entry["decommission"] = agent.decommission;
+    list.push_back(std::move(entry));
   }
   return Json{
       {"executors", std::move(list)},
-      {"fallback_blocks", scheduler_.blocks().heldBy("")},
+      {"fallback_blocks", count("")},
       {"blocks", scheduler_.blocks().size()},
       {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }

@@ -1,5 +1,6 @@
 #include "dockhand/driver/block_map.h"
 
+#include <map>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -107,6 +108,8 @@ TEST(BlockMapTest, HeldByCountsEachHolderAndTheFallbackStoreApart) {
   EXPECT_EQ(blocks.heldBy("a"), 2u);
   EXPECT_EQ(blocks.heldBy(""), 2u);
   EXPECT_EQ(blocks.heldBy("b"), 0u);
+  const std::map<std::string, std::size_t> expected{{"", 2u}, {"a", 2u}};
+  EXPECT_EQ(blocks.countByHolder(), expected) << "the same counts in one pass";
 }
 
 TEST(BlockMapTest, AtThrowsForABlockNoHolderHas) {

@@ -48,6 +48,9 @@ class BlockMap {
   const BlockLocation& at(const std::string& id) const { return blocks_.at(id); }
   // Blocks that have `holder` among their holders ("" = the fallback store).
   std::size_t heldBy(const std::string& holder) const;
+  // heldBy() of every holder at once, in one pass ("" = the fallback store; holders of no
+  // block are absent): for listings of every agent.
+  std::map<std::string, std::size_t> countByHolder() const;
   std::size_t size() const { return blocks_.size(); }
   bool empty() const { return blocks_.empty(); }
 

@@ -125,6 +125,9 @@ class DriverService : public FrameHandler {
   void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
 
  private:
+  // The fields GET /v1/executors and GET /v1/cluster both give for an agent; `blocks` is how
+  // many it holds (BlockMap::countByHolder).
+  static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks);
   // A /v1/ request of the control API.
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
   // GET / and the page's script and style; nullopt for any other path.
