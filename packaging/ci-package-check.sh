@@ -191,6 +191,17 @@ echo "sd_notify: $(tr '\n' ' ' < "$work/notify.log")"
 step "a real job: the installed driver starting installed agents"
 dockhand-driver run "$jobdir/job.json" --local-agents 1 --timeout 120 --quiet
 
+step "systemd on many hosts: the installed unit on three namespaced hosts, one driver"
+# Each host boots its own systemd (tests/packaging/systemd_hosts_test.sh, ~30 s); exit 77 is
+# a machine that cannot make namespaces, said as such.
+hosts_rc=0
+tests/packaging/systemd_hosts_test.sh || hosts_rc=$?
+if [ "$hosts_rc" -eq 77 ]; then
+  echo "(systemd on many hosts: skipped, see the reason above)"
+elif [ "$hosts_rc" -ne 0 ]; then
+  fail "systemd on many hosts failed (exit $hosts_rc)"
+fi
+
 step "an SDK example built out of tree against dockhand-dev"
 if [ -d sdk/examples ] && ls sdk/examples/*/CMakeLists.txt >/dev/null 2>&1; then
   for example in sdk/examples/*/; do

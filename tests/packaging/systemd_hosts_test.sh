@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# systemd on many hosts, on one machine: the installed package's agent on N "hosts", each a
+# network, mount, PID, UTS and cgroup namespace booted by the real systemd, with its own address
+# on a bridge, its own /etc/dockhand (the package's agent.json plus a fragment in agent.d/) and
+# its own /var/lib/dockhand. The unit is the packaged dockhand.service, started with systemctl.
+# One driver, in its own namespace, runs a two-stage job on the hosts; meanwhile
+#   * one host is cut off (its link goes down): the driver drops it after agent_timeout_ms and
+#     reruns the maps whose blocks lived only there; the agent gives up on the silent driver and
+#     systemd restarts it until the link comes back, when it registers again;
+#   * one host leaves with `systemctl kill --kill-whom=main --signal=SIGPWR dockhand`: it
+#     decommissions (its running task finishes, its blocks move to the peer that stays), exits 0
+#     and systemd does not restart it.
+# The job must end with the right sum. docs/operations.md ("systemd on many hosts") is the
+# recipe this follows.
+#
+# Usage (root, with the dockhand package installed): tests/packaging/systemd_hosts_test.sh
+# Exit 0: passed; 77: skipped (not root, no package, or namespaces cannot be made here, with
+# the reason); anything else: failed.
+set -euo pipefail
+
+hosts=(h1 h2 h3)          # h2 leaves by SIGPWR, h3 is cut off, h1 stays
+subnet=10.231.7
+driver_ip=$subnet.1
+driver_port=7077
+id=$(($$ % 100000))
+
+say() { echo "== systemd hosts: $*"; }
+skip() { echo "SKIPPED: systemd hosts: $*"; exit 77; }
+fail() {
+  echo "FAILED: systemd hosts: $*" >&2
+  dump_logs >&2 || true
+  exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, mounts, a systemd per host)"
+command -v dockhand >/dev/null && [ -f /lib/systemd/system/dockhand.service ] \
+  || skip "the dockhand package is not installed"
+for tool in ip unshare nsenter python3; do
+  command -v "$tool" >/dev/null || skip "$tool is missing"
+done
+[ -x /lib/systemd/systemd ] || skip "systemd is not installed"
+unshare --net true 2>/dev/null || skip "this machine does not allow network namespaces"
+
+# Outside /tmp and /var/tmp: the unit's PrivateTmp hides both from the agent and its tasks.
+root="$(mktemp -d /srv/dockhand-hosts.XXXXXX)"
+chmod 0755 "$root"
+ns_driver="dh$id-driver"
+bridge="dh${id}br"
+driver_pid=""
+declare -A ns_of init_of holder_of ip_of cgroup_of
+
+# The cgroup layout this machine has: cgroup v2 only, or v1 with systemd's named hierarchy.
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+  cgroup_roots=(/sys/fs/cgroup)
+else
+  cgroup_roots=(/sys/fs/cgroup/systemd)
+  [ -d /sys/fs/cgroup/unified ] && cgroup_roots+=(/sys/fs/cgroup/unified)
+fi
+
+in_host() { local h=$1; shift; nsenter -t "${init_of[$h]}" -a "$@"; }
+unit_show() { in_host "$1" systemctl show -p "$2" --value dockhand; }
+# unit_test HOST PROPERTY OP VALUE: test(1) on a property of the host's dockhand.service.
+unit_test() { test "$(unit_show "$1" "$2")" "$3" "$4"; }
+
+dump_logs() {
+  echo "---- driver log"; tail -n 60 "$root/driver.log" 2>/dev/null || true
+  for h in "${hosts[@]}"; do
+    [ -n "${init_of[$h]:-}" ] || continue
+    echo "---- $h: systemctl status dockhand"
+    in_host "$h" systemctl --no-pager status dockhand 2>&1 | tail -n 5 || true
+    echo "---- $h: journalctl -u dockhand"
+    in_host "$h" journalctl --no-pager -u dockhand 2>&1 | tail -n 40 || true
+  done
+}
+
+cleanup() {
+  set +e
+  [ -n "$driver_pid" ] && kill "$driver_pid" 2>/dev/null
+  for h in "${hosts[@]}"; do
+    [ -n "${init_of[$h]:-}" ] && in_host "$h" systemctl poweroff --no-block >/dev/null 2>&1
+  done
+  for h in "${hosts[@]}"; do
+    local pid=${holder_of[$h]:-}
+    [ -n "$pid" ] || continue
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # A systemd that did not power off: killing the namespace's first process ends them all.
+    [ -n "${init_of[$h]:-}" ] && kill -KILL "${init_of[$h]}" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  [ -n "$driver_pid" ] && wait "$driver_pid" 2>/dev/null
+  for h in "${hosts[@]}"; do
+    [ -n "${ns_of[$h]:-}" ] && ip netns del "${ns_of[$h]}" 2>/dev/null
+    for dir in ${cgroup_of[$h]:-}; do
+      [ -d "$dir" ] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+  done
+  ip netns del "$ns_driver" 2>/dev/null
+  rm -rf "$root"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s until it succeeds.
+wait_for() {
+  local seconds=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "no $what after ${seconds} s"
+    if [ -n "$driver_pid" ] && ! kill -0 "$driver_pid" 2>/dev/null; then
+      fail "the driver exited while waiting for $what"
+    fi
+    sleep 0.2
+  done
+}
+
+# The driver's control API, read from the driver's namespace: `executors EXPR` prints EXPR
+# evaluated over GET /v1/executors (d: the answer, by_id: executor_id -> entry).
+cat > "$root/executors.py" <<'PY'
+import json, sys, urllib.request
+d = json.load(urllib.request.urlopen(sys.argv[1] + "/v1/executors", timeout=5))
+by_id = {e["executor_id"]: e for e in d["executors"]}
+print(eval(sys.argv[2]))
+PY
+executors() {
+  ip netns exec "$ns_driver" python3 "$root/executors.py" "http://$driver_ip:$driver_port" "$1"
+}
+executors_say() { [ "$(executors "$1")" = True ]; }
+
+# ---- the network: a bridge in the driver's namespace, a veth pair per host --------------------
+say "network: bridge $bridge, driver $driver_ip, hosts $subnet.11-$((10 + ${#hosts[@]}))"
+ip netns add "$ns_driver"
+ip -n "$ns_driver" link set lo up
+ip -n "$ns_driver" link add "$bridge" type bridge
+ip -n "$ns_driver" addr add "$driver_ip/24" dev "$bridge"
+ip -n "$ns_driver" link set "$bridge" up
+n=10
+for h in "${hosts[@]}"; do
+  n=$((n + 1))
+  ns_of[$h]="dh$id-$h"
+  ip_of[$h]="$subnet.$n"
+  ip netns add "${ns_of[$h]}"
+  ip link add "dh$id$h" type veth peer name eth0 netns "${ns_of[$h]}"
+  ip link set "dh$id$h" netns "$ns_driver"
+  ip -n "$ns_driver" link set "dh$id$h" master "$bridge" up
+  ip -n "${ns_of[$h]}" link set lo up
+  ip -n "${ns_of[$h]}" addr add "${ip_of[$h]}/24" dev eth0
+  ip -n "${ns_of[$h]}" link set eth0 up
+done
+
+# ---- each host: its own /etc/dockhand, /var/lib/dockhand, /run, /tmp; then systemd as PID 1 ----
+cat > "$root/boot.sh" <<'BOOT'
+#!/bin/bash
+# Runs as the first process of a host's new namespaces; ends by becoming its systemd.
+set -euo pipefail
+dir=$1
+shift
+mount --make-rprivate /
+mount -t proc proc /proc
+mount -t tmpfs -o mode=0755 tmpfs /run
+# systemd-tmpfiles empties /tmp at boot: this host's own.
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+if [ -d /var/log/journal ]; then mount -t tmpfs tmpfs /var/log/journal; fi
+mount --bind "$dir/etc-dockhand" /etc/dockhand
+mount --bind "$dir/state" /var/lib/dockhand
+mount --bind "$dir/hostname" /etc/hostname
+mount --bind "$dir/machine-id" /etc/machine-id
+mount -t tmpfs -o mode=0755 tmpfs /sys/fs/cgroup
+if [ "$1" = v2 ]; then
+  mount -t cgroup2 cgroup2 /sys/fs/cgroup
+else
+  mkdir /sys/fs/cgroup/systemd
+  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+  if [ "$2" = unified ]; then
+    mkdir /sys/fs/cgroup/unified
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
+  fi
+fi
+# The host boots its basics only (journald, tmpfiles, ...); the agent is started by hand. Its
+# machine id is its own (bound over the shared one), not one to commit to disk.
+mkdir -p /run/systemd/system
+ln -s /dev/null /run/systemd/system/systemd-machine-id-commit.service
+cat > /run/systemd/system/dockhand-host.target <<'UNIT'
+[Unit]
+Description=A test host: the basic system, nothing else
+Requires=basic.target
+After=basic.target
+UNIT
+hostname "$(cat "$dir/hostname")"
+exec env container=dockhand-hosts /lib/systemd/systemd --system --unit=dockhand-host.target
+BOOT
+chmod 0755 "$root/boot.sh"
+cgroup_layout=(v1 none)
+if [ "${cgroup_roots[0]}" = /sys/fs/cgroup ]; then
+  cgroup_layout=(v2 none)
+elif [ ${#cgroup_roots[@]} -gt 1 ]; then
+  cgroup_layout=(v1 unified)
+fi
+
+for h in "${hosts[@]}"; do
+  dir="$root/$h"
+  mkdir -p "$dir/state"
+  cp -a /etc/dockhand "$dir/etc-dockhand"
+  mkdir -p "$dir/etc-dockhand/agent.d"
+  # The host's own settings in a fragment; the package's agent.json stays as installed.
+  cat > "$dir/etc-dockhand/agent.d/50-host.json" <<JSON
+{
+  "driver_url": "ws://$driver_ip:$driver_port/",
+  "app_id": "hosts",
+  "executor_id": "$h",
+  "cores": 2,
+  "bind_address": "${ip_of[$h]}",
+  "hostname": "${ip_of[$h]}",
+  "block_port": 7337,
+  "decommission": {"enabled": true, "migration": ["peer"], "deadline_ms": 60000}
+}
+JSON
+  chown -R root:dockhand "$dir/etc-dockhand"
+  chmod 0750 "$dir/etc-dockhand" "$dir/etc-dockhand/agent.d"
+  chmod 0640 "$dir/etc-dockhand/agent.d/50-host.json"
+  chown dockhand:dockhand "$dir/state"
+  chmod 0711 "$dir/state"
+  echo "$h" > "$dir/hostname"
+  python3 -c 'import uuid; print(uuid.uuid4().hex)' > "$dir/machine-id"
+  cgroup_of[$h]=""
+  for r in "${cgroup_roots[@]}"; do
+    mkdir "$r/dockhand-hosts-$id-$h"
+    cgroup_of[$h]="${cgroup_of[$h]} $r/dockhand-hosts-$id-$h"
+  done
+  (
+    for dir_cg in ${cgroup_of[$h]}; do echo "$BASHPID" > "$dir_cg/cgroup.procs"; done
+    exec ip netns exec "${ns_of[$h]}" unshare --pid --fork --kill-child --mount --uts --ipc \
+      --cgroup "$root/boot.sh" "$dir" "${cgroup_layout[@]}"
+  ) > "$dir/console.log" 2>&1 &
+  holder_of[$h]=$!
+done
+for h in "${hosts[@]}"; do
+  wait_for 10 "systemd on $h" pgrep -P "${holder_of[$h]}"
+  init_of[$h]="$(pgrep -P "${holder_of[$h]}")"
+done
+for h in "${hosts[@]}"; do
+  state=""
+  deadline=$((SECONDS + 90))
+  until [ "$state" = running ] || [ "$state" = degraded ]; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "$h did not boot (systemctl is-system-running: $state): $(cat "$root/$h/console.log")"
+    sleep 0.5
+    state="$(in_host "$h" systemctl is-system-running 2>/dev/null || true)"
+  done
+  say "$h booted ($state), systemd pid ${init_of[$h]}, address ${ip_of[$h]}"
+  [ "$state" = running ] || echo "   (failed units on $h: $(in_host "$h" systemctl --failed --plain --no-legend | awk '{print $1}' | tr '\n' ' '))"
+done
+
+# ---- the driver and its job ----------------------------------------------------------------
+# Four maps split the word counts of the package's example data into two blocks each; a gate
+# task (it waits for a file) writes a block both reduces also read, so the reduces wait until
+# the test has cut a host off and decommissioned another.
+data=/usr/share/doc/dockhand/examples/wordcount/data
+job="$root/job"
+mkdir -p "$job"
+cat > "$job/map.sh" <<'SH'
+#!/bin/sh
+# map.sh INPUT MAP: the words of INPUT as "word 1" lines, split in two blocks by line number.
+set -eu
+out=${DOCKHAND_OUTPUT_DIR:?}
+: > "$out/shuffle_0_$2_0"
+: > "$out/shuffle_0_$2_1"
+tr -s '[:space:]' '\n' < "$1" | grep -v '^$' |
+  awk -v base="$out/shuffle_0_$2_" '{ print $1, 1 > (base (NR % 2)) }'
+SH
+cat > "$job/gate.sh" <<'SH'
+#!/bin/sh
+set -eu
+i=0
+while [ ! -e "$1" ]; do
+  i=$((i + 1))
+  [ "$i" -lt 1800 ] || { echo "no $1 after 180 s" >&2; exit 1; }
+  sleep 0.1
+done
+: > "$DOCKHAND_OUTPUT_DIR/task_0_gate"
+SH
+cat > "$job/reduce.sh" <<'SH'
+#!/bin/sh
+set -eu
+in=${DOCKHAND_INPUT_DIR:?}
+cat "$in/shuffle_0_0_$1" "$in/shuffle_0_1_$1" "$in/shuffle_0_2_$1" "$in/shuffle_0_3_$1" |
+  awk '{ total += $2 } END { print total + 0 }'
+SH
+python3 - "$job" "$data" "$root/gate" <<'PY'
+import json, sys
+job, data, gate = sys.argv[1:4]
+tasks = [{"name": "map-%d" % m,
+          "shell": "sh '%s/map.sh' '%s/part-%d.txt' %d" % (job, data, m + 1, m),
+          "outputs": ["shuffle_0_%d_0" % m, "shuffle_0_%d_1" % m]} for m in range(4)]
+tasks.append({"name": "gate", "shell": "sh '%s/gate.sh' '%s'" % (job, gate),
+              "outputs": ["task_0_gate"]})
+for r in range(2):
+    tasks.append({"name": "reduce-%d" % r, "shell": "sh '%s/reduce.sh' %d" % (job, r),
+                  "inputs": ["shuffle_0_%d_%d" % (m, r) for m in range(4)] + ["task_0_gate"]})
+json.dump({"name": "hosts", "max_attempts": 3, "aggregate": "sum", "tasks": tasks},
+          open(job + "/job.json", "w"), indent=2)
+PY
+chmod -R a+rX "$job"
+# A host is lost after 4 s of silence (the defaults: 60 s either way).
+cat > "$root/driver.json" <<'JSON'
+{"agent_timeout_ms": 4000, "heartbeat_interval_ms": 500,
+ "properties": {"dockhand.driver.timeout_ms": "4000"}}
+JSON
+# The hosts come up before their driver: each agent tries to reach it (connect_tries), exits 3
+# and is started again by systemd (Restart=on-failure, no start limit) until the driver is there.
+say "systemctl start dockhand on every host, with no driver yet"
+for h in "${hosts[@]}"; do in_host "$h" systemctl start --no-block dockhand; done
+for h in "${hosts[@]}"; do
+  wait_for 60 "a restart of dockhand.service on $h while no driver listens" \
+    unit_test "$h" NRestarts -ge 1
+done
+say "driver on $driver_ip:$driver_port"
+ip netns exec "$ns_driver" dockhand-driver run "$job/job.json" --local-agents 0 \
+  --min-agents ${#hosts[@]} --listen "$driver_ip:$driver_port" --config "$root/driver.json" \
+  --timeout 240 --linger 120 --log-level info > "$root/driver.log" 2>&1 &
+driver_pid=$!
+# Type=notify: active once the driver has accepted the agent's registration.
+for h in "${hosts[@]}"; do
+  wait_for 60 "active dockhand.service on $h" unit_test "$h" ActiveState = active
+done
+say "all agents active: $(executors '{k: e["host"] for k, e in by_id.items()}')"
+
+# ---- the maps' blocks are on the hosts; the gate holds the reduces ---------------------------
+wait_for 60 "8 map blocks registered" executors_say 'sum(e["blocks"] for e in d["executors"]) == 8'
+say "blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
+h3_blocks="$(executors 'by_id["h3"]["blocks"]')"
+h3_restarts="$(unit_show h3 NRestarts)"
+
+# ---- h3 is cut off --------------------------------------------------------------------------
+say "cutting h3 off (its link on the bridge goes down)"
+ip -n "$ns_driver" link set "dh${id}h3" down
+wait_for 30 "loss of h3 at the driver" executors_say '"h3" not in by_id'
+say "the driver dropped h3; blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
+# The maps whose blocks lived only on h3 run again on the hosts that are left.
+wait_for 60 "8 map blocks after the reruns" \
+  executors_say 'sum(e["blocks"] for e in d["executors"]) == 8'
+# The agent on h3 gives up on the silent driver (exit 5, driver-lost); systemd restarts it.
+wait_for 60 "a restart of dockhand.service on h3 after the cut" \
+  unit_test h3 NRestarts -gt "$h3_restarts"
+say "h3's agent gave up on the silent driver; systemd restarted it"
+
+# ---- h2 leaves: systemctl kill --kill-whom=main --signal=SIGPWR dockhand -----------------------
+say "h2: systemctl kill --kill-whom=main --signal=SIGPWR dockhand"
+in_host h2 systemctl kill --kill-whom=main --signal=SIGPWR dockhand
+wait_for 30 "h2 decommissioning at the driver" \
+  executors_say '"h2" not in by_id or by_id["h2"]["state"] == "decommissioning"'
+say "opening the gate"
+touch "$root/gate"
+wait_for 90 "h2's dockhand.service to end" unit_test h2 ActiveState = inactive
+result="$(unit_show h2 Result) $(unit_show h2 ExecMainStatus) $(unit_show h2 NRestarts)"
+[ "$result" = "success 0 0" ] \
+  || fail "h2's unit: Result ExecMainStatus NRestarts = $result, expected success 0 0"
+# (Read whole first: with pipefail, grep -q closing the pipe early would fail journalctl.)
+h2_journal="$(in_host h2 journalctl --no-pager -u dockhand)"
+grep -q "Sent signal SIGPWR to main process" <<<"$h2_journal" \
+  || fail "h2's journal does not show systemd sending SIGPWR to the agent"
+grep -q "No running tasks, all blocks migrated" <<<"$h2_journal" \
+  || fail "h2's journal does not show its blocks migrated"
+say "h2 decommissioned and exited 0; systemd left it stopped"
+
+# ---- the job ends on h1 with the right sum ---------------------------------------------------
+wait_for 120 "the job's report" grep -q "^job hosts " "$root/driver.log"
+report="$(grep "^job hosts " "$root/driver.log")"
+echo "$report"
+[[ "$report" == *SUCCEEDED* ]] || fail "the job did not succeed"
+[[ "$report" == *sum=406* ]] || fail "the job's sum is not 406"
+if [ "$h3_blocks" -gt 0 ]; then
+  [[ "$report" =~ [1-9][0-9]*\ map\ tasks\ rerun\ for\ lost\ blocks ]] \
+    || fail "h3 held $h3_blocks blocks when cut off, yet no map ran again"
+fi
+grep -q "agent 'h3' lost" "$root/driver.log" || fail "the driver did not report h3 lost"
+grep -q "agent 'h2' finished decommissioning and left (0 block(s) still listed" "$root/driver.log" \
+  || fail "h2 left with blocks the driver still listed on it"
+
+# ---- h3's link comes back: its agent registers again ----------------------------------------
+say "h3's link comes back"
+ip -n "$ns_driver" link set "dh${id}h3" up
+wait_for 90 "h3 registered again" executors_say '"h3" in by_id'
+wait_for 30 "active dockhand.service on h3" unit_test h3 ActiveState = active
+say "h3 registered again, after $(($(unit_show h3 NRestarts) - h3_restarts)) restart(s) while cut off"
+
+# ---- the driver stops: the agents that are left exit 0 and stay stopped --------------------
+kill -TERM "$driver_pid"
+wait "$driver_pid" || true
+driver_pid=""
+for h in h1 h3; do
+  wait_for 30 "$h's dockhand.service to stop with the driver" \
+    unit_test "$h" ActiveState = inactive
+  [ "$(unit_show "$h" Result) $(unit_show "$h" ExecMainStatus)" = "success 0" ] \
+    || fail "$h's agent did not exit 0 when the driver stopped it"
+done
+say "OK"
