@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "tools"
-tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip)
+tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2 util-linux)
 missing=()
 for p in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
