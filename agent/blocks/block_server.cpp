@@ -150,7 +150,8 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       return get(request, response, id);
     }
     if (method == HTTPRequest::HTTP_PUT) return put(request, response, id);
-    notAllowed(response, "GET, HEAD, PUT");
+    if (method == HTTPRequest::HTTP_DELETE) return remove(response, id);
+    notAllowed(response, "GET, HEAD, PUT, DELETE");
   }
 
   // True when no signature is needed or the request's is valid; otherwise answers 401.
@@ -176,6 +177,19 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
   static void notAllowed(HTTPServerResponse& response, const std::string& allowed) {
     response.set("Allow", allowed);
     sendText(response, HTTPResponse::HTTP_METHOD_NOT_ALLOWED, "method not allowed; use " + allowed);
+  }
+
+  // DELETE: the block leaves this agent's store at once; its space is given back on the store's
+  // thread. The driver asks this of a result block once it has the bytes. The fallback store is
+  // not touched: it is shared by the agents and outlives each of them.
+  void remove(HTTPServerResponse& response, const std::string& id) {
+    if (!server_.store().removeLater(id)) {
+      return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "block " + id + " is not here");
+    }
+    log()->debug("block {} removed on request", id);
+    response.setStatus(HTTPResponse::HTTP_NO_CONTENT);
+    response.setContentLength(0);
+    response.send();
   }
 
   void get(HTTPServerRequest& request, HTTPServerResponse& response, const std::string& id) {

@@ -66,6 +66,11 @@ void DriverService::resultFetched(const std::string& agent_id, protocol::StatusU
   if (bytes) {
     const Json value = resultValue(*bytes);
     for (const auto& [key, text] : value.items()) update.result[key] = text;
+    {
+      // The fetcher removed the block on the agent once it had the bytes.
+      std::lock_guard lock(mutex_);
+      scheduler_.forgetBlock(update.result.at("block").get<std::string>(), agent_id);
+    }
   } else {
     logger("driver")->warn("task {} on '{}' finished, but its result cannot be had: {}",
                            update.task_id, agent_id, error);

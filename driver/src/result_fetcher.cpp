@@ -15,6 +15,7 @@
 #include <Poco/URI.h>
 #include <fmt/format.h>
 
+#include "dockhand/base/logging.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
@@ -22,45 +23,65 @@ std::string blockChecksum(std::string_view bytes) {
   return fmt::format("xxh64:{:016x}", XXH64(bytes.data(), bytes.size(), 0));
 }
 
+namespace {
+
+ResultFetchError fetchError(const ResultBlock& block, const std::string& why) {
+  return ResultFetchError(fmt::format("result block {} from {}: {}", block.id, block.url, why));
+}
+
+// Sends `method` for the block's URL (signed, over TLS as the options say) and returns the
+// session, from which the caller reads the response.
+std::unique_ptr<Poco::Net::HTTPClientSession> sendBlockRequest(const ResultBlock& block,
+                                                               const ResultFetchOptions& options,
+                                                               const std::string& method) {
+  Poco::URI uri(block.url);
+  const std::string scheme = options.tls ? "https" : "http";
+  if (uri.getScheme() != scheme || uri.getHost().empty()) {
+    throw fetchError(block, fmt::format("expected an {}://HOST:PORT/blocks/<id> URL{}", scheme,
+                                        options.tls ? " (this driver uses TLS)" : ""));
+  }
+  std::unique_ptr<Poco::Net::HTTPClientSession> session;
+  if (options.tls) {
+    session =
+        std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), options.tls);
+  } else {
+    session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
+  }
+  const auto ms = options.timeout.count();
+  session->setTimeout(
+      Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
+  Poco::Net::HTTPRequest request(method, uri.getPathEtc(), Poco::Net::HTTPMessage::HTTP_1_1);
+  if (options.signer) {
+    std::string header = options.signer(method, uri.getPath(), "");
+    if (!header.empty()) request.set("Authorization", header);
+  }
+  session->sendRequest(request);
+  return session;
+}
+
+// The start of an error answer's body, on one line.
+std::string errorBody(std::istream& in) {
+  std::string body(512, '\0');
+  in.read(body.data(), static_cast<std::streamsize>(body.size()));
+  body.resize(static_cast<std::size_t>(in.gcount()));
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+  return body;
+}
+
+}  // namespace
+
 std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions& options) {
-  auto fail = [&](const std::string& why) {
-    return ResultFetchError(fmt::format("result block {} from {}: {}", block.id, block.url, why));
-  };
+  auto fail = [&](const std::string& why) { return fetchError(block, why); };
   if (block.size > options.max_bytes) {
     throw fail(fmt::format("{} bytes is more than the driver takes (max_result_bytes {})",
                            block.size, options.max_bytes));
   }
   try {
-    Poco::URI uri(block.url);
-    const std::string scheme = options.tls ? "https" : "http";
-    if (uri.getScheme() != scheme || uri.getHost().empty()) {
-      throw fail(fmt::format("expected an {}://HOST:PORT/blocks/<id> URL{}", scheme,
-                             options.tls ? " (this driver uses TLS)" : ""));
-    }
-    std::unique_ptr<Poco::Net::HTTPClientSession> session;
-    if (options.tls) {
-      session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(),
-                                                                options.tls);
-    } else {
-      session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
-    }
-    const auto ms = options.timeout.count();
-    session->setTimeout(
-        Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
-    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
-                                   Poco::Net::HTTPMessage::HTTP_1_1);
-    if (options.signer) {
-      std::string header = options.signer(Poco::Net::HTTPRequest::HTTP_GET, uri.getPath(), "");
-      if (!header.empty()) request.set("Authorization", header);
-    }
-    session->sendRequest(request);
+    auto session = sendBlockRequest(block, options, Poco::Net::HTTPRequest::HTTP_GET);
     Poco::Net::HTTPResponse response;
     std::istream& in = session->receiveResponse(response);
     if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) {
-      std::string body(512, '\0');
-      in.read(body.data(), static_cast<std::streamsize>(body.size()));
-      body.resize(static_cast<std::size_t>(in.gcount()));
-      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+      const std::string body = errorBody(in);
       throw fail(fmt::format("HTTP {} {}{}", static_cast<int>(response.getStatus()),
                              response.getReason(), body.empty() ? "" : ": " + body));
     }
@@ -94,6 +115,30 @@ std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions&
     throw fail(e.displayText());
   } catch (const std::exception& e) {
     throw fail(e.what());
+  }
+}
+
+void removeResultBlock(const ResultBlock& block, const ResultFetchOptions& options) {
+  try {
+    auto session = sendBlockRequest(block, options, Poco::Net::HTTPRequest::HTTP_DELETE);
+    Poco::Net::HTTPResponse response;
+    std::istream& in = session->receiveResponse(response);
+    const auto status = response.getStatus();
+    // 404: already gone (removed by an earlier request, or migrated away): nothing to do.
+    if (status != Poco::Net::HTTPResponse::HTTP_NO_CONTENT &&
+        status != Poco::Net::HTTPResponse::HTTP_NOT_FOUND) {
+      const std::string body = errorBody(in);
+      throw fetchError(block, fmt::format("DELETE: HTTP {} {}{}", static_cast<int>(status),
+                                          response.getReason(), body.empty() ? "" : ": " + body));
+    }
+  } catch (const ResultFetchError&) {
+    throw;
+  } catch (const Poco::Net::SSLException& e) {
+    throw fetchError(block, "DELETE: TLS: " + tls::explainFailure(e));
+  } catch (const Poco::Exception& e) {
+    throw fetchError(block, "DELETE: " + e.displayText());
+  } catch (const std::exception& e) {
+    throw fetchError(block, std::string("DELETE: ") + e.what());
   }
 }
 
@@ -195,6 +240,17 @@ void ResultFetcher::work() {
       bytes = fetchResultBlock(request.block, options_);
     } catch (const std::exception& e) {
       error = e.what();
+    }
+    if (bytes) {
+      // The driver has the bytes: the block is of no more use on the agent (Spark's driver
+      // removes an indirect result's block once fetched, too). A failure costs disk space only.
+      try {
+        removeResultBlock(request.block, options_);
+        logger("driver")->debug("result block {} removed from {}", request.block.id,
+                                request.block.url);
+      } catch (const std::exception& e) {
+        logger("driver")->warn("{} (the block stays on the agent)", e.what());
+      }
     }
     try {
       request.done(bytes, error);

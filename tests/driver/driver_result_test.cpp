@@ -25,7 +25,7 @@ namespace {
 
 using driver_protocol_fixture::Client;
 
-// Serves GET /blocks/<id> from a map; counts requests.
+// Serves GET /blocks/<id> from a map and takes DELETE /blocks/<id> out of it; counts requests.
 class FakeBlockServer {
  public:
   FakeBlockServer() {
@@ -46,6 +46,14 @@ class FakeBlockServer {
     std::lock_guard lock(mutex_);
     return requests_;
   }
+  int deletes() const {
+    std::lock_guard lock(mutex_);
+    return deletes_;
+  }
+  bool has(const std::string& id) const {
+    std::lock_guard lock(mutex_);
+    return blocks_.count(id) != 0;
+  }
 
  private:
   class Handler : public Poco::Net::HTTPRequestHandler {
@@ -55,20 +63,28 @@ class FakeBlockServer {
                        Poco::Net::HTTPServerResponse& response) override {
       std::string body;
       bool found = false;
+      const bool remove = request.getMethod() == Poco::Net::HTTPRequest::HTTP_DELETE;
       {
         std::lock_guard lock(owner_.mutex_);
         ++owner_.requests_;
+        if (remove) ++owner_.deletes_;
         const std::string prefix = "/blocks/";
         const std::string& uri = request.getURI();
         if (uri.rfind(prefix, 0) == 0) {
           auto it = owner_.blocks_.find(uri.substr(prefix.size()));
           found = it != owner_.blocks_.end();
-          if (found) body = it->second;
+          if (found && remove) {
+            owner_.blocks_.erase(it);
+          } else if (found) {
+            body = it->second;
+          }
         }
       }
       if (!found) {
         response.setStatus(Poco::Net::HTTPResponse::HTTP_NOT_FOUND);
         body = "no such block";
+      } else if (remove) {
+        response.setStatus(Poco::Net::HTTPResponse::HTTP_NO_CONTENT);
       }
       response.setContentLength64(static_cast<Poco::Int64>(body.size()));
       response.send() << body;
@@ -94,6 +110,7 @@ class FakeBlockServer {
   mutable std::mutex mutex_;
   std::map<std::string, std::string> blocks_;
   int requests_ = 0;
+  int deletes_ = 0;
 };
 
 JobSpec oneLibraryTask(int max_attempts) {
@@ -192,7 +209,10 @@ TEST_F(DriverResultTest, FetchesAResultBlockAndTakesItsBytesAsTheValue) {
   EXPECT_EQ(t.result["value"], bytes);
   EXPECT_EQ(t.result["block"], block);
   EXPECT_EQ(t.result["bytes"], bytes.size());
-  EXPECT_EQ(blocks_.requests(), 1);
+  // One GET, then the block is removed on the agent: the driver has its bytes.
+  EXPECT_EQ(blocks_.requests(), 2);
+  EXPECT_EQ(blocks_.deletes(), 1);
+  EXPECT_FALSE(blocks_.has(block));
   SumResult sum = sumResults({t});
   EXPECT_EQ(sum.sum, 406);
 }

@@ -139,6 +139,9 @@ TEST_F(JobLibraryTest, ALargeResultTravelsAsABlockTheDriverFetches) {
   EXPECT_NE(out_.find("job large SUCCEEDED"), std::string::npos) << out_;
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
   EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  // Once fetched, the block is removed from its agent (signed and over TLS as the GET was).
+  EXPECT_NE(out_.find("_result removed from http"), std::string::npos) << out_;
+  EXPECT_EQ(out_.find("the block stays on the agent"), std::string::npos) << out_;
   EXPECT_NE(out_.find("(200000 bytes)"), std::string::npos) << out_;
 }
 
@@ -154,6 +157,9 @@ TEST_F(JobLibraryTest, ALargeResultIsFetchedWithASignedRequestWhenTheClusterHasA
             0)
       << out_;
   EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  // Once fetched, the block is removed from its agent (signed and over TLS as the GET was).
+  EXPECT_NE(out_.find("_result removed from http"), std::string::npos) << out_;
+  EXPECT_EQ(out_.find("the block stays on the agent"), std::string::npos) << out_;
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
 }
 
@@ -170,6 +176,9 @@ TEST_F(JobLibraryTest, ALargeResultIsFetchedOverTlsWhenTheClusterUsesIt) {
             0)
       << out_;
   EXPECT_NE(out_.find("fetching its result, block task_"), std::string::npos) << out_;
+  // Once fetched, the block is removed from its agent (signed and over TLS as the GET was).
+  EXPECT_NE(out_.find("_result removed from http"), std::string::npos) << out_;
+  EXPECT_EQ(out_.find("the block stays on the agent"), std::string::npos) << out_;
   EXPECT_NE(out_.find("from https://127.0.0.1:"), std::string::npos) << out_;
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
 }

@@ -329,6 +329,29 @@ TEST_F(BlockServerTest, MissingBlockComesFromTheFallbackDirectory) {
   EXPECT_EQ(got.body, "from fallback");
 }
 
+TEST_F(BlockServerTest, DeleteRemovesTheBlockFromTheStoreButNotFromTheFallback) {
+  ASSERT_EQ(put("task_7_result", "the result").status, 201);
+  Reply removed = request(HTTPRequest::HTTP_DELETE, "/blocks/task_7_result");
+  EXPECT_EQ(removed.status, 204) << removed.body;
+  EXPECT_TRUE(removed.body.empty());
+  EXPECT_FALSE(store->find("task_7_result").has_value());
+  EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/blocks/task_7_result").status, 404);
+  // A second DELETE finds nothing.
+  Reply again = request(HTTPRequest::HTTP_DELETE, "/blocks/task_7_result");
+  EXPECT_EQ(again.status, 404);
+  EXPECT_NE(again.body.find("not here"), std::string::npos) << again.body;
+  // The shared fallback store is served, never emptied through one agent.
+  std::ofstream(root / "fallback" / "rdd_4_4") << "kept";
+  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/rdd_4_4").status, 404);
+  EXPECT_TRUE(fs::exists(root / "fallback" / "rdd_4_4"));
+  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/not-a-block").status, 400);
+  Reply post = request(HTTPRequest::HTTP_POST, "/blocks/rdd_4_4");
+  EXPECT_EQ(post.status, 405);
+  EXPECT_EQ(post.headers["Allow"], "GET, HEAD, PUT, DELETE");
+  // The id can be written again.
+  EXPECT_EQ(put("task_7_result", "the result").status, 201);
+}
+
 TEST_F(BlockServerTest, HealthAndStatus) {
   Reply health = request(HTTPRequest::HTTP_GET, "/healthz");
   EXPECT_EQ(health.status, 200);
@@ -337,7 +360,7 @@ TEST_F(BlockServerTest, HealthAndStatus) {
   EXPECT_EQ(status.status, 200);
   EXPECT_EQ(nlohmann::json::parse(status.body)["state"], "running");
   EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/nothing").status, 404);
-  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/rdd_1_1").status, 405);
+  EXPECT_EQ(request(HTTPRequest::HTTP_PATCH, "/blocks/rdd_1_1").status, 405);
 }
 
 TEST_F(BlockServerTest, MetricsAreTheProvidersText) {
@@ -412,6 +435,22 @@ TEST_F(AuthBlockServerTest, RefusesUnsignedAndWronglySignedPutAndGet) {
   EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/v1/status").status, 200);
   // As do the metrics.
   EXPECT_EQ(request(HTTPRequest::HTTP_GET, "/metrics").status, 200);
+}
+
+TEST_F(AuthBlockServerTest, DeleteNeedsASignatureForDelete) {
+  ASSERT_EQ(signedPut("task_9_result", "bytes").status, 201);
+  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/task_9_result").status, 401);
+  // A GET's signature does not remove anything.
+  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/task_9_result", "",
+                    {{"Authorization", sign("GET", "/blocks/task_9_result")}})
+                .status,
+            401);
+  EXPECT_TRUE(store->find("task_9_result").has_value());
+  EXPECT_EQ(request(HTTPRequest::HTTP_DELETE, "/blocks/task_9_result", "",
+                    {{"Authorization", sign("DELETE", "/blocks/task_9_result")}})
+                .status,
+            204);
+  EXPECT_FALSE(store->find("task_9_result").has_value());
 }
 
 TEST_F(AuthBlockServerTest, RefusesAReplayedRequest) {

@@ -4,8 +4,9 @@
 // {"block": "task_<id>_result", "bytes": N, ...}: its agent stored the bytes as a block and
 // reported it (UpdateBlockInfo) before FINISHED. The DriverService hands each such result to
 // a ResultFetcher, which GETs the block from the agent's block server (signed when the cluster
-// has a secret, over TLS when it has TLS), checks its size and xxh64 checksum, and calls back
-// with the bytes or with why it could not.
+// has a secret, over TLS when it has TLS), checks its size and xxh64 checksum, DELETEs the
+// block on the agent once it has the bytes, and calls back with the bytes or with why it could
+// not.
 //
 // Threads: fetch() only queues; a few fetch threads, started at the first fetch, run the
 // requests in order and call `done` on their own thread (never under the caller's locks), so
@@ -58,6 +59,10 @@ class ResultFetchError : public std::runtime_error {
 // GETs the block into memory and checks its size and checksum. Blocking. Throws
 // ResultFetchError "result block <id> from <url>: <why>".
 std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions& options);
+
+// DELETEs the block on its agent once its bytes are had (an agent that no longer has it is
+// fine). Blocking. Throws ResultFetchError "result block <id> from <url>: DELETE: <why>".
+void removeResultBlock(const ResultBlock& block, const ResultFetchOptions& options);
 
 // The "value" of a result's bytes: {"value": text} when they are UTF-8, else
 // {"value_base64": base64} (as the library runner reports small results).

@@ -202,6 +202,11 @@ class Scheduler {
   // rerun a producer whose block is gone.
   void updateBlocks(const std::string& agent_id, const protocol::UpdateBlockInfo& update,
                     TimePoint now, Actions& out);
+  // `holder` no longer has block `id` because the driver removed it there (a result block it
+  // fetched): unlike a loss, nothing runs again for it.
+  void forgetBlock(const std::string& id, const std::string& holder) {
+    blocks_.removeHolder(id, holder);
+  }
   // Where each block lives (blocks().heldBy(id): how many `id` holds).
   const BlockMap& blocks() const { return blocks_; }
 
