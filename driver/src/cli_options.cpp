@@ -42,6 +42,7 @@ run options:
   --quiet              print only the summary line
   --log-level LEVEL    driver log level on stderr (default warn)
   --log-format FORMAT  text (default) or json: one JSON object per log line on stderr
+                       (also given to the local agents)
   --auth-secret-file F require agents to prove the cluster secret in F (mode 0600; also
                        given to the local agents); overrides the config's auth_secret_file
 
@@ -161,6 +162,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
       }
     } else if (arg == "--log-format") {
       o.log_format = value();
+      o.log_format_given = true;
       if (!parseLogFormat(o.log_format)) {
         throw UsageError(
             fmt::format("--log-format: unknown format '{}' (text or json)", o.log_format));

@@ -141,6 +141,9 @@ int runCommand(const CliOptions& o) {
   agent_options.count = o.local_agents;
   agent_options.cores = o.cores;
   agent_options.base_dir = work.path();
+  // The driver's --log-format goes to its agents too (one format in one run's logs); without it
+  // they follow --agent-config.
+  if (o.log_format_given) agent_options.log_format = o.log_format;
   agent_options.config_file = o.agent_config.empty() ? "" : fs::absolute(o.agent_config).string();
   agent_options.auth_secret_file =
       config.auth_secret_file.empty() ? "" : fs::absolute(config.auth_secret_file).string();

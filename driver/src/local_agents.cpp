@@ -54,6 +54,9 @@ void LocalAgents::start() {
     if (!options_.auth_secret_file.empty()) {
       args.insert(args.end(), {"--auth-secret-file", options_.auth_secret_file});
     }
+    if (!options_.log_format.empty()) {
+      args.insert(args.end(), {"--log-format", options_.log_format});
+    }
     std::vector<char*> argv;
     argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());

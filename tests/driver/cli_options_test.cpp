@@ -95,6 +95,8 @@ TEST(CliOptionsTest, BadValuesAreUsageErrors) {
 
 TEST(CliOptionsTest, LogFormatIsTextUnlessAsked) {
   EXPECT_EQ(parse({"serve"}).log_format, "text");
+  EXPECT_FALSE(parse({"serve"}).log_format_given);
+  EXPECT_TRUE(parse({"run", "job.json", "--log-format", "text"}).log_format_given);
   EXPECT_EQ(parse({"serve", "--log-format", "json"}).log_format, "json");
   EXPECT_EQ(parse({"run", "job.json", "--log-format=JSON"}).log_format, "JSON");
 }

@@ -208,6 +208,32 @@ TEST_F(TaskLogsTest, LogsNeedTheClustersSignatureWhenItAuthenticates) {
   EXPECT_EQ(httpGet(driver.agentBlockUrl() + "/v1/status").status, 200);
 }
 
+// `run --log-format json`: the local agents log JSON lines too.
+TEST_F(TaskLogsTest, RunGivesItsLocalAgentsItsLogFormat) {
+  ChildProcess run(
+      {driverBinary(), "run",
+       (fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "wordcount" / "job.json").string(),
+       "--local-agents", "1", "--timeout", "60", "--log-format", "json", "--keep-work-dirs"},
+      (dir.path() / "run.log").string());
+  ASSERT_EQ(run.waitExit(90s), 0) << run.output();
+  const std::string marker = "work dirs kept in ";
+  const auto at = run.output().find(marker);
+  ASSERT_NE(at, std::string::npos) << run.output();
+  std::string kept = run.output().substr(at + marker.size());
+  kept = kept.substr(0, kept.find('\n'));
+  const std::string log = readFile(fs::path(kept) / "agent-1.log");
+  int lines = 0;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    const json parsed = json::parse(line, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << "not JSON: " << line;
+    EXPECT_EQ(parsed.value("executor_id", ""), "agent-1") << line;
+  }
+  EXPECT_GT(lines, 0) << log;
+  fs::remove_all(kept);
+}
+
 // The real driver: a failed task's line in the report names its stdout URL, which serves what
 // the task printed. The agent logs JSON lines: every line parses, and the task's lines carry
 // its id.

@@ -42,6 +42,7 @@ struct CliOptions {
   bool quiet = false;
   std::string log_level;
   std::string log_format = "text";  // --log-format: text or json
+  bool log_format_given = false;    // run: the local agents get --log-format too
   std::string agent_config;
   std::string auth_secret_file;
   std::string decommission_id;  // run: agent to decommission; decommission: the executor

@@ -19,6 +19,7 @@ struct LocalAgentOptions {
   int cores = 2;
   std::string base_dir;  // work dirs and logs go here
   std::string log_level = "info";
+  std::string log_format;        // passed as --log-format when not empty (else the config's)
   std::string tls_config_file;   // passed as --config first when not empty (the tls section)
   std::string config_file;       // passed as --config when not empty (after tls_config_file)
   std::string auth_secret_file;  // passed as --auth-secret-file when not empty
