@@ -23,6 +23,11 @@ commands:
                            ask a running driver to decommission one of its agents (over
                            https:// when FILE's tls section is on; signed with the cluster
                            secret when the driver authenticates)
+  fetch URL [--config FILE] [--auth-secret-file F]
+                           GET a URL of the cluster (a task's log, an agent's log, a block,
+                           the control API) to stdout, signed with the cluster secret and
+                           over https:// as FILE says: what curl cannot do when the cluster
+                           authenticates
 
 run options:
   --local-agents N     agents to start on this machine (default 2; 0: only external agents)
@@ -51,9 +56,11 @@ serve options:
   --log-format FORMAT, --auth-secret-file F
 
 exit codes:
-  0    the job succeeded (serve: stopped by a signal; decommission: accepted)
+  0    the job succeeded (serve: stopped by a signal; decommission: accepted;
+       fetch: a 2xx answer, its body on stdout)
   1    the job failed, timed out, or could not run (agents did not register);
-       decommission: no such executor, or the driver cannot be reached
+       decommission: no such executor, or the driver cannot be reached;
+       fetch: another answer (said on stderr) or no answer
   2    a config or job file is invalid, or the agent program is missing
   64   unknown option or bad option value
   130  run: interrupted by SIGINT/SIGTERM
@@ -174,7 +181,9 @@ CliOptions parseCliArgs(int argc, char** argv) {
     }
   }
   if (o.help || o.version) return o;
-  if (positional.empty()) throw UsageError("missing command (run, serve or decommission)");
+  if (positional.empty()) {
+    throw UsageError("missing command (run, serve, decommission or fetch)");
+  }
   o.command = positional[0];
   auto reject_options = [&](std::initializer_list<const char*> options, const char* owner) {
     for (const auto& arg : args) {
@@ -208,9 +217,17 @@ CliOptions parseCliArgs(int argc, char** argv) {
                     "--keep-work-dirs", "--agent-config", "--decommission",
                     "--decommission-after-ms", "--listen", "--port-file", "--linger"},
                    "run or serve");
+  } else if (o.command == "fetch") {
+    if (positional.size() != 2) throw UsageError("fetch takes exactly one URL");
+    o.fetch_url = positional[1];
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                    "--keep-work-dirs", "--agent-config", "--decommission",
+                    "--decommission-after-ms", "--listen", "--port-file", "--linger", "--quiet"},
+                   "run or serve");
+    reject_options({"--driver", "--reason"}, "decommission");
   } else {
-    throw UsageError(
-        fmt::format("unknown command '{}' (expected run, serve or decommission)", o.command));
+    throw UsageError(fmt::format(
+        "unknown command '{}' (expected run, serve, decommission or fetch)", o.command));
   }
   return o;
 }

@@ -102,17 +102,31 @@ TEST(CliOptionsTest, LogFormatIsTextUnlessAsked) {
 }
 
 TEST(CliOptionsTest, MissingOrUnknownCommand) {
-  EXPECT_EQ(usageErrorOf({}), "missing command (run, serve or decommission)");
+  EXPECT_EQ(usageErrorOf({}), "missing command (run, serve, decommission or fetch)");
   EXPECT_EQ(usageErrorOf({"launch"}),
-            "unknown command 'launch' (expected run, serve or decommission)");
+            "unknown command 'launch' (expected run, serve, decommission or fetch)");
   EXPECT_EQ(usageErrorOf({"run"}), "run takes exactly one job file");
   EXPECT_EQ(usageErrorOf({"serve", "extra"}), "serve takes no arguments");
+}
+
+TEST(CliOptionsTest, FetchTakesOneUrlAndTheClustersSettings) {
+  const CliOptions o = parse({"fetch", "http://10.0.0.7:7337/v1/logs/agent/stderr", "--config",
+                              "driver.json", "--auth-secret-file", "secret"});
+  EXPECT_EQ(o.command, "fetch");
+  EXPECT_EQ(o.fetch_url, "http://10.0.0.7:7337/v1/logs/agent/stderr");
+  EXPECT_EQ(o.config_file, "driver.json");
+  EXPECT_EQ(o.auth_secret_file, "secret");
+  EXPECT_EQ(usageErrorOf({"fetch"}), "fetch takes exactly one URL");
+  EXPECT_EQ(usageErrorOf({"fetch", "http://a:1/x", "http://b:2/y"}), "fetch takes exactly one URL");
+  EXPECT_EQ(usageErrorOf({"fetch", "http://a:1/x", "--local-agents", "2"}),
+            "--local-agents is an option of run or serve, not fetch");
 }
 
 TEST(CliOptionsTest, UsageNamesEveryCommand) {
   const std::string usage(cliUsage());
   EXPECT_EQ(usage.rfind("usage: dockhand-driver", 0), 0u);
-  for (const char* command : {"run JOB.json", "serve [options]", "decommission EXECUTOR_ID"}) {
+  for (const char* command :
+       {"run JOB.json", "serve [options]", "decommission EXECUTOR_ID", "fetch URL"}) {
     EXPECT_NE(usage.find(command), std::string::npos) << command;
   }
 }

@@ -206,6 +206,21 @@ TEST_F(TaskLogsTest, LogsNeedTheClustersSignatureWhenItAuthenticates) {
   EXPECT_EQ(signed_reply.body, "signed\n");
   // /v1/status stays open.
   EXPECT_EQ(httpGet(driver.agentBlockUrl() + "/v1/status").status, 200);
+
+  // What a person runs: `dockhand-driver fetch URL` signs with the secret it is given.
+  ChildProcess fetch(
+      {driverBinary(), "fetch", url + "?start=-7", "--auth-secret-file", secret.string()},
+      (dir.path() / "fetch.out").string());
+  EXPECT_EQ(fetch.waitExit(30s), 0) << fetch.output();
+  EXPECT_EQ(fetch.output(), "signed\n");
+  // Without it: the server's refusal and what to do about it, exit 1.
+  ChildProcess refused({driverBinary(), "fetch", url}, (dir.path() / "refused.out").string());
+  EXPECT_EQ(refused.waitExit(30s), 1) << refused.output();
+  EXPECT_THAT(refused.output(), HasSubstr("HTTP 401"));
+  EXPECT_THAT(refused.output(), HasSubstr("give --auth-secret-file"));
+  // Not a URL of the cluster at all.
+  ChildProcess bad({driverBinary(), "fetch", "ftp://host/x"}, (dir.path() / "bad.out").string());
+  EXPECT_EQ(bad.waitExit(30s), 64) << bad.output();
 }
 
 // `run --log-format json`: the local agents log JSON lines too.

@@ -27,5 +27,6 @@ int runCli(int argc, char** argv);
 int runCommand(const CliOptions& options);           // cli_run.cpp
 int serveCommand(const CliOptions& options);         // cli_serve.cpp
 int decommissionCommand(const CliOptions& options);  // cli_decommission.cpp
+int fetchCommand(const CliOptions& options);         // cli_fetch.cpp
 
 }  // namespace dockhand::driver

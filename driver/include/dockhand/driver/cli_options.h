@@ -47,8 +47,9 @@ struct CliOptions {
   std::string auth_secret_file;
   std::string decommission_id;  // run: agent to decommission; decommission: the executor
   long decommission_after_ms = 0;
-  long linger_s = 0;   // run: keep serving this long after the report
-  std::string driver;  // decommission: HOST:PORT
+  long linger_s = 0;      // run: keep serving this long after the report
+  std::string driver;     // decommission: HOST:PORT
+  std::string fetch_url;  // fetch: the URL
   std::string reason = "dockhand-driver decommission";
   bool help = false;
   bool version = false;
