@@ -170,7 +170,8 @@ Json DriverService::clusterJson() const {
                      {"executor_id", t.agent_id},
                      {"attempts", t.launches},
                      {"duration_ms", std::move(duration)},
-                     {"reason", t.reason}});
+                     {"reason", t.reason},
+                     {"log_urls", t.log_urls}});
   }
   const Progress progress = scheduler_.progress();
   Json job = nullptr;

@@ -111,6 +111,14 @@
     return cell;
   }
 
+  // The latest attempt's logs, where its agent serves them (signed like blocks when the cluster
+  // authenticates: a browser then gets 401, and `dockhand-driver fetch URL` reads them).
+  function taskLinksCell(task) {
+    const cell = el('td', {className: 'links'});
+    for (const [name, url] of Object.entries(task.log_urls || {})) cell.append(link(url, name));
+    return cell;
+  }
+
   function renderAgents(data) {
     const rows = (data.executors || []).map((a) =>
       el('tr', {dataset: {executor: String(a.executor_id), state: String(a.state)}},
@@ -150,7 +158,7 @@
          el('td', {}, String(t.name)), el('td', {className: 'state-' + t.state}, String(t.state)),
          el('td', {className: 'num'}, t.task_id || ''), el('td', {}, String(t.executor_id || '')),
          el('td', {className: 'num'}, t.attempts), el('td', {className: 'num'}, duration(t.duration_ms)),
-         el('td', {}, String(t.reason || ''))));
+         el('td', {}, String(t.reason || '')), taskLinksCell(t)));
     body.replaceChildren(...rows);
     const omitted = Number(job.tasks_omitted) || 0;
     note.textContent = omitted > 0

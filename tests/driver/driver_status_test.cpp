@@ -140,6 +140,7 @@ TEST(ClusterJsonTest, ListsAtMostAThousandTasksAndSaysHowManyItLeftOut) {
   EXPECT_EQ(listed[0]["name"], "t-0");
   EXPECT_EQ(listed[0]["state"], "PENDING");
   EXPECT_TRUE(listed[0]["duration_ms"].is_null());
+  EXPECT_EQ(listed[0]["log_urls"], Json::object()) << "no attempt, no logs";
   EXPECT_EQ(listed[999]["name"], "t-999");
   EXPECT_TRUE(cluster["executors"].empty());
 }

@@ -14,6 +14,7 @@ Exit 0: passed; 1: failed; 77: skipped (Chromium, chromedriver or python3-seleni
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -105,7 +106,8 @@ const agents = Array.from(document.querySelectorAll('#agents tbody tr')).map((tr
           text: tr.textContent};
 });
 const tasks = Array.from(document.querySelectorAll('#tasks tbody tr')).map(
-    (tr) => ({name: tr.cells[0].textContent, state: tr.dataset.state}));
+    (tr) => ({name: tr.cells[0].textContent, state: tr.dataset.state,
+              links: Array.from(tr.querySelectorAll('.links a')).map((a) => [a.textContent, a.href])}));
 return {agents: agents, tasks: tasks,
         job: document.getElementById('job-summary').dataset.state || '',
         error: document.getElementById('error').textContent,
@@ -157,6 +159,13 @@ def check_job_and_decommission(args, browser, work):
                 raise Failure(f'{agent["id"]}: wrong stdout log link in {agent["links"]}')
             if 'stderr' in links:
                 raise Failure(f'{agent["id"]}: a javascript: URL became a link')
+        # Each task that ran links to its own output on its agent's block server.
+        for task in page['tasks']:
+            if task['state'] != 'FINISHED':
+                continue
+            links = dict(task['links'])
+            if not re.search(r'/v1/tasks/\d+/logs/stdout$', links.get('stdout', '')):
+                raise Failure(f'task {task["name"]}: no stdout log link in {task["links"]}')
         if page['injected'] != 0:
             raise Failure('markup from a task name became an element')
         if not any(t['name'] == TASK_WITH_MARKUP for t in page['tasks']):
