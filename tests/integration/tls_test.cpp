@@ -122,6 +122,19 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
   const std::string block_url = state["executors"][0]["block_url"].get<std::string>();
   EXPECT_EQ(block_url.rfind("https://127.0.0.1:", 0), 0u) << state;
 
+  // `dockhand-driver fetch` reads an https:// URL with a config's tls section (its CA), and
+  // says what it needs without one.
+  ChildProcess fetch({driverBinary(), "fetch", block_url + "/v1/status", "--config",
+                      (dir.path() / "driver.json").string()},
+                     (dir.path() / "fetch.log").string());
+  EXPECT_EQ(fetch.waitExit(15s), 0) << fetch.output();
+  EXPECT_TRUE(contains(fetch.output(), "\"executor_id\": \"a1\"")) << fetch.output();
+  ChildProcess no_tls({driverBinary(), "fetch", block_url + "/v1/status"},
+                      (dir.path() / "fetch-no-tls.log").string());
+  EXPECT_EQ(no_tls.waitExit(15s), 2) << no_tls.output();
+  EXPECT_TRUE(contains(no_tls.output(), "give --config FILE with the cluster's tls section"))
+      << no_tls.output();
+
   // `dockhand-driver decommission` reaches the https:// control API with the driver's config
   // (its tls section), and not without it.
   const std::string at = "127.0.0.1:" + std::to_string(port_);
