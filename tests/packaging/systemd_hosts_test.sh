@@ -10,7 +10,8 @@
 #   * one host leaves with `systemctl kill --kill-whom=main --signal=SIGPWR dockhand`: it
 #     decommissions (its running task finishes, its blocks move to the peer that stays), exits 0
 #     and systemd does not restart it.
-# The job must end with the right sum. docs/operations.md ("systemd on many hosts") is the
+# The job must end with the right sum. Then the last host shuts its agent down with `systemctl
+# stop` under the recipe's KillSignal=SIGPWR drop-in: its blocks move to the host that came back. docs/operations.md ("systemd on many hosts") is the
 # recipe this follows.
 #
 # Usage (root, with the dockhand package installed): tests/packaging/systemd_hosts_test.sh
@@ -18,7 +19,7 @@
 # the reason); anything else: failed.
 set -euo pipefail
 
-hosts=(h1 h2 h3)          # h2 leaves by SIGPWR, h3 is cut off, h1 stays
+hosts=(h1 h2 h3)
 subnet=10.231.7
 driver_ip=$subnet.1
 driver_port=7077
@@ -330,70 +331,91 @@ say "all agents active: $(executors '{k: e["host"] for k, e in by_id.items()}')"
 # ---- the maps' blocks are on the hosts; the gate holds the reduces ---------------------------
 wait_for 60 "8 map blocks registered" executors_say 'sum(e["blocks"] for e in d["executors"]) == 8'
 say "blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
-h3_blocks="$(executors 'by_id["h3"]["blocks"]')"
-h3_restarts="$(unit_show h3 NRestarts)"
+# Roles by where the maps' blocks landed: the host holding the most is cut off (its maps must
+# run again), the next leaves by SIGPWR, the last stays.
+read -r cut leaver stay <<<"$(executors \
+  '" ".join(sorted(by_id, key=lambda k: (-by_id[k]["blocks"], k)))')"
+say "roles: $cut is cut off, $leaver leaves by SIGPWR, $stay stays"
+cut_blocks="$(executors "by_id['$cut']['blocks']")"
+cut_restarts="$(unit_show "$cut" NRestarts)"
 
-# ---- h3 is cut off --------------------------------------------------------------------------
-say "cutting h3 off (its link on the bridge goes down)"
-ip -n "$ns_driver" link set "dh${id}h3" down
-wait_for 30 "loss of h3 at the driver" executors_say '"h3" not in by_id'
-say "the driver dropped h3; blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
-# The maps whose blocks lived only on h3 run again on the hosts that are left.
+# ---- the cut: its link goes down ---------------------------------------------------------
+say "cutting $cut off (its link on the bridge goes down)"
+ip -n "$ns_driver" link set "dh${id}$cut" down
+wait_for 30 "loss of $cut at the driver" executors_say "'$cut' not in by_id"
+say "the driver dropped $cut; blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
+# The maps whose blocks lived only on $cut run again on the hosts that are left.
 wait_for 60 "8 map blocks after the reruns" \
   executors_say 'sum(e["blocks"] for e in d["executors"]) == 8'
-# The agent on h3 gives up on the silent driver (exit 5, driver-lost); systemd restarts it.
-wait_for 60 "a restart of dockhand.service on h3 after the cut" \
-  unit_test h3 NRestarts -gt "$h3_restarts"
-say "h3's agent gave up on the silent driver; systemd restarted it"
+# The agent on $cut gives up on the silent driver (exit 5, driver-lost); systemd restarts it.
+wait_for 60 "a restart of dockhand.service on $cut after the cut" \
+  unit_test "$cut" NRestarts -gt "$cut_restarts"
+say "$cut's agent gave up on the silent driver; systemd restarted it"
 
-# ---- h2 leaves: systemctl kill --kill-whom=main --signal=SIGPWR dockhand -----------------------
-say "h2: systemctl kill --kill-whom=main --signal=SIGPWR dockhand"
-in_host h2 systemctl kill --kill-whom=main --signal=SIGPWR dockhand
-wait_for 30 "h2 decommissioning at the driver" \
-  executors_say '"h2" not in by_id or by_id["h2"]["state"] == "decommissioning"'
+# ---- the leaver leaves: systemctl kill --kill-whom=main --signal=SIGPWR dockhand
+say "$leaver: systemctl kill --kill-whom=main --signal=SIGPWR dockhand"
+in_host "$leaver" systemctl kill --kill-whom=main --signal=SIGPWR dockhand
+wait_for 30 "$leaver decommissioning at the driver" \
+  executors_say "'$leaver' not in by_id or by_id['$leaver']['state'] == 'decommissioning'"
 say "opening the gate"
 touch "$root/gate"
-wait_for 90 "h2's dockhand.service to end" unit_test h2 ActiveState = inactive
-result="$(unit_show h2 Result) $(unit_show h2 ExecMainStatus) $(unit_show h2 NRestarts)"
+wait_for 90 "$leaver's dockhand.service to end" unit_test "$leaver" ActiveState = inactive
+result="$(unit_show "$leaver" Result) $(unit_show "$leaver" ExecMainStatus) $(unit_show "$leaver" NRestarts)"
 [ "$result" = "success 0 0" ] \
-  || fail "h2's unit: Result ExecMainStatus NRestarts = $result, expected success 0 0"
+  || fail "$leaver's unit: Result ExecMainStatus NRestarts = $result, expected success 0 0"
 # (Read whole first: with pipefail, grep -q closing the pipe early would fail journalctl.)
-h2_journal="$(in_host h2 journalctl --no-pager -u dockhand)"
-grep -q "Sent signal SIGPWR to main process" <<<"$h2_journal" \
-  || fail "h2's journal does not show systemd sending SIGPWR to the agent"
-grep -q "No running tasks, all blocks migrated" <<<"$h2_journal" \
-  || fail "h2's journal does not show its blocks migrated"
-say "h2 decommissioned and exited 0; systemd left it stopped"
+leaver_journal="$(in_host "$leaver" journalctl --no-pager -u dockhand)"
+grep -q "Sent signal SIGPWR to main process" <<<"$leaver_journal" \
+  || fail "$leaver's journal does not show systemd sending SIGPWR to the agent"
+grep -q "No running tasks, all blocks migrated" <<<"$leaver_journal" \
+  || fail "$leaver's journal does not show its blocks migrated"
+say "$leaver decommissioned and exited 0; systemd left it stopped"
 
-# ---- the job ends on h1 with the right sum ---------------------------------------------------
+# ---- the job ends on the host that stays, with the right sum -------------------------------
 wait_for 120 "the job's report" grep -q "^job hosts " "$root/driver.log"
 report="$(grep "^job hosts " "$root/driver.log")"
 echo "$report"
 [[ "$report" == *SUCCEEDED* ]] || fail "the job did not succeed"
 [[ "$report" == *sum=406* ]] || fail "the job's sum is not 406"
-if [ "$h3_blocks" -gt 0 ]; then
+if [ "$cut_blocks" -gt 0 ]; then
   [[ "$report" =~ [1-9][0-9]*\ map\ tasks\ rerun\ for\ lost\ blocks ]] \
-    || fail "h3 held $h3_blocks blocks when cut off, yet no map ran again"
+    || fail "$cut held $cut_blocks blocks when cut off, yet no map ran again"
 fi
-grep -q "agent 'h3' lost" "$root/driver.log" || fail "the driver did not report h3 lost"
-grep -q "agent 'h2' finished decommissioning and left (0 block(s) still listed" "$root/driver.log" \
-  || fail "h2 left with blocks the driver still listed on it"
+grep -q "agent '$cut' lost" "$root/driver.log" || fail "the driver did not report $cut lost"
+grep -q "agent '$leaver' finished decommissioning and left (0 block(s) still listed" "$root/driver.log" \
+  || fail "$leaver left with blocks the driver still listed on it"
 
-# ---- h3's link comes back: its agent registers again ----------------------------------------
-say "h3's link comes back"
-ip -n "$ns_driver" link set "dh${id}h3" up
-wait_for 90 "h3 registered again" executors_say '"h3" in by_id'
-wait_for 30 "active dockhand.service on h3" unit_test h3 ActiveState = active
-say "h3 registered again, after $(($(unit_show h3 NRestarts) - h3_restarts)) restart(s) while cut off"
+# ---- the cut host's link comes back: its agent registers again
+say "$cut's link comes back"
+ip -n "$ns_driver" link set "dh${id}$cut" up
+wait_for 90 "$cut registered again" executors_say "'$cut' in by_id"
+wait_for 30 "active dockhand.service on $cut" unit_test "$cut" ActiveState = active
+say "$cut registered again, after $(($(unit_show "$cut" NRestarts) - cut_restarts)) restart(s) while cut off"
 
-# ---- the driver stops: the agents that are left exit 0 and stay stopped --------------------
+# ---- the host that stayed shuts down with the decommission drop-in: its blocks move to the cut one
+# The recipe's drop-in (KillSignal=SIGPWR): `systemctl stop`, as a shutdown does, decommissions.
+stay_blocks="$(executors "by_id['$stay']['blocks']")"
+[ "$stay_blocks" -gt 0 ] || fail "$stay holds no block to move"
+in_host "$stay" mkdir -p /run/systemd/system/dockhand.service.d
+printf '[Service]\nKillSignal=SIGPWR\n' \
+  | in_host "$stay" tee /run/systemd/system/dockhand.service.d/decommission.conf >/dev/null
+in_host "$stay" systemctl daemon-reload
+say "$stay: systemctl stop dockhand, with KillSignal=SIGPWR ($stay_blocks blocks on it)"
+timeout 120 nsenter -t "${init_of[$stay]}" -a systemctl stop dockhand \
+  || fail "systemctl stop dockhand on $stay did not return"
+[ "$(unit_show "$stay" Result) $(unit_show "$stay" ExecMainStatus)" = "success 0" ] \
+  || fail "$stay's agent did not decommission and exit 0 on stop"
+wait_for 30 "$stay's blocks on $cut" executors_say \
+  "'$stay' not in by_id and by_id['$cut']['blocks'] == $stay_blocks"
+grep -q "agent '$stay' finished decommissioning and left (0 block(s) still listed" \
+  "$root/driver.log" || fail "$stay left with blocks the driver still listed on it"
+say "$stay decommissioned on stop; its $stay_blocks blocks are on $cut"
+
+# ---- the driver stops: the agent that is left exits 0 and stays stopped --------------------
 kill -TERM "$driver_pid"
 wait "$driver_pid" || true
 driver_pid=""
-for h in h1 h3; do
-  wait_for 30 "$h's dockhand.service to stop with the driver" \
-    unit_test "$h" ActiveState = inactive
-  [ "$(unit_show "$h" Result) $(unit_show "$h" ExecMainStatus)" = "success 0" ] \
-    || fail "$h's agent did not exit 0 when the driver stopped it"
-done
+wait_for 30 "$cut's dockhand.service to stop with the driver" unit_test "$cut" ActiveState = inactive
+[ "$(unit_show "$cut" Result) $(unit_show "$cut" ExecMainStatus)" = "success 0" ] \
+  || fail "$cut's agent did not exit 0 when the driver stopped it"
 say "OK"
