@@ -11,8 +11,8 @@
 #     decommissions (its running task finishes, its blocks move to the peer that stays), exits 0
 #     and systemd does not restart it.
 # The job must end with the right sum. Then the last host shuts its agent down with `systemctl
-# stop` under the recipe's KillSignal=SIGPWR drop-in: its blocks move to the host that came back. docs/operations.md ("systemd on many hosts") is the
-# recipe this follows.
+# stop` under the recipe's KillSignal=SIGPWR drop-in: its blocks move to the host that came
+# back. docs/operations.md ("systemd on many hosts") is the recipe this follows.
 #
 # Usage (root, with the dockhand package installed): tests/packaging/systemd_hosts_test.sh
 # Exit 0: passed; 77: skipped (not root, no package, or namespaces cannot be made here, with
@@ -251,7 +251,10 @@ for h in "${hosts[@]}"; do
     state="$(in_host "$h" systemctl is-system-running 2>/dev/null || true)"
   done
   say "$h booted ($state), systemd pid ${init_of[$h]}, address ${ip_of[$h]}"
-  [ "$state" = running ] || echo "   (failed units on $h: $(in_host "$h" systemctl --failed --plain --no-legend | awk '{print $1}' | tr '\n' ' '))"
+  if [ "$state" != running ]; then
+    failed_units="$(in_host "$h" systemctl --failed --plain --no-legend | awk '{print $1}')"
+    echo "   (failed units on $h: $(tr '\n' ' ' <<<"$failed_units"))"
+  fi
 done
 
 # ---- the driver and its job ----------------------------------------------------------------
@@ -343,11 +346,12 @@ cut_restarts="$(unit_show "$cut" NRestarts)"
 say "cutting $cut off (its link on the bridge goes down)"
 ip -n "$ns_driver" link set "dh${id}$cut" down
 wait_for 30 "loss of $cut at the driver" executors_say "'$cut' not in by_id"
-say "the driver dropped $cut; blocks per host: $(executors '{k: e["blocks"] for k, e in by_id.items()}')"
-# The maps whose blocks lived only on $cut run again on the hosts that are left.
+blocks_per_host() { executors '{k: e["blocks"] for k, e in by_id.items()}'; }
+say "the driver dropped $cut; blocks per host: $(blocks_per_host)"
+# The maps whose blocks lived only on the cut host run again on the hosts that are left.
 wait_for 60 "8 map blocks after the reruns" \
   executors_say 'sum(e["blocks"] for e in d["executors"]) == 8'
-# The agent on $cut gives up on the silent driver (exit 5, driver-lost); systemd restarts it.
+# The cut agent gives up on the silent driver (exit 5, driver-lost); systemd restarts it.
 wait_for 60 "a restart of dockhand.service on $cut after the cut" \
   unit_test "$cut" NRestarts -gt "$cut_restarts"
 say "$cut's agent gave up on the silent driver; systemd restarted it"
@@ -360,7 +364,8 @@ wait_for 30 "$leaver decommissioning at the driver" \
 say "opening the gate"
 touch "$root/gate"
 wait_for 90 "$leaver's dockhand.service to end" unit_test "$leaver" ActiveState = inactive
-result="$(unit_show "$leaver" Result) $(unit_show "$leaver" ExecMainStatus) $(unit_show "$leaver" NRestarts)"
+result="$(unit_show "$leaver" Result) $(unit_show "$leaver" ExecMainStatus)"
+result="$result $(unit_show "$leaver" NRestarts)"
 [ "$result" = "success 0 0" ] \
   || fail "$leaver's unit: Result ExecMainStatus NRestarts = $result, expected success 0 0"
 # (Read whole first: with pipefail, grep -q closing the pipe early would fail journalctl.)
@@ -382,7 +387,8 @@ if [ "$cut_blocks" -gt 0 ]; then
     || fail "$cut held $cut_blocks blocks when cut off, yet no map ran again"
 fi
 grep -q "agent '$cut' lost" "$root/driver.log" || fail "the driver did not report $cut lost"
-grep -q "agent '$leaver' finished decommissioning and left (0 block(s) still listed" "$root/driver.log" \
+grep -q "agent '$leaver' finished decommissioning and left (0 block(s) still listed" \
+  "$root/driver.log" \
   || fail "$leaver left with blocks the driver still listed on it"
 
 # ---- the cut host's link comes back: its agent registers again
@@ -390,7 +396,7 @@ say "$cut's link comes back"
 ip -n "$ns_driver" link set "dh${id}$cut" up
 wait_for 90 "$cut registered again" executors_say "'$cut' in by_id"
 wait_for 30 "active dockhand.service on $cut" unit_test "$cut" ActiveState = active
-say "$cut registered again, after $(($(unit_show "$cut" NRestarts) - cut_restarts)) restart(s) while cut off"
+say "$cut registered again, after $(($(unit_show "$cut" NRestarts) - cut_restarts)) restart(s)"
 
 # ---- the host that stayed shuts down with the decommission drop-in: its blocks move to the cut one
 # The recipe's drop-in (KillSignal=SIGPWR): `systemctl stop`, as a shutdown does, decommissions.
@@ -415,7 +421,8 @@ say "$stay decommissioned on stop; its $stay_blocks blocks are on $cut"
 kill -TERM "$driver_pid"
 wait "$driver_pid" || true
 driver_pid=""
-wait_for 30 "$cut's dockhand.service to stop with the driver" unit_test "$cut" ActiveState = inactive
+wait_for 30 "$cut's dockhand.service to stop with the driver" \
+  unit_test "$cut" ActiveState = inactive
 [ "$(unit_show "$cut" Result) $(unit_show "$cut" ExecMainStatus)" = "success 0" ] \
   || fail "$cut's agent did not exit 0 when the driver stopped it"
 say "OK"
