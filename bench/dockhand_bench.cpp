@@ -915,9 +915,15 @@ std::string formatValue(double value) {
 
 void printTable(const Options& options, const Results& results) {
   fmt::print("dockhand-bench  {}  {}\n", utcNow(), machine());
-  fmt::print("counts: {} starts, {} tasks, {} round trips{}; load average {} before, {} after\n\n",
-             options.starts, options.tasks, options.rounds, options.quick ? " (--quick)" : "",
-             results.load_before, results.load_after);
+  if (options.round_trip_only) {
+    fmt::print("counts: {} round trips (--round-trip-only); load average {} before, {} after\n\n",
+               options.rounds, results.load_before, results.load_after);
+  } else {
+    fmt::print(
+        "counts: {} starts, {} tasks, {} round trips{}; load average {} before, {} after\n\n",
+        options.starts, options.tasks, options.rounds, options.quick ? " (--quick)" : "",
+        results.load_before, results.load_after);
+  }
   fmt::print("{:<40} {:>9} {:<8} {:<30} {:>6}  {:<14} {}\n", "figure", "value", "unit", "reference",
              "ratio", "target", "");
   for (const auto& [number, figures] : results.sections) {
@@ -939,7 +945,8 @@ void printJson(const Options& options, const Results& results) {
   out["counts"] = {{"starts", options.starts},
                    {"tasks", options.tasks},
                    {"rounds", options.rounds},
-                   {"quick", options.quick}};
+                   {"quick", options.quick},
+                   {"round_trip_only", options.round_trip_only}};
   out["load_average"] = {{"before", results.load_before}, {"after", results.load_after}};
   out["figures"] = nlohmann::json::object();
   for (const auto& [number, figures] : results.sections) {
