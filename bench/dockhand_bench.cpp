@@ -79,6 +79,9 @@ options:
   --starts N     agent starts for the start-up figure (default 20)
   --quick        small counts (tasks 300, rounds 100, starts 5): a smoke run
   --json         print the results as one JSON object instead of the table
+  --round-trip-only
+                 only the /bin/true single-task round trip (section 4, with the idle agent
+                 of section 2) and its baselines: a short run for comparing two builds
   --bin-dir DIR  where dockhand and dockhand-driver are (default: next to this program)
   -h, --help     print this help
 
@@ -122,6 +125,7 @@ struct Options {
   int starts = 20;
   bool quick = false;
   bool json = false;
+  bool round_trip_only = false;
   fs::path bin_dir;
 };
 
@@ -172,6 +176,8 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       options.quick = true;
     } else if (arg == "--json") {
       options.json = true;
+    } else if (arg == "--round-trip-only") {
+      options.round_trip_only = true;
     } else if (arg == "--bin-dir") {
       options.bin_dir = value();
     } else {
@@ -909,9 +915,15 @@ std::string formatValue(double value) {
 
 void printTable(const Options& options, const Results& results) {
   fmt::print("dockhand-bench  {}  {}\n", utcNow(), machine());
-  fmt::print("counts: {} starts, {} tasks, {} round trips{}; load average {} before, {} after\n\n",
-             options.starts, options.tasks, options.rounds, options.quick ? " (--quick)" : "",
-             results.load_before, results.load_after);
+  if (options.round_trip_only) {
+    fmt::print("counts: {} round trips (--round-trip-only); load average {} before, {} after\n\n",
+               options.rounds, results.load_before, results.load_after);
+  } else {
+    fmt::print(
+        "counts: {} starts, {} tasks, {} round trips{}; load average {} before, {} after\n\n",
+        options.starts, options.tasks, options.rounds, options.quick ? " (--quick)" : "",
+        results.load_before, results.load_after);
+  }
   fmt::print("{:<40} {:>9} {:<8} {:<30} {:>6}  {:<14} {}\n", "figure", "value", "unit", "reference",
              "ratio", "target", "");
   for (const auto& [number, figures] : results.sections) {
@@ -933,7 +945,8 @@ void printJson(const Options& options, const Results& results) {
   out["counts"] = {{"starts", options.starts},
                    {"tasks", options.tasks},
                    {"rounds", options.rounds},
-                   {"quick", options.quick}};
+                   {"quick", options.quick},
+                   {"round_trip_only", options.round_trip_only}};
   out["load_average"] = {{"before", results.load_before}, {"after", results.load_after}};
   out["figures"] = nlohmann::json::object();
   for (const auto& [number, figures] : results.sections) {
@@ -985,22 +998,29 @@ int run(int argc, char** argv) {
     SpawnBaseline spawn;
     SampleStats tcp;
     SampleStats runner_like;
-    attempt("raw spawn", [&] { spawn = measureSpawn(options.tasks); });
+    // Alone, the round trip's baselines take as many spawns as it has rounds.
+    attempt("raw spawn", [&] {
+      spawn = measureSpawn(options.round_trip_only ? options.rounds : options.tasks);
+    });
     attempt("runner-like spawn", [&] { runner_like = measureRunnerLikeSpawn(options.rounds); });
     attempt("loopback TCP", [&] { tcp = measureTcpRoundTrip(std::max(options.rounds, 10000)); });
-    if (!options.json) std::cerr << "dockhand-bench: agent start-up...\n";
-    attempt("agent start-up", [&] { measureStartup(options, results); });
+    if (!options.round_trip_only) {
+      if (!options.json) std::cerr << "dockhand-bench: agent start-up...\n";
+      attempt("agent start-up", [&] { measureStartup(options, results); });
+    }
     if (!options.json) std::cerr << "dockhand-bench: idle agent and round trips...\n";
     attempt("idle agent / round trip",
             [&] { measureIdleAndRoundTrip(options, results, spawn.latency_us, runner_like, tcp); });
-    if (!options.json) std::cerr << "dockhand-bench: throughput through dockhand-driver...\n";
-    attempt("throughput", [&] { measureThroughput(options, results, spawn); });
-    if (!options.json) std::cerr << "dockhand-bench: no-op library tasks...\n";
-    attempt("library throughput", [&] { measureLibraryThroughput(options, results); });
-    if (!options.json) std::cerr << "dockhand-bench: library round trips...\n";
-    attempt("library round trip", [&] { measureLibraryRoundTrip(options, results, tcp); });
-    if (!options.json) std::cerr << "dockhand-bench: the same on Dask...\n";
-    attempt("Dask", [&] { measureDask(options, results); });
+    if (!options.round_trip_only) {
+      if (!options.json) std::cerr << "dockhand-bench: throughput through dockhand-driver...\n";
+      attempt("throughput", [&] { measureThroughput(options, results, spawn); });
+      if (!options.json) std::cerr << "dockhand-bench: no-op library tasks...\n";
+      attempt("library throughput", [&] { measureLibraryThroughput(options, results); });
+      if (!options.json) std::cerr << "dockhand-bench: library round trips...\n";
+      attempt("library round trip", [&] { measureLibraryRoundTrip(options, results, tcp); });
+      if (!options.json) std::cerr << "dockhand-bench: the same on Dask...\n";
+      attempt("Dask", [&] { measureDask(options, results); });
+    }
   } catch (const Interrupted&) {
     std::cerr << "dockhand-bench: interrupted\n";
     return 130;

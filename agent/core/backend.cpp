@@ -52,25 +52,6 @@ std::optional<Millis> millisProperty(const std::map<std::string, std::string>& p
   return Millis(value);
 }
 
-// `pattern` with "{task_id}" and "{stream}" replaced.
-std::string taskLogUrl(const std::string& pattern, std::uint64_t task_id, std::string_view stream) {
-  std::string out;
-  out.reserve(pattern.size() + 16);
-  const std::string id = std::to_string(task_id);
-  for (std::size_t i = 0; i < pattern.size();) {
-    if (pattern.compare(i, 9, "{task_id}") == 0) {
-      out += id;
-      i += 9;
-    } else if (pattern.compare(i, 8, "{stream}") == 0) {
-      out += stream;
-      i += 8;
-    } else {
-      out += pattern[i++];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string_view toString(Backend::State state) {
@@ -100,6 +81,7 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       log_control_(log_control),
       exiter_(exiter),
       metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
+      task_log_url_(options_.task_log_url),
       decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,
                     timers_, decommissioner, *this) {}
 
@@ -546,9 +528,9 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   update.stderr_tail = status.stderr_tail;
   update.cpus = it->second.cpus;
   update.resources = it->second.resources;
-  if (!options_.task_log_url.empty()) {
+  if (!task_log_url_.empty()) {
     for (const char* stream : {"stdout", "stderr"}) {
-      update.log_urls[stream] = taskLogUrl(options_.task_log_url, status.task_id, stream);
+      update.log_urls[stream] = task_log_url_.expand(status.task_id, stream);
     }
   }
   if (status.state == proto::TaskState::kRunning && !it->second.reported_running) {

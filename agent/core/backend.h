@@ -37,6 +37,7 @@
 #include "core/decommission_flow.h"
 #include "core/exit_codes.h"
 #include "core/ports.h"
+#include "core/task_log_url.h"
 #include "dockhand/metrics/metrics.h"
 #include "dockhand/protocol/messages.h"
 
@@ -215,6 +216,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::deque<Outgoing> outbox_;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;
+  TaskLogUrlPattern task_log_url_;  // options_.task_log_url, split once
 
   // Constructed last: it keeps references to the ports above and to this Backend as its
   // Host.
