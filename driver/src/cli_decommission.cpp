@@ -1,5 +1,6 @@
 // dockhand-driver decommission: a client of a running driver's control API
 // (POST /v1/executors/<id>/decommission), over https:// and signed when the config says so.
+#include <chrono>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -9,13 +10,13 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
 
 #include "dockhand/driver/cli.h"
 #include "dockhand/driver/cli_options.h"
 #include "dockhand/driver/cli_setup.h"
+#include "dockhand/driver/result_fetcher.h"
 #include "dockhand/protocol/auth.h"
 
 namespace dockhand::driver {
@@ -41,15 +42,9 @@ int decommissionCommand(const CliOptions& o) {
   // a cluster secret takes only requests signed with it (auth_secret_file or the option).
   const DriverConfig config = loadConfig(o);
   try {
-    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr;
-    if (config.tls_client) {
-      session_ptr = std::make_unique<Poco::Net::HTTPSClientSession>(driver.host, driver.port,
-                                                                    config.tls_client);
-    } else {
-      session_ptr = std::make_unique<Poco::Net::HTTPClientSession>(driver.host, driver.port);
-    }
+    auto session_ptr =
+        clientSession(driver.host, driver.port, config.tls_client, std::chrono::seconds(10));
     Poco::Net::HTTPClientSession& session = *session_ptr;
-    session.setTimeout(Poco::Timespan(10, 0));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_POST, path,
                                    Poco::Net::HTTPMessage::HTTP_1_1);
     const std::string body = Json{{"reason", o.reason}}.dump();

@@ -3,6 +3,7 @@
 // when there is one, over https:// with the config's tls section. On a cluster that
 // authenticates, this is how a person reads what curl cannot.
 #include <array>
+#include <chrono>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -12,7 +13,6 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/SSLException.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
@@ -20,6 +20,7 @@
 #include "dockhand/driver/cli.h"
 #include "dockhand/driver/cli_options.h"
 #include "dockhand/driver/cli_setup.h"
+#include "dockhand/driver/result_fetcher.h"
 #include "dockhand/protocol/auth.h"
 #include "dockhand/tls/tls.h"
 
@@ -50,14 +51,9 @@ int fetchCommand(const CliOptions& o) {
     return static_cast<int>(DriverExit::kConfigError);
   }
   try {
-    std::unique_ptr<Poco::Net::HTTPClientSession> session;
-    if (https) {
-      session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(),
-                                                                config.tls_client);
-    } else {
-      session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
-    }
-    session->setTimeout(Poco::Timespan(30, 0));
+    auto session = clientSession(uri.getHost(), uri.getPort(),
+                                 https ? config.tls_client : Poco::Net::Context::Ptr(),
+                                 std::chrono::seconds(30));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
                                    Poco::Net::HTTPMessage::HTTP_1_1);
     if (config.secret) {

@@ -23,6 +23,22 @@ std::string blockChecksum(std::string_view bytes) {
   return fmt::format("xxh64:{:016x}", XXH64(bytes.data(), bytes.size(), 0));
 }
 
+std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(const std::string& host,
+                                                            std::uint16_t port,
+                                                            const Poco::Net::Context::Ptr& tls,
+                                                            std::chrono::milliseconds timeout) {
+  std::unique_ptr<Poco::Net::HTTPClientSession> session;
+  if (tls) {
+    session = std::make_unique<Poco::Net::HTTPSClientSession>(host, port, tls);
+  } else {
+    session = std::make_unique<Poco::Net::HTTPClientSession>(host, port);
+  }
+  const auto ms = timeout.count();
+  session->setTimeout(
+      Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
+  return session;
+}
+
 namespace {
 
 ResultFetchError fetchError(const ResultBlock& block, const std::string& why) {
@@ -40,16 +56,7 @@ std::unique_ptr<Poco::Net::HTTPClientSession> sendBlockRequest(const ResultBlock
     throw fetchError(block, fmt::format("expected an {}://HOST:PORT/blocks/<id> URL{}", scheme,
                                         options.tls ? " (this driver uses TLS)" : ""));
   }
-  std::unique_ptr<Poco::Net::HTTPClientSession> session;
-  if (options.tls) {
-    session =
-        std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), options.tls);
-  } else {
-    session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
-  }
-  const auto ms = options.timeout.count();
-  session->setTimeout(
-      Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
+  auto session = clientSession(uri.getHost(), uri.getPort(), options.tls, options.timeout);
   Poco::Net::HTTPRequest request(method, uri.getPathEtc(), Poco::Net::HTTPMessage::HTTP_1_1);
   if (options.signer) {
     std::string header = options.signer(method, uri.getPath(), "");

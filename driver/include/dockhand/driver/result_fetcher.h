@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include <Poco/Net/Context.h>
+#include <Poco/Net/HTTPClientSession.h>
 
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/envelope.h"
@@ -59,6 +61,13 @@ class ResultFetchError : public std::runtime_error {
 // GETs the block into memory and checks its size and checksum. Blocking. Throws
 // ResultFetchError "result block <id> from <url>: <why>".
 std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions& options);
+
+// A client session to host:port: https:// with `tls` when it is set, else plain http://; every
+// network operation bounded by `timeout`. (The driver's commands use it too.)
+std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(const std::string& host,
+                                                            std::uint16_t port,
+                                                            const Poco::Net::Context::Ptr& tls,
+                                                            std::chrono::milliseconds timeout);
 
 // DELETEs the block on its agent once its bytes are had (an agent that no longer has it is
 // fine). Blocking. Throws ResultFetchError "result block <id> from <url>: DELETE: <why>".
