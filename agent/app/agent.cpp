@@ -23,6 +23,7 @@
 #include "app/readiness.h"
 #include "app/systemd_notify.h"
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
 #include "resources/resource_status.h"
 #include "resources/resources_file.h"
@@ -57,7 +58,10 @@ class SignalThread {
  public:
   SignalThread(EventSink& sink, Backend& backend, int decommission_signal)
       : sink_(sink), backend_(backend), decommission_signal_(decommission_signal) {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      nameThisThread("dh-signals");
+      run();
+    });
   }
   ~SignalThread() {
     stop_ = true;

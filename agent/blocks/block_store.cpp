@@ -13,6 +13,7 @@
 
 #include "blocks/block_id.h"
 #include "blocks/checksum.h"
+#include "dockhand/base/thread_name.h"
 
 namespace dockhand::agent {
 namespace {
@@ -343,7 +344,11 @@ bool BlockStore::removeLater(std::string_view id) {
   if (doomed->empty()) return true;
   std::lock_guard lock(reclaim_mutex_);
   doomed_.push_back(std::move(*doomed));
-  if (!reclaimer_.joinable()) reclaimer_ = std::thread([this] { reclaim(); });
+  if (!reclaimer_.joinable())
+    reclaimer_ = std::thread([this] {
+      nameThisThread("dh-reclaim");
+      reclaim();
+    });
   reclaim_wake_.notify_one();
   return true;
 }

@@ -1,11 +1,16 @@
 #include "blocks/io_pool.h"
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 
 namespace dockhand::agent {
 
 IoPool::IoPool(std::size_t threads) {
-  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (std::size_t i = 0; i < threads; ++i)
+    threads_.emplace_back([this] {
+      nameThisThread("dh-io");
+      run();
+    });
 }
 
 IoPool::~IoPool() {

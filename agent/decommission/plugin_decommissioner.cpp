@@ -5,6 +5,7 @@
 #include <set>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 
 namespace dockhand::agent {
 
@@ -52,6 +53,7 @@ void PluginDecommissioner::startPass(std::vector<protocol::Peer> peers,
     on_progress_ = std::move(progress);
   }
   pass_thread_ = std::thread([this, peers = std::move(peers), done = std::move(done)]() mutable {
+    nameThisThread("dh-migrate");
     MigrationPassResult result;
     try {
       result = runPass(peers);

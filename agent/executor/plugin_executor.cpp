@@ -42,7 +42,7 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
 }
 
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
-constexpr std::size_t kMaxRememberedReclaimed = 100000;
+constexpr std::size_t kMaxRememberedEnded = 100000;
 
 }  // namespace
 
@@ -156,19 +156,29 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
   return std::nullopt;
 }
 
+void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
+  live_->no_dir[task_id] = reclaimed;
+  live_->no_dir_order.push_back(task_id);
+  if (live_->no_dir_order.size() > kMaxRememberedEnded) {
+    live_->no_dir.erase(live_->no_dir_order.front());
+    live_->no_dir_order.pop_front();
+  }
+}
+
 void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
+  // A runner that makes directories made none for a task that wrote nothing.
+  const bool has_dir = ::access(taskDir(task_id).c_str(), F_OK) == 0;
   {
     std::lock_guard lock(live_->mutex);
+    if (!has_dir) {
+      rememberNoDir(task_id, /*reclaimed=*/false);
+      return;
+    }
     auto& ended = live_->ended_dirs;
     ended.push_back(task_id);
     while (ended.size() > keep_task_dirs_) {
       live_->doomed.push_back(taskDir(ended.front()));
-      live_->reclaimed.insert(ended.front());
-      live_->reclaimed_order.push_back(ended.front());
-      if (live_->reclaimed_order.size() > kMaxRememberedReclaimed) {
-        live_->reclaimed.erase(live_->reclaimed_order.front());
-        live_->reclaimed_order.pop_front();
-      }
+      rememberNoDir(ended.front(), /*reclaimed=*/true);
       ended.pop_front();
     }
     // One removal job at a time takes whatever is doomed by then: under load, one I/O
@@ -207,10 +217,11 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
   bool known = false;
   {
     std::lock_guard lock(live_->mutex);
-    known = live_->tasks.count(task_id) > 0 ||
+    auto no_dir = live_->no_dir.find(task_id);
+    known = live_->tasks.count(task_id) > 0 || no_dir != live_->no_dir.end() ||
             std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
                 live_->ended_dirs.end();
-    if (live_->reclaimed.count(task_id) > 0) {
+    if (no_dir != live_->no_dir.end() && no_dir->second) {
       return LogFile{-1, 404,
                      task + "'s directory was reclaimed: this agent keeps the directories of its " +
                          std::to_string(keep_task_dirs_) +

@@ -158,10 +158,12 @@ class PluginExecutor final : public Executor {
     // blocks first).
     std::unordered_set<std::uint64_t> ingesting;
     std::deque<std::uint64_t> ended_dirs;  // ended tasks' directories still kept
-    // Tasks whose directories were removed, so that their logs answer why they are gone;
-    // the most recent kMaxRememberedReclaimed of them.
-    std::unordered_set<std::uint64_t> reclaimed;
-    std::deque<std::uint64_t> reclaimed_order;
+    // Ended tasks that have no directory here (any more), so that their logs answer why:
+    // true for one whose directory was removed (keep_task_dirs), false for one that never had
+    // one (a runner that makes directories, and the task wrote nothing). The most recent
+    // kMaxRememberedEnded of them.
+    std::unordered_map<std::uint64_t, bool> no_dir;
+    std::deque<std::uint64_t> no_dir_order;
     std::vector<std::filesystem::path> doomed;  // to remove, by one I/O job at a time
     bool removing = false;                      // that job is queued or running
   };
@@ -191,8 +193,11 @@ class PluginExecutor final : public Executor {
   // launch()); why not, or nullopt.
   std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
   // Any thread: the task ended and its runner and outputs are done with its directory; the
-  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task.
+  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task. A
+  // task with no directory (see makeTaskDir) is only remembered: no I/O thread wakes for it.
   void retireTaskDir(std::uint64_t task_id);
+  // Under live_->mutex: remembers that `task_id` has no directory here (see Live::no_dir).
+  void rememberNoDir(std::uint64_t task_id, bool reclaimed);
 
   EventSink& events_;
   std::filesystem::path work_dir_;

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "dockhand/base/thread_name.h"
 #include "dockhand/metrics/metrics.h"
 
 namespace dockhand::agent {
@@ -230,8 +231,14 @@ bool PluginCalls::submit(Call call) {
   }
   if (!state_->started) {
     state_->started = true;
-    state_->call_thread = std::thread([s = state_] { runCalls(s); });
-    state_->watchdog = std::thread([s = state_] { watchCalls(s); });
+    state_->call_thread = std::thread([s = state_] {
+      nameThisThread("dh-call:" + s->name);
+      runCalls(s);
+    });
+    state_->watchdog = std::thread([s = state_] {
+      nameThisThread("dh-watch:" + s->name);
+      watchCalls(s);
+    });
   }
   state_->queue.push_back(std::move(call));
   lock.unlock();

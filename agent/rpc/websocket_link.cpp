@@ -19,6 +19,7 @@
 #include <Poco/URI.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
 #include "rpc/websocket_frames.h"
 
@@ -100,7 +101,10 @@ int WebSocketLink::readerTimeoutMs() {
 void WebSocketLink::connect() {
   if (thread_.joinable()) thread_.join();  // a previous attempt has ended (it posted its result)
   closing_ = false;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("dh-link");
+    run();
+  });
 }
 
 void WebSocketLink::run() {

@@ -7,6 +7,7 @@
 #include <Poco/Net/StreamSocket.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 
 namespace dockhand::agent {
 
@@ -43,7 +44,10 @@ WorkerWatcher::~WorkerWatcher() {
 }
 
 void WorkerWatcher::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    nameThisThread("dh-watcher");
+    run();
+  });
 }
 
 void WorkerWatcher::run() {

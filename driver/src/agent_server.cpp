@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 #include "dockhand/tls/http_server.h"
 
 namespace dockhand::driver {
@@ -68,7 +69,10 @@ Connection::~Connection() { stopWriter(); }
 void Connection::attach(WebSocket* socket) {
   socket_ = socket;
   secure_ = socket->secure();
-  writer_ = std::thread([this] { writerLoop(); });
+  writer_ = std::thread([this] {
+    nameThisThread("dhd-writer");
+    writerLoop();
+  });
 }
 
 bool Connection::send(Outbound frame) {

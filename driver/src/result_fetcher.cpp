@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
@@ -214,7 +215,10 @@ void ResultFetcher::fetch(ResultBlock block, Done done) {
   if (stopping_) return;
   queue_.push_back(Request{std::move(block), std::move(done)});
   if (threads_.size() < options_.threads) {
-    threads_.emplace_back([this] { work(); });
+    threads_.emplace_back([this] {
+      nameThisThread("dhd-fetch");
+      work();
+    });
   }
   wake_.notify_one();
 }

@@ -12,6 +12,7 @@
 #include "dockhand/protocol/messages.h"
 #include "support/agent_command.h"
 #include "support/fake_driver.h"
+#include "support/http_client.h"
 #include "support/process.h"
 
 namespace dockhand::testing {
@@ -35,13 +36,14 @@ class LibraryRunnerTest : public ::testing::Test {
   }
 
   // An agent under a FakeDriver with the library runner configured by `runner_config`
-  // (libraries added).
-  std::unique_ptr<ChildProcess> startAgent(json runner_config) {
+  // (libraries added), and `agent_settings` in its config beside the plugins.
+  std::unique_ptr<ChildProcess> startAgent(json runner_config,
+                                           json agent_settings = json::object()) {
     runner_config["libraries"] = {{"test", installLibrary()}};
     const fs::path config = dir.path() / "agent.json";
-    writeFile(config, json{{"plugins", {{{"name", "library"}, {"config", runner_config}}}},
-                           {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}
-                          .dump());
+    agent_settings["plugins"] = {{{"name", "library"}, {"config", runner_config}}};
+    agent_settings["plugin_manifest_dir"] = (dir.path() / "no-manifests").string();
+    writeFile(config, agent_settings.dump());
     const AgentCommand command{.config = config,
                                .driver_url = driver.url(),
                                .executor_id = "lib-1",
@@ -176,6 +178,48 @@ TEST_F(LibraryRunnerTest, OnlyATaskThatWritesGetsADirectory) {
   ASSERT_EQ(added.size(), 1u) << update->body.dump();
   EXPECT_EQ(added[0].id, "rdd_2_0");
   EXPECT_EQ(task_dirs(), std::vector<std::string>{"task-2"});
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+}
+
+// The log link of a library task says why there is nothing to read: a task that wrote nothing
+// never had a directory (and no I/O thread is woken to remove one), one that wrote outputs had
+// its directory reclaimed past keep_task_dirs.
+TEST_F(LibraryRunnerTest, LogLinksSayWhetherATaskHadADirectory) {
+  auto agent = startAgent(json::object(), {{"keep_task_dirs", 1}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  launch(1, "echoArgs", 1);
+  ASSERT_TRUE(driver.waitForStatus(1, protocol::TaskState::kFinished, 10s)) << agent->output();
+  for (std::uint64_t id : {2, 3}) {
+    launch(id, "writeOutputs", {{"outputs", {{"rdd_" + std::to_string(id) + "_0", {"x"}}}}});
+    ASSERT_TRUE(driver.waitForStatus(id, protocol::TaskState::kFinished, 10s)) << agent->output();
+  }
+  for (std::uint64_t id = 4; id <= 6; ++id) {  // more dirless tasks than keep_task_dirs
+    launch(id, "echoArgs", 1);
+    ASSERT_TRUE(driver.waitForStatus(id, protocol::TaskState::kFinished, 10s)) << agent->output();
+  }
+  auto logOf = [&](std::uint64_t id) {
+    return httpGet(driver.agentBlockUrl() + "/v1/tasks/" + std::to_string(id) + "/logs/stdout");
+  };
+  for (std::uint64_t id : {1, 4, 6}) {
+    HttpReply reply = logOf(id);
+    EXPECT_EQ(reply.status, 404) << id;
+    EXPECT_NE(reply.body.find("has no stdout file"), std::string::npos) << id << ": " << reply.body;
+  }
+  HttpReply reclaimed;
+  EXPECT_TRUE(waitUntil(
+      [&] {
+        reclaimed = logOf(2);
+        return reclaimed.body.find("reclaimed") != std::string::npos;
+      },
+      10s))
+      << reclaimed.status << " " << reclaimed.body;
+  const fs::path tasks = dir.path() / "work" / "tasks";
+  EXPECT_TRUE(fs::exists(tasks / "task-3")) << "the newest directory is kept";
+  EXPECT_TRUE(waitUntil([&] { return !fs::exists(tasks / "task-2"); }, 10s))
+      << "reclaimed, but still there";
+  EXPECT_FALSE(fs::exists(tasks / "task-1"));
+  EXPECT_NE(logOf(404).body.find("unknown task 404"), std::string::npos);
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
 }

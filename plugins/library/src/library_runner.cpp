@@ -1,6 +1,7 @@
 #include "library_runner.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -59,7 +60,10 @@ LibraryRunner::LibraryRunner(sdk::Host host, std::string_view config_json)
     host.info("tasks run in " + std::to_string(config.worker_processes) +
               " worker processes, one task at a time each");
   }
-  reaper_ = std::thread([this] { reaperLoop(); });
+  reaper_ = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "dh-lib-reaper");
+    reaperLoop();
+  });
 }
 
 LibraryRunner::~LibraryRunner() {
@@ -76,13 +80,13 @@ LibraryRunner::~LibraryRunner() {
       running.push_back(task);
     }
   }
-  state_->changed.notify_all();
+  state_->reaper_wake.notify_all();
   if (reaper_.joinable()) reaper_.join();
   for (auto& task : running) task->context->requestKill();
   running.clear();
   {
     std::unique_lock lock(state_->mutex);
-    state_->changed.wait_for(
+    state_->ended.wait_for(
         lock, std::min<std::chrono::milliseconds>(state_->config.kill_timeout, kShutdownWait),
         [&] { return state_->tasks.empty(); });
     for (auto& [id, task] : state_->tasks) running.push_back(task);
@@ -184,6 +188,7 @@ bool LibraryRunner::report(State& state, Task& task, std::int32_t status,
                            const std::string& detail) {
   const bool terminal = status != DH_TASK_RUNNING;
   bool sent = false;
+  std::lock_guard order(task.report_mutex);
   state.gate->with([&](const sdk::Host& host) {
     {
       std::lock_guard lock(state.mutex);
@@ -196,7 +201,7 @@ bool LibraryRunner::report(State& state, Task& task, std::int32_t status,
     host.taskStatus(task.spec.task_id, status, detail);
     sent = true;
   });
-  if (terminal) state.changed.notify_all();
+  if (terminal) state.ended.notify_all();
   return sent;
 }
 
@@ -256,7 +261,7 @@ void LibraryRunner::kill(std::uint64_t task_id, bool /*interrupt*/, std::string_
       state_->deadlines.emplace(Clock::now() + state_->config.kill_timeout, task_id);
     }
   }
-  state_->changed.notify_all();
+  state_->reaper_wake.notify_all();
   task->context->requestKill();
 }
 
@@ -269,12 +274,12 @@ void LibraryRunner::reaperLoop() {
   std::unique_lock lock(state_->mutex);
   while (!state_->stopping) {
     if (state_->deadlines.empty()) {
-      state_->changed.wait(lock);
+      state_->reaper_wake.wait(lock);
       continue;
     }
     const auto next = state_->deadlines.begin()->first;
     if (Clock::now() < next) {
-      state_->changed.wait_until(lock, next);
+      state_->reaper_wake.wait_until(lock, next);
       continue;
     }
     const std::uint64_t task_id = state_->deadlines.begin()->second;

@@ -76,7 +76,10 @@ class LibraryRunner final : public sdk::TaskRunner {
     bool kill_requested = false;
     std::string kill_reason;
     bool returned = false;
-    bool reported = false;  // terminal state sent (set under the gate's lock)
+    bool reported = false;  // terminal state sent
+    // Held while one of this task's states goes to the host: they arrive in order, and none
+    // after the terminal one. Tasks report side by side.
+    std::mutex report_mutex;
   };
 
   struct State {
@@ -84,7 +87,9 @@ class LibraryRunner final : public sdk::TaskRunner {
     std::shared_ptr<HostGate> gate;
     LibraryConfig config;
     std::mutex mutex;
-    std::condition_variable changed;  // a task ended, a deadline was armed, stopping
+    // Two: the reaper is woken only for what it acts on, not by every task that ends.
+    std::condition_variable reaper_wake;  // a deadline was armed, stopping
+    std::condition_variable ended;        // a task ended (the destructor waits for the last)
     std::unordered_map<std::uint64_t, std::shared_ptr<Task>> tasks;  // not yet reported
     std::map<std::string, std::shared_ptr<JobLibrary>> libraries;    // by path
     std::multimap<Clock::time_point, std::uint64_t> deadlines;       // killed tasks

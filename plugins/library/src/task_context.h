@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "dockhand/job.h"
@@ -33,21 +34,22 @@ namespace dockhand::plugins::library {
 class HostGate {
  public:
   explicit HostGate(sdk::Host host) : host_(host) {}
-  // Runs `call(host)` unless closed; calls are serialised with close().
+  // Runs `call(host)` unless closed. Calls from different threads run side by side (host
+  // callbacks may come from any thread); close() waits for those in progress.
   template <class Call>
   bool with(Call&& call) {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     if (closed_) return false;
     call(host_);
     return true;
   }
   void close() {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     closed_ = true;
   }
 
  private:
-  std::mutex mutex_;
+  std::shared_mutex mutex_;
   bool closed_ = false;
   sdk::Host host_;
 };

@@ -53,6 +53,7 @@ void CachedThreadPool::submit(Job job) {
 
 void CachedThreadPool::loop(const std::shared_ptr<State>& state, Worker* worker) {
   worker->info.thread = ::pthread_self();
+  ::pthread_setname_np(worker->info.thread, "dh-task");  // shown by top -H, gdb, perf
   worker->info.tid = ::gettid();
   StackSampler::prepareThread();
   std::unique_lock lock(state->mutex);

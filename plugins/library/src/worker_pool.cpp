@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/eventfd.h>
@@ -97,7 +98,10 @@ WorkerPool::WorkerPool(std::shared_ptr<HostGate> gate, const LibraryConfig& conf
     ::close(wake_fd_);
     throw;
   }
-  io_ = std::thread([this] { ioLoop(); });
+  io_ = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "dh-lib-workers");
+    ioLoop();
+  });
 }
 
 WorkerPool::~WorkerPool() {
@@ -341,6 +345,7 @@ std::string WorkerPool::taskStats(std::uint64_t task_id) {
 bool WorkerPool::report(Task& task, std::int32_t state, const std::string& detail) {
   const bool terminal = state != DH_TASK_RUNNING;
   bool sent = false;
+  std::lock_guard order(task.report_mutex);
   gate_->with([&](const sdk::Host& host) {
     {
       std::lock_guard lock(mutex_);

@@ -94,7 +94,9 @@ class WorkerPool {
     bool kill_requested = false;
     std::string kill_reason;
     bool reaped = false;    // its worker was killed after kill_timeout_ms
-    bool reported = false;  // terminal state sent (set under the gate's lock)
+    bool reported = false;  // terminal state sent
+    // Held while one of this task's states goes to the host: in order, none after the last.
+    std::mutex report_mutex;
     timespec cpu_at_start{};
   };
 

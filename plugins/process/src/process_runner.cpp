@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -96,7 +97,10 @@ ProcessRunner::ProcessRunner(sdk::Host host, std::string_view config_json)
     ::close(epoll_fd_);
     throw sdk::Error(DH_ERROR, "epoll_ctl: " + errnoText(error));
   }
-  reaper_ = std::thread([this] { reaperLoop(); });
+  reaper_ = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "dh-proc-reaper");
+    reaperLoop();
+  });
 }
 
 ProcessRunner::~ProcessRunner() {
