@@ -392,13 +392,8 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
   }
   proto::TaskDescription task = proto::decodeBody<proto::LaunchTask>(frame.body).task;
   const TaskLogScope scope(task.task_id);
-  proto::StatusUpdate update;
-  update.executor_id = options_.executor_id;
-  update.task_id = task.task_id;
-  update.cpus = task.cpus;
-  update.resources = task.resources;
-
-  if (running_.count(task.task_id) != 0) {
+  proto::StatusUpdate update = statusOf(task);
+  if (running_.count(task.task_id) != 0 || findWaiting(task.task_id) != waiting_.end()) {
     replyError(frame, proto::error_code::kUnexpectedMessage,
                fmt::format("task {} is already running on this executor", task.task_id));
     return;
@@ -435,18 +430,83 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
   }
   log()->debug("Got assigned task {} ({})", task.task_id, task.name);
   const TimePoint received = timers_.now();
+  // Within the registered cores; behind the tasks already waiting (see backend.h).
+  if (!waiting_.empty() || !fitsNow(task.cpus)) {
+    log()->debug("task {} waits for cores: {} of {} in use, {} task(s) waiting before it",
+                 task.task_id, cores_in_use_, options_.cores, waiting_.size());
+    waiting_.push_back(WaitingTask{std::move(task), received});
+    return;
+  }
+  startTask(task, received);
+}
+
+bool Backend::fitsNow(int cpus) const {
+  // Nothing running: any task starts, even one larger than the agent.
+  return cores_in_use_ <= 0 || cores_in_use_ + cpus <= options_.cores;
+}
+
+std::deque<Backend::WaitingTask>::iterator Backend::findWaiting(std::uint64_t task_id) {
+  return std::find_if(waiting_.begin(), waiting_.end(),
+                      [&](const WaitingTask& w) { return w.task.task_id == task_id; });
+}
+
+proto::StatusUpdate Backend::statusOf(const proto::TaskDescription& task) const {
+  proto::StatusUpdate update;
+  update.executor_id = options_.executor_id;
+  update.task_id = task.task_id;
+  update.cpus = task.cpus;
+  update.resources = task.resources;
+  return update;
+}
+
+void Backend::startTask(const proto::TaskDescription& task, TimePoint received) {
   running_.emplace(task.task_id, RunningTask{task.cpus, task.resources, received, false});
+  cores_in_use_ += task.cpus;
   metrics_.started.inc();
   if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
+    cores_in_use_ -= task.cpus;
     metrics_.duration.observe(seconds(timers_.now() - received));
     log()->warn("task {} could not start: {}", task.task_id, launched.error().message);
+    proto::StatusUpdate update = statusOf(task);
     update.state = proto::TaskState::kFailed;
     update.reason = launched.error().message;
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
     sendStatus(update);
   }
+}
+
+void Backend::startWaiting() {
+  // On exit and on decommission the waiting tasks were ended (endWaiting) and none are added.
+  while (!waiting_.empty() && !exiting_ && !decommission_.decommissioning() &&
+         fitsNow(waiting_.front().task.cpus)) {
+    WaitingTask next = std::move(waiting_.front());
+    waiting_.pop_front();
+    const TaskLogScope scope(next.task.task_id);
+    startTask(next.task, next.received);
+  }
+}
+
+void Backend::endWaiting(proto::TaskState state, const std::string& reason) {
+  if (waiting_.empty()) return;
+  log()->info("{} task(s) waiting for cores end {}: {}", waiting_.size(), proto::toString(state),
+              reason);
+  std::deque<WaitingTask> ended;
+  ended.swap(waiting_);
+  for (const auto& w : ended) {
+    proto::StatusUpdate update = statusOf(w.task);
+    update.state = state;
+    update.reason = reason;
+    last_task_finish_ = timers_.now();
+    sendStatus(update);
+  }
+}
+
+void Backend::decommissionBegan() {
+  // LOST, as a LaunchTask that arrives now: the driver runs them elsewhere, no failure counted.
+  endWaiting(proto::TaskState::kLost,
+             fmt::format("executor {} is decommissioning", options_.executor_id));
 }
 
 void Backend::handleKillTask(const proto::Envelope& frame) {
@@ -459,6 +519,17 @@ void Backend::handleKillTask(const proto::Envelope& frame) {
   auto kill = proto::decodeBody<proto::KillTask>(frame.body);
   const TaskLogScope scope(kill.task_id);
   std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
+  if (auto waiting = findWaiting(kill.task_id); waiting != waiting_.end()) {
+    log()->info("task {} killed before it started ({})", kill.task_id, reason);
+    proto::StatusUpdate update = statusOf(waiting->task);
+    waiting_.erase(waiting);
+    update.state = proto::TaskState::kKilled;
+    update.reason = std::move(reason);
+    last_task_finish_ = timers_.now();
+    sendStatus(update);
+    startWaiting();  // the next in line may fit where this one did not
+    return;
+  }
   if (running_.count(kill.task_id) != 0) {
     if (!executor_.kill(kill.task_id, kill.interrupt, reason)) {
       log()->debug("kill of task {}: it already ended", kill.task_id);
@@ -495,6 +566,12 @@ void Backend::handleThreadDump(const proto::Envelope& frame) {
   auto ask = proto::decodeBody<proto::TaskThreadDump>(frame.body);
   if (state_ != State::kRunning && state_ != State::kStopping) {
     replyError(frame, proto::error_code::kNotRegistered, "the executor is not registered yet");
+    return;
+  }
+  if (findWaiting(ask.task_id) != waiting_.end()) {
+    replyError(
+        frame, proto::error_code::kUnknownTask,
+        fmt::format("task {} has not started: it waits for cores on this executor", ask.task_id));
     return;
   }
   std::optional<Json> dump =
@@ -539,6 +616,7 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   }
   if (proto::isTerminal(status.state)) {
     metrics_.duration.observe(seconds(timers_.now() - it->second.received));
+    cores_in_use_ -= it->second.cpus;
     running_.erase(it);
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
@@ -551,6 +629,7 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     sendInOrder(proto::makeMessage(info), status.task_id);
   }
   sendStatus(update);
+  if (proto::isTerminal(status.state)) startWaiting();
 }
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {
@@ -625,6 +704,7 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
   if (notify_driver && link_.connected()) {
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
+  endWaiting(proto::TaskState::kKilled, "executor is stopping");
   if (!running_.empty()) {
     log()->info("stopping {} running task(s)", running_.size());
     executor_.stopAll(options_.stop_grace);
@@ -672,11 +752,7 @@ void Backend::exit(ExitCode code, const std::string& reason) {
   exitExecutor(code, reason, /*notify_driver=*/true);
 }
 
-int Backend::coresInUse() const {
-  int cores = 0;
-  for (const auto& [id, task] : running_) cores += task.cpus;
-  return cores;
-}
+int Backend::coresInUse() const { return cores_in_use_; }
 
 Json Backend::statusJson() const {
   return Json{
@@ -684,6 +760,7 @@ Json Backend::statusJson() const {
       {"state", decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
                                                              : std::string(toString(state_))},
       {"running_tasks", running_.size()},
+      {"waiting_tasks", waiting_.size()},
       {"cores", {{"total", options_.cores}, {"in_use", coresInUse()}}},
       {"queued_updates", outbox_.size()},
       {"decommission", decommissionProgress()}};

@@ -21,6 +21,13 @@
 // (running tasks, registered/stopping, in-order sends, exit). While it decommissions,
 // LaunchTask is answered LOST ("executor <id> is decommissioning") and running tasks go on.
 //
+// Cores: tasks run within the registered cores. A LaunchTask whose cpus do not fit beside the
+// running tasks waits, in arrival order, and starts the moment enough of them end (its RUNNING
+// comes then). The reference driver sends tasks ahead like this when launch_ahead is set, so
+// that a slot never idles for a driver round trip. A waiting task is killed without starting,
+// answered LOST when decommissioning begins and KILLED on exit. A task larger than the agent
+// waits until nothing runs, so nothing waits forever.
+//
 // Every method runs on the core thread; the Backend never blocks except in the final
 // Executor::stopAll() on the exit path, and never touches a socket itself.
 #pragma once
@@ -127,6 +134,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // ---- Observers (for tests and the status output) ----
   State state() const { return state_; }
   std::size_t runningTasks() const override { return running_.size(); }
+  // Launched tasks waiting for cores (see above).
+  std::size_t waitingTasks() const { return waiting_.size(); }
   std::size_t queuedStatusUpdates() const { return outbox_.size(); }
   std::size_t rememberedKills() const { return early_kills_.size(); }
   const std::map<std::string, std::string>& properties() const { return properties_; }
@@ -148,6 +157,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     std::map<std::string, std::vector<std::string>> resources;
     TimePoint received{};  // when its LaunchTask arrived
     bool reported_running = false;
+  };
+  struct WaitingTask {
+    protocol::TaskDescription task;
+    TimePoint received{};  // when its LaunchTask arrived
   };
   // The task counters, looked up once: counting a task is a few relaxed atomic adds.
   struct TaskMetrics {
@@ -172,6 +185,18 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void heartbeat();
 
   void handleLaunchTask(const protocol::Envelope& frame);
+  // The task's cpus fit beside the running tasks now.
+  bool fitsNow(int cpus) const;
+  std::deque<WaitingTask>::iterator findWaiting(std::uint64_t task_id);
+  // A StatusUpdate of `task` with no state yet.
+  protocol::StatusUpdate statusOf(const protocol::TaskDescription& task) const;
+  // Starts `task` (it passed every check and fits): the executor launches it.
+  void startTask(const protocol::TaskDescription& task, TimePoint received);
+  // Starts the waiting tasks that fit now, in order (or ends them, when the agent no longer
+  // takes work).
+  void startWaiting();
+  // Ends every waiting task with `state` and `reason` (decommission, exit).
+  void endWaiting(protocol::TaskState state, const std::string& reason);
   void handleKillTask(const protocol::Envelope& frame);
   void handleThreadDump(const protocol::Envelope& frame);
   void replyError(const protocol::Envelope& frame, std::string_view code, std::string message);
@@ -179,6 +204,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // DecommissionFlow::Host.
   bool registered() const override { return state_ == State::kRunning; }
   bool stopping() const override { return exiting_; }
+  void decommissionBegan() override;
   void driverAnswered() override;
   bool sendInOrder(protocol::Envelope frame) override;
   void exit(ExitCode code, const std::string& reason) override;
@@ -207,6 +233,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::string delegation_tokens_;  // never logged
   std::unordered_map<std::uint64_t, RunningTask> running_;
   std::unordered_map<std::uint64_t, EarlyKill> early_kills_;
+  std::deque<WaitingTask> waiting_;  // launched, waiting for cores, in arrival order
+  int cores_in_use_ = 0;             // the cpus of running_
   // Frames that must reach the driver in order (status updates, block info), queued while
   // they cannot be sent; task_id names the task for the log (0: none).
   struct Outgoing {

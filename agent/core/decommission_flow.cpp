@@ -159,6 +159,7 @@ void DecommissionFlow::begin(const std::string& reason) {
     return;
   }
   if (!moveTo(Phase::kDecommissioning)) return;
+  host_.decommissionBegan();
   const bool migrate = migrationEnabled();
   log()->info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
               reason, host_.runningTasks(), migrate ? "on" : "off");

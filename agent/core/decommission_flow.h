@@ -74,6 +74,8 @@ class DecommissionFlow {
     virtual bool registered() const = 0;
     // The executor began to exit (for any reason).
     virtual bool stopping() const = 0;
+    // Decommissioning has begun: the host stops what has not started yet.
+    virtual void decommissionBegan() {}
     // An ask of the flow was answered: the driver is alive.
     virtual void driverAnswered() = 0;
     // Sends `frame` to the driver behind every status update not sent yet. True when it went

@@ -50,10 +50,13 @@ run options:
                        (also given to the local agents)
   --auth-secret-file F require agents to prove the cluster secret in F (mode 0600; also
                        given to the local agents); overrides the config's auth_secret_file
+  --launch-ahead N     send each agent up to N cores' worth of tasks beyond its free cores;
+                       they wait there and start as soon as a task ends (many short tasks);
+                       overrides the config's launch_ahead (default 0: only to free cores)
 
 serve options:
   --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info),
-  --log-format FORMAT, --auth-secret-file F
+  --log-format FORMAT, --auth-secret-file F, --launch-ahead N
 
 exit codes:
   0    the job succeeded (serve: stopped by a signal; decommission: accepted;
@@ -142,6 +145,8 @@ CliOptions parseCliArgs(int argc, char** argv) {
       o.timeout_s = parseNumber(arg, value(), 1, 100L * 365 * 86400);
     } else if (arg == "--agent-config") {
       o.agent_config = value();
+    } else if (arg == "--launch-ahead") {
+      o.launch_ahead = static_cast<int>(parseNumber(arg, value(), 0, 4096));
     } else if (arg == "--auth-secret-file") {
       o.auth_secret_file = value();
       if (o.auth_secret_file.empty()) throw UsageError("--auth-secret-file needs a file");
@@ -213,17 +218,19 @@ CliOptions parseCliArgs(int argc, char** argv) {
     o.decommission_id = positional[1];
     if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
     parseListen(o.driver);  // validates HOST:PORT
-    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-                    "--keep-work-dirs", "--agent-config", "--decommission",
-                    "--decommission-after-ms", "--listen", "--port-file", "--linger"},
-                   "run or serve");
+    reject_options(
+        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
+         "--listen", "--port-file", "--linger", "--launch-ahead"},
+        "run or serve");
   } else if (o.command == "fetch") {
     if (positional.size() != 2) throw UsageError("fetch takes exactly one URL");
     o.fetch_url = positional[1];
-    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-                    "--keep-work-dirs", "--agent-config", "--decommission",
-                    "--decommission-after-ms", "--listen", "--port-file", "--linger", "--quiet"},
-                   "run or serve");
+    reject_options(
+        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
+         "--listen", "--port-file", "--linger", "--quiet", "--launch-ahead"},
+        "run or serve");
     reject_options({"--driver", "--reason"}, "decommission");
   } else {
     throw UsageError(fmt::format(

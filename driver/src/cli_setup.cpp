@@ -73,6 +73,7 @@ void raiseOpenFileLimit(const DriverConfig& config) {
 DriverConfig loadConfig(const CliOptions& o) {
   DriverConfig config = o.config_file.empty() ? DriverConfig{} : loadDriverConfig(o.config_file);
   if (!o.auth_secret_file.empty()) config.auth_secret_file = o.auth_secret_file;
+  if (o.launch_ahead) config.launch_ahead = *o.launch_ahead;
   loadClusterSecret(config);
   loadTlsContexts(config);
   return config;

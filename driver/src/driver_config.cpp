@@ -42,9 +42,9 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
   try {
     JsonReader r(root, "");
     r.rejectUnknown({"properties", "log_level", "resource_profile", "agent_timeout_ms",
-                     "heartbeat_interval_ms", "max_attempts", "max_frame_bytes", "server_threads",
-                     "hello_timeout_ms", "max_queued_frames", "result_fetch_timeout_ms",
-                     "max_result_bytes", "auth_secret_file", "tls"});
+                     "heartbeat_interval_ms", "max_attempts", "launch_ahead", "max_frame_bytes",
+                     "server_threads", "hello_timeout_ms", "max_queued_frames",
+                     "result_fetch_timeout_ms", "max_result_bytes", "auth_secret_file", "tls"});
     DriverConfig c;
     c.properties = r.optionalStringMap("properties");
     if (r.has("log_level")) {
@@ -71,6 +71,7 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.heartbeat_interval_ms =
         r.optionalInt("heartbeat_interval_ms", c.heartbeat_interval_ms, 10, 86400000);
     c.max_attempts = static_cast<int>(r.optionalInt("max_attempts", c.max_attempts, 1, 1000));
+    c.launch_ahead = static_cast<int>(r.optionalInt("launch_ahead", c.launch_ahead, 0, 4096));
     c.max_frame_bytes = static_cast<std::size_t>(
         r.optionalInt("max_frame_bytes", static_cast<std::int64_t>(c.max_frame_bytes), 1024,
                       std::int64_t{1} << 30));

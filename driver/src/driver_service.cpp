@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
 
 #ifndef DOCKHAND_VERSION
 #define DOCKHAND_VERSION "0.0.0"
@@ -31,7 +32,8 @@ std::string driverSoftware() { return std::string("dockhand-driver ") + DOCKHAND
 DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now)
     : config_(std::move(config)),
       now_(std::move(now)),
-      scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms)}),
+      scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms),
+                                  config_.launch_ahead}),
       metrics_(metrics::defaultRegistry()),
       result_fetcher_(
           ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
@@ -68,7 +70,10 @@ void DriverService::start(const std::string& host, std::uint16_t port) {
   options.tls = config_.tls_server;
   server_ = std::make_unique<AgentServer>(options, *this);
   server_->start();
-  ticker_ = std::thread([this] { tickerLoop(); });
+  ticker_ = std::thread([this] {
+    nameThisThread("dhd-ticker");
+    tickerLoop();
+  });
 }
 
 std::uint16_t DriverService::port() const { return server_ ? server_->port() : 0; }

@@ -4,6 +4,7 @@
 // Runs on AgentServer's pool threads; the scheduler is read and changed under mutex_.
 #include "dockhand/driver/driver_service.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -25,12 +26,12 @@ HttpReply errorReply(int status, const std::string& message) {
 
 }  // namespace
 
-Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks) {
+Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks, int launch_ahead) {
   return Json{{"executor_id", agent.id},
               {"host", agent.host},
               {"state", std::string(toString(agent.state))},
               {"cores", agent.cores},
-              {"free_cores", agent.free_cores},
+              {"free_cores", std::clamp(agent.free_cores - launch_ahead, 0, agent.cores)},
               {"running_tasks", agent.running},
               {"tasks_launched", agent.tasks_launched},
               {"block_url", agent.block_url},
@@ -46,7 +47,7 @@ Json DriverService::executorsJson() const {
   };
   Json list = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id));
+    Json entry = agentSummaryJson(agent, count(id), config_.launch_ahead);
     entry["decommission"] = agent.decommission;
     list.push_back(std::move(entry));
   }

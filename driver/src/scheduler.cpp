@@ -102,7 +102,7 @@ Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, Tim
   agent.id = reg.executor_id;
   agent.host = reg.hostname;
   agent.cores = reg.cores;
-  agent.free_cores = reg.cores;
+  agent.free_cores = reg.cores + options_.launch_ahead;
   agent.block_url = reg.block_url;
   agent.log_urls = reg.log_urls;
   agent.registered_at = now;

@@ -24,6 +24,8 @@ int resourceAddressCount(double amount) {
 
 bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
   if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
+  // Never more than the agent has, launch_ahead or not: such a task fits nowhere.
+  if (spec.cpus > agent.cores) return false;
   for (const auto& [name, amount] : spec.resources) {
     auto it = agent.free_units.find(name);
     if (it == agent.free_units.end()) return false;

@@ -133,3 +133,17 @@ TEST(CliOptionsTest, UsageNamesEveryCommand) {
 
 }  // namespace
 }  // namespace dockhand::driver
+
+namespace dockhand::driver {
+namespace {
+
+TEST(CliOptionsTest, LaunchAheadIsANumberOfCores) {
+  EXPECT_FALSE(parse({"run", "job.json"}).launch_ahead.has_value());
+  EXPECT_EQ(parse({"run", "job.json", "--launch-ahead", "4"}).launch_ahead, 4);
+  EXPECT_EQ(parse({"serve", "--launch-ahead", "0"}).launch_ahead, 0);
+  EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "-1"}).find("--launch-ahead"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace dockhand::driver

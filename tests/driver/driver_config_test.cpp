@@ -13,6 +13,7 @@ TEST(DriverConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c.agent_timeout_ms, 60000);
   EXPECT_EQ(c.heartbeat_interval_ms, 10000);
   EXPECT_EQ(c.max_attempts, 4);
+  EXPECT_EQ(c.launch_ahead, 0) << "Spark's way unless asked";
   EXPECT_EQ(c.max_frame_bytes, protocol::kDefaultMaxFrameBytes);
   EXPECT_GE(c.server_threads, 256);
   EXPECT_EQ(c.result_fetch_timeout_ms, 30000);
@@ -24,7 +25,7 @@ TEST(DriverConfigTest, ReadsEveryKey) {
     "properties": {"dockhand.driver.timeout_ms": "30000"}, "log_level": "debug",
     "resource_profile": {"id": 0, "executor_resources": {"gpu": {"amount": 2}},
                          "task_resources": {"gpu": 1}},
-    "agent_timeout_ms": 5000, "heartbeat_interval_ms": 500, "max_attempts": 2,
+    "agent_timeout_ms": 5000, "heartbeat_interval_ms": 500, "max_attempts": 2, "launch_ahead": 8,
     "max_frame_bytes": 65536, "server_threads": 64, "hello_timeout_ms": 2000,
     "max_queued_frames": 1000, "result_fetch_timeout_ms": 1500, "max_result_bytes": 4096})"),
                                      "driver.json");
@@ -34,6 +35,7 @@ TEST(DriverConfigTest, ReadsEveryKey) {
   EXPECT_EQ(c.agent_timeout_ms, 5000);
   EXPECT_EQ(c.heartbeat_interval_ms, 500);
   EXPECT_EQ(c.max_attempts, 2);
+  EXPECT_EQ(c.launch_ahead, 8);
   EXPECT_EQ(c.max_frame_bytes, 65536u);
   EXPECT_EQ(c.server_threads, 64);
   EXPECT_EQ(c.result_fetch_timeout_ms, 1500);

@@ -139,6 +139,25 @@ TEST_F(DriverRunTest, RetriedTaskSucceeds) {
   EXPECT_NE(r.out.find("1 retries"), std::string::npos) << r.out;
 }
 
+TEST_F(DriverRunTest, LaunchAheadKeepsTheAgentWithinItsCores) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  // One core, three more sent ahead: the agent holds them until the core is free. Each task
+  // takes the one slot (mkdir fails when another task holds it) and gives it back, so a task
+  // that started beside another fails, and with max_attempts 1 so does the job.
+  const std::string slot = (dir_ / "slot").string();
+  std::string tasks;
+  for (int i = 0; i < 8; ++i) {
+    tasks += std::string(i ? "," : "") + R"({"name": "t)" + std::to_string(i) +
+             R"(", "shell": "mkdir )" + slot + R"( || exit 9; sleep 0.05; rmdir )" + slot + R"("})";
+  }
+  fs::path job =
+      writeJob("ahead.json", R"({"name": "ahead", "max_attempts": 1, "tasks": [)" + tasks + "]}");
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--cores", "1", "--launch-ahead",
+                     "3", "--timeout", "60"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("8 finished"), std::string::npos) << r.out;
+}
+
 TEST_F(DriverRunTest, InvalidJobFileExits2NamingFileAndPath) {
   fs::path job = writeJob("bad.json", R"({"tasks": [{"shell": "true", "cpu": 2}]})");
   RunResult r = run({"run", job.string()});

@@ -336,7 +336,11 @@ TEST_F(SchedulerTest, ManyTasksFlowThroughOneAgent) {
   addAgent("a", 4);
   std::vector<TaskSpec> tasks;
   tasks.reserve(10000);
-  for (int i = 0; i < 10000; ++i) tasks.push_back(task("t" + std::to_string(i)));
+  for (int i = 0; i < 10000; ++i) {
+    std::string name = "t";  // appended, not "t" + ...: GCC 12 warns falsely (-Wrestrict)
+    name += std::to_string(i);
+    tasks.push_back(task(name));
+  }
   Actions out;
   scheduler_.submit(job(std::move(tasks)), now_, out);
   std::deque<Action> running(out.begin(), out.end());
@@ -387,6 +391,51 @@ TEST_F(SchedulerTest, LaunchSaysHowLongItsTaskWaited) {
   ASSERT_EQ(third.size(), 1u);
   // The other task waited since the job was submitted.
   EXPECT_EQ(third[0].waited, std::chrono::seconds(7));
+}
+
+}  // namespace
+}  // namespace dockhand::driver
+
+namespace dockhand::driver {
+namespace {
+
+using namespace scheduler_fixture;  // NOLINT(google-build-using-namespace)
+
+// launch_ahead: each agent is sent that many cores' worth of tasks beyond its free cores.
+class LaunchAheadTest : public SchedulerTest {
+ protected:
+  LaunchAheadTest() { scheduler_ = Scheduler(SchedulerOptions{4, Millis(60000), 2}); }
+};
+
+TEST_F(LaunchAheadTest, SendsTasksBeyondTheFreeCoresAndOneMoreForEachThatEnds) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3"), task("t4")}), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 4u) << "2 cores + 2 ahead";
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFinished), now_, next);
+  ASSERT_EQ(launches(next).size(), 1u);
+  EXPECT_EQ(launches(next)[0].task.name, "t4");
+}
+
+TEST_F(LaunchAheadTest, NeverSendsATaskLargerThanTheAgent) {
+  addAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("big", 3)}), now_, out);
+  EXPECT_TRUE(launches(out).empty()) << "3 cpus fit in 2 cores + 2 ahead, but not in the agent";
+  ASSERT_TRUE(scheduler_.unschedulableReason().has_value());
+}
+
+TEST_F(LaunchAheadTest, SpreadsOverAgentsBeforeSendingAhead) {
+  addAgent("a", 2);
+  addAgent("b", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+  std::map<std::string, int> per_agent;
+  for (const auto& l : launches(out)) ++per_agent[l.agent_id];
+  EXPECT_EQ(per_agent["a"], 2);
+  EXPECT_EQ(per_agent["b"], 2);
 }
 
 }  // namespace

@@ -210,9 +210,11 @@ TEST(BackendTest, RememberedKillsAreBounded) {
 }
 
 TEST(BackendTest, KillLaunchStormLetsNoTaskEscapeItsKill) {
-  Harness h;
-  h.runToRunning();
   constexpr std::uint64_t kTasks = 1000;
+  BackendOptions options = testOptions();
+  options.cores = static_cast<int>(kTasks);  // every task starts: none waits for cores
+  Harness h(options);
+  h.runToRunning();
   struct Event {
     std::uint64_t task_id = 0;
     bool launch = false;

@@ -45,7 +45,8 @@ struct CliOptions {
   bool log_format_given = false;    // run: the local agents get --log-format too
   std::string agent_config;
   std::string auth_secret_file;
-  std::string decommission_id;  // run: agent to decommission; decommission: the executor
+  std::optional<int> launch_ahead;  // --launch-ahead: overrides the config's launch_ahead
+  std::string decommission_id;      // run: agent to decommission; decommission: the executor
   long decommission_after_ms = 0;
   long linger_s = 0;      // run: keep serving this long after the report
   std::string driver;     // decommission: HOST:PORT

@@ -32,6 +32,10 @@ struct DriverConfig {
   long heartbeat_interval_ms = 10000;
   // Tries of one job task before the job fails (a job file may override it).
   int max_attempts = 4;
+  // Cores' worth of tasks each agent is sent beyond its free cores. They wait on the agent
+  // and start the moment a running task ends, so no slot idles for a round trip to the
+  // driver: for many short tasks. 0 (Spark's way): a task is sent only to a free core.
+  int launch_ahead = 0;
   // Largest WebSocket frame accepted from an agent.
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   // Threads serving connections: one per connected agent (each agent's connection also has a

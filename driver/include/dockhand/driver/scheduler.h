@@ -164,6 +164,9 @@ struct Progress {
 struct SchedulerOptions {
   int default_max_attempts = 4;
   Millis agent_timeout{60000};
+  // Cores' worth of tasks an agent is sent beyond its free cores (DriverConfig::launch_ahead):
+  // its free_cores start that much above its cores.
+  int launch_ahead = 0;
 };
 
 class Scheduler {

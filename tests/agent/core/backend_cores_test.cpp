@@ -1,0 +1,142 @@
+// The Backend keeps tasks within the registered cores: a LaunchTask that does not fit waits,
+// in arrival order, and starts when running tasks end; a waiting task is killed without
+// starting, answered LOST when decommissioning begins and KILLED on exit.
+#include <cstdint>
+#include <vector>
+
+#include "backend_harness.h"
+
+namespace dockhand::agent::backend_testing {
+namespace {
+
+std::vector<std::uint64_t> launched(const Harness& h, std::uint64_t up_to) {
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t id = 1; id <= up_to; ++id) {
+    if (h.executor.launchCount(id) > 0) ids.push_back(id);
+  }
+  return ids;
+}
+
+TEST(BackendCoresTest, TasksBeyondTheCoresWaitAndStartInOrderAsOthersEnd) {
+  Harness h;  // 4 cores
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  EXPECT_EQ(launched(h, 6), (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(h.backend.runningTasks(), 4u);
+  EXPECT_EQ(h.backend.waitingTasks(), 2u);
+  EXPECT_EQ(h.backend.coresInUse(), 4);
+  EXPECT_EQ(h.backend.statusJson()["waiting_tasks"], 2);
+  EXPECT_TRUE(h.statusUpdates().empty()) << "a waiting task says nothing yet";
+
+  h.report(3, TaskState::kFinished);
+  EXPECT_EQ(launched(h, 6), (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
+  h.report(5, TaskState::kRunning);  // not an end: nothing more starts
+  EXPECT_EQ(h.backend.waitingTasks(), 1u);
+  h.report(1, TaskState::kFailed, "boom");
+  EXPECT_EQ(launched(h, 6), (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(h.backend.waitingTasks(), 0u);
+  EXPECT_EQ(h.backend.coresInUse(), 4);
+}
+
+TEST(BackendCoresTest, AWaitingTaskIsNotOvertakenByASmallerOne) {
+  Harness h;
+  h.runToRunning();
+  h.launch(1, /*cpus=*/3);
+  h.launch(2, /*cpus=*/2);  // 5 > 4: waits
+  h.launch(3, /*cpus=*/1);  // would fit, but waits behind 2
+  EXPECT_EQ(launched(h, 3), (std::vector<std::uint64_t>{1}));
+  h.report(1, TaskState::kFinished);
+  EXPECT_EQ(launched(h, 3), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(h.backend.coresInUse(), 3);
+}
+
+TEST(BackendCoresTest, ATaskLargerThanTheAgentStartsWhenNothingRuns) {
+  Harness h;
+  h.runToRunning();
+  h.launch(1, /*cpus=*/8);  // the agent has 4: alone, it starts (nothing waits forever)
+  EXPECT_EQ(h.executor.launchCount(1), 1u);
+  h.launch(2);
+  EXPECT_EQ(h.executor.launchCount(2), 0u);
+  h.report(1, TaskState::kFinished);
+  EXPECT_EQ(h.executor.launchCount(2), 1u);
+}
+
+TEST(BackendCoresTest, AKilledWaitingTaskIsReportedKilledAndNeverStarts) {
+  Harness h;
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  h.kill(5, "not needed");
+  ASSERT_EQ(h.statusUpdates().size(), 1u);
+  EXPECT_EQ(h.statusUpdates()[0].task_id, 5u);
+  EXPECT_EQ(h.statusUpdates()[0].state, TaskState::kKilled);
+  EXPECT_EQ(h.statusUpdates()[0].reason, "not needed");
+  EXPECT_TRUE(h.executor.kills.empty()) << "the executor never had it";
+  h.report(2, TaskState::kFinished);
+  EXPECT_EQ(h.executor.launchCount(5), 0u);
+  EXPECT_EQ(h.executor.launchCount(6), 1u);
+  EXPECT_EQ(h.backend.rememberedKills(), 0u);
+}
+
+TEST(BackendCoresTest, AWaitingTaskHasNoThreadDump) {
+  Harness h;
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 5; ++id) h.launch(id);
+  h.deliverMessage(proto::TaskThreadDump{5}, /*id=*/77);
+  const proto::Envelope& reply = h.lastSent();
+  ASSERT_TRUE(reply.isReply());
+  EXPECT_FALSE(reply.ok);
+  ASSERT_TRUE(reply.error.has_value());
+  EXPECT_EQ(reply.error->code, proto::error_code::kUnknownTask);
+  EXPECT_NE(reply.error->message.find("waits for cores"), std::string::npos)
+      << reply.error->message;
+}
+
+TEST(BackendCoresTest, TheSameTaskIdWhileItWaitsIsRefused) {
+  Harness h;
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 5; ++id) h.launch(id);
+  h.launch(5);
+  const proto::Envelope& error = h.lastSent();
+  ASSERT_TRUE(error.error.has_value());
+  EXPECT_EQ(error.error->code, proto::error_code::kUnexpectedMessage);
+  EXPECT_EQ(h.backend.waitingTasks(), 1u);
+}
+
+TEST(BackendCoresTest, DecommissionAnswersTheWaitingTasksLostAndLetsTheRunningOnesFinish) {
+  Harness h;
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  h.deliverMessage(proto::DecommissionExecutor{"scale down"});
+  ASSERT_TRUE(h.backend.decommissioning());
+  auto updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 2u);
+  for (const auto& u : updates) {
+    EXPECT_TRUE(u.task_id == 5 || u.task_id == 6) << u.task_id;
+    EXPECT_EQ(u.state, TaskState::kLost);
+    EXPECT_EQ(u.reason, std::string("executor ") + kExecutorId + " is decommissioning");
+  }
+  h.report(1, TaskState::kFinished);
+  EXPECT_EQ(h.executor.launchCount(5), 0u);
+  EXPECT_EQ(h.backend.runningTasks(), 3u);
+}
+
+TEST(BackendCoresTest, ExitAnswersTheWaitingTasksKilled) {
+  Harness h;
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  h.backend.onStopRequested("received SIGTERM");
+  std::vector<std::uint64_t> killed;
+  for (const auto& u : h.statusUpdates()) {
+    EXPECT_EQ(u.state, TaskState::kKilled);
+    EXPECT_EQ(u.reason, "executor is stopping");
+    killed.push_back(u.task_id);
+  }
+  EXPECT_EQ(killed, (std::vector<std::uint64_t>{5, 6}));
+  // The running ones end as the executor stops them; none of the waiting ones starts.
+  for (std::uint64_t id = 1; id <= 4; ++id) h.report(id, TaskState::kKilled, "executor stopped");
+  EXPECT_EQ(h.executor.launchCount(5), 0u);
+  EXPECT_EQ(h.executor.launchCount(6), 0u);
+}
+
+}  // namespace
+}  // namespace dockhand::agent::backend_testing
