@@ -230,6 +230,7 @@ void Backend::registerWithDriver() {
   reg.resources = options_.resources;
   reg.resource_profile_id = options_.resource_profile_id;
   reg.block_url = options_.block_url;
+  reg.waits_for_cores = true;  // see handleLaunchTask
   link_.ask(proto::makeMessage(reg), options_.ask_timeout, [this](AskResult result) {
     if (state_ != State::kRegistering) return;
     if (result.ok) {

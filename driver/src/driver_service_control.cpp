@@ -26,12 +26,12 @@ HttpReply errorReply(int status, const std::string& message) {
 
 }  // namespace
 
-Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks, int launch_ahead) {
+Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks) {
   return Json{{"executor_id", agent.id},
               {"host", agent.host},
               {"state", std::string(toString(agent.state))},
               {"cores", agent.cores},
-              {"free_cores", std::clamp(agent.free_cores - launch_ahead, 0, agent.cores)},
+              {"free_cores", std::clamp(agent.free_cores - agent.ahead, 0, agent.cores)},
               {"running_tasks", agent.running},
               {"tasks_launched", agent.tasks_launched},
               {"block_url", agent.block_url},
@@ -47,7 +47,7 @@ Json DriverService::executorsJson() const {
   };
   Json list = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id), config_.launch_ahead);
+    Json entry = agentSummaryJson(agent, count(id));
     entry["decommission"] = agent.decommission;
     list.push_back(std::move(entry));
   }

@@ -132,7 +132,7 @@ Json DriverService::clusterJson() const {
   };
   Json agents = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id), config_.launch_ahead);
+    Json entry = agentSummaryJson(agent, count(id));
     entry.update({{"resources", resourcesJson(agent)},
                   {"tasks_finished", agent.tasks_finished},
                   {"tasks_failed", agent.tasks_failed},

@@ -102,7 +102,9 @@ Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, Tim
   agent.id = reg.executor_id;
   agent.host = reg.hostname;
   agent.cores = reg.cores;
-  agent.free_cores = reg.cores + options_.launch_ahead;
+  // Tasks are sent ahead only to an agent that holds them until its cores are free.
+  agent.ahead = reg.waits_for_cores ? options_.launch_ahead : 0;
+  agent.free_cores = reg.cores + agent.ahead;
   agent.block_url = reg.block_url;
   agent.log_urls = reg.log_urls;
   agent.registered_at = now;

@@ -204,6 +204,7 @@ Json toJson(const RegisterExecutor& m) {
             {"resources", resources},
             {"resource_profile_id", m.resource_profile_id}};
   if (!m.block_url.empty()) j["block_url"] = m.block_url;
+  if (m.waits_for_cores) j["waits_for_cores"] = true;
   return j;
 }
 RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
@@ -228,6 +229,7 @@ RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
   }
   m.resource_profile_id = readInt(r, "resource_profile_id", 0);
   m.block_url = withoutTrailingSlashes(r.optionalString("block_url"));
+  m.waits_for_cores = r.optionalBool("waits_for_cores", false);
   return m;
 }
 

@@ -405,10 +405,18 @@ using namespace scheduler_fixture;  // NOLINT(google-build-using-namespace)
 class LaunchAheadTest : public SchedulerTest {
  protected:
   LaunchAheadTest() { scheduler_ = Scheduler(SchedulerOptions{4, Millis(60000), 2}); }
+  // An agent that holds tasks beyond its cores (as every dockhand agent says it does).
+  void addWaitingAgent(const std::string& id, int cores) {
+    Actions out;
+    protocol::RegisterExecutor reg = agentReg(id, cores);
+    reg.waits_for_cores = true;
+    ASSERT_TRUE(scheduler_.registerAgent(reg, now_, out).ok());
+    ASSERT_TRUE(scheduler_.agentLaunched(id, now_, out));
+  }
 };
 
 TEST_F(LaunchAheadTest, SendsTasksBeyondTheFreeCoresAndOneMoreForEachThatEnds) {
-  addAgent("a", 2);
+  addWaitingAgent("a", 2);
   Actions out;
   scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3"), task("t4")}), now_, out);
   auto first = launches(out);
@@ -419,8 +427,16 @@ TEST_F(LaunchAheadTest, SendsTasksBeyondTheFreeCoresAndOneMoreForEachThatEnds) {
   EXPECT_EQ(launches(next)[0].task.name, "t4");
 }
 
+TEST_F(LaunchAheadTest, AnAgentThatDoesNotWaitForCoresGetsOnlyWhatFits) {
+  addAgent("old", 2);  // registered without waits_for_cores: it would run everything at once
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2")}), now_, out);
+  EXPECT_EQ(launches(out).size(), 2u);
+  EXPECT_EQ(scheduler_.agent("old")->free_cores, 0);
+}
+
 TEST_F(LaunchAheadTest, NeverSendsATaskLargerThanTheAgent) {
-  addAgent("a", 2);
+  addWaitingAgent("a", 2);
   Actions out;
   scheduler_.submit(job({task("big", 3)}), now_, out);
   EXPECT_TRUE(launches(out).empty()) << "3 cpus fit in 2 cores + 2 ahead, but not in the agent";
@@ -428,8 +444,8 @@ TEST_F(LaunchAheadTest, NeverSendsATaskLargerThanTheAgent) {
 }
 
 TEST_F(LaunchAheadTest, SpreadsOverAgentsBeforeSendingAhead) {
-  addAgent("a", 2);
-  addAgent("b", 2);
+  addWaitingAgent("a", 2);
+  addWaitingAgent("b", 2);
   Actions out;
   scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
   std::map<std::string, int> per_agent;

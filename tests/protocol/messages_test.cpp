@@ -71,6 +71,7 @@ RegisterExecutor sampleRegisterExecutor() {
   m.resources = {{"gpu", ResourceInfo{"gpu", {"0", "1", "2"}}}};
   m.resource_profile_id = 3;
   m.block_url = "http://worker-3:7337";
+  m.waits_for_cores = true;
   return m;
 }
 
@@ -283,6 +284,7 @@ TEST(MessageTest, RegisterExecutorRoundTrips) {
   EXPECT_EQ(m.resources.at("gpu").addresses, (std::vector<std::string>{"0", "1", "2"}));
   EXPECT_EQ(m.resource_profile_id, 3);
   EXPECT_EQ(m.block_url, "http://worker-3:7337");
+  EXPECT_TRUE(m.waits_for_cores);
 }
 
 TEST(MessageTest, LaunchedExecutorRoundTrips) {
@@ -586,6 +588,7 @@ TEST(MessageTest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_TRUE(reg.resources.empty());
   EXPECT_EQ(reg.resource_profile_id, 0);
   EXPECT_EQ(reg.block_url, "");
+  EXPECT_FALSE(reg.waits_for_cores) << "an older agent runs whatever it is sent";
 
   TaskDescription task = decodeBody<LaunchTask>(body(R"({"task":{"task_id":1}})")).task;
   EXPECT_EQ(task.attempt, 0);

@@ -214,6 +214,7 @@ TEST(BackendTest, RegisterExecutorCarriesIdentityAndResources) {
   EXPECT_EQ(reg.resources.at("gpu").addresses, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(reg.resource_profile_id, 3);
   EXPECT_EQ(reg.block_url, expected.block_url);
+  EXPECT_TRUE(reg.waits_for_cores) << "it holds what does not fit its cores";
 }
 
 TEST(BackendTest, AcceptedRegistrationRunsAndSendsLaunchedExecutor) {

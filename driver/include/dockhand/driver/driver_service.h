@@ -127,9 +127,8 @@ class DriverService : public FrameHandler {
  private:
   // The fields GET /v1/executors and GET /v1/cluster both give for an agent; `blocks` is how
   // many it holds (BlockMap::countByHolder).
-  // `launch_ahead`: the config's; the free cores shown are the agent's own (never above its
-  // cores, never below 0).
-  static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks, int launch_ahead);
+  // The free cores shown are the agent's own (launch_ahead not counted; never below 0).
+  static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks);
   // A /v1/ request of the control API.
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
   // GET / and the page's script and style; nullopt for any other path.

@@ -103,7 +103,8 @@ struct AgentInfo {
   std::string id;
   std::string host;
   int cores = 0;
-  int free_cores = 0;
+  int free_cores = 0;  // launch_ahead above the agent's own while it waits_for_cores
+  int ahead = 0;       // that launch_ahead: 0 for an agent that does not wait for cores
   std::map<std::string, std::vector<std::string>> resources;  // as registered
   // Per resource, the free units of each address, in the order of `resources`: an address
   // is whole (kResourceUnits), partly taken by fractional tasks, or fully taken (0).

@@ -162,6 +162,9 @@ struct RegisterExecutor {
   std::map<std::string, ResourceInfo> resources;
   int resource_profile_id = 0;
   std::string block_url;  // the agent's block server, empty when none
+  // The agent holds a LaunchTask that does not fit its free cores until it does (protocol.md
+  // 7.5): a driver may send it tasks ahead. Sent only when true.
+  bool waits_for_cores = false;
 };
 
 struct LaunchedExecutor {
