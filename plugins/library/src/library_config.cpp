@@ -5,35 +5,15 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/plugin.hpp"
+#include "task_json.h"
 
 namespace dockhand::plugins::library {
 namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void invalid(const std::string& path, const std::string& what) {
-  throw sdk::Error(DH_INVALID_ARGUMENT, path + ": " + what);
-}
-
-json parseObject(std::string_view text, const std::string& what) {
-  json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) invalid(what, "is not valid JSON");
-  if (!value.is_object()) invalid(what, "must be a JSON object");
-  return value;
-}
-
-std::uint64_t nonNegative(const json& value, const std::string& path, std::uint64_t max) {
-  if (!value.is_number_integer() ||
-      (!value.is_number_unsigned() && value.get<std::int64_t>() < 0)) {
-    invalid(path, "must be a non-negative integer");
-  }
-  auto n = value.get<std::uint64_t>();
-  if (n > max) invalid(path, "must be at most " + std::to_string(max));
-  return n;
-}
-
 bool boolean(const json& value, const std::string& path) {
-  if (!value.is_boolean()) invalid(path, "must be true or false");
+  if (!value.is_boolean()) invalidArgument(path, "must be true or false");
   return value.get<bool>();
 }
 
@@ -50,84 +30,77 @@ bool isSafeFileName(std::string_view id) {
 }
 
 LibraryConfig parseConfig(std::string_view config_json) {
-  json config = parseObject(config_json, "config");
+  json config = parseJsonObject(config_json, "config");
   LibraryConfig out;
   constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 62;
   for (const auto& [key, value] : config.items()) {
     const std::string path = "config/" + key;
     if (key == "libraries") {
-      if (!value.is_object()) invalid(path, "must be an object of name -> absolute path");
+      if (!value.is_object()) invalidArgument(path, "must be an object of name -> absolute path");
       for (const auto& [name, file] : value.items()) {
         std::string item = path;
         item += '/';
         item += name;
-        if (!isSafeFileName(name)) invalid(item, "a library name is [A-Za-z0-9_.-]+");
+        if (!isSafeFileName(name)) invalidArgument(item, "a library name is [A-Za-z0-9_.-]+");
         if (!file.is_string() || file.get_ref<const std::string&>().empty() ||
             file.get_ref<const std::string&>().front() != '/') {
-          invalid(item, "must be the absolute path of a job library (.so)");
+          invalidArgument(item, "must be the absolute path of a job library (.so)");
         }
         out.libraries.emplace(name, file.get<std::string>());
       }
     } else if (key == "max_direct_result_bytes") {
-      out.max_direct_result_bytes = nonNegative(value, path, kMaxBytes);
+      out.max_direct_result_bytes = nonNegativeInteger(value, path, kMaxBytes);
     } else if (key == "max_result_bytes") {
-      out.max_result_bytes = nonNegative(value, path, kMaxBytes);
+      out.max_result_bytes = nonNegativeInteger(value, path, kMaxBytes);
     } else if (key == "kill_timeout_ms") {
-      out.kill_timeout = std::chrono::milliseconds(nonNegative(value, path, 86400000));
+      out.kill_timeout = std::chrono::milliseconds(nonNegativeInteger(value, path, 86400000));
     } else if (key == "exit_on_unkillable") {
       out.exit_on_unkillable = boolean(value, path);
     } else if (key == "allow_insecure_libraries") {
       out.allow_insecure_libraries = boolean(value, path);
     } else if (key == "worker_processes") {
-      out.worker_processes = static_cast<std::uint32_t>(nonNegative(value, path, 1024));
+      out.worker_processes = static_cast<std::uint32_t>(nonNegativeInteger(value, path, 1024));
     } else if (key == "worker_program") {
       if (!value.is_string() || value.get_ref<const std::string&>().empty() ||
           value.get_ref<const std::string&>().front() != '/') {
-        invalid(path, "must be the absolute path of the worker executable");
+        invalidArgument(path, "must be the absolute path of the worker executable");
       }
       out.worker_program = value.get<std::string>();
     } else {
-      invalid(path,
-              "unknown key (known keys: libraries, max_direct_result_bytes, max_result_bytes, "
-              "kill_timeout_ms, exit_on_unkillable, allow_insecure_libraries, worker_processes, "
-              "worker_program)");
+      invalidArgument(
+          path,
+          "unknown key (known keys: libraries, max_direct_result_bytes, max_result_bytes, "
+          "kill_timeout_ms, exit_on_unkillable, allow_insecure_libraries, worker_processes, "
+          "worker_program)");
     }
   }
   if (out.max_result_bytes < out.max_direct_result_bytes) {
-    invalid("config/max_result_bytes", "must be at least config/max_direct_result_bytes (" +
-                                           std::to_string(out.max_direct_result_bytes) + ")");
+    invalidArgument("config/max_result_bytes", "must be at least config/max_direct_result_bytes (" +
+                                                   std::to_string(out.max_direct_result_bytes) +
+                                                   ")");
   }
   return out;
 }
 
 TaskSpec parseTask(std::string_view task_json) {
-  json task = parseObject(task_json, "task_json");
+  json task = parseJsonObject(task_json, "task_json");
   TaskSpec spec;
-  auto id = task.find("task_id");
-  if (id == task.end() || !id->is_number_unsigned()) {
-    invalid("task_id", "must be a non-negative integer");
-  }
-  spec.task_id = id->get<std::uint64_t>();
+  plugins::TaskBasics basics = plugins::readTaskBasics(task);
+  spec.task_id = basics.task_id;
+  spec.work_dir = std::move(basics.work_dir);
   if (auto attempt = task.find("attempt"); attempt != task.end() && !attempt->is_null()) {
     spec.attempt = static_cast<std::uint32_t>(
-        nonNegative(*attempt, "attempt", std::numeric_limits<std::uint32_t>::max()));
+        nonNegativeInteger(*attempt, "attempt", std::numeric_limits<std::uint32_t>::max()));
   }
   if (auto partition = task.find("partition"); partition != task.end() && !partition->is_null()) {
-    if (!partition->is_number_integer()) invalid("partition", "must be an integer");
+    if (!partition->is_number_integer()) invalidArgument("partition", "must be an integer");
     spec.partition = partition->get<std::int64_t>();
   }
-  auto work_dir = task.find("work_dir");
-  if (work_dir == task.end() || !work_dir->is_string() ||
-      work_dir->get_ref<const std::string&>().empty() ||
-      work_dir->get_ref<const std::string&>().front() != '/') {
-    invalid("work_dir", "must be an absolute path");
-  }
-  spec.work_dir = work_dir->get<std::string>();
   if (auto inputs = task.find("inputs"); inputs != task.end() && !inputs->is_null()) {
-    if (!inputs->is_array()) invalid("inputs", "must be an array of block ids");
+    if (!inputs->is_array()) invalidArgument("inputs", "must be an array of block ids");
     for (const auto& input : *inputs) {
       if (!input.is_string() || !isSafeFileName(input.get_ref<const std::string&>())) {
-        invalid("inputs", "must be an array of block ids");
+        invalidArgument("inputs", "must be an array of block ids");
       }
       spec.inputs.push_back(input.get<std::string>());
     }
@@ -135,25 +108,27 @@ TaskSpec parseTask(std::string_view task_json) {
 
   auto payload_it = task.find("payload");
   if (payload_it == task.end() || !payload_it->is_object()) {
-    invalid("payload", R"(must be an object {"library": ..., "function": ..., "args": ...})");
+    invalidArgument("payload",
+                    R"(must be an object {"library": ..., "function": ..., "args": ...})");
   }
   const json& payload = *payload_it;
   for (const auto& [key, value] : payload.items()) {
     if (key != "library" && key != "function" && key != "args") {
-      invalid("payload/" + key, "unknown key (known keys: library, function, args)");
+      invalidArgument("payload/" + key, "unknown key (known keys: library, function, args)");
     }
   }
   auto library = payload.find("library");
   if (library == payload.end() || !library->is_string() ||
       library->get_ref<const std::string&>().empty()) {
-    invalid("payload/library",
-            "missing: name a job library of config/libraries, or give its absolute path");
+    invalidArgument("payload/library",
+                    "missing: name a job library of config/libraries, or give its absolute path");
   }
   spec.library = library->get<std::string>();
   auto function = payload.find("function");
   if (function == payload.end() || !function->is_string() ||
       function->get_ref<const std::string&>().empty()) {
-    invalid("payload/function", "missing: name a task function of library '" + spec.library + "'");
+    invalidArgument("payload/function",
+                    "missing: name a task function of library '" + spec.library + "'");
   }
   spec.function = function->get<std::string>();
   if (auto args = payload.find("args"); args != payload.end()) spec.args = args->dump();

@@ -11,44 +11,24 @@
 #include <string_view>
 
 #include "dockhand/plugin.hpp"
+#include "task_json.h"
 
 namespace dockhand::plugins::process {
 namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void invalid(const std::string& path, const std::string& what) {
-  throw sdk::Error(DH_INVALID_ARGUMENT, path + ": " + what);
-}
-
 // The JSON path of `key` (a member name or an index) under `path`.
 std::string childPath(const std::string& path, const std::string& key) { return path + "/" + key; }
 
-json parseObject(std::string_view text, const std::string& what) {
-  json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) invalid(what, "is not valid JSON");
-  if (!value.is_object()) invalid(what, "must be a JSON object");
-  return value;
-}
-
-std::uint64_t nonNegative(const json& value, const std::string& path, std::uint64_t max) {
-  if (!value.is_number_integer() ||
-      (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)) {
-    invalid(path, "must be a non-negative integer");
-  }
-  auto n = value.get<std::uint64_t>();
-  if (n > max) invalid(path, "must be at most " + std::to_string(max));
-  return n;
-}
-
 void readEnv(const json& object, const std::string& path,
              std::vector<std::pair<std::string, std::string>>& env) {
-  if (!object.is_object()) invalid(path, "must be an object of strings");
+  if (!object.is_object()) invalidArgument(path, "must be an object of strings");
   for (const auto& [key, value] : object.items()) {
     if (key.empty() || key.find('=') != std::string::npos) {
-      invalid(childPath(path, key), "is not a valid environment variable name");
+      invalidArgument(childPath(path, key), "is not a valid environment variable name");
     }
-    if (!value.is_string()) invalid(childPath(path, key), "must be a string");
+    if (!value.is_string()) invalidArgument(childPath(path, key), "must be a string");
     env.emplace_back(key, value.get<std::string>());
   }
 }
@@ -65,7 +45,7 @@ bool isVariableName(const std::string& name) {
 std::string nameOrId(const json& value, const std::string& path) {
   if (value.is_number_unsigned()) return std::to_string(value.get<std::uint64_t>());
   if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
-    invalid(path, "must be a name or a non-negative integer id");
+    invalidArgument(path, "must be a name or a non-negative integer id");
   }
   return value.get<std::string>();
 }
@@ -83,27 +63,27 @@ std::optional<std::uint32_t> numericId(const std::string& text) {
 }
 
 ResourceLimits parseLimits(const json& object, const std::string& path) {
-  if (!object.is_object()) invalid(path, "must be an object");
+  if (!object.is_object()) invalidArgument(path, "must be an object");
   ResourceLimits limits;
   constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
   for (const auto& [key, value] : object.items()) {
     const std::string item = childPath(path, key);
     if (key == "open_files") {
-      limits.open_files = nonNegative(value, item, 1ull << 30);
-      if (*limits.open_files == 0) invalid(item, "must be at least 1");
+      limits.open_files = nonNegativeInteger(value, item, 1ull << 30);
+      if (*limits.open_files == 0) invalidArgument(item, "must be at least 1");
     } else if (key == "processes") {
-      limits.processes = nonNegative(value, item, kMax);
-      if (*limits.processes == 0) invalid(item, "must be at least 1");
+      limits.processes = nonNegativeInteger(value, item, kMax);
+      if (*limits.processes == 0) invalidArgument(item, "must be at least 1");
     } else if (key == "address_space_bytes") {
-      limits.address_space_bytes = nonNegative(value, item, kMax);
+      limits.address_space_bytes = nonNegativeInteger(value, item, kMax);
       if (*limits.address_space_bytes < (16ull << 20)) {
-        invalid(item, "must be at least 16777216 (16 MiB): no program starts with less");
+        invalidArgument(item, "must be at least 16777216 (16 MiB): no program starts with less");
       }
     } else if (key == "core_bytes") {
-      limits.core_bytes = nonNegative(value, item, kMax);
+      limits.core_bytes = nonNegativeInteger(value, item, kMax);
     } else {
-      invalid(item,
-              "unknown key (known keys: open_files, processes, address_space_bytes, core_bytes)");
+      invalidArgument(
+          item, "unknown key (known keys: open_files, processes, address_space_bytes, core_bytes)");
     }
   }
   return limits;
@@ -141,55 +121,60 @@ bool isAgentPrivateVariable(std::string_view name) {
 
 ProcessConfig parseConfig(std::string_view config_json) {
   ProcessConfig config;
-  json object = parseObject(config_json.empty() ? std::string_view("{}") : config_json, "config");
+  json object =
+      parseJsonObject(config_json.empty() ? std::string_view("{}") : config_json, "config");
   constexpr std::uint64_t kMaxBytes = 1ull << 30;
   std::optional<bool> inherit_env;
   bool has_env_allow = false;
   for (const auto& [key, value] : object.items()) {
     const std::string path = "config/" + key;
     if (key == "kill_grace_ms") {
-      config.kill_grace = std::chrono::milliseconds(nonNegative(value, path, 24ull * 3600 * 1000));
+      config.kill_grace =
+          std::chrono::milliseconds(nonNegativeInteger(value, path, 24ull * 3600 * 1000));
     } else if (key == "result_limit_bytes") {
-      config.result_limit_bytes = nonNegative(value, path, kMaxBytes);
+      config.result_limit_bytes = nonNegativeInteger(value, path, kMaxBytes);
     } else if (key == "stderr_tail_bytes") {
-      config.stderr_tail_bytes = nonNegative(value, path, kMaxBytes);
+      config.stderr_tail_bytes = nonNegativeInteger(value, path, kMaxBytes);
     } else if (key == "user") {
       config.user = nameOrId(value, path);
     } else if (key == "group") {
       config.group = nameOrId(value, path);
     } else if (key == "inherit_env") {
-      if (!value.is_boolean()) invalid(path, "must be true or false");
+      if (!value.is_boolean()) invalidArgument(path, "must be true or false");
       inherit_env = value.get<bool>();
     } else if (key == "env_allow") {
-      if (!value.is_array()) invalid(path, "must be an array of variable names");
+      if (!value.is_array()) invalidArgument(path, "must be an array of variable names");
       has_env_allow = true;
       for (std::size_t i = 0; i < value.size(); ++i) {
         const std::string item = childPath(path, std::to_string(i));
         if (!value[i].is_string() || !isVariableName(value[i].get<std::string>())) {
-          invalid(item,
-                  "must be a variable name (letters, digits and _, not starting with a digit)");
+          invalidArgument(
+              item, "must be a variable name (letters, digits and _, not starting with a digit)");
         }
         std::string name = value[i].get<std::string>();
         if (isAgentPrivateVariable(name)) {
-          invalid(item, "'" + name + "' is the agent's own and is never passed to tasks");
+          invalidArgument(item, "'" + name + "' is the agent's own and is never passed to tasks");
         }
         config.env_allow.push_back(std::move(name));
       }
     } else if (key == "limits") {
       config.limits = parseLimits(value, path);
     } else {
-      invalid(path,
-              "unknown key (known keys: kill_grace_ms, result_limit_bytes, stderr_tail_bytes, "
-              "user, group, inherit_env, env_allow, limits)");
+      invalidArgument(
+          path,
+          "unknown key (known keys: kill_grace_ms, result_limit_bytes, stderr_tail_bytes, "
+          "user, group, inherit_env, env_allow, limits)");
     }
   }
   if (!config.group.empty() && config.user.empty()) {
-    invalid("config/group", "needs config/user (tasks run as the agent's own user and group)");
+    invalidArgument("config/group",
+                    "needs config/user (tasks run as the agent's own user and group)");
   }
   config.inherit_env = inherit_env.value_or(config.user.empty());
   if (has_env_allow && config.inherit_env) {
-    invalid("config/env_allow",
-            "only applies when the environment is not inherited (set inherit_env to false)");
+    invalidArgument(
+        "config/env_allow",
+        "only applies when the environment is not inherited (set inherit_env to false)");
   }
   return config;
 }
@@ -246,38 +231,27 @@ std::optional<TaskIdentity> resolveIdentity(const ProcessConfig& config, uid_t e
     have_gid = true;
   }
   if (!have_gid) {
-    invalid("config/group", "is needed: user " + config.user +
-                                " has no passwd entry, so it has no primary group to use");
+    invalidArgument("config/group", "is needed: user " + config.user +
+                                        " has no passwd entry, so it has no primary group to use");
   }
   identity.switches = identity.uid != euid || identity.gid != egid;
   if (identity.switches && euid != 0) {
-    invalid("config/user",
-            "running tasks as user '" + identity.name + "' (uid " + std::to_string(identity.uid) +
-                ", gid " + std::to_string(identity.gid) +
-                ") needs the agent to run as root; it runs as uid " + std::to_string(euid) +
-                ", gid " + std::to_string(egid) + " (leave user and group out to run tasks as " +
-                "the agent's own user)");
+    invalidArgument("config/user",
+                    "running tasks as user '" + identity.name + "' (uid " +
+                        std::to_string(identity.uid) + ", gid " + std::to_string(identity.gid) +
+                        ") needs the agent to run as root; it runs as uid " + std::to_string(euid) +
+                        ", gid " + std::to_string(egid) +
+                        " (leave user and group out to run tasks as " + "the agent's own user)");
   }
   return identity;
 }
 
 TaskSpec parseTask(std::string_view task_json) {
-  json task = parseObject(task_json, "task_json");
+  json task = parseJsonObject(task_json, "task_json");
   TaskSpec spec;
-
-  auto id = task.find("task_id");
-  if (id == task.end() || !id->is_number_unsigned()) {
-    invalid("task_id", "must be a non-negative integer");
-  }
-  spec.task_id = id->get<std::uint64_t>();
-
-  auto work_dir = task.find("work_dir");
-  if (work_dir == task.end() || !work_dir->is_string() ||
-      work_dir->get_ref<const std::string&>().empty() ||
-      work_dir->get_ref<const std::string&>().front() != '/') {
-    invalid("work_dir", "must be an absolute path");
-  }
-  spec.work_dir = work_dir->get<std::string>();
+  plugins::TaskBasics basics = plugins::readTaskBasics(task);
+  spec.task_id = basics.task_id;
+  spec.work_dir = std::move(basics.work_dir);
 
   if (auto env = task.find("env"); env != task.end() && !env->is_null()) {
     readEnv(*env, "env", spec.env);
@@ -285,37 +259,39 @@ TaskSpec parseTask(std::string_view task_json) {
 
   auto payload_it = task.find("payload");
   if (payload_it == task.end() || !payload_it->is_object()) {
-    invalid("payload", R"(must be an object with "command" or "shell")");
+    invalidArgument("payload", R"(must be an object with "command" or "shell")");
   }
   const json& payload = *payload_it;
   for (const auto& [key, value] : payload.items()) {
     if (key != "command" && key != "shell" && key != "env" && key != "cwd") {
-      invalid("payload/" + key, "unknown key (known keys: command, shell, env, cwd)");
+      invalidArgument("payload/" + key, "unknown key (known keys: command, shell, env, cwd)");
     }
   }
   auto command = payload.find("command");
   auto shell = payload.find("shell");
   if ((command == payload.end()) == (shell == payload.end())) {
-    invalid("payload", R"(needs exactly one of "command" or "shell")");
+    invalidArgument("payload", R"(needs exactly one of "command" or "shell")");
   }
   if (command != payload.end()) {
     if (!command->is_array() || command->empty()) {
-      invalid("payload/command", "must be a non-empty array of strings");
+      invalidArgument("payload/command", "must be a non-empty array of strings");
     }
     for (const auto& arg : *command) {
-      if (!arg.is_string()) invalid("payload/command", "must be a non-empty array of strings");
+      if (!arg.is_string())
+        invalidArgument("payload/command", "must be a non-empty array of strings");
       spec.argv.push_back(arg.get<std::string>());
     }
-    if (spec.argv.front().empty()) invalid("payload/command/0", "must not be empty");
+    if (spec.argv.front().empty()) invalidArgument("payload/command/0", "must not be empty");
     spec.search_path = spec.argv.front().find('/') == std::string::npos;
   } else {
     if (!shell->is_string() || shell->get_ref<const std::string&>().empty()) {
-      invalid("payload/shell", "must be a non-empty string");
+      invalidArgument("payload/shell", "must be a non-empty string");
     }
     spec.argv = {"/bin/sh", "-c", shell->get<std::string>()};
   }
   for (const auto& arg : spec.argv) {
-    if (arg.find('\0') != std::string::npos) invalid("payload", "arguments must not contain NUL");
+    if (arg.find('\0') != std::string::npos)
+      invalidArgument("payload", "arguments must not contain NUL");
   }
 
   if (auto env = payload.find("env"); env != payload.end()) {
@@ -324,10 +300,10 @@ TaskSpec parseTask(std::string_view task_json) {
 
   spec.cwd = spec.work_dir;
   if (auto cwd = payload.find("cwd"); cwd != payload.end()) {
-    if (!cwd->is_string()) invalid("payload/cwd", "must be a string");
+    if (!cwd->is_string()) invalidArgument("payload/cwd", "must be a string");
     const auto& rel = cwd->get_ref<const std::string&>();
     if (!rel.empty() && rel.front() == '/') {
-      invalid("payload/cwd", "must be relative to the task's work_dir");
+      invalidArgument("payload/cwd", "must be relative to the task's work_dir");
     }
     if (!rel.empty()) spec.cwd = spec.work_dir + "/" + rel;
   }
