@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -156,6 +157,32 @@ TEST_F(DriverRunTest, LaunchAheadKeepsTheAgentWithinItsCores) {
                      "3", "--timeout", "60"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("8 finished"), std::string::npos) << r.out;
+}
+
+TEST_F(DriverRunTest, TasksWaitingOnADecommissionedAgentRunElsewhere) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  // Each agent holds 1 running task and 2 sent ahead. agent-1 decommissions while it holds
+  // some: the waiting ones come back LOST and run on agent-2, the running one finishes, and
+  // agent-1 leaves. The job loses nothing and counts no failure (max_attempts 1).
+  std::string tasks;
+  for (int i = 0; i < 10; ++i) {
+    tasks += std::string(i ? "," : "") + R"({"name": "t)" + std::to_string(i) +
+             R"(", "shell": "sleep 0.3"})";
+  }
+  fs::path job =
+      writeJob("ahead.json", R"({"name": "ahead", "max_attempts": 1, "tasks": [)" + tasks + "]}");
+  fs::path agent_config = writeJob("agent.json", R"({"decommission": {"enabled": true}})");
+  RunResult r = run({"run", job.string(), "--local-agents", "2", "--cores", "1", "--launch-ahead",
+                     "2", "--agent-config", agent_config.string(), "--decommission", "agent-1",
+                     "--decommission-after-ms", "150", "--log-level", "info", "--timeout", "60"});
+  const std::string all = r.out + r.err;
+  ASSERT_EQ(r.exit_code, 0) << all;
+  EXPECT_NE(all.find("10 finished, 0 failed"), std::string::npos) << all;
+  EXPECT_NE(all.find("agent 'agent-1' finished decommissioning and left"), std::string::npos)
+      << all;
+  std::smatch relaunched;
+  ASSERT_TRUE(std::regex_search(all, relaunched, std::regex(R"(([0-9]+) relaunched)"))) << all;
+  EXPECT_GE(std::stoi(relaunched[1].str()), 1) << "no waiting task came back from agent-1\n" << all;
 }
 
 TEST_F(DriverRunTest, InvalidJobFileExits2NamingFileAndPath) {
