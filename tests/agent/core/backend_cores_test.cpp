@@ -17,10 +17,15 @@ std::vector<std::uint64_t> launched(const Harness& h, std::uint64_t up_to) {
   return ids;
 }
 
+// Registered (4 cores), then tasks 1..`tasks` launched (1 cpu each): 5 and up wait.
+void launchTasks(Harness& h, std::uint64_t tasks) {
+  h.runToRunning();
+  for (std::uint64_t id = 1; id <= tasks; ++id) h.launch(id);
+}
+
 TEST(BackendCoresTest, TasksBeyondTheCoresWaitAndStartInOrderAsOthersEnd) {
   Harness h;  // 4 cores
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  launchTasks(h, 6);
   EXPECT_EQ(launched(h, 6), (std::vector<std::uint64_t>{1, 2, 3, 4}));
   EXPECT_EQ(h.backend.runningTasks(), 4u);
   EXPECT_EQ(h.backend.waitingTasks(), 2u);
@@ -63,8 +68,7 @@ TEST(BackendCoresTest, ATaskLargerThanTheAgentStartsWhenNothingRuns) {
 
 TEST(BackendCoresTest, AKilledWaitingTaskIsReportedKilledAndNeverStarts) {
   Harness h;
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  launchTasks(h, 6);
   h.kill(5, "not needed");
   ASSERT_EQ(h.statusUpdates().size(), 1u);
   EXPECT_EQ(h.statusUpdates()[0].task_id, 5u);
@@ -79,8 +83,7 @@ TEST(BackendCoresTest, AKilledWaitingTaskIsReportedKilledAndNeverStarts) {
 
 TEST(BackendCoresTest, AWaitingTaskHasNoThreadDump) {
   Harness h;
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 5; ++id) h.launch(id);
+  launchTasks(h, 5);
   h.deliverMessage(proto::TaskThreadDump{5}, /*id=*/77);
   const proto::Envelope& reply = h.lastSent();
   ASSERT_TRUE(reply.isReply());
@@ -93,8 +96,7 @@ TEST(BackendCoresTest, AWaitingTaskHasNoThreadDump) {
 
 TEST(BackendCoresTest, TheSameTaskIdWhileItWaitsIsRefused) {
   Harness h;
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 5; ++id) h.launch(id);
+  launchTasks(h, 5);
   h.launch(5);
   const proto::Envelope& error = h.lastSent();
   ASSERT_TRUE(error.error.has_value());
@@ -104,8 +106,7 @@ TEST(BackendCoresTest, TheSameTaskIdWhileItWaitsIsRefused) {
 
 TEST(BackendCoresTest, DecommissionAnswersTheWaitingTasksLostAndLetsTheRunningOnesFinish) {
   Harness h;
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  launchTasks(h, 6);
   h.deliverMessage(proto::DecommissionExecutor{"scale down"});
   ASSERT_TRUE(h.backend.decommissioning());
   auto updates = h.statusUpdates();
@@ -122,8 +123,7 @@ TEST(BackendCoresTest, DecommissionAnswersTheWaitingTasksLostAndLetsTheRunningOn
 
 TEST(BackendCoresTest, ExitAnswersTheWaitingTasksKilled) {
   Harness h;
-  h.runToRunning();
-  for (std::uint64_t id = 1; id <= 6; ++id) h.launch(id);
+  launchTasks(h, 6);
   h.backend.onStopRequested("received SIGTERM");
   std::vector<std::uint64_t> killed;
   for (const auto& u : h.statusUpdates()) {
