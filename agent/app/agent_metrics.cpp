@@ -37,6 +37,10 @@ AgentGauges::AgentGauges(metrics::Registry& registry)
                             {"state"})),
       running_tasks_(
           registry.gauge("dockhand_tasks_running", "Tasks running on this agent.").get()),
+      waiting_tasks_(registry
+                         .gauge("dockhand_tasks_waiting",
+                                "Tasks sent to this agent that wait for cores (launch_ahead).")
+                         .get()),
       cores_(registry.gauge("dockhand_cores", "Cores this agent offers (its --cores).").get()),
       cores_in_use_(
           registry.gauge("dockhand_cores_in_use", "Cores the running tasks asked for (their cpus).")
@@ -76,6 +80,7 @@ void AgentGauges::update(const Json& status) {
   const std::string state = text(status, "state");
   for (const char* known : kStates) state_.labels({known}).set(state == known ? 1 : 0);
   running_tasks_.set(number(status, "running_tasks"));
+  waiting_tasks_.set(number(status, "waiting_tasks"));
   const Json cores = status.is_object() ? status.value("cores", Json()) : Json();
   cores_.set(number(cores, "total"));
   cores_in_use_.set(number(cores, "in_use"));

@@ -23,6 +23,7 @@ class AgentGauges {
  private:
   metrics::Family<metrics::Gauge>& state_;
   metrics::Gauge& running_tasks_;
+  metrics::Gauge& waiting_tasks_;
   metrics::Gauge& cores_;
   metrics::Gauge& cores_in_use_;
   metrics::Family<metrics::Gauge>& addresses_;

@@ -15,6 +15,7 @@ TEST(AgentGaugesTest, EveryGaugeIsExposedBeforeAnyStatus) {
   AgentGauges gauges(registry);
   const std::string text = registry.expose();
   EXPECT_THAT(text, HasSubstr("dockhand_tasks_running 0\n"));
+  EXPECT_THAT(text, HasSubstr("dockhand_tasks_waiting 0\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_cores 0\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_decommission_phase{phase=\"inactive\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_decommission_phase{phase=\"migrating\"} 0\n"));
@@ -25,7 +26,7 @@ TEST(AgentGaugesTest, SetFromTheStatus) {
   metrics::Registry registry;
   AgentGauges gauges(registry);
   gauges.update(Json::parse(R"({
-    "state": "running", "running_tasks": 3, "cores": {"total": 8, "in_use": 5},
+    "state": "running", "running_tasks": 3, "waiting_tasks": 2, "cores": {"total": 8, "in_use": 5},
     "blocks": {"count": 4, "bytes": 4096},
     "resources": {"gpu": {"addresses": ["0", "1", "2"],
                           "allocation": {"0": {"held_by": [7], "free": 0},
@@ -36,6 +37,7 @@ TEST(AgentGaugesTest, SetFromTheStatus) {
   EXPECT_THAT(text, HasSubstr("dockhand_agent_state{state=\"running\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_agent_state{state=\"idle\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_tasks_running 3\n"));
+  EXPECT_THAT(text, HasSubstr("dockhand_tasks_waiting 2\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_cores 8\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_cores_in_use 5\n"));
   EXPECT_THAT(text, HasSubstr("dockhand_resource_addresses{resource=\"gpu\"} 3\n"));
