@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 extern char** environ;
 
@@ -93,6 +94,17 @@ class DriverRunTest : public ::testing::Test {
     return path;
   }
 
+  // A job "ahead" of `count` tasks running `shell`, none retried (max_attempts 1).
+  static std::string jobOf(int count, const std::string& shell) {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (int i = 0; i < count; ++i) {
+      std::string name = "t";
+      name += std::to_string(i);
+      tasks.push_back({{"name", name}, {"shell", shell}});
+    }
+    return nlohmann::json{{"name", "ahead"}, {"max_attempts", 1}, {"tasks", tasks}}.dump();
+  }
+
   fs::path dir_;
 };
 
@@ -146,13 +158,9 @@ TEST_F(DriverRunTest, LaunchAheadKeepsTheAgentWithinItsCores) {
   // takes the one slot (mkdir fails when another task holds it) and gives it back, so a task
   // that started beside another fails, and with max_attempts 1 so does the job.
   const std::string slot = (dir_ / "slot").string();
-  std::string tasks;
-  for (int i = 0; i < 8; ++i) {
-    tasks += std::string(i ? "," : "") + R"({"name": "t)" + std::to_string(i) +
-             R"(", "shell": "mkdir )" + slot + R"( || exit 9; sleep 0.05; rmdir )" + slot + R"("})";
-  }
-  fs::path job =
-      writeJob("ahead.json", R"({"name": "ahead", "max_attempts": 1, "tasks": [)" + tasks + "]}");
+  std::string hold = "mkdir ";
+  hold.append(slot).append(" || exit 9; sleep 0.05; rmdir ").append(slot);
+  fs::path job = writeJob("ahead.json", jobOf(8, hold));
   RunResult r = run({"run", job.string(), "--local-agents", "1", "--cores", "1", "--launch-ahead",
                      "3", "--timeout", "60"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -164,13 +172,7 @@ TEST_F(DriverRunTest, TasksWaitingOnADecommissionedAgentRunElsewhere) {
   // Each agent holds 1 running task and 2 sent ahead. agent-1 decommissions while it holds
   // some: the waiting ones come back LOST and run on agent-2, the running one finishes, and
   // agent-1 leaves. The job loses nothing and counts no failure (max_attempts 1).
-  std::string tasks;
-  for (int i = 0; i < 10; ++i) {
-    tasks += std::string(i ? "," : "") + R"({"name": "t)" + std::to_string(i) +
-             R"(", "shell": "sleep 0.3"})";
-  }
-  fs::path job =
-      writeJob("ahead.json", R"({"name": "ahead", "max_attempts": 1, "tasks": [)" + tasks + "]}");
+  fs::path job = writeJob("ahead.json", jobOf(10, "sleep 0.3"));
   fs::path agent_config = writeJob("agent.json", R"({"decommission": {"enabled": true}})");
   RunResult r = run({"run", job.string(), "--local-agents", "2", "--cores", "1", "--launch-ahead",
                      "2", "--agent-config", agent_config.string(), "--decommission", "agent-1",

@@ -198,18 +198,18 @@ TEST_F(LibraryRunnerTest, LogLinksSayWhetherATaskHadADirectory) {
     launch(id, "echoArgs", 1);
     ASSERT_TRUE(driver.waitForStatus(id, protocol::TaskState::kFinished, 10s)) << agent->output();
   }
-  auto logOf = [&](std::uint64_t id) {
+  auto log_of = [&](std::uint64_t id) {
     return httpGet(driver.agentBlockUrl() + "/v1/tasks/" + std::to_string(id) + "/logs/stdout");
   };
   for (std::uint64_t id : {1, 4, 6}) {
-    HttpReply reply = logOf(id);
+    HttpReply reply = log_of(id);
     EXPECT_EQ(reply.status, 404) << id;
     EXPECT_NE(reply.body.find("has no stdout file"), std::string::npos) << id << ": " << reply.body;
   }
   HttpReply reclaimed;
   EXPECT_TRUE(waitUntil(
       [&] {
-        reclaimed = logOf(2);
+        reclaimed = log_of(2);
         return reclaimed.body.find("reclaimed") != std::string::npos;
       },
       10s))
@@ -219,7 +219,7 @@ TEST_F(LibraryRunnerTest, LogLinksSayWhetherATaskHadADirectory) {
   EXPECT_TRUE(waitUntil([&] { return !fs::exists(tasks / "task-2"); }, 10s))
       << "reclaimed, but still there";
   EXPECT_FALSE(fs::exists(tasks / "task-1"));
-  EXPECT_NE(logOf(404).body.find("unknown task 404"), std::string::npos);
+  EXPECT_NE(log_of(404).body.find("unknown task 404"), std::string::npos);
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
 }
