@@ -434,7 +434,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
   // Within the registered cores; behind the tasks already waiting (see backend.h).
   if (!waiting_.empty() || !fitsNow(task.cpus)) {
     log()->debug("task {} waits for cores: {} of {} in use, {} task(s) waiting before it",
-                 task.task_id, cores_in_use_, options_.cores, waiting_.size());
+                 task.task_id, coresInUse(), options_.cores, waiting_.size());
     waiting_.push_back(WaitingTask{std::move(task), received});
     return;
   }
@@ -443,7 +443,8 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
 
 bool Backend::fitsNow(int cpus) const {
   // Nothing running: any task starts, even one larger than the agent.
-  return cores_in_use_ <= 0 || cores_in_use_ + cpus <= options_.cores;
+  const int in_use = coresInUse();
+  return in_use <= 0 || in_use + cpus <= options_.cores;
 }
 
 std::deque<Backend::WaitingTask>::iterator Backend::findWaiting(std::uint64_t task_id) {
@@ -462,11 +463,9 @@ proto::StatusUpdate Backend::statusOf(const proto::TaskDescription& task) const 
 
 void Backend::startTask(const proto::TaskDescription& task, TimePoint received) {
   running_.emplace(task.task_id, RunningTask{task.cpus, task.resources, received, false});
-  cores_in_use_ += task.cpus;
   metrics_.started.inc();
   if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
-    cores_in_use_ -= task.cpus;
     metrics_.duration.observe(seconds(timers_.now() - received));
     log()->warn("task {} could not start: {}", task.task_id, launched.error().message);
     proto::StatusUpdate update = statusOf(task);
@@ -489,19 +488,22 @@ void Backend::startWaiting() {
   }
 }
 
+void Backend::endUnstarted(const proto::TaskDescription& task, proto::TaskState state,
+                           std::string reason) {
+  proto::StatusUpdate update = statusOf(task);
+  update.state = state;
+  update.reason = std::move(reason);
+  last_task_finish_ = timers_.now();
+  sendStatus(update);
+}
+
 void Backend::endWaiting(proto::TaskState state, const std::string& reason) {
   if (waiting_.empty()) return;
   log()->info("{} task(s) waiting for cores end {}: {}", waiting_.size(), proto::toString(state),
               reason);
   std::deque<WaitingTask> ended;
   ended.swap(waiting_);
-  for (const auto& w : ended) {
-    proto::StatusUpdate update = statusOf(w.task);
-    update.state = state;
-    update.reason = reason;
-    last_task_finish_ = timers_.now();
-    sendStatus(update);
-  }
+  for (const auto& w : ended) endUnstarted(w.task, state, reason);
 }
 
 void Backend::decommissionBegan() {
@@ -522,12 +524,9 @@ void Backend::handleKillTask(const proto::Envelope& frame) {
   std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
   if (auto waiting = findWaiting(kill.task_id); waiting != waiting_.end()) {
     log()->info("task {} killed before it started ({})", kill.task_id, reason);
-    proto::StatusUpdate update = statusOf(waiting->task);
+    const proto::TaskDescription task = std::move(waiting->task);
     waiting_.erase(waiting);
-    update.state = proto::TaskState::kKilled;
-    update.reason = std::move(reason);
-    last_task_finish_ = timers_.now();
-    sendStatus(update);
+    endUnstarted(task, proto::TaskState::kKilled, std::move(reason));
     startWaiting();  // the next in line may fit where this one did not
     return;
   }
@@ -617,7 +616,6 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   }
   if (proto::isTerminal(status.state)) {
     metrics_.duration.observe(seconds(timers_.now() - it->second.received));
-    cores_in_use_ -= it->second.cpus;
     running_.erase(it);
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
@@ -753,7 +751,11 @@ void Backend::exit(ExitCode code, const std::string& reason) {
   exitExecutor(code, reason, /*notify_driver=*/true);
 }
 
-int Backend::coresInUse() const { return cores_in_use_; }
+int Backend::coresInUse() const {
+  int cores = 0;
+  for (const auto& [id, task] : running_) cores += task.cpus;
+  return cores;
+}
 
 Json Backend::statusJson() const {
   return Json{

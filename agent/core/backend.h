@@ -195,6 +195,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // Starts the waiting tasks that fit now, in order (or ends them, when the agent no longer
   // takes work).
   void startWaiting();
+  // Reports `task`, which never started, ended with `state` and `reason`.
+  void endUnstarted(const protocol::TaskDescription& task, protocol::TaskState state,
+                    std::string reason);
   // Ends every waiting task with `state` and `reason` (decommission, exit).
   void endWaiting(protocol::TaskState state, const std::string& reason);
   void handleKillTask(const protocol::Envelope& frame);
@@ -234,7 +237,6 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::unordered_map<std::uint64_t, RunningTask> running_;
   std::unordered_map<std::uint64_t, EarlyKill> early_kills_;
   std::deque<WaitingTask> waiting_;  // launched, waiting for cores, in arrival order
-  int cores_in_use_ = 0;             // the cpus of running_
   // Frames that must reach the driver in order (status updates, block info), queued while
   // they cannot be sent; task_id names the task for the log (0: none).
   struct Outgoing {
