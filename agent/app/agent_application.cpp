@@ -1,11 +1,11 @@
 #include "app/agent_application.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
-
-#include <Poco/Util/HelpFormatter.h>
-#include <Poco/Util/Option.h>
-#include <Poco/Util/OptionException.h>
+#include <ostream>
+#include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,6 +23,8 @@ namespace dockhand::agent {
 namespace {
 
 constexpr const char* kVersion = DOCKHAND_VERSION;
+constexpr std::size_t kHelpWidth = 80;
+constexpr std::size_t kDescriptionColumn = 27;
 
 std::vector<std::string> environment() {
   std::vector<std::string> out;
@@ -30,123 +32,194 @@ std::vector<std::string> environment() {
   return out;
 }
 
+// `text` broken into lines of at most `width` columns (a word longer than that gets a line of
+// its own), the first starting after `first` (already written), the others indented by
+// `indent` spaces.
+std::string wrapped(const std::string& first, std::string_view text, std::size_t indent,
+                    std::size_t width = kHelpWidth) {
+  std::string out = first;
+  const std::size_t line_start = first.rfind('\n');
+  std::size_t column =
+      line_start == std::string::npos ? first.size() : first.size() - line_start - 1;
+  std::size_t at = 0;
+  bool line_has_words = false;
+  while (at < text.size()) {
+    const std::size_t word_end = std::min(text.find(' ', at), text.size());
+    const std::size_t length = word_end - at;
+    if (line_has_words && column + 1 + length > width) {
+      out.append("\n").append(indent, ' ');
+      column = indent;
+      line_has_words = false;
+    }
+    if (line_has_words) {
+      out += ' ';
+      ++column;
+    } else if (column < indent) {
+      out.append(indent - column, ' ');
+      column = indent;
+    }
+    out.append(text, at, length);
+    column += length;
+    line_has_words = true;
+    at = word_end + 1;
+  }
+  return out + "\n";
+}
+
+const CommandOption* findLong(const std::vector<CommandOption>& table, const std::string& name) {
+  for (const auto& option : table) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
+}
+
+const CommandOption* findShort(const std::vector<CommandOption>& table, const std::string& name) {
+  for (const auto& option : table) {
+    if (!option.short_name.empty() && option.short_name == name) return &option;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-AgentApplication::AgentApplication() { setUnixOptions(true); }
+const std::vector<CommandOption>& agentCommandOptions() {
+  // Deliberately no --daemon or --pidfile: the agent runs in the foreground (systemd, a
+  // cluster manager or a driver supervise it).
+  static const std::vector<CommandOption> kOptions = {
+      {"help", "h", "", false, "print this help and exit"},
+      {"version", "", "", false, "print the version and exit"},
+      {"config", "", "FILE", true,
+       "read settings from this JSON file and its fragments FILE.d/*.json (repeatable; later "
+       "files, DOCKHAND_* variables and the command line override it)"},
+      {"driver-url", "", "URL", false, "the driver to connect to, ws://HOST:PORT/ (required)"},
+      {"executor-id", "", "ID", false, "this executor's id, unique in the application (required)"},
+      {"app-id", "", "ID", false, "the application id (required)"},
+      {"cores", "", "N", false,
+       "cores offered to tasks (default: the CPUs this process may use, under its cgroup's "
+       "quota)"},
+      {"hostname", "", "HOST", false, "the host name to advertise (default: this machine's name)"},
+      {"bind-address", "", "ADDR", false, "the address to bind servers to (default: the hostname)"},
+      {"resourcesFile", "", "FILE", false,
+       "a Spark-format resources file with the addresses of this executor's resources"},
+      {"worker-url", "", "URL", false, "exit when this worker goes away (host:port)"},
+      {"resourceProfileId", "", "ID", false, "the resource profile id (default 0)"},
+      {"work-dir", "", "DIR", false, "where task directories and blocks live"},
+      {"log-level", "", "LEVEL", false, "trace, debug, info, warn, error or off (default info)"},
+      {"log-format", "", "FORMAT", false,
+       "text or json: one JSON object per log line on stderr (default text)"},
+      {"plugin-dir", "", "DIR", true, "search this directory for plugins (repeatable)"},
+      {"auth-secret-file", "", "FILE", false,
+       "authenticate with the cluster secret in FILE (mode 0600 or stricter; see "
+       "docs/security.md)"},
+  };
+  return kOptions;
+}
+
+ParsedCommandLine parseCommandLine(const std::vector<CommandOption>& table,
+                                   const std::vector<std::string>& args) {
+  ParsedCommandLine parsed;
+  std::vector<std::string> seen;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      parsed.arguments.insert(parsed.arguments.end(), args.begin() + static_cast<long>(i) + 1,
+                              args.end());
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      parsed.arguments.push_back(arg);
+      continue;
+    }
+    const bool is_long = arg.compare(0, 2, "--") == 0;
+    const std::size_t equals = is_long ? arg.find('=') : std::string::npos;
+    const std::string name = is_long ? arg.substr(2, equals - 2) : arg.substr(1);
+    const CommandOption* option = is_long ? findLong(table, name) : findShort(table, name);
+    if (option == nullptr) {
+      throw std::invalid_argument(fmt::format("unknown option '{}'", arg.substr(0, equals)));
+    }
+    std::string value;
+    if (option->argument.empty()) {
+      if (equals != std::string::npos) {
+        throw std::invalid_argument(fmt::format("option --{} takes no value", option->name));
+      }
+    } else if (equals != std::string::npos) {
+      value = arg.substr(equals + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      throw std::invalid_argument(
+          fmt::format("option --{} requires a value ({})", option->name, option->argument));
+    }
+    if (!option->repeatable && std::find(seen.begin(), seen.end(), option->name) != seen.end()) {
+      throw std::invalid_argument(fmt::format("option --{} is given more than once", option->name));
+    }
+    seen.push_back(option->name);
+    parsed.options.emplace_back(option->name, std::move(value));
+  }
+  return parsed;
+}
 
 int AgentApplication::start(int argc, char** argv) {
+  ParsedCommandLine parsed;
   try {
-    init(argc, argv);
-  } catch (const Poco::Util::OptionException& e) {
-    std::cerr << "dockhand: " << e.displayText() << "\n\n";
+    parsed = parseCommandLine(agentCommandOptions(),
+                              std::vector<std::string>(argv + std::min(argc, 1), argv + argc));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "dockhand: " << e.what() << "\n\n";
     printUsage(std::cerr);
     return toInt(agent::ExitCode::kUsage);
   }
-  return run();
-}
-
-void AgentApplication::defineOptions(Poco::Util::OptionSet& options) {
-  using Poco::Util::Option;
-  // Deliberately not ServerApplication's: the agent runs in the foreground (systemd, a
-  // cluster manager or a driver supervise it), so --daemon/--pidfile are not offered.
-  Application::defineOptions(options);  // NOLINT(bugprone-parent-virtual-call): see above
-  options.addOption(Option("help", "h", "print this help and exit"));
-  options.addOption(Option("version", "", "print the version and exit"));
-  options.addOption(Option("config", "",
-                           "read settings from this JSON file and its fragments FILE.d/*.json "
-                           "(repeatable; later files, DOCKHAND_* variables and the command "
-                           "line override it)")
-                        .argument("FILE")
-                        .repeatable(true));
-  options.addOption(Option("driver-url", "",
-                           "the driver to connect to, ws://HOST:PORT/ "
-                           "(required)")
-                        .argument("URL"));
-  options.addOption(Option("executor-id", "",
-                           "this executor's id, unique in the application "
-                           "(required)")
-                        .argument("ID"));
-  options.addOption(Option("app-id", "", "the application id (required)").argument("ID"));
-  options.addOption(Option("cores", "",
-                           "cores offered to tasks (default: the CPUs this process may use, "
-                           "under its cgroup's quota)")
-                        .argument("N"));
-  options.addOption(Option("hostname", "",
-                           "the host name to advertise (default: this "
-                           "machine's name)")
-                        .argument("HOST"));
-  options.addOption(Option("bind-address", "",
-                           "the address to bind servers to (default: the "
-                           "hostname)")
-                        .argument("ADDR"));
-  options.addOption(Option("resourcesFile", "",
-                           "a Spark-format resources file with the "
-                           "addresses of this executor's resources")
-                        .argument("FILE"));
-  options.addOption(
-      Option("worker-url", "", "exit when this worker goes away (host:port)").argument("URL"));
-  options.addOption(
-      Option("resourceProfileId", "", "the resource profile id (default 0)").argument("ID"));
-  options.addOption(
-      Option("work-dir", "", "where task directories and blocks live").argument("DIR"));
-  options.addOption(Option("log-level", "",
-                           "trace, debug, info, warn, error or off "
-                           "(default info)")
-                        .argument("LEVEL"));
-  options.addOption(Option("log-format", "",
-                           "text or json: one JSON object per log line on stderr "
-                           "(default text)")
-                        .argument("FORMAT"));
-  options.addOption(Option("plugin-dir", "", "search this directory for plugins (repeatable)")
-                        .argument("DIR")
-                        .repeatable(true));
-  options.addOption(Option("auth-secret-file", "",
-                           "authenticate with the cluster secret in FILE (mode 0600 or "
-                           "stricter; see docs/security.md)")
-                        .argument("FILE"));
-}
-
-void AgentApplication::handleOption(const std::string& name, const std::string& value) {
-  Application::handleOption(name, value);
-  if (name == "help") {
-    help_ = true;
-    stopOptionsProcessing();
-  } else if (name == "version") {
-    version_ = true;
-    stopOptionsProcessing();
-  } else if (name == "config") {
-    config_files_.push_back(value);
-  } else {
-    overrides_.emplace_back(name, value);
+  for (auto& [name, value] : parsed.options) {
+    if (name == "help") {
+      help_ = true;
+    } else if (name == "version") {
+      version_ = true;
+    } else if (name == "config") {
+      config_files_.push_back(std::move(value));
+    } else {
+      overrides_.emplace_back(name, std::move(value));
+    }
   }
+  return run(parsed.arguments);
 }
 
-void AgentApplication::printUsage(std::ostream& out) const {
-  Poco::Util::HelpFormatter formatter(options());
-  formatter.setUnixStyle(true);
-  formatter.setCommand("dockhand");
-  formatter.setUsage("[options]");
-  formatter.setHeader(
-      "Dockhand node agent: connects to a driver, registers this machine's cores and "
-      "resources, runs the driver's tasks and reports their status.");
-  std::string footer = "Exit codes:\n";
+void AgentApplication::printUsage(std::ostream& out) {
+  std::string text = "usage: dockhand [options]\n\n";
+  text += wrapped("",
+                  "Dockhand node agent: connects to a driver, registers this machine's cores "
+                  "and resources, runs the driver's tasks and reports their status.",
+                  0);
+  text += "\nOptions:\n";
+  for (const auto& option : agentCommandOptions()) {
+    std::string left = "  ";
+    if (!option.short_name.empty()) left.append("-").append(option.short_name).append(", ");
+    left.append("--").append(option.name);
+    if (!option.argument.empty()) left.append("=").append(option.argument);
+    if (left.size() + 1 > kDescriptionColumn) left.append("\n");
+    text += wrapped(left, option.description, kDescriptionColumn);
+  }
+  text += "\nExit codes:\n";
   for (const auto& info : kExitCodeTable) {
-    footer += fmt::format("  {:>3}  {:<24} {}\n", toInt(info.code), info.name, info.meaning);
+    text += wrapped(fmt::format("  {:>3}  {:<24}", toInt(info.code), info.name), info.meaning,
+                    kDescriptionColumn + 5);
   }
-  footer +=
-      "\nEnvironment: DOCKHAND_LOG_URL_<NAME> and DOCKHAND_EXECUTOR_ATTRIBUTE_<NAME> "
-      "(or SPARK_...) are sent to the driver at registration.";
-  footer += "\nOverrides (over config files, under the command line):";
-  for (const auto& o : environmentOverrides()) {
-    footer += fmt::format(" {}", o.variable);
-  }
-  footer +=
-      "\n\nSubcommands: dockhand config validate [FILE], dockhand config show [--config FILE]";
-  formatter.setFooter(footer);
-  formatter.format(out);
+  text += "\n";
+  text += wrapped("",
+                  "Environment: DOCKHAND_LOG_URL_<NAME> and DOCKHAND_EXECUTOR_ATTRIBUTE_<NAME> "
+                  "(or SPARK_...) are sent to the driver at registration.",
+                  0);
+  std::string overrides = "Overrides (over config files, under the command line):";
+  for (const auto& o : environmentOverrides()) overrides.append(" ").append(o.variable);
+  text += wrapped("", overrides, 0);
+  text += "\n";
+  text += wrapped("",
+                  "Subcommands: dockhand config validate [FILE], dockhand config show "
+                  "[--config FILE], dockhand plugins ..., dockhand discover ...",
+                  0);
+  out << text;
 }
 
-int AgentApplication::main(const std::vector<std::string>& args) {
+int AgentApplication::run(const std::vector<std::string>& args) {
   if (help_) {
     printUsage(std::cout);
     return toInt(agent::ExitCode::kSuccess);
