@@ -124,6 +124,29 @@ else
   echo "(dockhand plugins list: not in this version)"
 fi
 
+step "the TLS module"
+# OpenSSL is in /usr/lib/dockhand/libdockhand-tls.so, loaded only with TLS on. The installed agent
+# must find it: with certificate files that do not exist, the error must come from the module's
+# checks of those files, not from the loading of the module.
+[ -f /usr/lib/dockhand/libdockhand-tls.so ] || fail "/usr/lib/dockhand/libdockhand-tls.so is not installed"
+if ldd /usr/lib/dockhand/libdockhand-tls.so | grep -q "not found"; then
+  ldd /usr/lib/dockhand/libdockhand-tls.so
+  fail "the TLS module needs a library the package does not depend on"
+fi
+cat > "$work/tls-agent.json" <<JSON
+{"tls": {"certificate_file": "$work/no-such.crt", "private_key_file": "$work/no-such.key",
+         "ca_file": "$work/no-such-ca.crt"}}
+JSON
+set +e
+tls_out="$(dockhand --config "$work/tls-agent.json" --driver-url wss://127.0.0.1:1/ --executor-id tls-check \
+  --app-id ci --cores 1 --work-dir "$work/tls-work" 2>&1)"
+tls_rc=$?
+set -e
+echo "$tls_out" | tail -n 3
+[ "$tls_rc" = 2 ] || fail "the agent with an unusable tls section exited $tls_rc, expected 2 (config error)"
+echo "$tls_out" | grep -q "tls.certificate_file $work/no-such.crt: cannot open" \
+  || fail "the installed agent did not load its TLS module"
+
 step "monitoring files"
 # The Grafana dashboard parses; the example scrape config is one Prometheus accepts.
 python3 -m json.tool /usr/share/dockhand/grafana/dockhand.json >/dev/null \

@@ -8,8 +8,6 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
-#include <Poco/Net/SSLException.h>
 #include <Poco/URI.h>
 
 #include "blocks/checksum.h"
@@ -36,13 +34,8 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
                      : "expected an http://HOST:PORT/blocks/<id> URL (https:// needs the tls "
                        "section)");
     }
-    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr;
-    if (tls) {
-      session_ptr =
-          std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(), tls);
-    } else {
-      session_ptr = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
-    }
+    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr =
+        tls::newClientSession(uri.getHost(), uri.getPort(), tls);
     Poco::Net::HTTPClientSession& session = *session_ptr;
     session.setTimeout(Poco::Timespan(static_cast<long>(timeout.count() / 1000),
                                       static_cast<long>((timeout.count() % 1000) * 1000)));
@@ -95,14 +88,10 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
     std::error_code ec;
     std::filesystem::remove(part, ec);
     throw;
-  } catch (const Poco::Net::SSLException& e) {
-    std::error_code ec;
-    std::filesystem::remove(part, ec);
-    throw fail("TLS: " + tls::explainFailure(e));
   } catch (const Poco::Exception& e) {
     std::error_code ec;
     std::filesystem::remove(part, ec);
-    throw fail(e.displayText());
+    throw fail(tls::isTlsException(e) ? "TLS: " + tls::explainFailure(e) : e.displayText());
   } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(part, ec);

@@ -19,7 +19,6 @@
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/HTTPServerSession.h>
-#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
 
 #include "blocks/block_id.h"
@@ -28,6 +27,7 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/metrics/metrics.h"
 #include "dockhand/tls/http_server.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::agent {
 namespace {
@@ -492,9 +492,7 @@ void BlockServer::start() {
   try {
     const Poco::Net::SocketAddress address(options_.bind_address,
                                            static_cast<Poco::UInt16>(options_.port));
-    Poco::Net::ServerSocket socket = options_.tls
-                                         ? Poco::Net::SecureServerSocket(address, 128, options_.tls)
-                                         : Poco::Net::ServerSocket(address, 128);
+    Poco::Net::ServerSocket socket = tls::newServerSocket(address, 128, options_.tls);
     port_ = socket.address().port();
     auto* params = new Poco::Net::HTTPServerParams;
     params->setMaxThreads(options_.max_threads);

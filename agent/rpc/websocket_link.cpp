@@ -12,9 +12,7 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/Net/NetException.h>
-#include <Poco/Net/SSLException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/URI.h>
 
@@ -121,13 +119,8 @@ void WebSocketLink::run() {
       sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
       return;
     }
-    std::unique_ptr<Poco::Net::HTTPClientSession> session;
-    if (secure) {
-      session = std::make_unique<Poco::Net::HTTPSClientSession>(uri.getHost(), uri.getPort(),
-                                                                options_.tls);
-    } else {
-      session = std::make_unique<Poco::Net::HTTPClientSession>(uri.getHost(), uri.getPort());
-    }
+    std::unique_ptr<Poco::Net::HTTPClientSession> session = tls::newClientSession(
+        uri.getHost(), uri.getPort(), secure ? options_.tls : Poco::Net::Context::Ptr());
     session->setTimeout(toTimespan(options_.connect_timeout));
     std::string path = uri.getPathEtc().empty() ? "/" : uri.getPathEtc();
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path,
@@ -136,14 +129,15 @@ void WebSocketLink::run() {
     ws = std::make_shared<WebSocket>(*session, request, response);
     ws->setNoDelay(true);
     ws->setSendTimeout(toTimespan(Millis(10000)));
-  } catch (const Poco::Net::SSLException& e) {
-    // A certificate that does not verify, a peer that does not speak TLS: the same settings
-    // fail the same way on the next try.
-    std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
-    log()->error("{}", reason);
-    sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
-    return;
   } catch (const Poco::Exception& e) {
+    if (tls::isTlsException(e)) {
+      // A certificate that does not verify, a peer that does not speak TLS: the same settings
+      // fail the same way on the next try.
+      std::string reason = "TLS handshake with the driver failed: " + tls::explainFailure(e);
+      log()->error("{}", reason);
+      sink_.post([this, reason] { events_.onDriverConnectFailed(reason, false); });
+      return;
+    }
     std::string reason = e.displayText();
     if (!options_.tls &&
         dynamic_cast<const Poco::Net::ConnectionRefusedException*>(&e) == nullptr &&

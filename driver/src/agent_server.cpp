@@ -15,7 +15,6 @@
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerResponse.h>
 #include <Poco/Net/NetException.h>
-#include <Poco/Net/SecureServerSocket.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/WebSocket.h>
@@ -27,6 +26,7 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/tls/http_server.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
 
@@ -418,10 +418,8 @@ AgentServer::AgentServer(ServerOptions options, FrameHandler& handler)
 AgentServer::~AgentServer() { stop(); }
 
 void AgentServer::start() {
-  Poco::Net::ServerSocket socket;
-  if (options_.tls) socket = Poco::Net::SecureServerSocket(options_.tls);
-  socket.bind(Poco::Net::SocketAddress(options_.host, options_.port), /*reuseAddress=*/true);
-  socket.listen(256);
+  Poco::Net::ServerSocket socket = tls::newServerSocket(
+      Poco::Net::SocketAddress(options_.host, options_.port), 256, options_.tls);
   port_ = socket.address().port();
 
   auto* params = new Poco::Net::HTTPServerParams;

@@ -13,7 +13,6 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/SSLException.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
 
@@ -87,11 +86,13 @@ int fetchCommand(const CliOptions& o) {
       return failed;
     }
     return static_cast<int>(DriverExit::kSuccess);
-  } catch (const Poco::Net::SSLException& e) {
-    std::cerr << fmt::format("dockhand-driver: fetch {}: TLS: {}\n", o.fetch_url,
-                             tls::explainFailure(e));
   } catch (const Poco::Exception& e) {
-    std::cerr << fmt::format("dockhand-driver: fetch {}: {}\n", o.fetch_url, e.displayText());
+    if (tls::isTlsException(e)) {
+      std::cerr << fmt::format("dockhand-driver: fetch {}: TLS: {}\n", o.fetch_url,
+                               tls::explainFailure(e));
+    } else {
+      std::cerr << fmt::format("dockhand-driver: fetch {}: {}\n", o.fetch_url, e.displayText());
+    }
   }
   return failed;
 }

@@ -10,8 +10,6 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
-#include <Poco/Net/SSLException.h>
 #include <Poco/URI.h>
 #include <fmt/format.h>
 
@@ -28,12 +26,7 @@ std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(const std::string& h
                                                             std::uint16_t port,
                                                             const Poco::Net::Context::Ptr& tls,
                                                             std::chrono::milliseconds timeout) {
-  std::unique_ptr<Poco::Net::HTTPClientSession> session;
-  if (tls) {
-    session = std::make_unique<Poco::Net::HTTPSClientSession>(host, port, tls);
-  } else {
-    session = std::make_unique<Poco::Net::HTTPClientSession>(host, port);
-  }
+  std::unique_ptr<Poco::Net::HTTPClientSession> session = tls::newClientSession(host, port, tls);
   const auto ms = timeout.count();
   session->setTimeout(
       Poco::Timespan(static_cast<long>(ms / 1000), static_cast<long>((ms % 1000) * 1000)));
@@ -117,10 +110,8 @@ std::string fetchResultBlock(const ResultBlock& block, const ResultFetchOptions&
     return bytes;
   } catch (const ResultFetchError&) {
     throw;
-  } catch (const Poco::Net::SSLException& e) {
-    throw fail("TLS: " + tls::explainFailure(e));
   } catch (const Poco::Exception& e) {
-    throw fail(e.displayText());
+    throw fail(tls::isTlsException(e) ? "TLS: " + tls::explainFailure(e) : e.displayText());
   } catch (const std::exception& e) {
     throw fail(e.what());
   }
@@ -141,10 +132,9 @@ void removeResultBlock(const ResultBlock& block, const ResultFetchOptions& optio
     }
   } catch (const ResultFetchError&) {
     throw;
-  } catch (const Poco::Net::SSLException& e) {
-    throw fetchError(block, "DELETE: TLS: " + tls::explainFailure(e));
   } catch (const Poco::Exception& e) {
-    throw fetchError(block, "DELETE: " + e.displayText());
+    throw fetchError(block, tls::isTlsException(e) ? "DELETE: TLS: " + tls::explainFailure(e)
+                                                   : "DELETE: " + e.displayText());
   } catch (const std::exception& e) {
     throw fetchError(block, std::string("DELETE: ") + e.what());
   }

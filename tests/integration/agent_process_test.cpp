@@ -372,6 +372,20 @@ TEST_F(AgentProcessTest, HelpListsOptionsAndExitCodes) {
   }
 }
 
+// Without TLS the agent never loads the TLS module, so neither OpenSSL nor Poco's NetSSL (with
+// the Poco Util, XML and JSON libraries it needs) take memory in it: the idle agent's RSS.
+TEST_F(AgentProcessTest, AnAgentWithoutTlsMapsNoOpenSsl) {
+  FakeDriver driver;
+  auto agent = startAgent(agentCommand(driver.url()).argv());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  const std::string maps = readFile("/proc/" + std::to_string(agent->pid()) + "/maps");
+  for (const char* library : {"/libdockhand-tls.so", "/libssl.so", "/libcrypto.so",
+                              "/libPocoNetSSL.so", "/libPocoCrypto.so", "/libPocoUtil.so"}) {
+    EXPECT_EQ(maps.find(library), std::string::npos) << library << " is mapped:\n" << maps;
+  }
+  EXPECT_NE(maps.find("/libPocoNet.so"), std::string::npos) << maps;
+}
+
 TEST_F(AgentProcessTest, VersionPrintsTheVersion) {
   auto agent = startAgent({agentBinary(), "--version"});
   EXPECT_EQ(agent->waitExit(10s), 0);

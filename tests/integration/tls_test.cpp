@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
 #include <Poco/StreamCopier.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -69,14 +69,16 @@ class TlsTest : public ::testing::Test {
 
   // An agent with the config file `config` (may be empty) connecting to `scheme`://.
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const fs::path& config,
-                                           const std::string& scheme = "wss") {
+                                           const std::string& scheme = "wss",
+                                           const std::vector<std::string>& env = {}) {
     const AgentCommand command{.config = config,
                                .driver_url = scheme + "://127.0.0.1:" + std::to_string(port_) + "/",
                                .executor_id = id,
                                .app_id = "tls-test",
                                .cores = 1,
                                .work_dir = dir.path() / ("work-" + id)};
-    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
+    return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string(),
+                                          env);
   }
 
   static bool registered(const ChildProcess& agent) {
@@ -87,8 +89,9 @@ class TlsTest : public ::testing::Test {
   nlohmann::json driverGet(const std::string& path, const std::string& client) {
     std::vector<protocol::JsonPathError> problems;
     tls::TlsConfig config = tls::readTlsConfig(nlohmann::json::parse(client), "/tls", problems);
-    Poco::Net::HTTPSClientSession session("127.0.0.1", static_cast<Poco::UInt16>(port_),
-                                          tls::makeContext(config, tls::Role::kClient));
+    auto session_ptr = tls::newClientSession("127.0.0.1", static_cast<Poco::UInt16>(port_),
+                                             tls::makeContext(config, tls::Role::kClient));
+    Poco::Net::HTTPClientSession& session = *session_ptr;
     session.setTimeout(Poco::Timespan(5, 0));
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, path,
                                    Poco::Net::HTTPMessage::HTTP_1_1);
@@ -116,6 +119,11 @@ TEST_F(TlsTest, AgentRegistersOverWssAndAdvertisesAnHttpsBlockServer) {
       << agent->output() << driver->output();
   EXPECT_TRUE(contains(agent->output(), "TLS on")) << agent->output();
   EXPECT_TRUE(contains(driver->output(), "serving agents on wss://")) << driver->output();
+  // OpenSSL came with the TLS module, which the agent loaded because TLS is on (an agent
+  // without TLS maps neither: AgentProcessTest.AnAgentWithoutTlsMapsNoOpenSsl).
+  const std::string maps = readFile("/proc/" + std::to_string(agent->pid()) + "/maps");
+  EXPECT_TRUE(contains(maps, "/libdockhand-tls.so")) << maps;
+  EXPECT_TRUE(contains(maps, "/libssl.so")) << maps;
   // The control API is https:// too; the registration carries the https:// block URL.
   nlohmann::json state = driverGet("/v1/executors", gPki->tlsJson("server"));
   ASSERT_EQ(state["executors"].size(), 1u) << state;
@@ -273,6 +281,26 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreConfigErrors) {
   EXPECT_EQ(driver.waitExit(10s), static_cast<int>(driver::DriverExit::kConfigError))
       << driver.output();
   EXPECT_TRUE(contains(driver.output(), "does not match the certificate")) << driver.output();
+}
+
+// TLS on but no usable TLS module (a package without it, a module of another version): the agent
+// says so at start, as a config error naming each place it looked, and connects to nothing.
+TEST_F(TlsTest, AnAgentWithoutItsTlsModuleSaysSoAtStart) {
+  port_ = unusedPort();
+  const fs::path config = writeConfig("agent.json", gPki->tlsJson("server"));
+  const std::string missing = (dir.path() / "no-such-module.so").string();
+  auto agent = startAgent("missing", config, "wss", {"DOCKHAND_TLS_MODULE=" + missing});
+  EXPECT_EQ(agent->waitExit(10s), toInt(ExitCode::kConfigError)) << agent->output();
+  EXPECT_TRUE(contains(agent->output(),
+                       "TLS is on, but the TLS module (libdockhand-tls.so) "
+                       "cannot be loaded: " +
+                           missing + ": "))
+      << agent->output();
+  // A shared library that is not the TLS module (here: a plugin) is refused by name.
+  const std::string plugin = std::string(DOCKHAND_PLUGIN_DIR) + "/dockhand-process.so";
+  auto wrong = startAgent("wrong", config, "wss", {"DOCKHAND_TLS_MODULE=" + plugin});
+  EXPECT_EQ(wrong->waitExit(10s), toInt(ExitCode::kConfigError)) << wrong->output();
+  EXPECT_TRUE(contains(wrong->output(), plugin + ": not a Dockhand TLS module")) << wrong->output();
 }
 
 // ---- the block server and input fetches ---------------------------------------------------

@@ -4,14 +4,13 @@
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPServer.h>
-#include <Poco/Net/HTTPServerConnection.h>
-#include <Poco/Net/SecureStreamSocket.h>
 #include <Poco/Net/TCPServer.h>
 #include <Poco/Net/TCPServerConnection.h>
 #include <Poco/Net/TCPServerConnectionFactory.h>
 #include <Poco/ThreadPool.h>
 
 #include "dockhand/tls/tls.h"
+#include "tls_module.h"
 
 namespace dockhand::tls {
 
@@ -36,55 +35,6 @@ class ForwardingFactory : public HTTPRequestHandlerFactory {
   HTTPRequestHandlerFactory::Ptr inner_;
 };
 
-// Completes the TLS handshake, then serves HTTP on the connection as HTTPServer does.
-class HandshakeFirstConnection : public Poco::Net::TCPServerConnection {
- public:
-  HandshakeFirstConnection(const StreamSocket& socket, HTTPServerParams::Ptr params,
-                           HTTPRequestHandlerFactory::Ptr factory, const HandshakeLog& log)
-      : TCPServerConnection(socket),
-        params_(std::move(params)),
-        factory_(std::move(factory)),
-        log_(log) {}
-
-  void run() override {
-    std::string peer = "unknown peer";
-    try {
-      peer = socket().peerAddress().toString();
-      // A client that connects and says nothing must not hold a thread for ever.
-      socket().setReceiveTimeout(params_->getTimeout());
-      socket().setSendTimeout(params_->getTimeout());
-      Poco::Net::SecureStreamSocket secure(socket());
-      secure.completeHandshake();
-    } catch (const Poco::Exception& e) {
-      if (log_) log_(peer, explainFailure(e));
-      return;
-    }
-    Poco::Net::HTTPServerConnection http(socket(), params_, factory_);
-    http.run();
-  }
-
- private:
-  HTTPServerParams::Ptr params_;
-  HTTPRequestHandlerFactory::Ptr factory_;
-  const HandshakeLog& log_;
-};
-
-class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
- public:
-  HandshakeFirstFactory(HTTPServerParams::Ptr params, HTTPRequestHandlerFactory::Ptr factory,
-                        HandshakeLog log)
-      : params_(std::move(params)), factory_(std::move(factory)), log_(std::move(log)) {}
-
-  Poco::Net::TCPServerConnection* createConnection(const StreamSocket& socket) override {
-    return new HandshakeFirstConnection(socket, params_, factory_, log_);
-  }
-
- private:
-  HTTPServerParams::Ptr params_;
-  HTTPRequestHandlerFactory::Ptr factory_;
-  HandshakeLog log_;  // outlives every connection: the server joins them before it goes
-};
-
 }  // namespace
 
 HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
@@ -99,7 +49,7 @@ HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::Thre
   }
   forwarding_ = new ForwardingFactory(factory);
   factory_ = forwarding_;
-  auto* connections = new HandshakeFirstFactory(params, factory_, std::move(log));
+  auto* connections = module::api().handshake_first_factory(params, factory_, std::move(log));
   secure_ = pool != nullptr
                 ? std::make_unique<Poco::Net::TCPServer>(connections, *pool, socket, params)
                 : std::make_unique<Poco::Net::TCPServer>(connections, socket, params);

@@ -29,8 +29,6 @@
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/HTTPSClientSession.h>
-#include <Poco/Net/SSLException.h>
 
 #include "block_transfer.h"
 #include "dockhand/tls/tls.h"
@@ -416,8 +414,9 @@ class PeerMigration : public ConcurrentBlockMigration {
     const int file = file_guard.fd();
     const std::string target = endpoint.prefix + "/blocks/" + block.id;
     try {
-      Poco::Net::HTTPSClientSession session(
+      const auto session_ptr = tls::newClientSession(
           endpoint.host, static_cast<Poco::UInt16>(std::stoi(endpoint.port)), config_.tls);
+      Poco::Net::HTTPClientSession& session = *session_ptr;
       session.setTimeout(Poco::Timespan(static_cast<long>(config_.timeout_ms / 1000),
                                         static_cast<long>((config_.timeout_ms % 1000) * 1000)));
       Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_PUT, target,
@@ -465,10 +464,10 @@ class PeerMigration : public ConcurrentBlockMigration {
       if (body_failed && out.ok)
         out.message = "sending the block failed after " + std::to_string(sent) + " bytes";
       return out;
-    } catch (const Poco::Net::SSLException& e) {
-      out.message = "TLS with " + peer.block_url + " failed: " + tls::explainFailure(e);
     } catch (const Poco::Exception& e) {
-      out.message = "PUT to " + peer.block_url + " failed: " + e.displayText();
+      out.message = tls::isTlsException(e)
+                        ? "TLS with " + peer.block_url + " failed: " + tls::explainFailure(e)
+                        : "PUT to " + peer.block_url + " failed: " + e.displayText();
     } catch (const std::exception& e) {
       out.message = "PUT to " + peer.block_url + " failed: " + e.what();
     }

@@ -10,13 +10,24 @@
 //
 // Used by the agent (driver link, block server, input fetches), the driver (agent server,
 // its CLI's control requests) and the `peer` plugin (its PUTs), which links this statically.
+//
+// What needs OpenSSL (checkTlsFiles, makeContext, and the TLS side of newClientSession,
+// newServerSocket and HttpServer) lives in the TLS module, libdockhand-tls.so, which the first
+// such call loads (tls/src/tls_module.h): a program that never turns TLS on never maps OpenSSL
+// or Poco's NetSSL. If the module cannot be loaded, those calls throw TlsError saying where it
+// was looked for and why each place failed.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <Poco/Net/Context.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/SocketAddress.h>
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/json_reader.h"
@@ -83,6 +94,21 @@ void checkTlsFiles(const TlsConfig& config, Role role);
 // ca_file, host names checked unless verify_hostname is off; the certificate presented when
 // configured). TLS 1.2 or newer. Checks the files first; throws TlsError.
 Poco::Net::Context::Ptr makeContext(const TlsConfig& config, Role role);
+
+// A client session to host:port: https:// over `context`, or plain http:// when it is null.
+// Throws TlsError when TLS is asked for and the module cannot be loaded.
+std::unique_ptr<Poco::Net::HTTPClientSession> newClientSession(
+    const std::string& host, std::uint16_t port, const Poco::Net::Context::Ptr& context);
+
+// A socket bound to `address` (reusing it) and listening: TLS over `context`, or plain when it
+// is null. Throws TlsError as newClientSession does, Poco's exceptions when it cannot bind.
+Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog,
+                                        const Poco::Net::Context::Ptr& context);
+
+// True for Poco's TLS exceptions (Poco::Net::SSLException and its subclasses). Code outside the
+// TLS module catches Poco::Exception and asks this, since catching by those types would link
+// Poco's NetSSL.
+bool isTlsException(const Poco::Exception& e);
 
 // A TLS failure said for a log line: Poco's text plus what it most likely means, e.g.
 // "certificate verify failed: the peer's certificate is not signed by a CA in tls.ca_file".

@@ -1,23 +1,24 @@
-#include "dockhand/tls/tls.h"
-
+// The part of TLS that needs OpenSSL and Poco's NetSSL: the checks of the files, the contexts,
+// client sessions, listening sockets and the handshake-first connections. Built into the TLS
+// module (libdockhand-tls.so) only, which a program loads when its TLS is on (tls_module.h).
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <sstream>
 
 #include <Poco/Exception.h>
-#include <Poco/Net/NetException.h>
+#include <Poco/Net/HTTPSClientSession.h>
+#include <Poco/Net/HTTPServerConnection.h>
 #include <Poco/Net/NetSSL.h>
 #include <Poco/Net/RejectCertificateHandler.h>
-#include <Poco/Net/SSLException.h>
 #include <Poco/Net/SSLManager.h>
+#include <Poco/Net/SecureServerSocket.h>
+#include <Poco/Net/SecureStreamSocket.h>
+#include <Poco/Net/TCPServerConnection.h>
 #include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -25,29 +26,14 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-namespace dockhand::tls {
+#include "tls_module.h"
 
-using nlohmann::json;
-using protocol::JsonPathError;
-using protocol::JsonReader;
+namespace dockhand::tls::module {
 
 namespace {
 
-const std::set<std::string, std::less<>> kKeys = {
-    "enabled", "certificate_file",           "private_key_file",
-    "ca_file", "require_client_certificate", "verify_hostname",
-};
-
-// Runs one read of a JsonReader, turning its error into a recorded problem.
-template <typename Read, typename T>
-T guarded(std::vector<JsonPathError>& problems, Read read, T fallback) {
-  try {
-    return read();
-  } catch (const JsonPathError& e) {
-    problems.push_back(e);
-    return fallback;
-  }
-}
+using Poco::Net::HTTPRequestHandlerFactory;
+using Poco::Net::HTTPServerParams;
 
 struct BioDeleter {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -159,7 +145,7 @@ void checkCaFile(const std::string& path) {
   }
 }
 
-// Installed once per copy of this library (the agent's, the peer plugin's): Poco asks
+// Installed once per process (the module is loaded once, whoever asks for it): Poco asks
 // SSLManager what to do about a certificate that failed verification, and the answer must be
 // "refuse", never a console prompt or an accept. The handler classes are Poco's own, so no
 // pointer into a plugin's code is left behind when a plugin is unloaded.
@@ -174,85 +160,58 @@ void installRefusingHandlers() {
   });
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
+// Completes the TLS handshake, then serves HTTP on the connection as HTTPServer does.
+class HandshakeFirstConnection : public Poco::Net::TCPServerConnection {
+ public:
+  HandshakeFirstConnection(const Poco::Net::StreamSocket& socket, HTTPServerParams::Ptr params,
+                           HTTPRequestHandlerFactory::Ptr factory, const HandshakeLog& log)
+      : TCPServerConnection(socket),
+        params_(std::move(params)),
+        factory_(std::move(factory)),
+        log_(log) {}
+
+  void run() override {
+    std::string peer = "unknown peer";
+    try {
+      peer = socket().peerAddress().toString();
+      // A client that connects and says nothing must not hold a thread for ever.
+      socket().setReceiveTimeout(params_->getTimeout());
+      socket().setSendTimeout(params_->getTimeout());
+      Poco::Net::SecureStreamSocket secure(socket());
+      secure.completeHandshake();
+    } catch (const Poco::Exception& e) {
+      if (log_) log_(peer, explainFailure(e));
+      return;
+    }
+    Poco::Net::HTTPServerConnection http(socket(), params_, factory_);
+    http.run();
+  }
+
+ private:
+  HTTPServerParams::Ptr params_;
+  HTTPRequestHandlerFactory::Ptr factory_;
+  const HandshakeLog& log_;
+};
+
+class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
+ public:
+  HandshakeFirstFactory(HTTPServerParams::Ptr params, HTTPRequestHandlerFactory::Ptr factory,
+                        HandshakeLog log)
+      : params_(std::move(params)), factory_(std::move(factory)), log_(std::move(log)) {}
+
+  Poco::Net::TCPServerConnection* createConnection(const Poco::Net::StreamSocket& socket) override {
+    return new HandshakeFirstConnection(socket, params_, factory_, log_);
+  }
+
+ private:
+  HTTPServerParams::Ptr params_;
+  HTTPRequestHandlerFactory::Ptr factory_;
+  HandshakeLog log_;  // outlives every connection: the server joins them before it goes
+};
 
 }  // namespace
 
-const std::vector<std::string>& tlsConfigKeys() {
-  static const std::vector<std::string> kKeys = {
-      "enabled", "certificate_file",           "private_key_file",
-      "ca_file", "require_client_certificate", "verify_hostname"};
-  return kKeys;
-}
-
-TlsConfig readTlsConfig(const json& value, const std::string& at,
-                        std::vector<JsonPathError>& problems, TlsConfig base) {
-  TlsConfig c = std::move(base);
-  if (!value.is_object()) {
-    problems.emplace_back(at, fmt::format("expected an object, got {}", value.type_name()));
-    return c;
-  }
-  JsonReader r(value, at);
-  for (const auto& item : value.items()) {
-    if (kKeys.count(item.key()) != 0) continue;
-    std::string list;
-    for (const auto& k : tlsConfigKeys()) list += (list.empty() ? "" : ", ") + k;
-    problems.emplace_back(r.childPath(item.key()),
-                          fmt::format("unknown key (known keys: {})", list));
-  }
-  c.enabled = guarded(
-      problems, [&] { return r.optionalBool("enabled", true); }, true);
-  auto text = [&](const char* key, const std::string& fallback) {
-    return guarded(
-        problems, [&] { return r.optionalString(key, fallback); }, fallback);
-  };
-  c.certificate_file = text("certificate_file", c.certificate_file);
-  c.private_key_file = text("private_key_file", c.private_key_file);
-  c.ca_file = text("ca_file", c.ca_file);
-  c.require_client_certificate = guarded(
-      problems,
-      [&] { return r.optionalBool("require_client_certificate", c.require_client_certificate); },
-      c.require_client_certificate);
-  c.verify_hostname = guarded(
-      problems, [&] { return r.optionalBool("verify_hostname", c.verify_hostname); },
-      c.verify_hostname);
-  return c;
-}
-
-std::vector<std::pair<std::string, std::string>> tlsConfigProblems(const TlsConfig& config,
-                                                                   bool serves) {
-  std::vector<std::pair<std::string, std::string>> problems;
-  if (!config.enabled) return problems;
-  if (config.ca_file.empty()) {
-    problems.emplace_back("ca_file",
-                          "is required with TLS on: the CA certificates (PEM) peers' "
-                          "certificates must chain to");
-  }
-  if (serves && config.certificate_file.empty()) {
-    problems.emplace_back("certificate_file",
-                          "is required with TLS on: this side serves TLS with it (and "
-                          "private_key_file)");
-  } else if (config.certificate_file.empty() != config.private_key_file.empty()) {
-    problems.emplace_back(config.certificate_file.empty() ? "certificate_file" : "private_key_file",
-                          "goes with the other of certificate_file and private_key_file");
-  }
-  return problems;
-}
-
-json tlsConfigToJson(const TlsConfig& config) {
-  return json{{"enabled", config.enabled},
-              {"certificate_file", config.certificate_file},
-              {"private_key_file", config.private_key_file},
-              {"ca_file", config.ca_file},
-              {"require_client_certificate", config.require_client_certificate},
-              {"verify_hostname", config.verify_hostname}};
-}
-
-void checkTlsFiles(const TlsConfig& config, Role role) {
+void checkFiles(const TlsConfig& config, Role role) {
   if (config.ca_file.empty()) throw TlsError("tls.ca_file: is required with TLS on");
   if (role == Role::kServer && config.certificate_file.empty()) {
     throw TlsError("tls.certificate_file: is required to serve TLS (with tls.private_key_file)");
@@ -274,8 +233,8 @@ void checkTlsFiles(const TlsConfig& config, Role role) {
   checkCaFile(config.ca_file);
 }
 
-Poco::Net::Context::Ptr makeContext(const TlsConfig& config, Role role) {
-  checkTlsFiles(config, role);
+Poco::Net::Context::Ptr newContext(const TlsConfig& config, Role role) {
+  checkFiles(config, role);
   installRefusingHandlers();
   using Poco::Net::Context;
   Context::Params params;
@@ -319,42 +278,32 @@ Poco::Net::Context::Ptr makeContext(const TlsConfig& config, Role role) {
   return context;
 }
 
-bool isCertificateFailure(const Poco::Exception& e) {
-  if (dynamic_cast<const Poco::Net::SSLException*>(&e) != nullptr) return true;
-  const std::string text = lower(e.displayText());
-  return text.find("certificate") != std::string::npos || text.find("ssl") != std::string::npos;
+namespace {
+
+std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(
+    const std::string& host, std::uint16_t port, const Poco::Net::Context::Ptr& context) {
+  return std::make_unique<Poco::Net::HTTPSClientSession>(host, port, context);
 }
 
-std::string explainFailure(const Poco::Exception& e) {
-  const std::string text = e.displayText();
-  const std::string l = lower(text);
-  std::string hint;
-  if (l.find("unacceptable certificate") != std::string::npos ||
-      l.find("application verification failure") != std::string::npos) {
-    hint =
-        "the peer's certificate does not name the host connected to (its subjectAltName "
-        "lacks that DNS name or IP address; see tls.verify_hostname)";
-  } else if (l.find("certificate verify failed") != std::string::npos) {
-    hint = "the peer's certificate is not signed by a CA in tls.ca_file, or it has expired";
-  } else if (l.find("certificate required") != std::string::npos ||
-             l.find("peer did not return a certificate") != std::string::npos) {
-    hint =
-        "the server requires a client certificate (the client's tls.certificate_file and "
-        "tls.private_key_file), signed by a CA the server trusts";
-  } else if (l.find("unknown ca") != std::string::npos ||
-             l.find("bad certificate") != std::string::npos) {
-    hint = "the peer refused this side's certificate: it is not signed by a CA the peer trusts";
-  } else if (l.find("wrong version number") != std::string::npos ||
-             l.find("http request") != std::string::npos ||
-             l.find("packet length too long") != std::string::npos ||
-             l.find("record layer failure") != std::string::npos) {
-    hint = "the peer does not speak TLS here (a plain ws:// or http:// endpoint?)";
-  } else if (l.find("unexpectedly closed") != std::string::npos) {
-    hint =
-        "the peer closed the connection during the TLS handshake (it may have refused "
-        "this side's certificate, or it does not speak TLS)";
-  }
-  return hint.empty() ? text : text + ": " + hint;
+Poco::Net::ServerSocket serverSocket(const Poco::Net::SocketAddress& address, int backlog,
+                                     const Poco::Net::Context::Ptr& context) {
+  return Poco::Net::SecureServerSocket(address, backlog, context);
 }
 
-}  // namespace dockhand::tls
+Poco::Net::TCPServerConnectionFactory* handshakeFirstFactory(
+    const Poco::Net::HTTPServerParams::Ptr& params,
+    const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory, HandshakeLog log) {
+  return new HandshakeFirstFactory(params, factory, std::move(log));
+}
+
+constexpr Api kApi = {kApiVersion,    DOCKHAND_VERSION, &checkFiles,           &newContext,
+                      &clientSession, &serverSocket,    &handshakeFirstFactory};
+
+}  // namespace
+
+}  // namespace dockhand::tls::module
+
+// The module's entry: the one symbol it exports (the target hides the rest).
+extern "C" __attribute__((visibility("default"))) const void* dockhand_tls_module_api() {
+  return &dockhand::tls::module::kApi;
+}
