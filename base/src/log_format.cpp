@@ -13,7 +13,7 @@
 namespace dockhand {
 namespace {
 
-thread_local LogContext current_context;
+thread_local LogContext gCurrentContext;
 
 constexpr std::string_view kPluginLoggerPrefix = "plugin.";
 
@@ -113,7 +113,7 @@ class ContextFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& /*msg*/, const std::tm& /*tm*/,
               spdlog::memory_buf_t& dest) override {
-    appendContextText(current_context, dest);
+    appendContextText(gCurrentContext, dest);
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<ContextFlag>();
@@ -126,7 +126,7 @@ class JsonFormatter final : public spdlog::formatter {
       : default_executor_id_(std::move(default_executor_id)) {}
 
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    const LogContext& context = current_context;
+    const LogContext& context = gCurrentContext;
     put(dest, R"({"timestamp":")");
     appendTimestamp(msg.time, dest);
     put(dest, R"(","level":")");
@@ -172,7 +172,7 @@ class JsonFormatter final : public spdlog::formatter {
       secs -= std::chrono::seconds(1);
       micros += 1000000;
     }
-    const time_t t = static_cast<time_t>(secs.count());
+    const auto t = static_cast<time_t>(secs.count());
     struct tm utc {};
     gmtime_r(&t, &utc);
     fmt::format_to(std::back_inserter(dest), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
@@ -185,23 +185,23 @@ class JsonFormatter final : public spdlog::formatter {
 
 }  // namespace
 
-const LogContext& currentLogContext() noexcept { return current_context; }
+const LogContext& currentLogContext() noexcept { return gCurrentContext; }
 
 TaskLogScope::TaskLogScope(std::uint64_t task_id, std::string_view executor_id) noexcept
-    : saved_(current_context) {
-  current_context.has_task = true;
-  current_context.task_id = task_id;
-  if (!executor_id.empty()) current_context.executor_id = executor_id;
+    : saved_(gCurrentContext) {
+  gCurrentContext.has_task = true;
+  gCurrentContext.task_id = task_id;
+  if (!executor_id.empty()) gCurrentContext.executor_id = executor_id;
 }
 
-TaskLogScope::~TaskLogScope() { current_context = saved_; }
+TaskLogScope::~TaskLogScope() { gCurrentContext = saved_; }
 
 ExecutorLogScope::ExecutorLogScope(std::string_view executor_id) noexcept
-    : saved_(current_context) {
-  current_context.executor_id = executor_id;
+    : saved_(gCurrentContext) {
+  gCurrentContext.executor_id = executor_id;
 }
 
-ExecutorLogScope::~ExecutorLogScope() { current_context = saved_; }
+ExecutorLogScope::~ExecutorLogScope() { gCurrentContext = saved_; }
 
 std::optional<LogFormat> parseLogFormat(std::string_view name) {
   std::string lower;

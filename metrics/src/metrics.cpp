@@ -307,8 +307,8 @@ void registerProcessInfo(Registry& registry, const std::string& program, const s
 Registry& defaultRegistry() {
   // Never destroyed: threads a process leaves behind (a plugin call that never returned, the
   // pools of servers stopped at exit) may still count while static destructors run.
-  static Registry* const registry = new Registry;
-  return *registry;
+  static auto* const kRegistry = new Registry;
+  return *kRegistry;
 }
 
 }  // namespace dockhand::metrics
