@@ -165,9 +165,13 @@ void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
   }
 }
 
-void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
+bool PluginExecutor::hasTaskDir(std::uint64_t task_id) const {
+  return ::access(taskDir(task_id).c_str(), F_OK) == 0;
+}
+
+void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir) {
   // A runner that makes directories made none for a task that wrote nothing.
-  const bool has_dir = ::access(taskDir(task_id).c_str(), F_OK) == 0;
+  const bool has_dir = known_has_dir ? *known_has_dir : hasTaskDir(task_id);
   {
     std::lock_guard lock(live_->mutex);
     if (!has_dir) {
@@ -591,6 +595,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     return;
   }
   const bool terminal = protocol::isTerminal(event->state);
+  std::optional<bool> has_dir;
   if (terminal) {
     // The task moves from `tasks` to `ingesting` at once and leaves `ingesting` only once its
     // event is posted: stopAll() (on the core thread) then finds its status queued before the
@@ -607,8 +612,10 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       return;
     }
     // No output directory (a runner that makes task directories made none): no blocks, and
-    // no trip through an I/O thread.
-    if (event->state == protocol::TaskState::kFinished && block_store_ != nullptr &&
+    // no trip through an I/O thread. A task without a directory has no output directory
+    // either: one look at the file system, not two.
+    has_dir = hasTaskDir(task_id);
+    if (*has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr &&
         ::access((taskDir(task_id) / "output").c_str(), F_OK) == 0) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
@@ -634,7 +641,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       return;
     }
   }
-  if (terminal) retireTaskDir(task_id);
+  if (terminal) retireTaskDir(task_id, has_dir);
   events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
     if (terminal) registry->tasks.erase(event.task_id);
     registry->statuses->onTaskStatus(event);

@@ -195,7 +195,9 @@ class PluginExecutor final : public Executor {
   // Any thread: the task ended and its runner and outputs are done with its directory; the
   // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task. A
   // task with no directory (see makeTaskDir) is only remembered: no I/O thread wakes for it.
-  void retireTaskDir(std::uint64_t task_id);
+  // `known_has_dir`: whether the task's directory exists, when the caller just looked.
+  void retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir = std::nullopt);
+  bool hasTaskDir(std::uint64_t task_id) const;
   // Under live_->mutex: remembers that `task_id` has no directory here (see Live::no_dir).
   void rememberNoDir(std::uint64_t task_id, bool reclaimed);
 
