@@ -19,7 +19,6 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
-#include "rpc/websocket_frames.h"
 
 namespace dockhand::agent {
 
@@ -155,6 +154,7 @@ void WebSocketLink::run() {
     return;
   }
 
+  reader_.emplace(options_.max_frame_bytes);
   if (auto shaken = handshake(*ws); !shaken) {
     const Error& error = shaken.error();
     if (error.code == proto::error_code::kAuthFailed) {
@@ -179,12 +179,13 @@ void WebSocketLink::run() {
 }
 
 Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
-  if (!ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
+  if (reader_->buffered() == 0 &&
+      !ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
     return passingFailure("the driver did not answer within " +
                           std::to_string(options_.handshake_timeout.count()) + " ms");
   }
   std::vector<char> payload;
-  ReceivedFrame frame = receiveFrame(ws, payload, options_.max_frame_bytes);
+  net::ReceivedFrame frame = reader_->next(ws, payload);
   if (frame.end_of_stream ||
       (frame.flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
     return passingFailure("the driver closed the connection during the handshake");
@@ -304,9 +305,10 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   const bool secure = ws.secure();
   try {
     while (!closing_) {
-      // Over TLS a frame may be decrypted and waiting already, with nothing left on the socket.
-      bool pending = false;
-      if (secure) {
+      // A frame may be read ahead already, or, over TLS, decrypted and waiting, with nothing
+      // left on the socket.
+      bool pending = reader_->buffered() > 0;
+      if (!pending && secure) {
         std::lock_guard lock(send_mutex_);
         pending = ws.available() > 0;
       }
@@ -315,12 +317,12 @@ void WebSocketLink::readLoop(WebSocket& ws) {
         failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
         continue;
       }
-      ReceivedFrame frame;
+      net::ReceivedFrame frame;
       if (secure) {
         std::lock_guard lock(send_mutex_);
-        frame = receiveFrame(ws, payload, options_.max_frame_bytes);
+        frame = reader_->next(ws, payload);
       } else {
-        frame = receiveFrame(ws, payload, options_.max_frame_bytes);
+        frame = reader_->next(ws, payload);
       }
       if (frame.end_of_stream) {
         reason = "connection closed by the driver";

@@ -8,7 +8,7 @@
 //
 // A malformed frame from the driver is answered with an Error (or a failed Reply when it had
 // an ask id) and reading goes on. So is a frame over the size limit: its header gives its
-// length, so its payload is read in bounded pieces and dropped (rpc/websocket_frames.h), it is
+// length, so its payload is read in bounded pieces and dropped (net/websocket_frames.h), it is
 // answered with frame_too_large, and the next frame is read as usual.
 #pragma once
 
@@ -24,6 +24,7 @@
 #include <Poco/Net/Context.h>
 
 #include "core/ports.h"
+#include "dockhand/net/websocket_frames.h"
 #include "dockhand/protocol/auth.h"
 #include "rpc/link_metrics.h"
 
@@ -109,6 +110,8 @@ class WebSocketLink final : public DriverLink {
   std::atomic<std::uint64_t> next_id_{1};
   // An eventfd that wakes the reader; -1 when none could be made (it then polls every 200 ms).
   int wake_fd_ = -1;
+  // The frames of the current connection, read ahead (the I/O thread's alone).
+  std::optional<net::FrameReader> reader_;
 };
 
 }  // namespace dockhand::agent

@@ -7,7 +7,6 @@
 #include <istream>
 #include <vector>
 
-#include <Poco/Buffer.h>
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServer.h>
@@ -25,6 +24,7 @@
 
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
+#include "dockhand/net/websocket_frames.h"
 #include "dockhand/tls/http_server.h"
 #include "dockhand/tls/tls.h"
 
@@ -288,16 +288,15 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
   std::string readLoop(WebSocket& socket, Connection& c, const std::shared_ptr<Connection>& shared,
                        FrameHandler& handler) {
     const ServerOptions& options = server_.options();
-    Poco::Buffer<char> buffer(0);
+    net::FrameReader reader(options.max_frame_bytes);
+    std::vector<char> buffer;
     std::string message;  // a text message being assembled from fragments
     bool in_message = false;
     bool greeted = false;
     for (;;) {
-      int flags = 0;
-      int n = 0;
-      buffer.resize(0);
+      net::ReceivedFrame frame;
       try {
-        n = receiveFrame(socket, c, buffer, flags);
+        frame = receiveFrame(socket, c, reader, buffer);
       } catch (const Poco::TimeoutException&) {
         if (!c.greeted) {
           c.send(
@@ -322,20 +321,22 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
         greeted = true;
         socket.setReceiveTimeout(Poco::Timespan(options.idle_timeout_ms * 1000));
       }
-      const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
-      if (n == 0 && flags == 0) return "the agent closed the connection";
+      if (frame.end_of_stream) return "the agent closed the connection";
+      // Its payload is read and dropped already; the connection still ends (docs/protocol.md).
+      if (frame.discarded) return refuseOversized(socket, c, "a frame");
+      const int opcode = frame.flags & WebSocket::FRAME_OP_BITMASK;
       switch (opcode) {
         case WebSocket::FRAME_OP_CLOSE:
           return "the agent closed the WebSocket";
         case WebSocket::FRAME_OP_PING:
           c.send(Connection::Control{int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PONG},
-                                     std::string(buffer.begin(), buffer.size())});
+                                     std::string(buffer.begin(), buffer.end())});
           continue;
         case WebSocket::FRAME_OP_PONG:
           continue;
         case WebSocket::FRAME_OP_TEXT:
         case WebSocket::FRAME_OP_BINARY:
-          message.assign(buffer.begin(), buffer.size());
+          message.assign(buffer.begin(), buffer.end());
           in_message = true;
           break;
         case WebSocket::FRAME_OP_CONT:
@@ -347,14 +348,14 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
           if (message.size() + buffer.size() > options.max_frame_bytes) {
             return refuseOversized(socket, c, "a fragmented message");
           }
-          message.append(buffer.begin(), buffer.size());
+          message.append(buffer.begin(), buffer.end());
           break;
         default:
           c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
                                      fmt::format("unsupported WebSocket opcode {}", opcode)));
           continue;
       }
-      if ((flags & WebSocket::FRAME_FLAG_FIN) == 0) continue;
+      if ((frame.flags & WebSocket::FRAME_FLAG_FIN) == 0) continue;
       in_message = false;
       handler.onFrame(shared, message);
       if (c.closing()) {
@@ -368,19 +369,19 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
   // The next frame. Over TLS it takes its turn with the writer (Connection::io_mutex_) only
   // once there is something to read, so an idle agent never holds up the driver's sends.
   // Throws Poco::TimeoutException when nothing comes within the socket's receive timeout.
-  static int receiveFrame(WebSocket& socket, Connection& c, Poco::Buffer<char>& buffer,
-                          int& flags) {
-    if (!c.secure_) return socket.receiveFrame(buffer, flags);
+  static net::ReceivedFrame receiveFrame(WebSocket& socket, Connection& c, net::FrameReader& reader,
+                                         std::vector<char>& payload) {
+    if (!c.secure_) return reader.next(socket, payload);
     {
-      // Decrypted bytes may wait in the TLS layer with nothing left on the socket.
+      // Bytes may wait read ahead, or decrypted in the TLS layer, with nothing on the socket.
       std::lock_guard io(c.io_mutex_);
-      if (socket.available() > 0) return socket.receiveFrame(buffer, flags);
+      if (reader.buffered() > 0 || socket.available() > 0) return reader.next(socket, payload);
     }
     if (!socket.poll(socket.getReceiveTimeout(), Poco::Net::Socket::SELECT_READ)) {
       throw Poco::TimeoutException();
     }
     std::lock_guard io(c.io_mutex_);
-    return socket.receiveFrame(buffer, flags);
+    return reader.next(socket, payload);
   }
 
   std::string refuseOversized(WebSocket& socket, Connection& c, const char* what) {

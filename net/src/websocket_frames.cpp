@@ -1,60 +1,98 @@
-#include "rpc/websocket_frames.h"
+#include "dockhand/net/websocket_frames.h"
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string>
 
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/Net/WebSocketImpl.h>
 
-namespace dockhand::agent {
+namespace dockhand::net {
 namespace {
 
 using Poco::Net::WebSocket;
 using Poco::Net::WebSocketException;
 using Poco::Net::WebSocketImpl;
 
-// WebSocketImpl::receiveNBytes reads exactly n bytes of the stream under the frames: first
-// what the HTTP handshake read ahead, then the socket (through TLS on a wss:// connection).
-// It is protected; this class only names it, it is never instantiated.
+// WebSocketImpl::receiveSomeBytes reads what there is, up to n bytes, of the stream under the
+// frames: first what the HTTP handshake read ahead, then the socket (through TLS on a wss://
+// connection). It is protected; this class only names it, it is never instantiated.
 class RawReads final : public WebSocketImpl {
  public:
   RawReads() = delete;
-  // 0 when the peer closed the connection before the first byte.
-  static int receiveExactly(WebSocketImpl& impl, char* buffer, int n) {
-    return (impl.*(&RawReads::receiveNBytes))(buffer, n);
+  // 0 when the peer closed the connection.
+  static int receiveSome(WebSocketImpl& impl, char* buffer, std::size_t n) {
+    return (impl.*(&RawReads::receiveSomeBytes))(buffer, static_cast<int>(n));
   }
 };
 
 constexpr std::size_t kDiscardPiece = std::size_t{64} * 1024;
 
-void readOrThrow(WebSocketImpl& impl, char* buffer, std::size_t n) {
-  if (RawReads::receiveExactly(impl, buffer, static_cast<int>(n)) <= 0) {
-    throw WebSocketException("the connection ended inside a frame",
-                             WebSocket::WS_ERR_INCOMPLETE_FRAME);
+[[noreturn]] void incomplete() {
+  throw WebSocketException("the connection ended inside a frame",
+                           WebSocket::WS_ERR_INCOMPLETE_FRAME);
+}
+
+// Reads exactly `n` bytes straight from the socket into `out`.
+void readExactly(WebSocketImpl& impl, char* out, std::size_t n) {
+  while (n > 0) {
+    const int got = RawReads::receiveSome(impl, out, n);
+    if (got <= 0) incomplete();
+    out += got;
+    n -= static_cast<std::size_t>(got);
   }
 }
 
 }  // namespace
 
-ReceivedFrame receiveFrame(WebSocket& ws, std::vector<char>& payload, std::size_t max_payload) {
+FrameReader::FrameReader(std::size_t max_payload, std::size_t read_ahead)
+    : max_payload_(max_payload), buffer_(std::max<std::size_t>(read_ahead, 16)) {}
+
+bool FrameReader::fill(WebSocketImpl& impl, std::size_t n) {
+  if (end_ - begin_ >= n) return true;
+  if (begin_ > 0 && buffer_.size() - begin_ < n) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  while (end_ - begin_ < n) {
+    const int got = RawReads::receiveSome(impl, buffer_.data() + end_, buffer_.size() - end_);
+    if (got <= 0) return false;
+    end_ += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+std::size_t FrameReader::take(char* out, std::size_t n) {
+  const std::size_t taken = std::min(n, end_ - begin_);
+  if (out != nullptr && taken > 0) std::memcpy(out, buffer_.data() + begin_, taken);
+  begin_ += taken;
+  if (begin_ == end_) begin_ = end_ = 0;
+  return taken;
+}
+
+ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
   if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
   ReceivedFrame frame;
-  std::array<unsigned char, 8> header{};
-  if (RawReads::receiveExactly(*impl, reinterpret_cast<char*>(header.data()), 2) <= 0) {
+  if (!fill(*impl, 2)) {
+    if (buffered() != 0) incomplete();
     frame.end_of_stream = true;
     return frame;
   }
+  const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
   frame.flags = header[0];
   const bool masked = (header[1] & 0x80U) != 0;
   std::uint64_t length = header[1] & 0x7fU;
-  if (length == 126 || length == 127) {
-    const std::size_t bytes = length == 126 ? 2 : 8;
-    readOrThrow(*impl, reinterpret_cast<char*>(header.data()), bytes);
+  const std::size_t length_bytes = length == 126 ? 2 : length == 127 ? 8 : 0;
+  const std::size_t header_bytes = 2 + length_bytes + (masked ? 4 : 0);
+  if (!fill(*impl, header_bytes)) incomplete();
+  header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);  // fill may move it
+  if (length_bytes != 0) {
     length = 0;
-    for (std::size_t i = 0; i < bytes; ++i) length = (length << 8U) | header[i];
+    for (std::size_t i = 0; i < length_bytes; ++i) length = (length << 8U) | header[2 + i];
     if ((length >> 63U) != 0) {
       throw WebSocketException("a frame length with its most significant bit set (RFC 6455 5.2)",
                                WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
@@ -66,30 +104,36 @@ ReceivedFrame receiveFrame(WebSocket& ws, std::vector<char>& payload, std::size_
                              WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
   }
   std::array<unsigned char, 4> mask{};
-  if (masked) readOrThrow(*impl, reinterpret_cast<char*>(mask.data()), mask.size());
+  if (masked) std::memcpy(mask.data(), header + 2 + length_bytes, mask.size());
+  take(nullptr, header_bytes);
   frame.length = length;
 
-  if (length > max_payload) {
+  if (length > max_payload_) {
     // Read and dropped in pieces: the frame never occupies more than one piece of memory.
-    std::vector<char> piece(
-        static_cast<std::size_t>(std::min<std::uint64_t>(length, kDiscardPiece)));
-    for (std::uint64_t left = length; left > 0;) {
+    std::uint64_t left =
+        length -
+        take(nullptr, static_cast<std::size_t>(std::min<std::uint64_t>(length, buffered())));
+    std::vector<char> piece(static_cast<std::size_t>(std::min<std::uint64_t>(left, kDiscardPiece)));
+    while (left > 0) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, piece.size()));
-      readOrThrow(*impl, piece.data(), n);
+      readExactly(*impl, piece.data(), n);
       left -= n;
     }
     payload.clear();
     frame.discarded = true;
     return frame;
   }
-  payload.resize(static_cast<std::size_t>(length));
-  if (length > 0) readOrThrow(*impl, payload.data(), payload.size());
+  const auto size = static_cast<std::size_t>(length);
+  payload.resize(size);
+  const std::size_t copied = take(payload.data(), size);
+  // The rest of a payload longer than what was read ahead comes straight into place.
+  if (copied < size) readExactly(*impl, payload.data() + copied, size - copied);
   if (masked) {
-    for (std::size_t i = 0; i < payload.size(); ++i) {
+    for (std::size_t i = 0; i < size; ++i) {
       payload[i] = static_cast<char>(static_cast<unsigned char>(payload[i]) ^ mask[i % 4]);
     }
   }
   return frame;
 }
 
-}  // namespace dockhand::agent
+}  // namespace dockhand::net

@@ -1,11 +1,14 @@
-// Reading one WebSocket frame from the driver without ever holding more than the frame limit
-// in memory.
+// Reading WebSocket frames (RFC 6455 section 5.2) from a Poco WebSocket, with read-ahead and
+// without ever holding more than the frame limit in memory. The agent's driver link and the
+// driver's agent server read every frame through it.
 //
-// Poco's WebSocket::receiveFrame refuses a frame over its limit by throwing once it has read
-// the frame's length, leaving the payload unread in the stream: the connection cannot go on.
-// receiveFrame() below reads the header itself (RFC 6455 section 5.2), so it knows the
-// payload's length and can read an oversized payload in bounded pieces and drop it; the next
-// frame then starts where it should, and the link survives the bad frame.
+// Poco's WebSocket::receiveFrame makes one read system call per part of a frame (the first two
+// bytes, the extended length, the mask, the payload: four for a masked status update) and
+// refuses a frame over its limit by throwing once it has read the length, leaving the payload in
+// the stream, so the connection cannot go on. FrameReader reads what the socket has, up to
+// 64 KiB at a time, and takes frames out of that buffer: one read for a small frame, none
+// for a frame that arrived with the one before. An oversized payload is read in bounded pieces
+// and dropped, so the next frame starts where it should.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +17,10 @@
 
 namespace Poco::Net {  // NOLINT(readability-identifier-naming): Poco's namespace
 class WebSocket;
+class WebSocketImpl;
 }  // namespace Poco::Net
 
-namespace dockhand::agent {
+namespace dockhand::net {
 
 struct ReceivedFrame {
   int flags = 0;               // FIN and opcode, as Poco's WebSocket::FrameFlags/FrameOpcodes
@@ -25,12 +29,37 @@ struct ReceivedFrame {
   bool end_of_stream = false;  // the peer closed the connection before a frame began
 };
 
-// Reads the next frame of `ws`. A payload of at most `max_payload` bytes lands in `payload`
-// (resized to it, unmasked); a longer one is read in pieces of at most 64 KiB and dropped
-// (`discarded`). Throws Poco::Net::WebSocketException when the connection ends inside a frame,
-// or for a header no peer may send (a length with its top bit set, a control frame over 125
-// bytes); Poco::TimeoutException and other Poco::Exceptions as the socket's reads do.
-ReceivedFrame receiveFrame(Poco::Net::WebSocket& ws, std::vector<char>& payload,
-                           std::size_t max_payload);
+// One per connection, used by its reading thread only.
+class FrameReader {
+ public:
+  // `max_payload`: the longest payload kept; `read_ahead`: the most read from the socket at once.
+  explicit FrameReader(std::size_t max_payload, std::size_t read_ahead = std::size_t{64} * 1024);
 
-}  // namespace dockhand::agent
+  // The next frame of `ws`, from what was read ahead and, when that holds no whole frame, from
+  // the socket (through TLS on a secure WebSocket; after the bytes the HTTP handshake read
+  // ahead). A payload of at most max_payload bytes lands in `payload` (resized to it,
+  // unmasked); a longer one is read in pieces and dropped (`discarded`). Throws
+  // Poco::Net::WebSocketException when the connection ends inside a frame, or for a header no
+  // peer may send (a length with its top bit set, a control frame over 125 bytes);
+  // Poco::TimeoutException and other Poco::Exceptions as the socket's reads do. After a
+  // timeout, the bytes of a frame read so far stay buffered and the next call goes on with it.
+  ReceivedFrame next(Poco::Net::WebSocket& ws, std::vector<char>& payload);
+
+  // Bytes read from the socket and not handed out yet. A caller that waits for the socket to
+  // become readable must not wait while this is not zero: those bytes are not on the socket.
+  std::size_t buffered() const { return end_ - begin_; }
+
+ private:
+  // Makes at least `n` bytes (n <= the buffer's size) buffered; false when the peer closed the
+  // connection first.
+  bool fill(Poco::Net::WebSocketImpl& impl, std::size_t n);
+  // Copies up to `n` buffered bytes to `out`; returns how many.
+  std::size_t take(char* out, std::size_t n);
+
+  std::size_t max_payload_;
+  std::vector<char> buffer_;
+  std::size_t begin_ = 0;  // the first byte not handed out
+  std::size_t end_ = 0;    // one past the last byte read
+};
+
+}  // namespace dockhand::net
