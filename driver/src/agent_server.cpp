@@ -112,9 +112,13 @@ void Connection::stopWriter() {
   if (writer_.joinable()) writer_.join();
 }
 
+// The most buffer a connection's writer keeps between batches.
+constexpr std::size_t kKeptWireBytes = std::size_t{1} << 20;
+
 void Connection::writerLoop() {
   std::deque<Outbound> batch;
   std::string text;
+  std::string wire;  // a plain connection's frames of one batch
   for (;;) {
     bool closing = false;
     {
@@ -125,6 +129,9 @@ void Connection::writerLoop() {
       closing = closing_.load();
     }
     try {
+      // A plain connection gets the whole batch in one write: under load the scheduler queues
+      // several frames (launches, replies) while one write is under way.
+      wire.clear();
       for (auto& item : batch) {
         int flags = WebSocket::FRAME_TEXT;
         if (auto* s = std::get_if<std::string>(&item)) {
@@ -138,10 +145,15 @@ void Connection::writerLoop() {
           flags = c.flags;
           text = std::move(c.payload);
         }
-        std::unique_lock io(io_mutex_, std::defer_lock);
-        if (secure_) io.lock();
+        if (!secure_) {
+          net::appendServerFrame(wire, flags, text);
+          continue;
+        }
+        std::lock_guard io(io_mutex_);
         socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
       }
+      if (!wire.empty()) net::sendAll(socket_->impl()->sockfd(), wire);
+      if (wire.capacity() > kKeptWireBytes) std::string().swap(wire);  // after a burst
     } catch (const Poco::Exception& e) {
       logger("driver")->warn("connection {} ({}): send failed: {}", id_, peer_, e.displayText());
       hardShutdown(socket_);

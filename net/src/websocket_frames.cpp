@@ -1,10 +1,14 @@
 #include "dockhand/net/websocket_frames.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
+#include <Poco/Exception.h>
 #include <Poco/Net/NetException.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/Net/WebSocketImpl.h>
@@ -134,6 +138,37 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
     }
   }
   return frame;
+}
+
+void appendServerFrame(std::string& out, int flags, std::string_view payload) {
+  out += static_cast<char>(flags & 0xff);
+  const std::uint64_t length = payload.size();
+  if (length < 126) {
+    out += static_cast<char>(length);
+  } else if (length <= 0xffff) {
+    out += static_cast<char>(126);
+    out += static_cast<char>((length >> 8U) & 0xffU);
+    out += static_cast<char>(length & 0xffU);
+  } else {
+    out += static_cast<char>(127);
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      out += static_cast<char>((length >> static_cast<unsigned>(shift)) & 0xffU);
+    }
+  }
+  out.append(payload);
+}
+
+void sendAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (sent >= 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(sent));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      throw Poco::TimeoutException("sending timed out");
+    } else if (errno != EINTR) {
+      throw Poco::IOException(std::string("send: ") + std::strerror(errno));
+    }
+  }
 }
 
 }  // namespace dockhand::net

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <Poco/Buffer.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPRequestHandler.h>
@@ -227,6 +228,37 @@ TEST(FrameReaderTest, TheEndOfTheStreamBetweenFramesAndInsideOne) {
   Connection inside([&](WebSocket& ws) { writeRaw(ws, frame("cut short").substr(0, 6)); });
   FrameReader cut(1 << 20);
   EXPECT_THROW(cut.next(inside.client(), payload), Poco::Net::WebSocketException);
+}
+
+// What a server builds with appendServerFrame and writes with sendAll in one go is what Poco's
+// own reader reads, frame by frame, at each length encoding, control frames included.
+TEST(ServerFramesTest, PocosReaderReadsFramesBuiltHere) {
+  std::promise<void> read;
+  auto done = read.get_future();
+  const std::vector<std::string> payloads = {"", "short", std::string(126, 'm'),
+                                             std::string(65535, 'n'), std::string(65536, 'l')};
+  Connection connection([&](WebSocket& ws) {
+    std::string wire;
+    for (const auto& p : payloads) appendServerFrame(wire, WebSocket::FRAME_TEXT, p);
+    appendServerFrame(wire, int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PING}, "ping");
+    sendAll(ws.impl()->sockfd(), wire);
+    holdUntil(done);
+  });
+  connection.client().setMaxPayloadSize(1 << 20);
+  Poco::Buffer<char> buffer(0);
+  for (const auto& p : payloads) {
+    int flags = 0;
+    buffer.resize(0);
+    const int n = connection.client().receiveFrame(buffer, flags);
+    EXPECT_EQ(flags, WebSocket::FRAME_TEXT);
+    ASSERT_EQ(n, static_cast<int>(p.size()));
+    EXPECT_EQ(std::string(buffer.begin(), buffer.size()), p);
+  }
+  int flags = 0;
+  buffer.resize(0);
+  EXPECT_EQ(connection.client().receiveFrame(buffer, flags), 4);
+  EXPECT_EQ(flags, int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PING});
+  read.set_value();
 }
 
 TEST(FrameReaderTest, HeadersNoPeerMaySendAreRefused) {

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace Poco::Net {  // NOLINT(readability-identifier-naming): Poco's namespace
@@ -61,5 +63,15 @@ class FrameReader {
   std::size_t begin_ = 0;  // the first byte not handed out
   std::size_t end_ = 0;    // one past the last byte read
 };
+
+// Appends one unmasked frame (a server's: RFC 6455 section 5.1) to `out`: `flags` (FIN and
+// opcode, as Poco's WebSocket::FrameFlags/FrameOpcodes) and `payload`. A server that has several
+// frames to send builds them into one buffer and writes it with one system call.
+void appendServerFrame(std::string& out, int flags, std::string_view payload);
+
+// Writes all of `bytes` to the connected socket `fd` (blocking, under the socket's send
+// timeout). Throws Poco::TimeoutException when the timeout passes, Poco::IOException on an
+// error.
+void sendAll(int fd, std::string_view bytes);
 
 }  // namespace dockhand::net
