@@ -265,6 +265,32 @@ Agent::Settings Agent::readSettings(const AgentConfig& config) {
   return settings;
 }
 
+PluginCallbacks Agent::pluginCallbacks() {
+  // Every instance reports its tasks' states straight to the executor.
+  PluginCallbacks callbacks;
+  callbacks.task_status = executor_.runnerReports();
+  callbacks.unrecoverable = [this](const std::string& plugin, const std::string& reason) {
+    unrecoverable_ = true;
+    executor_.leaveRunnersAtStop();
+    loop_.post([this, plugin, reason] { backend_.onPluginUnrecoverable(plugin, reason); });
+  };
+  return callbacks;
+}
+
+void Agent::loadScriptStep() {
+  const PluginSpec spec = *script_step_spec_;
+  script_step_spec_.reset();  // tried once: a plugin that did not load is not tried again
+  for (LoadedPlugin& plugin : loadPlugins(host_, {spec}, /*create=*/true, pluginCallbacks())) {
+    if (plugin.ok()) {
+      logger("agent")->info("{} {} loaded from {} (resource_discovery)", plugin.library->label(),
+                            plugin.library->version(), plugin.spec.origin);
+      discoverers_.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
+      script_step_ = discoverers_.back().get();
+    }
+    plugins_.push_back(std::move(plugin));
+  }
+}
+
 std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
   auto log = logger("agent");
   PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(config_.plugin_call_warn_ms));
@@ -276,20 +302,10 @@ std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
     } catch (const ConfigError& e) {
       throw PluginLoadError(std::string("plugin manifest: ") + e.what());
     }
-    // Every instance reports its tasks' states straight to the executor.
-    PluginCallbacks callbacks;
-    callbacks.task_status = executor_.runnerReports();
-    callbacks.unrecoverable = [this](const std::string& plugin, const std::string& reason) {
-      unrecoverable_ = true;
-      executor_.leaveRunnersAtStop();
-      loop_.post([this, plugin, reason] { backend_.onPluginUnrecoverable(plugin, reason); });
-    };
-    plugins = loadPlugins(host_, specs, /*create=*/true, callbacks);
-    if (auto step = scriptStepSpec(config_, plugins)) {
-      for (auto& plugin : loadPlugins(host_, {*step}, /*create=*/true, callbacks)) {
-        plugins.push_back(std::move(plugin));
-      }
-    }
+    plugins = loadPlugins(host_, specs, /*create=*/true, pluginCallbacks());
+    // The script step is loaded when a request first names a script (discoverResources): an
+    // agent whose resources need none never maps it.
+    script_step_spec_ = scriptStepSpec(config_, plugins);
   } catch (const PluginLoadError& e) {
     throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
   }
@@ -503,10 +519,14 @@ std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
     }
   }
   try {
+    const ResourceRequests wanted = mergeRequests(requested, config_.resources);
+    const bool names_a_script = std::any_of(wanted.begin(), wanted.end(), [](const auto& request) {
+      return !request.second.discovery_script.empty();
+    });
+    if (names_a_script && script_step_ == nullptr && script_step_spec_) loadScriptStep();
     DiscoveryChain chain(chain_order, script_step_);
-    auto found =
-        chain.discoverAll(mergeRequests(requested, config_.resources), settings_.given_resources,
-                          "resources file " + config_.resources_file);
+    auto found = chain.discoverAll(wanted, settings_.given_resources,
+                                   "resources file " + config_.resources_file);
     guard_.setResources(found, profile.task_resources);
     // What each discovery plugin describes (an nvidia GPU's name, the host's cgroup limits),
     // asked once: a describe() may run a program, too slow for every status refresh.

@@ -123,6 +123,9 @@ class Agent {
 
   static Settings readSettings(const AgentConfig& config);
   std::vector<LoadedPlugin> loadAgentPlugins();
+  PluginCallbacks pluginCallbacks();
+  // Loads the script step (script_step_spec_) and adds it to the discoverers; once.
+  void loadScriptStep();
   std::vector<std::unique_ptr<PluginDiscoverer>> makeDiscoverers();
   std::unique_ptr<BlockStore> openBlockStore();
   std::unique_ptr<BlockServer> startBlockServer();
@@ -158,9 +161,13 @@ class Agent {
   SpdlogLevelControl log_control_;
   PluginHost host_;
   PluginExecutor executor_;
+  // The script step to load when a request first names a discovery script (scriptStepSpec);
+  // empty once tried, or when there is none. Declared before plugins_: loadAgentPlugins()
+  // sets it.
+  std::optional<PluginSpec> script_step_spec_;
   std::vector<LoadedPlugin> plugins_;
-  // The script plugin as the chain's last step (isScriptStep); null when there is none. One
-  // of discoverers_, set by makeDiscoverers().
+  // The script plugin as the chain's last step (isScriptStep); null until loaded. One of
+  // discoverers_, set by loadScriptStep() (or makeDiscoverers() for a listed one).
   PluginDiscoverer* script_step_ = nullptr;
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers_;
   ResourceGuard guard_;

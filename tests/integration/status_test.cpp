@@ -147,9 +147,9 @@ TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {
   }
   EXPECT_EQ(gpu["tasks"], json::array());
 
-  // The script plugin is the chain's last step for a profile's discovery script (not listed in
-  // the config, it is added after the listed ones).
-  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia", "script"}))
+  // The script plugin would be the chain's last step for a profile's discovery script; no
+  // request names one here, so it was never loaded (ResourcesTest covers the loading).
+  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia"}))
       << status.dump(2);
   const json& host = status["discovery"]["plugins"]["host"];
   ASSERT_TRUE(host.is_object()) << status.dump(2);
@@ -218,14 +218,14 @@ TEST_F(AgentStatusTest, ListsOptionalPluginsThatFailedToLoad) {
   auto agent = startAgent(agentConfig(broken), driver);
   ASSERT_TRUE(driver.waitForRegistration(20s)) << agent->output();
   const json status = waitForStatus(
-      driver, [](const json& s) { return s.contains("plugins") && s["plugins"].size() == 6; });
-  ASSERT_EQ(status["plugins"].size(), 6u) << status.dump(2) << agent->output();
+      driver, [](const json& s) { return s.contains("plugins") && s["plugins"].size() == 5; });
+  ASSERT_EQ(status["plugins"].size(), 5u) << status.dump(2) << agent->output();
 
   std::vector<std::string> loaded;
   for (const auto& p : status["plugins"]) {
     if (p["status"] == "loaded") loaded.push_back(p["name"]);
   }
-  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia", "script"}))
+  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia"}))
       << status.dump(2);
 
   const json& create_fails = status["plugins"][3];
