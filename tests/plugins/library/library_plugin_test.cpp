@@ -242,9 +242,21 @@ TEST_P(LibraryModeTest, KillOfAnEndedOrUnknownTaskIsNotFound) {
 
 TEST_P(LibraryModeTest, ThreadDumpShowsTheTaskThreadsRealStack) {
   launchAndWaitReady(1, call("spinUntilCancelled"));
-  auto dump = runner_->threadDump(1);
-  ASSERT_TRUE(dump.ok()) << dump.error;
-  json parsed = json::parse(dump.json);
+  // The ready file appears when markReady opens it, a moment before the task gets to
+  // spinForDump: a dump taken in between shows the task inside markReady. Ask until the stack
+  // is the spinning one.
+  json parsed;
+  bool named = false;
+  eventually([&] {
+    auto dump = runner_->threadDump(1);
+    if (!dump.ok()) return false;
+    parsed = json::parse(dump.json);
+    if (parsed.at("threads").size() != 1u || !parsed["threads"][0].contains("stack")) return false;
+    for (const auto& frame : parsed["threads"][0].at("stack")) {
+      named = named || frame.get<std::string>().rfind("spinForDump+", 0) == 0;
+    }
+    return named;
+  });
   EXPECT_EQ(parsed.at("task_id"), 1);
   ASSERT_EQ(parsed.at("threads").size(), 1u);
   const json& thread = parsed.at("threads").at(0);
@@ -252,10 +264,6 @@ TEST_P(LibraryModeTest, ThreadDumpShowsTheTaskThreadsRealStack) {
   EXPECT_EQ(thread.at("library"), "test");
   EXPECT_GT(thread.at("tid").get<std::int64_t>(), 0);
   ASSERT_FALSE(thread.contains("error")) << thread;
-  bool named = false;
-  for (const auto& frame : thread.at("stack")) {
-    named = named || frame.get<std::string>().rfind("spinForDump+", 0) == 0;
-  }
   EXPECT_TRUE(named) << thread.at("stack").dump(1);
 
   auto stats = runner_->taskStats(1);
