@@ -41,8 +41,18 @@ void EventLoop::exit(int code) {
 
 int EventLoop::run(int failure_code) {
   std::unique_lock lock(mutex_);
+  int since_idle = 0;  // closures run since the idle hook last ran
+  const auto idle = [&] {
+    if (!idle_hook_ || since_idle == 0) return false;
+    since_idle = 0;
+    lock.unlock();
+    idle_hook_();
+    lock.lock();
+    return true;
+  };
   while (!exit_code_) {
     std::function<void()> next;
+    if ((events_.empty() || since_idle >= kMaxEventsBetweenIdle) && idle()) continue;
     if (!events_.empty()) {
       next = std::move(events_.front());
       events_.pop_front();
@@ -61,6 +71,7 @@ int EventLoop::run(int failure_code) {
       continue;
     }
     lock.unlock();
+    ++since_idle;
     try {
       next();
     } catch (const std::exception& e) {
@@ -71,6 +82,7 @@ int EventLoop::run(int failure_code) {
     }
     lock.lock();
   }
+  idle();
   return *exit_code_;
 }
 

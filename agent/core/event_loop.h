@@ -30,6 +30,12 @@ class EventLoop final : public EventSink, public Timers, public Exiter {
   // ends the loop with `failure_code`: the agent never goes on in an unknown state.
   int run(int failure_code);
 
+  // Called on the core thread whenever it has run what was posted and is about to wait, after
+  // every kMaxEventsBetweenIdle closures in a row, and once when run() ends; must not throw.
+  // The driver link sends the frames of a burst of work there in one write. Set before run().
+  void setIdleHook(std::function<void()> hook) { idle_hook_ = std::move(hook); }
+  static constexpr int kMaxEventsBetweenIdle = 32;
+
  private:
   mutable std::mutex mutex_;
   std::condition_variable wake_;
@@ -38,6 +44,7 @@ class EventLoop final : public EventSink, public Timers, public Exiter {
   std::map<TimerId, std::function<void()>> timers_;
   TimerId next_timer_ = 1;
   std::optional<int> exit_code_;
+  std::function<void()> idle_hook_;
 };
 
 }  // namespace dockhand::agent

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include <Poco/Net/HTTPClientSession.h>
@@ -70,7 +71,12 @@ WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& eve
       sink_(sink),
       events_(events),
       metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
-      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  // Masking keys need not be secret here (RFC 6455 10.3: they keep a proxy from reading the
+  // frames as something else), but they must vary: a generator seeded once per link.
+  std::random_device seed;
+  mask_state_ = (std::uint64_t{seed()} << 32U) | seed() | 1U;
+}
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
@@ -170,6 +176,7 @@ void WebSocketLink::run() {
   {
     std::lock_guard lock(send_mutex_);
     socket_ = ws;
+    batch_.clear();  // what was kept for an earlier connection died with it
   }
   connected_.store(true, std::memory_order_release);
   metrics_.connected();
@@ -348,6 +355,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       const int size = static_cast<int>(payload.size());
       if (op == WebSocket::FRAME_OP_PING) {
         std::lock_guard lock(send_mutex_);
+        flushLocked();
         ws.sendFrame(payload.data(), size,
                      static_cast<int>(WebSocket::FRAME_FLAG_FIN) | WebSocket::FRAME_OP_PONG);
         continue;
@@ -429,10 +437,44 @@ void WebSocketLink::handleText(std::string_view text) {
   sink_.post([this, env = std::move(env)] { events_.onDriverFrame(env); });
 }
 
+std::uint32_t WebSocketLink::nextMask() {
+  mask_state_ ^= mask_state_ << 13U;
+  mask_state_ ^= mask_state_ >> 7U;
+  mask_state_ ^= mask_state_ << 17U;
+  return static_cast<std::uint32_t>(mask_state_ >> 32U);
+}
+
+bool WebSocketLink::flushLocked() {
+  if (batch_.empty()) return true;
+  if (!socket_) {
+    batch_.clear();
+    return false;
+  }
+  try {
+    net::sendAll(socket_->impl()->sockfd(), batch_);
+    batch_.clear();
+    return true;
+  } catch (const Poco::Exception& e) {
+    log()->warn("send to driver failed: {}", e.displayText());
+    batch_.clear();
+    return false;
+  }
+}
+
+void WebSocketLink::flushBatch() {
+  std::lock_guard lock(send_mutex_);
+  flushLocked();
+}
+
 bool WebSocketLink::sendText(const std::string& text) {
   std::lock_guard lock(send_mutex_);
   if (!socket_) return false;
   try {
+    if (std::this_thread::get_id() == batching_thread_ && !socket_->secure()) {
+      net::appendClientFrame(batch_, WebSocket::FRAME_TEXT, text, nextMask());
+      return batch_.size() < kMaxBatchBytes || flushLocked();
+    }
+    if (!flushLocked()) return false;
     socket_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
     return true;
   } catch (const Poco::Exception& e) {
@@ -506,6 +548,7 @@ void WebSocketLink::close() {
   connected_.store(false, std::memory_order_release);
   {
     std::lock_guard lock(send_mutex_);
+    flushLocked();
     if (socket_) {
       try {
         socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, "agent exiting");

@@ -61,6 +61,17 @@ class WebSocketLink final : public DriverLink {
   void ask(protocol::Envelope message, Millis timeout, AskCallback done) override;
   void close() override;
 
+  // Frames sent from the calling thread (the core thread) over a plain connection are kept
+  // and written together by flushBatch(), which EventLoop's idle hook calls once the thread
+  // has run what was posted: a task's RUNNING and FINISHED, or the statuses of several tasks,
+  // leave in one write. Sends from other threads, and over TLS, go out at once (after what
+  // is kept, in order). Call on the core thread before it starts its loop.
+  void batchSendsFromThisThread() { batching_thread_ = std::this_thread::get_id(); }
+  // Writes the kept frames. Any thread; never throws.
+  void flushBatch();
+  // The most kept before a send writes them at once.
+  static constexpr std::size_t kMaxBatchBytes = std::size_t{64} * 1024;
+
   // Frames that arrived malformed since start (for the status output and tests).
   std::uint64_t malformedFrames() const { return malformed_frames_.load(); }
 
@@ -102,8 +113,16 @@ class WebSocketLink final : public DriverLink {
 
   // Guards socket_ writes; over TLS, reads too (an OpenSSL connection is not to be used by
   // two threads at once), taken by the reader only once data is there to read.
+  // Writes `batch_` (under send_mutex_); false when the write failed (the frames are dropped:
+  // the connection is gone, and the reader says so).
+  bool flushLocked();
+  std::uint32_t nextMask();
+
   std::mutex send_mutex_;
   std::shared_ptr<Poco::Net::WebSocket> socket_;  // set while connected
+  std::thread::id batching_thread_;               // whose sends are kept (batchSendsFromThisThread)
+  std::string batch_;                             // masked frames kept, under send_mutex_
+  std::uint64_t mask_state_ = 1;                  // xorshift64 for the frames' masking keys
 
   std::mutex asks_mutex_;
   std::map<std::uint64_t, PendingAsk> asks_;

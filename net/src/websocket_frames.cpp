@@ -140,22 +140,45 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   return frame;
 }
 
-void appendServerFrame(std::string& out, int flags, std::string_view payload) {
+namespace {
+
+// The first bytes of a frame: flags, the length (7 bits, or 126/127 and 2/8 bytes) and the
+// mask bit.
+void appendHeader(std::string& out, int flags, std::uint64_t length, bool masked) {
+  const auto mask_bit = static_cast<unsigned char>(masked ? 0x80U : 0U);
   out += static_cast<char>(flags & 0xff);
-  const std::uint64_t length = payload.size();
   if (length < 126) {
-    out += static_cast<char>(length);
+    out += static_cast<char>(mask_bit | length);
   } else if (length <= 0xffff) {
-    out += static_cast<char>(126);
+    out += static_cast<char>(mask_bit | 126U);
     out += static_cast<char>((length >> 8U) & 0xffU);
     out += static_cast<char>(length & 0xffU);
   } else {
-    out += static_cast<char>(127);
+    out += static_cast<char>(mask_bit | 127U);
     for (int shift = 56; shift >= 0; shift -= 8) {
       out += static_cast<char>((length >> static_cast<unsigned>(shift)) & 0xffU);
     }
   }
+}
+
+}  // namespace
+
+void appendServerFrame(std::string& out, int flags, std::string_view payload) {
+  appendHeader(out, flags, payload.size(), /*masked=*/false);
   out.append(payload);
+}
+
+void appendClientFrame(std::string& out, int flags, std::string_view payload, std::uint32_t mask) {
+  appendHeader(out, flags, payload.size(), /*masked=*/true);
+  const std::array<unsigned char, 4> key = {
+      static_cast<unsigned char>(mask >> 24U), static_cast<unsigned char>(mask >> 16U),
+      static_cast<unsigned char>(mask >> 8U), static_cast<unsigned char>(mask)};
+  out.append(reinterpret_cast<const char*>(key.data()), key.size());
+  const std::size_t start = out.size();
+  out.append(payload);
+  for (std::size_t i = 0; i < payload.size(); ++i) {
+    out[start + i] = static_cast<char>(static_cast<unsigned char>(out[start + i]) ^ key[i % 4]);
+  }
 }
 
 void sendAll(int fd, std::string_view bytes) {

@@ -261,6 +261,37 @@ TEST(ServerFramesTest, PocosReaderReadsFramesBuiltHere) {
   read.set_value();
 }
 
+// What a client builds with appendClientFrame (masked, each with its own key) is what Poco's
+// server side reads.
+TEST(ClientFramesTest, PocosServerReadsMaskedFramesBuiltHere) {
+  const std::vector<std::string> payloads = {"", "status", std::string(300, 's'),
+                                             std::string(70000, 'k')};
+  std::promise<std::vector<std::string>> got;
+  auto result = got.get_future();
+  Connection connection([&](WebSocket& ws) {
+    ws.setMaxPayloadSize(1 << 20);
+    std::vector<std::string> texts;
+    Poco::Buffer<char> buffer(0);
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      int flags = 0;
+      buffer.resize(0);
+      ws.receiveFrame(buffer, flags);
+      texts.emplace_back(buffer.begin(), buffer.size());
+    }
+    got.set_value(texts);
+  });
+  std::string wire;
+  std::uint32_t mask = 0x9e3779b9U;
+  for (const auto& p : payloads) {
+    appendClientFrame(wire, WebSocket::FRAME_TEXT, p, mask);
+    mask = mask * 2654435761U + 1;
+  }
+  EXPECT_EQ(wire.find("status"), std::string::npos) << "the payload went out unmasked";
+  sendAll(connection.client().impl()->sockfd(), wire);
+  ASSERT_EQ(result.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(result.get(), payloads);
+}
+
 TEST(FrameReaderTest, HeadersNoPeerMaySendAreRefused) {
   // A control frame (ping) over 125 bytes.
   Connection connection([&](WebSocket& ws) { writeRaw(ws, frame(std::string(200, 'c'), 0x89)); });

@@ -207,5 +207,42 @@ TEST(EventLoopTest, TimerThatThrowsEndsTheLoopWithTheFailureCode) {
   EXPECT_EQ(runWithDeadline(loop), kFailureCode);
 }
 
+// The idle hook (what the driver link flushes its kept frames in) runs once a burst of posted
+// closures has run, not after each, after kMaxEventsBetweenIdle in a row at the latest, and
+// once more as run() ends.
+TEST(EventLoopTest, TheIdleHookRunsAfterABurstAndAsTheLoopEnds) {
+  EventLoop loop;
+  std::vector<std::string> trace;
+  loop.setIdleHook([&] { trace.emplace_back("idle"); });
+  // A burst posted before run(): three closures, then one idle call.
+  for (int i = 0; i < 3; ++i) loop.post([&, i] { trace.push_back("e" + std::to_string(i)); });
+  // The last one posts the next burst, of more closures than may run between idle calls.
+  loop.post([&] {
+    trace.emplace_back("burst");
+    for (int i = 0; i < EventLoop::kMaxEventsBetweenIdle + 3; ++i) {
+      loop.post([&] { trace.emplace_back("b"); });
+    }
+    loop.post([&] { loop.exit(0); });
+  });
+  ASSERT_EQ(runWithDeadline(loop), 0);
+  std::vector<std::string> expected = {"e0", "e1", "e2", "burst"};
+  // "burst" was the 4th closure: 28 more run before the limit calls the hook.
+  for (int i = 0; i < EventLoop::kMaxEventsBetweenIdle - 4; ++i) expected.emplace_back("b");
+  expected.emplace_back("idle");
+  for (int i = 0; i < 7; ++i) expected.emplace_back("b");
+  expected.emplace_back("idle");  // as run() ends, after the exit closure
+  EXPECT_EQ(trace, expected);
+}
+
+TEST(EventLoopTest, NoIdleHookCallWithoutAClosureRunSinceTheLast) {
+  EventLoop loop;
+  int calls = 0;
+  loop.setIdleHook([&] { ++calls; });
+  loop.post([&] { loop.schedule(Millis(20), [&] { loop.exit(0); }); });
+  ASSERT_EQ(runWithDeadline(loop), 0);
+  // After the first closure (then the loop waits for the timer), and after the timer.
+  EXPECT_EQ(calls, 2);
+}
+
 }  // namespace
 }  // namespace dockhand::agent

@@ -69,6 +69,9 @@ class FrameReader {
 // frames to send builds them into one buffer and writes it with one system call.
 void appendServerFrame(std::string& out, int flags, std::string_view payload);
 
+// Appends one frame masked with `mask` (a client's: every frame a client sends is masked).
+void appendClientFrame(std::string& out, int flags, std::string_view payload, std::uint32_t mask);
+
 // Writes all of `bytes` to the connected socket `fd` (blocking, under the socket's send
 // timeout). Throws Poco::TimeoutException when the timeout passes, Poco::IOException on an
 // error.
