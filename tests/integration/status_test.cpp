@@ -149,8 +149,7 @@ TEST_F(AgentStatusTest, ShowsEachGpuAndTheHostAsTheirPluginsDescribeThem) {
 
   // The script plugin would be the chain's last step for a profile's discovery script; no
   // request names one here, so it was never loaded (ResourcesTest covers the loading).
-  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia"}))
-      << status.dump(2);
+  EXPECT_EQ(status["discovery"]["chain"], json::array({"host", "nvidia"})) << status.dump(2);
   const json& host = status["discovery"]["plugins"]["host"];
   ASSERT_TRUE(host.is_object()) << status.dump(2);
   EXPECT_EQ(host["cores"]["online"], ::sysconf(_SC_NPROCESSORS_ONLN)) << host.dump(2);
@@ -225,8 +224,7 @@ TEST_F(AgentStatusTest, ListsOptionalPluginsThatFailedToLoad) {
   for (const auto& p : status["plugins"]) {
     if (p["status"] == "loaded") loaded.push_back(p["name"]);
   }
-  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia"}))
-      << status.dump(2);
+  EXPECT_EQ(loaded, (std::vector<std::string>{"process", "host", "nvidia"})) << status.dump(2);
 
   const json& create_fails = status["plugins"][3];
   EXPECT_EQ(create_fails["status"], "failed") << status.dump(2);
