@@ -130,19 +130,41 @@ DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes)
 }
 
 std::string encodeEnvelope(const Envelope& envelope) {
-  Json root = Json::object();
-  root["type"] = envelope.type;
-  if (envelope.id != 0) root["id"] = envelope.id;
-  if (envelope.isReply()) {
-    root["re"] = envelope.re;
-    root["ok"] = envelope.ok;
+  // The members in the order a Json object keeps them (sorted), each written where it is: the
+  // body is not copied into a tree of its own first. Invalid UTF-8 is replaced rather than
+  // thrown on: a task's output may carry any bytes.
+  const auto text = [](const Json& value) {
+    return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  std::string out = "{";
+  const auto member = [&out](std::string_view name) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  if (!envelope.body.is_null()) {
+    member("body");
+    out += text(envelope.body);
   }
-  if (!envelope.body.is_null()) root["body"] = envelope.body;
   if (envelope.error) {
-    root["error"] = {{"code", envelope.error->code}, {"message", envelope.error->message}};
+    member("error");
+    out += text(Json{{"code", envelope.error->code}, {"message", envelope.error->message}});
   }
-  // Replace invalid UTF-8 rather than throw: a task's output may carry any bytes.
-  return root.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (envelope.id != 0) {
+    member("id");
+    out += std::to_string(envelope.id);
+  }
+  if (envelope.isReply()) {
+    member("ok");
+    out += envelope.ok ? "true" : "false";
+    member("re");
+    out += std::to_string(envelope.re);
+  }
+  member("type");
+  out += text(Json(envelope.type));
+  out += '}';
+  return out;
 }
 
 Envelope makeReply(std::uint64_t re, Json body) {

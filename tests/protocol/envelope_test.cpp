@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "dockhand/protocol/messages.h"
 
@@ -74,6 +75,40 @@ TEST(EnvelopeTest, EncodesNoBodyMemberWhenBodyIsNull) {
   EXPECT_EQ(encodeEnvelope(env), R"({"type":"StopExecutor"})");
   Envelope back = accepted(encodeEnvelope(env));
   EXPECT_TRUE(back.body.is_null());
+}
+
+// encodeEnvelope writes the members itself; its text is what a Json tree of the same members
+// dumps to (sorted keys, compact, invalid UTF-8 replaced).
+TEST(EnvelopeTest, EncodesTheSameTextAsATreeOfItsMembers) {
+  const auto tree = [](const Envelope& e) {
+    Json root = Json::object();
+    root["type"] = e.type;
+    if (e.id != 0) root["id"] = e.id;
+    if (e.isReply()) {
+      root["re"] = e.re;
+      root["ok"] = e.ok;
+    }
+    if (!e.body.is_null()) root["body"] = e.body;
+    if (e.error) root["error"] = {{"code", e.error->code}, {"message", e.error->message}};
+    return root.dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  std::vector<Envelope> cases;
+  cases.push_back(makeMessage(StopExecutor{}));
+  cases.push_back(makeReply(7, {{"z", 1}, {"a", {1, 2}}}));
+  cases.push_back(makeReply(18446744073709551615u, nullptr));
+  cases.push_back(makeErrorReply(3, error_code::kMalformedFrame, "bad \"quote\"\n"));
+  cases.push_back(makeError(error_code::kUnknownType, "no such type"));
+  Envelope odd;
+  odd.type = "Type\xff with bad UTF-8";
+  odd.id = 42;
+  odd.body = {{"text", "caf\xc3"}, {"nested", {{"empty", Json::object()}}}};
+  cases.push_back(odd);
+  Envelope empty_body;
+  empty_body.type = "Heartbeat";
+  empty_body.id = 1;
+  empty_body.body = Json::object();
+  cases.push_back(empty_body);
+  for (const Envelope& e : cases) EXPECT_EQ(encodeEnvelope(e), tree(e)) << e.type;
 }
 
 TEST(EnvelopeTest, EncodesOneLineEvenWhenStringsHoldNewlines) {
