@@ -18,6 +18,7 @@ CachedThreadPool::~CachedThreadPool() {
 
 void CachedThreadPool::submit(Job job) {
   std::vector<std::unique_ptr<Worker>> ended;
+  bool wake = false;
   {
     std::lock_guard lock(state_->mutex);
     if (state_->stopping) throw std::logic_error("the task thread pool is stopped");
@@ -41,9 +42,10 @@ void CachedThreadPool::submit(Job job) {
       }
       state_->workers.push_back(std::move(worker));
     } else {
-      state_->work.notify_one();
+      wake = true;
     }
   }
+  if (wake) state_->work.notify_one();
   // Threads that ended after their keep-alive: they are past their last lock, so these joins
   // are short.
   for (auto& worker : ended) {
