@@ -56,6 +56,7 @@ json hooksOf(const dh_plugin_descriptor& d) {
     std::vector<std::string> names = {"launch", "kill"};
     if (t->thread_dump) names.emplace_back("thread_dump");
     if (t->task_stats) names.emplace_back("task_stats");
+    if (t->try_launch) names.emplace_back("try_launch");
     hooks["task_runner"] = names;
   }
   if (const auto* t = d.block_migration) {

@@ -327,26 +327,42 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   // Registered before the call runs: a kill queues behind the launch, and the runner's reports
   // find the task.
   registry->tasks[task_id] = runner;
+  if (runner->plugin->canTryLaunch()) {
+    // Here when the runner starts the task at once: its call thread need not wake up.
+    std::optional<PluginResult> here = runner->calls->callHere(
+        {"try_launch", task_id}, [&] { return runner->plugin->tryLaunch(task_json); });
+    if (here && here->status != DH_UNSUPPORTED) {
+      if (!here->ok()) {
+        launchRefused(events, registry, live, task_id, runner->plugin->name() + ": " + here->error);
+      }
+      return true;
+    }
+  }
   bool queued = runner->calls->submit(
       {{"launch", task_id},
        [events = &events, registry, live, runner, task_id, task_json = std::move(task_json)] {
          const TaskLogScope call_context(task_id);  // what the runner logs while it launches
          PluginResult result = runner->plugin->launch(task_json);
          if (result.ok()) return;
-         std::string reason = runner->plugin->name() + ": " + result.error;
-         events->post([registry, live, task_id, reason = std::move(reason)]() mutable {
-           const TaskLogScope core_context(task_id);
-           log()->warn("task {} could not start: {}", task_id, reason);
-           // The runner refused it and has no use for its directory (unless it reported the
-           // task anyway: then that report retires the directory).
-           if (endTask(*registry, *live, task_id, protocol::TaskState::kFailed,
-                       std::move(reason))) {
-             registry->retire_dir(task_id);
-           }
-         });
+         launchRefused(*events, registry, live, task_id,
+                       runner->plugin->name() + ": " + result.error);
        }});
   if (!queued) registry->tasks.erase(task_id);
   return queued;
+}
+
+void PluginExecutor::launchRefused(EventSink& events, const std::shared_ptr<Registry>& registry,
+                                   const std::shared_ptr<Live>& live, std::uint64_t task_id,
+                                   std::string reason) {
+  events.post([registry, live, task_id, reason = std::move(reason)]() mutable {
+    const TaskLogScope core_context(task_id);
+    log()->warn("task {} could not start: {}", task_id, reason);
+    // The runner refused it and has no use for its directory (unless it reported the task
+    // anyway: then that report retires the directory).
+    if (endTask(*registry, *live, task_id, protocol::TaskState::kFailed, std::move(reason))) {
+      registry->retire_dir(task_id);
+    }
+  });
 }
 
 bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_id,

@@ -173,11 +173,17 @@ class PluginExecutor final : public Executor {
   static void posted(Live& live, std::uint64_t task_id);
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,
                   const std::filesystem::path& input_dir);
-  // Core thread: registers the task with `runner` and queues its launch; false when the
+  // Core thread: registers the task with `runner` and launches it: on this thread when the
+  // runner can start it at once (try_launch), else through its call thread; false when the
   // runner is stuck (the task is not registered then).
   static bool submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
                            const std::shared_ptr<Live>& live, Runner* runner, std::uint64_t task_id,
                            std::string task_json);
+  // Any thread: the runner refused to start the task (`reason`); reported FAILED on the core
+  // thread.
+  static void launchRefused(EventSink& events, const std::shared_ptr<Registry>& registry,
+                            const std::shared_ptr<Live>& live, std::uint64_t task_id,
+                            std::string reason);
   // Core thread: reports the task ended with `state` unless it has already ended (or its
   // runner reported it ended: that status is on its way). True when this reported it.
   static bool endTask(Registry& registry, Live& live, std::uint64_t task_id,

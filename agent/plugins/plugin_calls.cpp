@@ -12,15 +12,17 @@
 
 namespace dockhand::agent {
 
-namespace {
-
 // The counters of one hook of one instance (docs/operations.md#metrics).
-struct HookMetrics {
+struct PluginCalls::HookMetrics {
   metrics::Counter* calls = nullptr;
   metrics::Counter* errors = nullptr;
   metrics::Counter* timeouts = nullptr;
   metrics::Histogram* duration = nullptr;
 };
+
+namespace {
+
+using HookMetrics = PluginCalls::HookMetrics;
 
 // The hook the calling thread is in, when it is an instance's call thread in a call: what
 // PluginCalls::noteError() counts against.
@@ -84,7 +86,8 @@ struct PluginCalls::State {
   std::deque<Call> queue;
   bool started = false;  // the threads run
   bool in_call = false;
-  Call current;  // info and not_done of the call in progress (its `run` is on the call thread)
+  bool here = false;  // a callHere() is in progress: the call thread waits
+  Call current;       // info and not_done of the call in progress (its `run` is on the call thread)
   Millis current_timeout{0};
   std::chrono::steady_clock::time_point call_started;
   std::uint64_t calls_started = 0;
@@ -107,7 +110,9 @@ std::string PluginCalls::overrun(const State& s) {
 void PluginCalls::runCalls(const std::shared_ptr<State>& s) {
   std::unique_lock lock(s->mutex);
   for (;;) {
-    s->work.wait(lock, [&] { return s->stopping || !s->queue.empty(); });
+    s->work.wait(lock, [&] {
+      return s->queue.empty() ? s->stopping : !s->here;  // never beside a callHere()
+    });
     if (s->queue.empty()) break;  // stopping, and every queued call has run
     Call call = std::move(s->queue.front());
     s->queue.pop_front();
@@ -118,11 +123,7 @@ void PluginCalls::runCalls(const std::shared_ptr<State>& s) {
     s->current_timeout = call.timeout.value_or(s->timeout);
     s->call_started = std::chrono::steady_clock::now();
     ++s->calls_started;
-    auto hook = s->hooks.find(call.info.hook);
-    if (hook == s->hooks.end()) {
-      hook = s->hooks.emplace(call.info.hook, makeHookMetrics(s->name, call.info.hook)).first;
-    }
-    HookMetrics* metrics = &hook->second;
+    HookMetrics* metrics = &hookMetrics(*s, call.info.hook);
     s->current_hook = metrics;
     const auto started = s->call_started;
     if (s->watchdog_idle) s->watch.notify_one();
@@ -244,6 +245,48 @@ bool PluginCalls::submit(Call call) {
   lock.unlock();
   state_->work.notify_one();
   return true;
+}
+
+PluginCalls::HookMetrics& PluginCalls::hookMetrics(State& s, const std::string& hook) {
+  auto it = s.hooks.find(hook);
+  if (it == s.hooks.end()) it = s.hooks.emplace(hook, makeHookMetrics(s.name, hook)).first;
+  return it->second;
+}
+
+std::optional<PluginResult> PluginCalls::callHere(const CallInfo& info,
+                                                  const std::function<PluginResult()>& hook) {
+  HookMetrics* metrics = nullptr;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stuck || state_->stopping || state_->in_call || state_->here ||
+        !state_->queue.empty()) {
+      return std::nullopt;
+    }
+    state_->here = true;
+    metrics = &hookMetrics(*state_, info.hook);
+  }
+  // Whatever happens in the hook, the call thread may go on afterwards.
+  struct Done {
+    State& s;
+    HookMetrics* outer;
+    ~Done() {
+      gCurrentHook = outer;
+      bool queued = false;
+      {
+        std::lock_guard lock(s.mutex);
+        s.here = false;
+        queued = !s.queue.empty();
+      }
+      if (queued) s.work.notify_one();
+    }
+  } done{*state_, gCurrentHook};
+  gCurrentHook = metrics;
+  const auto started = std::chrono::steady_clock::now();
+  PluginResult result = hook();
+  metrics->calls->inc();
+  metrics->duration->observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  return result;
 }
 
 PluginResult PluginCalls::call(CallInfo info, std::function<PluginResult()> hook,

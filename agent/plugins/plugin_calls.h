@@ -93,6 +93,15 @@ class PluginCalls {
   PluginResult call(CallInfo info, std::function<PluginResult()> hook,
                     std::optional<Millis> timeout = std::nullopt);
 
+  // Makes a call on the calling thread instead, for a hook that promises to return at once
+  // (a runner's try_launch): only while no call runs or waits on the call thread and the
+  // instance is neither stuck nor stopping, else nullopt (queue it then). The call thread
+  // makes no call meanwhile, so the instance still sees one call at a time, in order. Counted
+  // and timed like the others, not bounded by the watchdog: a hook that blocks here blocks
+  // the caller.
+  std::optional<PluginResult> callHere(const CallInfo& info,
+                                       const std::function<PluginResult()>& hook);
+
   // True once a call overran.
   bool stuck() const;
   // The call that overran and its bound, as "launch() of task 7 did not return within 60000
@@ -113,6 +122,8 @@ class PluginCalls {
   static void noteError();
 
   const std::string& plugin() const { return plugin_; }
+
+  struct HookMetrics;  // the counters of one hook (plugin_calls.cpp)
   Millis timeout() const { return timeout_; }
 
  private:
@@ -122,6 +133,8 @@ class PluginCalls {
   static std::string overrun(const State& s);
   // What a call to a stuck instance is answered (under the lock).
   static std::string refusal(const State& s);
+  // The counters of `hook` (under the lock).
+  static HookMetrics& hookMetrics(State& s, const std::string& hook);
 
   std::string plugin_;
   Millis timeout_;

@@ -15,6 +15,14 @@ PluginResult TaskRunnerPlugin::launch(const std::string& task_json) {
   return instance_->result(status);
 }
 
+PluginResult TaskRunnerPlugin::tryLaunch(const std::string& task_json) {
+  dh_status status = timedCoreHook(*instance_, "try_launch", [&] {
+    return table_->try_launch(instance_->handle(), task_json.c_str());
+  });
+  if (status == DH_UNSUPPORTED) return PluginResult{status, {}, {}};  // not now: no error
+  return instance_->result(status);
+}
+
 PluginResult TaskRunnerPlugin::kill(std::uint64_t task_id, bool interrupt,
                                     const std::string& reason) {
   dh_status status = timedCoreHook(*instance_, "kill", [&] {

@@ -24,6 +24,11 @@ class TaskRunnerPlugin {
   PluginInstance& instance() const { return *instance_; }
 
   PluginResult launch(const std::string& task_json);
+  // try_launch (ABI 1.5, plugin.h): starts the task only when that needs no waiting;
+  // DH_UNSUPPORTED when not now (then launch() it on the call thread). Call it through
+  // PluginCalls::callHere, only when canTryLaunch().
+  PluginResult tryLaunch(const std::string& task_json);
+  bool canTryLaunch() const { return table_->try_launch != nullptr; }
   PluginResult kill(std::uint64_t task_id, bool interrupt, const std::string& reason);
   // DH_UNSUPPORTED when the plugin has no thread_dump hook.
   PluginResult threadDump(std::uint64_t task_id);

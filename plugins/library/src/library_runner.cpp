@@ -136,7 +136,21 @@ std::shared_ptr<JobLibrary> LibraryRunner::loadLibrary(const std::string& path) 
   return state_->libraries.emplace(path, library).first->second;
 }
 
-void LibraryRunner::launch(std::string_view task_json) {
+std::shared_ptr<JobLibrary> LibraryRunner::loadedLibrary(const std::string& path) const {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->libraries.find(path);
+  return it == state_->libraries.end() ? nullptr : it->second;
+}
+
+void LibraryRunner::launch(std::string_view task_json) { start(task_json, /*may_wait=*/true); }
+
+bool LibraryRunner::tryLaunch(std::string_view task_json) {
+  // A worker process gets its task over a socket, after a check of the library's file.
+  if (workers_) return false;
+  return start(task_json, /*may_wait=*/false);
+}
+
+bool LibraryRunner::start(std::string_view task_json, bool may_wait) {
   auto task = std::make_shared<Task>();
   task->spec = parseTask(task_json);
   const TaskSpec& spec = task->spec;
@@ -156,10 +170,11 @@ void LibraryRunner::launch(std::string_view task_json) {
       throw sdk::Error(DH_ERROR, e.what());
     }
     workers_->launch(spec, std::string(task_json), path, spec.library);
-    return;
+    return true;
   }
   task->library_label = spec.library;
-  task->library = loadLibrary(path);
+  task->library = may_wait ? loadLibrary(path) : loadedLibrary(path);
+  if (task->library == nullptr) return false;  // loading it may take a while
   task->function = task->library->find(spec.function);
   if (task->function == nullptr) {
     throw sdk::Error(DH_INVALID_ARGUMENT, "payload/function: job library '" +
@@ -182,6 +197,7 @@ void LibraryRunner::launch(std::string_view task_json) {
     state_->tasks.erase(spec.task_id);
     throw sdk::Error(DH_ERROR, std::string("cannot start a thread for the task: ") + e.what());
   }
+  return true;
 }
 
 bool LibraryRunner::report(State& state, Task& task, std::int32_t status,

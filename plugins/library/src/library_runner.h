@@ -5,6 +5,8 @@
 // Flow of a task:
 //   launch  (call thread)  parse task_json -> load (once) and check the job library -> find
 //                          the function -> hand the task to the pool; never waits for it
+//   tryLaunch (core thread) the same once the library is loaded (threads only): the agent's
+//                          core thread starts the task without waking the call thread
 //   pool    (task thread)  RUNNING -> the function -> its result (task_result.h) -> the
 //                          terminal state, or KILLED when a kill came first
 //   kill    (call thread)  cancelled flag + the function's kill callback; arms a deadline
@@ -57,6 +59,9 @@ class LibraryRunner final : public sdk::TaskRunner {
   LibraryRunner& operator=(const LibraryRunner&) = delete;
 
   void launch(std::string_view task_json) override;
+  // launch() when the job library is loaded already and tasks run on threads: nothing to
+  // wait for. False otherwise (the first task of a library, worker processes).
+  bool tryLaunch(std::string_view task_json) override;
   void kill(std::uint64_t task_id, bool interrupt, std::string_view reason) override;
   std::string threadDump(std::uint64_t task_id) override;
   std::string taskStats(std::uint64_t task_id) override;
@@ -99,6 +104,11 @@ class LibraryRunner final : public sdk::TaskRunner {
   // The path of the library the payload names; throws DH_INVALID_ARGUMENT.
   std::string libraryPath(const TaskSpec& spec) const;
   std::shared_ptr<JobLibrary> loadLibrary(const std::string& path);
+  // The library at `path` if loaded before, else null.
+  std::shared_ptr<JobLibrary> loadedLibrary(const std::string& path) const;
+  // launch(); with `may_wait` false, returns false rather than load a library (or hand the
+  // task to a worker process).
+  bool start(std::string_view task_json, bool may_wait);
 
   static void runTask(const std::shared_ptr<State>& state, const std::shared_ptr<Task>& task,
                       WorkerThread& worker);

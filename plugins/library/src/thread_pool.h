@@ -3,9 +3,10 @@
 // `keep_alive` ends. There is no fixed size: the driver sends no more tasks than the agent's
 // cores allow.
 //
-// Threads: submit() and stop() from one thread at a time (the runner's call thread, then its
-// destructor). A job runs on its worker thread and gets that thread's WorkerThread (its
-// pthread_t, tid and StackSlot, for thread dumps).
+// Threads: submit() and stop() from one thread at a time (the runner's launches, on the call
+// thread or the agent's core thread but never both at once; then its destructor). A job runs on its
+// worker thread and gets that thread's WorkerThread (its pthread_t, tid and StackSlot, for thread
+// dumps).
 //
 // Lifetime: the pool's state is shared with its threads, so a thread that stop() had to leave
 // running (a job that never returns) keeps it alive; stop() joins every thread that ends

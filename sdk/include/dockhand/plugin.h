@@ -34,6 +34,7 @@
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
  *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable. 1.4 dh_task_runner_vtable.flags.
+ *   1.5 dh_task_runner_vtable.try_launch.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -81,7 +82,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 4
+#define DH_ABI_MINOR 5
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -250,6 +251,16 @@ typedef struct dh_task_runner_vtable {
 
   /* Since 1.4, optional (0 before). What the runner asks of the agent, DH_RUNNER_* bits. */
   uint32_t flags;
+
+  /* Since 1.5, optional. Starts a task as launch does, but only when that takes no waiting
+   * at all (no file or network I/O, no lock held across slow work, no library to load): the
+   * agent calls it on its core thread, unbounded by plugin_call_timeout_ms, and only while no
+   * other hook of this instance runs or waits, so hooks still never run two at once and
+   * launches keep their order. DH_OK: started, exactly as after launch. DH_UNSUPPORTED: not
+   * now, nothing was done; the agent then calls launch on the call thread. Any other status
+   * is the task's refusal, as from launch. A runner without it gets every task through
+   * launch. Saves the call thread's wake-up on each task's way in. */
+  dh_status (*try_launch)(dh_plugin* self, const char* task_json);
 } dh_task_runner_vtable;
 
 /* The runner creates a task's work_dir itself (mode 0700, its parent exists), and only for a

@@ -148,6 +148,11 @@ class TaskRunner : public virtual Plugin {
   // Starts a task (task_json as plugin.h describes) and returns; report its states through
   // Host::taskStatus. Throw Error(DH_INVALID_ARGUMENT, ...) for a bad task.
   virtual void launch(std::string_view task_json) = 0;
+  // Starts a task as launch() does and returns true, but only when that needs no waiting at
+  // all (plugin.h, try_launch): the agent calls it on its core thread. Return false to have
+  // launch() called on the call thread instead; throw as launch() would to refuse the task.
+  // A class that does not declare it gets no try_launch hook: every task goes to launch().
+  virtual bool tryLaunch(std::string_view /*task_json*/) { return false; }
   // Stops a task. Throw Error(DH_NOT_FOUND, ...) when it is unknown or already ended.
   virtual void kill(std::uint64_t task_id, bool interrupt, std::string_view reason) = 0;
   // What the task is doing now, as a JSON object. Unsupported unless overridden.
@@ -260,6 +265,11 @@ struct RunnerFlagsOf<T, std::void_t<decltype(T::kRunnerFlags)>> {
   static constexpr std::uint32_t value = T::kRunnerFlags;
 };
 
+// Whether T declares tryLaunch itself (the base's, which says no, gets no hook).
+template <class T>
+constexpr bool kDeclaresTryLaunch =
+    !std::is_same_v<decltype(&T::tryLaunch), bool (TaskRunner::*)(std::string_view)>;
+
 template <class T>
 struct Glue {
   static_assert(std::is_base_of_v<Plugin, T>, "a plugin class derives from a dockhand::sdk base");
@@ -302,6 +312,11 @@ struct Glue {
     return guarded([&] {
       runner(self).launch(task_json ? task_json : "");
       return DH_OK;
+    });
+  }
+  static dh_status tryLaunch(dh_plugin* self, const char* task_json) noexcept {
+    return guarded([&] {
+      return runner(self).tryLaunch(task_json ? task_json : "") ? DH_OK : DH_UNSUPPORTED;
     });
   }
   static dh_status kill(dh_plugin* self, std::uint64_t task_id, std::int32_t interrupt,
@@ -363,8 +378,13 @@ struct Glue {
   static constexpr std::uint32_t runnerFlags() noexcept { return RunnerFlagsOf<T>::value; }
   static const dh_task_runner_vtable* taskRunnerTable() noexcept {
     if constexpr (kIsRunner) {
-      static const dh_task_runner_vtable kTable = {
-          sizeof(dh_task_runner_vtable), &launch, &kill, &threadDump, &taskStats, runnerFlags()};
+      static const dh_task_runner_vtable kTable = {sizeof(dh_task_runner_vtable),
+                                                   &launch,
+                                                   &kill,
+                                                   &threadDump,
+                                                   &taskStats,
+                                                   runnerFlags(),
+                                                   kDeclaresTryLaunch<T> ? &tryLaunch : nullptr};
       return &kTable;
     } else {
       return nullptr;

@@ -340,5 +340,103 @@ TEST(PluginCallsTest, AnInstanceNeverCalledStartsNoThreadAndStopsAtOnce) {
   EXPECT_FALSE(calls.submit({{"launch", 1}, [] {}}));
 }
 
+// ---- callHere: a call made on the caller's thread ------------------------------------------
+
+TEST(PluginCallsTest, CallHereRunsOnTheCallersThreadWhenNothingElseIsCalledAndIsCounted) {
+  metrics::Registry& registry = metrics::defaultRegistry();
+  const std::vector<std::string> labels{"here-probe", "try_launch"};
+  auto& calls_total = registry.counter("dockhand_plugin_calls_total", "", {"plugin", "hook"});
+  auto& errors = registry.counter("dockhand_plugin_call_errors_total", "", {"plugin", "hook"});
+  const auto calls_before = calls_total.labels(labels).value();
+  const auto errors_before = errors.labels(labels).value();
+  PluginCalls calls("plugin 'here-probe'", 10s, "here-probe");
+  std::thread::id ran_on;
+  std::optional<PluginResult> answer = calls.callHere({"try_launch", 1}, [&] {
+    ran_on = std::this_thread::get_id();
+    return PluginResult{};
+  });
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(answer->ok());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  answer = calls.callHere({"try_launch", 2}, [] {
+    PluginCalls::noteError();  // as PluginInstance::result does for a failed hook
+    return PluginResult{DH_ERROR, {}, "refused"};
+  });
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error, "refused");
+  EXPECT_EQ(calls_total.labels(labels).value() - calls_before, 2U);
+  EXPECT_EQ(errors.labels(labels).value() - errors_before, 1U);
+  PluginCalls::noteError();  // outside a call again: counts nothing
+  EXPECT_EQ(errors.labels(labels).value() - errors_before, 1U);
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+}
+
+TEST(PluginCallsTest, CallHereDeclinesWhileACallRunsOrWaitsSoThatCallsKeepTheirOrder) {
+  auto gate = std::make_shared<Gate>();
+  PluginCalls calls("plugin 'r'", 10s);
+  std::atomic<bool> in_launch{false};
+  ASSERT_TRUE(calls.submit({{"launch", 1}, [&, gate] {
+                              in_launch = true;
+                              gate->wait();
+                            }}));
+  for (int i = 0; i < 10000 && !in_launch; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(in_launch);
+  bool ran = false;
+  auto here = [&] {
+    ran = true;
+    return PluginResult{};
+  };
+  EXPECT_FALSE(calls.callHere({"try_launch", 2}, here).has_value()) << "a call is running";
+  ASSERT_TRUE(calls.submit({{"kill", 1}, [] {}}));
+  gate->open();
+  // The launch returns, and the kill queued behind it still waits or runs: declined until
+  // both are done, then made here.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  std::optional<PluginResult> answer;
+  while (!answer && std::chrono::steady_clock::now() < deadline) {
+    answer = calls.callHere({"try_launch", 2}, here);
+    if (!answer) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+  EXPECT_FALSE(calls.callHere({"try_launch", 3}, here).has_value()) << "stopped";
+}
+
+TEST(PluginCallsTest, ACallSubmittedDuringCallHereRunsOnlyAfterItReturned) {
+  PluginCalls calls("plugin 'r'", 10s);
+  std::mutex mutex;
+  std::vector<std::string> order;
+  const auto note = [&](const std::string& what) {
+    std::lock_guard lock(mutex);
+    order.push_back(what);
+  };
+  std::optional<PluginResult> answer = calls.callHere({"try_launch", 1}, [&] {
+    note("here begins");
+    // Queued from inside: the call thread starts and must wait for this call to return.
+    EXPECT_TRUE(calls.submit({{"kill", 1}, [&] { note("kill"); }}));
+    std::this_thread::sleep_for(50ms);
+    note("here ends");
+    return PluginResult{};
+  });
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+  EXPECT_EQ(order, (std::vector<std::string>{"here begins", "here ends", "kill"}));
+}
+
+TEST(PluginCallsTest, CallHereDeclinesOnceTheInstanceIsStuck) {
+  StuckReport report;
+  auto gate = std::make_shared<Gate>();
+  PluginCalls calls("plugin 'r'", 50ms);
+  calls.onStuck(report.handler());
+  ASSERT_TRUE(calls.submit({{"launch", 1}, [gate] { gate->wait(); }}));
+  ASSERT_TRUE(report.waitFor(10s));
+  gate->open();
+  // The stuck launch returns; the instance stays stuck, and nothing is made here either.
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(calls.callHere({"try_launch", 2}, [] { return PluginResult{}; }).has_value());
+  calls.stop(std::chrono::steady_clock::now() + 10s);
+}
+
 }  // namespace
 }  // namespace dockhand::agent

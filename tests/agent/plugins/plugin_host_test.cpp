@@ -198,7 +198,8 @@ TEST(PluginHostTest, DescriptorChecks) {
       [](dh_plugin*, uint64_t, int32_t, const char*) -> dh_status { return DH_OK; },
       nullptr,
       nullptr,
-      0};
+      0,
+      nullptr};
   dh_plugin_descriptor d{};
   d.struct_size = sizeof d;
   d.abi_major = DH_ABI_MAJOR;

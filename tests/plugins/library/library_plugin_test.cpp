@@ -286,6 +286,32 @@ TEST_P(LibraryModeTest, TasksRunAtOnceOnThreadsOfTheirOwn) {
   EXPECT_TRUE(recorder_.waitTerminal(2));
 }
 
+// try_launch (called on the agent's core thread) starts a task only when nothing is to be
+// waited for: on threads, once the job library is loaded; never in worker processes.
+TEST_P(LibraryModeTest, TryLaunchStartsATaskOnlyOnceItsLibraryIsLoadedAndOnThreads) {
+  ASSERT_TRUE(runner_->canTryLaunch());
+  const auto first = runner_->tryLaunch(libraryTask(tasks_.path(), 1, call("echoArgs", 1)));
+  EXPECT_EQ(first.status, DH_UNSUPPORTED) << "the library is not loaded yet";
+  EXPECT_TRUE(first.error.empty());
+  EXPECT_TRUE(recorder_.reports(1).empty()) << "a declined try_launch starts nothing";
+  EXPECT_EQ(run(1, call("echoArgs", 1)).state, DH_TASK_FINISHED);
+  const auto second = runner_->tryLaunch(libraryTask(tasks_.path(), 2, call("echoArgs", 2)));
+  if (GetParam() == "workers") {
+    EXPECT_EQ(second.status, DH_UNSUPPORTED) << "a worker process is handed its task over I/O";
+    return;
+  }
+  ASSERT_TRUE(second.ok()) << second.error;
+  auto end = recorder_.waitTerminal(2);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FINISHED);
+  EXPECT_EQ(json::parse(end->detail.at("result").at("value").get<std::string>()), 2);
+  // A bad task is refused by try_launch as by launch.
+  const auto refused = runner_->tryLaunch(libraryTask(tasks_.path(), 3, call("noSuchFunction")));
+  EXPECT_EQ(refused.status, DH_INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error, HasSubstr("has no function 'noSuchFunction'"));
+  EXPECT_TRUE(recorder_.reports(3).empty());
+}
+
 TEST_P(LibraryModeTest, ShutdownKillsRunningTasks) {
   launchAndWaitReady(1, call("blockUntilKillCallback"));
   runner_.reset();
