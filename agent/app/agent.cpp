@@ -620,7 +620,7 @@ int Agent::run() {
   loop_.post([this] { backend_.start(); });
   // This thread becomes the core thread: what it sends in a burst leaves in one write.
   link_.batchSendsFromThisThread();
-  loop_.setIdleHook([this] { link_.flushBatch(); });
+  loop_.setIdleHook([this] { link_.flush(); });
   const int code = loop_.run(toInt(ExitCode::kInternalError));
   status_board_.close();  // no core thread makes a status any more: serve the last one
   return shutDown(code);

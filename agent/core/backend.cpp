@@ -628,7 +628,12 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     sendInOrder(proto::makeMessage(info), status.task_id);
   }
   sendStatus(update);
-  if (proto::isTerminal(status.state)) startWaiting();
+  if (proto::isTerminal(status.state) && !waiting_.empty()) {
+    // The driver hears of the freed cores before the next task's launch work holds the
+    // status back: with tasks sent ahead, it sends the next ones meanwhile.
+    link_.flush();
+    startWaiting();
+  }
 }
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {

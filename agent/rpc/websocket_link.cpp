@@ -461,7 +461,7 @@ bool WebSocketLink::flushLocked() {
   }
 }
 
-void WebSocketLink::flushBatch() {
+void WebSocketLink::flush() {
   std::lock_guard lock(send_mutex_);
   flushLocked();
 }

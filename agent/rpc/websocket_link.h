@@ -62,13 +62,13 @@ class WebSocketLink final : public DriverLink {
   void close() override;
 
   // Frames sent from the calling thread (the core thread) over a plain connection are kept
-  // and written together by flushBatch(), which EventLoop's idle hook calls once the thread
+  // and written together by flush(), which EventLoop's idle hook calls once the thread
   // has run what was posted: a task's RUNNING and FINISHED, or the statuses of several tasks,
   // leave in one write. Sends from other threads, and over TLS, go out at once (after what
   // is kept, in order). Call on the core thread before it starts its loop.
   void batchSendsFromThisThread() { batching_thread_ = std::this_thread::get_id(); }
   // Writes the kept frames. Any thread; never throws.
-  void flushBatch();
+  void flush() override;
   // The most kept before a send writes them at once.
   static constexpr std::size_t kMaxBatchBytes = std::size_t{64} * 1024;
 

@@ -2,6 +2,7 @@
 // in arrival order, and starts when running tasks end; a waiting task is killed without
 // starting, answered LOST when decommissioning begins and KILLED on exit.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend_harness.h"
@@ -41,6 +42,24 @@ TEST(BackendCoresTest, TasksBeyondTheCoresWaitAndStartInOrderAsOthersEnd) {
   EXPECT_EQ(launched(h, 6), (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(h.backend.waitingTasks(), 0u);
   EXPECT_EQ(h.backend.coresInUse(), 4);
+}
+
+// The link keeps frames to write them together; a status that frees cores for a waiting task
+// is written out before that task's launch, so that a driver sending tasks ahead hears of it
+// without waiting for the launch work.
+TEST(BackendCoresTest, AnEndThatLetsAWaitingTaskStartIsWrittenOutBeforeItsLaunch) {
+  Harness h;  // 4 cores
+  launchTasks(h, 5);
+  std::vector<std::pair<std::size_t, std::size_t>> at_flush;  // (statuses sent, tasks launched)
+  h.link.on_flush = [&] { at_flush.emplace_back(h.statusUpdates().size(), launched(h, 5).size()); };
+  h.report(2, TaskState::kRunning);
+  EXPECT_TRUE(at_flush.empty()) << "RUNNING frees nothing";
+  h.report(3, TaskState::kFinished);
+  ASSERT_EQ(at_flush.size(), 1u);
+  EXPECT_EQ(at_flush[0], (std::pair<std::size_t, std::size_t>{2, 4})) << "before task 5 started";
+  EXPECT_EQ(launched(h, 5).size(), 5u);
+  h.report(4, TaskState::kFinished);
+  EXPECT_EQ(h.link.flush_calls, 1) << "nothing waits any more: the link batches as it likes";
 }
 
 TEST(BackendCoresTest, AWaitingTaskIsNotOvertakenByASmallerOne) {
