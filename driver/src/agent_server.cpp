@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <istream>
+#include <thread>
 #include <vector>
 
 #include <Poco/Net/HTTPRequestHandler.h>
@@ -69,6 +70,7 @@ Connection::~Connection() { stopWriter(); }
 void Connection::attach(WebSocket* socket) {
   socket_ = socket;
   secure_ = socket->secure();
+  reader_ = std::this_thread::get_id();
   writer_ = std::thread([this] {
     nameThisThread("dhd-writer");
     writerLoop();
@@ -88,6 +90,10 @@ bool Connection::send(Outbound frame) {
       return false;
     }
     queue_.push_back(std::move(frame));
+    if (!secure_ && std::this_thread::get_id() == reader_) {
+      held_ = true;  // the reader writes it before it waits for the next frame (sendHeld)
+      return true;
+    }
   }
   cv_.notify_one();
   return true;
@@ -112,48 +118,86 @@ void Connection::stopWriter() {
   if (writer_.joinable()) writer_.join();
 }
 
-// The most buffer a connection's writer keeps between batches.
+// The most buffer a connection keeps between batches.
 constexpr std::size_t kKeptWireBytes = std::size_t{1} << 20;
+
+void Connection::takeQueued(std::deque<Outbound>& batch, std::string& text) {
+  {
+    std::lock_guard lock(mutex_);
+    batch.swap(queue_);
+  }
+  // A plain connection gets the whole batch in one write: under load the scheduler queues
+  // several frames (launches, replies) while one write is under way.
+  for (auto& item : batch) {
+    int flags = WebSocket::FRAME_TEXT;
+    if (auto* s = std::get_if<std::string>(&item)) {
+      text = std::move(*s);
+    } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
+      text = protocol::encodeEnvelope(*e);
+    } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
+      text = protocol::encodeEnvelope(protocol::makeMessage(*l));
+    } else {
+      auto& c = std::get<Control>(item);
+      flags = c.flags;
+      text = std::move(c.payload);
+    }
+    if (!secure_) {
+      net::appendServerFrame(unsent_, flags, text);
+      continue;
+    }
+    std::lock_guard io(io_mutex_);
+    socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
+  }
+  batch.clear();
+}
+
+void Connection::sendHeld() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!held_) return;
+    held_ = false;
+  }
+  // The writer is writing: it takes these next, as it loops while frames are queued.
+  std::unique_lock write(write_mutex_, std::try_to_lock);
+  if (!write.owns_lock()) return;
+  // Plain frames only (held_ is never set over TLS): encoding them does not throw.
+  takeQueued(held_batch_, held_text_);
+  const std::size_t written = net::sendWhatFits(socket_->impl()->sockfd(), unsent_);
+  unsent_.erase(0, written);
+  if (unsent_.empty()) {
+    if (unsent_.capacity() > kKeptWireBytes) std::string().swap(unsent_);  // after a burst
+    return;
+  }
+  // The agent reads slower than this: the writer waits for the socket instead of the reader.
+  write.unlock();
+  {
+    std::lock_guard lock(mutex_);
+    leftover_ = true;
+  }
+  cv_.notify_one();
+}
 
 void Connection::writerLoop() {
   std::deque<Outbound> batch;
   std::string text;
-  std::string wire;  // a plain connection's frames of one batch
   for (;;) {
     bool closing = false;
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return !queue_.empty() || stop_writer_ || closing_.load(); });
-      if (stop_writer_ && queue_.empty()) return;  // the reader is done: nothing to say
-      batch.swap(queue_);
+      cv_.wait(lock,
+               [&] { return !queue_.empty() || leftover_ || stop_writer_ || closing_.load(); });
+      // The reader is done: nothing to say.
+      if (stop_writer_ && queue_.empty() && !leftover_) return;
+      leftover_ = false;
+      held_ = false;  // whatever the reader queued goes now, in order
       closing = closing_.load();
     }
     try {
-      // A plain connection gets the whole batch in one write: under load the scheduler queues
-      // several frames (launches, replies) while one write is under way.
-      wire.clear();
-      for (auto& item : batch) {
-        int flags = WebSocket::FRAME_TEXT;
-        if (auto* s = std::get_if<std::string>(&item)) {
-          text = std::move(*s);
-        } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
-          text = protocol::encodeEnvelope(*e);
-        } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
-          text = protocol::encodeEnvelope(protocol::makeMessage(*l));
-        } else {
-          auto& c = std::get<Control>(item);
-          flags = c.flags;
-          text = std::move(c.payload);
-        }
-        if (!secure_) {
-          net::appendServerFrame(wire, flags, text);
-          continue;
-        }
-        std::lock_guard io(io_mutex_);
-        socket_->sendFrame(text.data(), static_cast<int>(text.size()), flags);
-      }
-      if (!wire.empty()) net::sendAll(socket_->impl()->sockfd(), wire);
-      if (wire.capacity() > kKeptWireBytes) std::string().swap(wire);  // after a burst
+      std::lock_guard write(write_mutex_);
+      takeQueued(batch, text);
+      if (!unsent_.empty()) net::sendAll(socket_->impl()->sockfd(), unsent_);
+      unsent_.clear();
+      if (unsent_.capacity() > kKeptWireBytes) std::string().swap(unsent_);  // after a burst
     } catch (const Poco::Exception& e) {
       logger("driver")->warn("connection {} ({}): send failed: {}", id_, peer_, e.displayText());
       hardShutdown(socket_);
@@ -163,11 +207,10 @@ void Connection::writerLoop() {
       cv_.wait(lock, [&] { return stop_writer_; });
       return;
     }
-    batch.clear();
     if (!closing) continue;
     {
       std::lock_guard lock(mutex_);
-      if (!queue_.empty()) continue;  // frames queued before close() still go out
+      if (!queue_.empty() || leftover_) continue;  // frames queued before close() still go out
     }
     // Everything is sent: say goodbye, stop sending, and give the peer a moment to answer
     // the close before the reader is cut off.
@@ -178,6 +221,7 @@ void Connection::writerLoop() {
         reason = close_reason_.substr(0, 120);
       }
       {
+        std::lock_guard write(write_mutex_);
         std::unique_lock io(io_mutex_, std::defer_lock);
         if (secure_) io.lock();
         socket_->shutdown(WebSocket::WS_NORMAL_CLOSE, reason);
@@ -306,6 +350,8 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     bool in_message = false;
     bool greeted = false;
     for (;;) {
+      // What the handler sent in answer to the frames read so far leaves before the wait.
+      if (reader.buffered() == 0) c.sendHeld();
       net::ReceivedFrame frame;
       try {
         frame = receiveFrame(socket, c, reader, buffer);

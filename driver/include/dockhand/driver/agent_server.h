@@ -8,7 +8,10 @@
 // handler (onOpen, onFrame..., onClose: in that order, on that thread), and one writer
 // thread that drains the connection's outbound queue. Sending therefore never blocks the
 // caller on the network, and a slow or stuck agent only fills its own queue (beyond
-// max_queued_frames it is dropped).
+// max_queued_frames it is dropped). Over a plain connection the frames its own reader sends
+// (the replies and launches a status brings about) are written by the reader itself once it
+// has handled what it read, as far as the socket takes them without waiting; the writer is
+// woken only for the rest, and for frames from other threads.
 #pragma once
 
 #include <atomic>
@@ -96,6 +99,12 @@ class Connection {
   void attach(Poco::Net::WebSocket* socket);
   void writerLoop();
   void stopWriter();  // waits for the writer thread to end
+  // The reader, before it waits for the next frame: writes the frames it sent meanwhile (what
+  // the socket takes now; the writer is woken for the rest). Never blocks, never throws.
+  void sendHeld();
+  // Takes the queued frames and encodes them onto unsent_ (plain) or sends them (TLS). Under
+  // write_mutex_. Throws Poco::Exception when a TLS send fails.
+  void takeQueued(std::deque<Outbound>& batch, std::string& text);
 
   const std::uint64_t id_;
   const std::string peer_;
@@ -106,9 +115,18 @@ class Connection {
   // data is there to read. Plain sockets need no turns.
   bool secure_ = false;
   std::mutex io_mutex_;
+  // Held while frames leave the queue for the socket (by the writer, or by the reader in
+  // sendHeld), so that they go out in the order they were queued.
+  std::mutex write_mutex_;
+  std::string unsent_;      // a plain connection's encoded frames not written yet (write_mutex_)
+  std::thread::id reader_;  // the connection's reader thread (set by attach)
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Outbound> queue_;
+  bool held_ = false;                // the reader queued frames it will write itself (sendHeld)
+  std::deque<Outbound> held_batch_;  // sendHeld's, kept for their capacity (reader thread)
+  std::string held_text_;
+  bool leftover_ = false;  // sendHeld left bytes in unsent_ for the writer
   bool stop_writer_ = false;
   std::string close_reason_;
   std::atomic<bool> closing_{false};

@@ -1,0 +1,146 @@
+// AgentServer's sending, over a real WebSocket on 127.0.0.1 with a handler written here: the
+// frames a connection's reader sends (which it writes itself) keep their order beside frames
+// from other threads (which the writer thread writes), and an agent that stops reading never
+// stops the reader.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <Poco/Buffer.h>
+#include <Poco/Net/HTTPClientSession.h>
+#include <Poco/Net/HTTPRequest.h>
+#include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/WebSocket.h>
+#include <gtest/gtest.h>
+
+#include "dockhand/driver/agent_server.h"
+
+namespace dockhand::driver {
+namespace {
+
+using namespace std::chrono_literals;
+using Poco::Net::WebSocket;
+
+// Answers every text frame "N" with "reply N" and, with `reply_bytes`, that many bytes more.
+// A connection's first frame starts a thread that sends "other K" through the same
+// connection, K = 0 .. others - 1.
+class Echo final : public FrameHandler {
+ public:
+  Echo(std::size_t reply_bytes, int others) : reply_bytes_(reply_bytes), others_(others) {}
+  ~Echo() override {
+    if (other_.joinable()) other_.join();
+  }
+
+  void onOpen(const std::shared_ptr<Connection>& connection) override {
+    connection->greeted = true;
+  }
+  void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override {
+    if (received_.fetch_add(1) == 0 && others_ > 0) {
+      other_ = std::thread([connection, n = others_] {
+        for (int k = 0; k < n; ++k) connection->send(std::string("other ") + std::to_string(k));
+      });
+    }
+    connection->send("reply " + std::string(frame) + std::string(reply_bytes_, '.'));
+    {
+      std::lock_guard lock(mutex_);
+      ++handled_;
+    }
+    changed_.notify_all();
+  }
+  bool onIdle(const std::shared_ptr<Connection>&) override { return true; }
+  void onClose(const std::shared_ptr<Connection>&, const std::string&) override {}
+
+  // Waits until `count` frames were handled; false after `timeout`.
+  bool waitHandled(int count, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return handled_ >= count; });
+  }
+
+ private:
+  const std::size_t reply_bytes_;
+  const int others_;
+  std::atomic<int> received_{0};
+  std::thread other_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int handled_ = 0;
+};
+
+class Client {
+ public:
+  explicit Client(std::uint16_t port) : session_("127.0.0.1", port) {
+    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, "/",
+                                   Poco::Net::HTTPRequest::HTTP_1_1);
+    Poco::Net::HTTPResponse response;
+    ws_ = std::make_unique<WebSocket>(session_, request, response);
+    ws_->setReceiveTimeout(Poco::Timespan(10, 0));
+    ws_->setMaxPayloadSize(1 << 24);
+  }
+  void send(const std::string& text) {
+    ws_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
+  }
+  std::string receive() {
+    Poco::Buffer<char> buffer(0);
+    int flags = 0;
+    const int n = ws_->receiveFrame(buffer, flags);
+    return n <= 0 ? std::string() : std::string(buffer.begin(), buffer.size());
+  }
+
+ private:
+  Poco::Net::HTTPClientSession session_;
+  std::unique_ptr<WebSocket> ws_;
+};
+
+TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
+  constexpr int kFrames = 2000;
+  constexpr int kOthers = 2000;
+  Echo handler(0, kOthers);
+  AgentServer server(ServerOptions{}, handler);
+  server.start();
+  auto client = std::make_unique<Client>(server.port());
+  for (int i = 0; i < kFrames; ++i) client->send(std::to_string(i));
+  int next_reply = 0;
+  int next_other = 0;
+  while (next_reply < kFrames || next_other < kOthers) {
+    const std::string frame = client->receive();
+    ASSERT_FALSE(frame.empty()) << "after " << next_reply << " replies, " << next_other
+                                << " others";
+    if (frame.rfind("reply ", 0) == 0) {
+      ASSERT_EQ(frame, "reply " + std::to_string(next_reply));
+      ++next_reply;
+    } else {
+      ASSERT_EQ(frame, "other " + std::to_string(next_other));
+      ++next_other;
+    }
+  }
+  client.reset();  // the agent goes: the server need not wait for it to answer a close
+  server.stop();
+}
+
+TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
+  // Each reply is 256 KiB: a few fill the socket buffers, and the client reads nothing until
+  // every frame it sent was handled.
+  constexpr int kFrames = 200;
+  Echo handler(256 * 1024, 0);
+  AgentServer server(ServerOptions{}, handler);
+  server.start();
+  auto client = std::make_unique<Client>(server.port());
+  for (int i = 0; i < kFrames; ++i) client->send(std::to_string(i));
+  EXPECT_TRUE(handler.waitHandled(kFrames, 20s))
+      << "the reader stopped while the agent read nothing";
+  for (int i = 0; i < kFrames; ++i) {
+    const std::string frame = client->receive();
+    ASSERT_EQ(frame.size(), std::string("reply " + std::to_string(i)).size() + 256 * 1024);
+    ASSERT_EQ(frame.rfind("reply " + std::to_string(i) + ".", 0), 0u);
+  }
+  client.reset();
+  server.stop();
+}
+
+}  // namespace
+}  // namespace dockhand::driver
