@@ -7,27 +7,25 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <Poco/Buffer.h>
-#include <Poco/Net/HTTPClientSession.h>
-#include <Poco/Net/HTTPRequest.h>
-#include <Poco/Net/HTTPResponse.h>
-#include <Poco/Net/WebSocket.h>
 #include <gtest/gtest.h>
 
 #include "dockhand/driver/agent_server.h"
+#include "driver_protocol_fixture.h"
 
 namespace dockhand::driver {
 namespace {
 
 using namespace std::chrono_literals;
-using Poco::Net::WebSocket;
+using driver_protocol_fixture::Client;
+using driver_protocol_fixture::Json;
 
-// Answers every text frame "N" with "reply N" and, with `reply_bytes`, that many bytes more.
-// A connection's first frame starts a thread that sends "other K" through the same
+// Answers every frame {"n": N} with {"reply": N, "pad": "..."} (`reply_bytes` dots). A
+// connection's first frame starts a thread that sends {"other": K} through the same
 // connection, K = 0 .. others - 1.
 class Echo final : public FrameHandler {
  public:
@@ -42,10 +40,12 @@ class Echo final : public FrameHandler {
   void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override {
     if (received_.fetch_add(1) == 0 && others_ > 0) {
       other_ = std::thread([connection, n = others_] {
-        for (int k = 0; k < n; ++k) connection->send(std::string("other ") + std::to_string(k));
+        for (int k = 0; k < n; ++k) connection->send(Json{{"other", k}}.dump());
       });
     }
-    connection->send("reply " + std::string(frame) + std::string(reply_bytes_, '.'));
+    connection->send(
+        Json{{"reply", Json::parse(frame).at("n")}, {"pad", std::string(reply_bytes_, '.')}}
+            .dump());
     {
       std::lock_guard lock(mutex_);
       ++handled_;
@@ -71,31 +71,6 @@ class Echo final : public FrameHandler {
   int handled_ = 0;
 };
 
-class Client {
- public:
-  explicit Client(std::uint16_t port) : session_("127.0.0.1", port) {
-    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, "/",
-                                   Poco::Net::HTTPRequest::HTTP_1_1);
-    Poco::Net::HTTPResponse response;
-    ws_ = std::make_unique<WebSocket>(session_, request, response);
-    ws_->setReceiveTimeout(Poco::Timespan(10, 0));
-    ws_->setMaxPayloadSize(1 << 24);
-  }
-  void send(const std::string& text) {
-    ws_->sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-  }
-  std::string receive() {
-    Poco::Buffer<char> buffer(0);
-    int flags = 0;
-    const int n = ws_->receiveFrame(buffer, flags);
-    return n <= 0 ? std::string() : std::string(buffer.begin(), buffer.size());
-  }
-
- private:
-  Poco::Net::HTTPClientSession session_;
-  std::unique_ptr<WebSocket> ws_;
-};
-
 TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
   constexpr int kFrames = 2000;
   constexpr int kOthers = 2000;
@@ -103,18 +78,17 @@ TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
   AgentServer server(ServerOptions{}, handler);
   server.start();
   auto client = std::make_unique<Client>(server.port());
-  for (int i = 0; i < kFrames; ++i) client->send(std::to_string(i));
+  for (int i = 0; i < kFrames; ++i) client->send(Json{{"n", i}});
   int next_reply = 0;
   int next_other = 0;
   while (next_reply < kFrames || next_other < kOthers) {
-    const std::string frame = client->receive();
-    ASSERT_FALSE(frame.empty()) << "after " << next_reply << " replies, " << next_other
-                                << " others";
-    if (frame.rfind("reply ", 0) == 0) {
-      ASSERT_EQ(frame, "reply " + std::to_string(next_reply));
+    const std::optional<Json> frame = client->receive();
+    ASSERT_TRUE(frame) << "after " << next_reply << " replies, " << next_other << " others";
+    if (frame->contains("reply")) {
+      ASSERT_EQ(frame->at("reply"), next_reply);
       ++next_reply;
     } else {
-      ASSERT_EQ(frame, "other " + std::to_string(next_other));
+      ASSERT_EQ(frame->at("other"), next_other);
       ++next_other;
     }
   }
@@ -130,13 +104,14 @@ TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
   AgentServer server(ServerOptions{}, handler);
   server.start();
   auto client = std::make_unique<Client>(server.port());
-  for (int i = 0; i < kFrames; ++i) client->send(std::to_string(i));
+  for (int i = 0; i < kFrames; ++i) client->send(Json{{"n", i}});
   EXPECT_TRUE(handler.waitHandled(kFrames, 20s))
       << "the reader stopped while the agent read nothing";
   for (int i = 0; i < kFrames; ++i) {
-    const std::string frame = client->receive();
-    ASSERT_EQ(frame.size(), std::string("reply " + std::to_string(i)).size() + 256 * 1024);
-    ASSERT_EQ(frame.rfind("reply " + std::to_string(i) + ".", 0), 0u);
+    const std::optional<Json> frame = client->receive();
+    ASSERT_TRUE(frame) << "reply " << i << " never came";
+    ASSERT_EQ(frame->at("reply"), i);
+    ASSERT_EQ(frame->at("pad").get<std::string>().size(), std::size_t{256} * 1024);
   }
   client.reset();
   server.stop();

@@ -10,48 +10,16 @@
 
 #include "executor/plugin_executor.h"
 #include "plugins/plugin_host.h"
+#include "queue_sink.h"
 #include "test_processes.h"
 
 namespace dockhand::agent {
 namespace {
 
 using dockhand::testing::groupGone;
+using dockhand::testing::QueueSink;
 using dockhand::testing::TempDir;
 using protocol::TaskState;
-
-// The core thread's queue: any thread posts, the test thread runs the closures.
-class QueueSink : public EventSink {
- public:
-  void post(std::function<void()> event) override {
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back(std::move(event));
-    }
-    posted_.notify_all();
-  }
-
-  // Runs posted closures on this thread until `done` holds or `timeout` passes.
-  template <class Done>
-  bool runUntil(Done&& done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done()) {
-      std::function<void()> next;
-      {
-        std::unique_lock lock(mutex_);
-        if (!posted_.wait_until(lock, deadline, [&] { return !queue_.empty(); })) return done();
-        next = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      next();
-    }
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable posted_;
-  std::deque<std::function<void()>> queue_;
-};
 
 class PluginExecutorTest : public ::testing::Test {
  protected:

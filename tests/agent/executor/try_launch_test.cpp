@@ -4,7 +4,6 @@
 // started it.
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <set>
 #include <string>
@@ -17,45 +16,15 @@
 #include "executor/plugin_executor.h"
 #include "fixture_common.h"
 #include "plugins/plugin_host.h"
+#include "queue_sink.h"
 #include "test_processes.h"
 
 namespace dockhand::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using dockhand::testing::QueueSink;
 using protocol::TaskState;
-
-// The core thread's queue: any thread posts, the test thread runs the closures.
-class QueueSink : public EventSink {
- public:
-  void post(std::function<void()> event) override {
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back(std::move(event));
-    }
-    posted_.notify_all();
-  }
-  template <class Done>
-  bool runUntil(Done&& done, std::chrono::milliseconds timeout = 10s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done()) {
-      std::function<void()> next;
-      {
-        std::unique_lock lock(mutex_);
-        if (!posted_.wait_until(lock, deadline, [&] { return !queue_.empty(); })) return done();
-        next = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      next();
-    }
-    return true;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable posted_;
-  std::deque<std::function<void()>> queue_;
-};
 
 // What the runner does, and what it saw.
 struct Script {
