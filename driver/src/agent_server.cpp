@@ -350,8 +350,8 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     bool in_message = false;
     bool greeted = false;
     for (;;) {
-      // What the handler sent in answer to the frames read so far leaves before the wait.
-      if (reader.buffered() == 0) c.sendHeld();
+      // What the handler sent in answer to the frames read so far leaves before any wait.
+      if (!reader.holdsFrame()) c.sendHeld();
       net::ReceivedFrame frame;
       try {
         frame = receiveFrame(socket, c, reader, buffer);

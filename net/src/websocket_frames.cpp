@@ -77,6 +77,20 @@ std::size_t FrameReader::take(char* out, std::size_t n) {
   return taken;
 }
 
+bool FrameReader::holdsFrame() const {
+  if (buffered() < 2) return false;
+  const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
+  std::uint64_t length = header[1] & 0x7fU;
+  const std::size_t length_bytes = length == 126 ? 2 : length == 127 ? 8 : 0;
+  const std::size_t header_bytes = 2 + length_bytes + ((header[1] & 0x80U) != 0 ? 4 : 0);
+  if (buffered() < header_bytes) return false;
+  if (length_bytes != 0) {
+    length = 0;
+    for (std::size_t i = 0; i < length_bytes; ++i) length = (length << 8U) | header[2 + i];
+  }
+  return length <= buffered() - header_bytes;
+}
+
 ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
   if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);

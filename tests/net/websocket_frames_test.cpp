@@ -140,15 +140,21 @@ TEST(FrameReaderTest, FramesThatArriveTogetherComeOutOneByOne) {
     holdUntil(done);
   });
   FrameReader reader(1 << 20, 4096);
+  EXPECT_FALSE(reader.holdsFrame());
   std::vector<char> payload;
   auto first = reader.next(connection.client(), payload);
   EXPECT_EQ(first.flags, 0x81);
   EXPECT_EQ(text(payload), "one");
   EXPECT_GT(reader.buffered(), 0u);  // the next frames were read with it
+  EXPECT_TRUE(reader.holdsFrame());
   reader.next(connection.client(), payload);
   EXPECT_EQ(text(payload), std::string(300, 'x'));
+  EXPECT_TRUE(reader.holdsFrame());
   reader.next(connection.client(), payload);
   EXPECT_EQ(text(payload), "three");
+  // Only the start of the large frame is buffered: the next call reads the socket.
+  EXPECT_GT(reader.buffered(), 0u);
+  EXPECT_FALSE(reader.holdsFrame());
   // Longer than the read-ahead: what was buffered, then the rest straight into place.
   auto large = reader.next(connection.client(), payload);
   EXPECT_EQ(large.length, big.size());
@@ -175,6 +181,7 @@ TEST(FrameReaderTest, AFrameWrittenInPiecesIsPutTogether) {
   EXPECT_EQ(got.flags, 0x82);
   EXPECT_EQ(text(payload), std::string(200, 'p'));
   EXPECT_EQ(reader.buffered(), 0u);
+  EXPECT_FALSE(reader.holdsFrame());
   read.set_value();
 }
 

@@ -50,6 +50,9 @@ class FrameReader {
   // Bytes read from the socket and not handed out yet. A caller that waits for the socket to
   // become readable must not wait while this is not zero: those bytes are not on the socket.
   std::size_t buffered() const { return end_ - begin_; }
+  // True when a whole frame (header and payload) is buffered: next() will not read the socket.
+  // A reader that has something to write before it may wait uses this.
+  bool holdsFrame() const;
 
  private:
   // Makes at least `n` bytes (n <= the buffer's size) buffered; false when the peer closed the
