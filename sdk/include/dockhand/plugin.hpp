@@ -141,8 +141,8 @@ class Plugin {
   Plugin& operator=(const Plugin&) = delete;
 };
 
-// Kind: task runner. The methods run one at a time on the runner's call thread in the agent
-// and must not block.
+// Kind: task runner. The methods run one at a time, on the runner's call thread in the agent
+// (tryLaunch: on its core thread, never beside another), and must not block.
 class TaskRunner : public virtual Plugin {
  public:
   // Starts a task (task_json as plugin.h describes) and returns; report its states through
