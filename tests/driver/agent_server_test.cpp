@@ -100,7 +100,7 @@ TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
   // Each reply is 256 KiB: a few fill the socket buffers, and the client reads nothing until
   // every frame it sent was handled.
   constexpr int kFrames = 200;
-  Echo handler(256 * 1024, 0);
+  Echo handler(std::size_t{256} * 1024, 0);
   AgentServer server(ServerOptions{}, handler);
   server.start();
   auto client = std::make_unique<Client>(server.port());
