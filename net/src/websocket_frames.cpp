@@ -34,6 +34,26 @@ class RawReads final : public WebSocketImpl {
 
 constexpr std::size_t kDiscardPiece = std::size_t{64} * 1024;
 
+// How many bytes of extended payload length follow a frame header's second byte (RFC 6455 5.2).
+std::size_t lengthBytes(unsigned char second) {
+  const unsigned length = second & 0x7fU;
+  return length == 126 ? 2 : length == 127 ? 8 : 0;
+}
+
+// A frame header's size from its second byte: the extended length and the mask it announces.
+std::size_t headerBytes(unsigned char second) {
+  return 2 + lengthBytes(second) + ((second & 0x80U) != 0 ? 4 : 0);
+}
+
+// The payload length of the whole header at `header`.
+std::uint64_t payloadLength(const unsigned char* header) {
+  const std::size_t length_bytes = lengthBytes(header[1]);
+  if (length_bytes == 0) return header[1] & 0x7fU;
+  std::uint64_t length = 0;
+  for (std::size_t i = 0; i < length_bytes; ++i) length = (length << 8U) | header[2 + i];
+  return length;
+}
+
 [[noreturn]] void incomplete() {
   throw WebSocketException("the connection ended inside a frame",
                            WebSocket::WS_ERR_INCOMPLETE_FRAME);
@@ -80,15 +100,8 @@ std::size_t FrameReader::take(char* out, std::size_t n) {
 bool FrameReader::holdsFrame() const {
   if (buffered() < 2) return false;
   const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
-  std::uint64_t length = header[1] & 0x7fU;
-  const std::size_t length_bytes = length == 126 ? 2 : length == 127 ? 8 : 0;
-  const std::size_t header_bytes = 2 + length_bytes + ((header[1] & 0x80U) != 0 ? 4 : 0);
-  if (buffered() < header_bytes) return false;
-  if (length_bytes != 0) {
-    length = 0;
-    for (std::size_t i = 0; i < length_bytes; ++i) length = (length << 8U) | header[2 + i];
-  }
-  return length <= buffered() - header_bytes;
+  const std::size_t header_bytes = headerBytes(header[1]);
+  return buffered() >= header_bytes && payloadLength(header) <= buffered() - header_bytes;
 }
 
 ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
@@ -103,18 +116,13 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
   frame.flags = header[0];
   const bool masked = (header[1] & 0x80U) != 0;
-  std::uint64_t length = header[1] & 0x7fU;
-  const std::size_t length_bytes = length == 126 ? 2 : length == 127 ? 8 : 0;
-  const std::size_t header_bytes = 2 + length_bytes + (masked ? 4 : 0);
+  const std::size_t header_bytes = headerBytes(header[1]);
   if (!fill(*impl, header_bytes)) incomplete();
   header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);  // fill may move it
-  if (length_bytes != 0) {
-    length = 0;
-    for (std::size_t i = 0; i < length_bytes; ++i) length = (length << 8U) | header[2 + i];
-    if ((length >> 63U) != 0) {
-      throw WebSocketException("a frame length with its most significant bit set (RFC 6455 5.2)",
-                               WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
-    }
+  const std::uint64_t length = payloadLength(header);
+  if ((length >> 63U) != 0) {
+    throw WebSocketException("a frame length with its most significant bit set (RFC 6455 5.2)",
+                             WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
   }
   const bool control = (static_cast<unsigned>(frame.flags) & 0x08U) != 0;
   if (control && length > 125) {
@@ -122,7 +130,7 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
                              WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
   }
   std::array<unsigned char, 4> mask{};
-  if (masked) std::memcpy(mask.data(), header + 2 + length_bytes, mask.size());
+  if (masked) std::memcpy(mask.data(), header + header_bytes - mask.size(), mask.size());
   take(nullptr, header_bytes);
   frame.length = length;
 

@@ -145,12 +145,12 @@ std::shared_ptr<JobLibrary> LibraryRunner::loadedLibrary(const std::string& path
 void LibraryRunner::launch(std::string_view task_json) { start(task_json, /*may_wait=*/true); }
 
 bool LibraryRunner::tryLaunch(std::string_view task_json) {
-  // A worker process gets its task over a socket, after a check of the library's file.
-  if (workers_) return false;
   return start(task_json, /*may_wait=*/false);
 }
 
 bool LibraryRunner::start(std::string_view task_json, bool may_wait) {
+  // A worker process gets its task over a socket, after a check of the library's file.
+  if (workers_ && !may_wait) return false;
   auto task = std::make_shared<Task>();
   task->spec = parseTask(task_json);
   const TaskSpec& spec = task->spec;

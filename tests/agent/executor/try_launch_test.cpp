@@ -96,13 +96,7 @@ class TryLaunchTest : public ::testing::Test {
                          host_.createTaskRunner("quick", "{}", executor_->runnerReports()));
     // create() ran on the call thread, which may not have finished with it yet: until it has,
     // launches go there. Warm up until one starts here, then begin with a clean record.
-    bool here = false;
-    for (std::uint64_t id = 1000; id < 1200 && !here; ++id) {
-      EXPECT_TRUE(executor_->launch(task(id)).ok());
-      EXPECT_TRUE(terminal(id));
-      here = calls().back() == "try_launch " + std::to_string(id);
-    }
-    EXPECT_TRUE(here) << "no task was started on the core thread";
+    EXPECT_TRUE(launchUntilOneStartsHere(1000, 1200)) << "no task was started on the core thread";
     std::lock_guard lock(script_.mutex);
     script_.calls.clear();
     script_.threads.clear();
@@ -142,6 +136,20 @@ class TryLaunchTest : public ::testing::Test {
       return found.has_value();
     });
     return found;
+  }
+
+  // Launches tasks first, first + 1, ... (each to its end) until one was started by try_launch,
+  // at most up to `last`; false when none was, or a launch failed.
+  bool launchUntilOneStartsHere(std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t id = first; id < last; ++id) {
+      EXPECT_TRUE(executor_->launch(task(id)).ok());
+      if (!terminal(id)) {
+        ADD_FAILURE() << "task " << id << " never ended";
+        return false;
+      }
+      if (calls().back() == "try_launch " + std::to_string(id)) return true;
+    }
+    return false;
   }
 
   std::vector<std::string> calls() {
@@ -219,14 +227,7 @@ TEST_F(TryLaunchTest, WhileALaunchIsOnTheCallThreadLaterTasksQueueBehindIt) {
   ASSERT_TRUE(terminal(6));
   EXPECT_EQ(calls(), (std::vector<std::string>{"try_launch 5", "launch 5", "launch 6"}));
   // Once the call thread has nothing to do, the next task starts here again.
-  std::vector<std::string> before = calls();
-  bool here = false;
-  for (std::uint64_t id = 7; id < 200 && !here; ++id) {
-    ASSERT_TRUE(executor_->launch(task(id)).ok());
-    ASSERT_TRUE(terminal(id));
-    here = calls().back() == "try_launch " + std::to_string(id);
-  }
-  EXPECT_TRUE(here) << "no later task was started on the core thread";
+  EXPECT_TRUE(launchUntilOneStartsHere(7, 200)) << "no later task was started on the core thread";
 }
 
 }  // namespace
