@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <system_error>
 
@@ -43,6 +44,8 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
 
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
 constexpr std::size_t kMaxRememberedEnded = 100000;
+// Cleared directories kept for new tasks: enough for the tasks that start while as many end.
+constexpr std::size_t kMaxSpareDirs = 64;
 
 }  // namespace
 
@@ -146,6 +149,7 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
     tasks_dir_ready_ = true;
   }
   if (!make_dir) return std::nullopt;
+  if (takeSpareDir(task_dir)) return std::nullopt;
   fs::create_directory(task_dir, ec);
   if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
   if (ec) return failed(task_dir);
@@ -154,6 +158,67 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
     if (ec) return failed(task_dir / sub);
   }
   return std::nullopt;
+}
+
+bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
+  std::filesystem::path spare;
+  {
+    std::lock_guard lock(live_->mutex);
+    if (live_->spares.empty()) return false;
+    spare = std::move(live_->spares.back());
+    live_->spares.pop_back();
+  }
+  // One rename, where a new directory costs three inodes (and a removed one frees three).
+  if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
+    return true;
+  }
+  const int error = errno;
+  if (error == EEXIST) {
+    // The task's directory is there already (left by an earlier agent): used as it is.
+    std::lock_guard lock(live_->mutex);
+    live_->spares.push_back(std::move(spare));
+  } else {
+    log()->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));
+  }
+  return false;
+}
+
+void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
+                                   const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool room = false;
+  {
+    std::lock_guard lock(live.mutex);
+    room = live.spares.size() < kMaxSpareDirs;
+  }
+  if (room && !live.spare_dir_ready) {
+    // Spares an earlier agent left are not known to this one.
+    fs::remove_all(spare_root, ec);
+    fs::create_directory(spare_root, ec);
+    if (!ec) fs::permissions(spare_root, fs::perms::owner_all, ec);
+    if (ec) {
+      log()->warn("cannot make {}: {}; ended tasks' directories are removed instead",
+                  spare_root.string(), ec.message());
+    }
+    live.spare_dir_ready = true;
+  }
+  if (room && fs::is_directory(spare_root, ec)) {
+    if (auto why = clearForReuse(dir)) {
+      log()->debug("an ended task's directory is removed, not reused: {}", *why);
+    } else {
+      fs::path spare = spare_root / std::to_string(live.spares_made++);
+      if (::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE) == 0) {
+        std::lock_guard lock(live.mutex);
+        live.spares.push_back(std::move(spare));
+        return;
+      }
+    }
+  }
+  fs::remove_all(dir, ec);
+  if (ec) {
+    log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(), ec.message());
+  }
 }
 
 void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
@@ -190,7 +255,7 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> kn
     if (live_->doomed.empty() || live_->removing) return;
     live_->removing = true;
   }
-  io_->submit([live = live_] {
+  io_->submit([live = live_, spare_root = work_dir_ / "tasks" / "spare"] {
     for (;;) {
       std::vector<std::filesystem::path> doomed;
       {
@@ -201,14 +266,7 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> kn
           return;
         }
       }
-      for (const auto& dir : doomed) {
-        std::error_code ec;
-        std::filesystem::remove_all(dir, ec);
-        if (ec) {
-          log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
-                      ec.message());
-        }
-      }
+      for (const auto& dir : doomed) reuseOrRemove(*live, spare_root, dir);
     }
   });
 }

@@ -164,8 +164,13 @@ class PluginExecutor final : public Executor {
     // kMaxRememberedEnded of them.
     std::unordered_map<std::uint64_t, bool> no_dir;
     std::deque<std::uint64_t> no_dir_order;
-    std::vector<std::filesystem::path> doomed;  // to remove, by one I/O job at a time
+    std::vector<std::filesystem::path> doomed;  // to reuse or remove, by one I/O job at a time
     bool removing = false;                      // that job is queued or running
+    // Doomed directories cleared for another task (clearForReuse) and parked in tasks/spare/,
+    // at most kMaxSpareDirs: a new task's directory is one of them renamed when there is one.
+    std::vector<std::filesystem::path> spares;
+    std::uint64_t spares_made = 0;  // I/O job only: names them
+    bool spare_dir_ready = false;   // I/O job only: tasks/spare/ exists, emptied of older ones
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
@@ -196,12 +201,18 @@ class PluginExecutor final : public Executor {
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
   // Creates tasks/ once and, with `make_dir`, a task's directory, output/ and input/ (see
-  // launch()); why not, or nullopt.
+  // launch()): a spare one renamed when there is one; why not, or nullopt.
   std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
+  // Core thread: renames a spare directory to `task_dir`; false when there is none (or it
+  // cannot be).
+  bool takeSpareDir(const std::filesystem::path& task_dir);
+  // I/O job: clears `dir` and parks it in tasks/spare/ when there is room, else removes it.
+  static void reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
+                            const std::filesystem::path& dir);
   // Any thread: the task ended and its runner and outputs are done with its directory; the
-  // oldest directories beyond keep_task_dirs_ are removed on an I/O thread. Once per task. A
-  // task with no directory (see makeTaskDir) is only remembered: no I/O thread wakes for it.
-  // `known_has_dir`: whether the task's directory exists, when the caller just looked.
+  // oldest directories beyond keep_task_dirs_ are reused or removed on an I/O thread. Once per
+  // task. A task with no directory (see makeTaskDir) is only remembered: no I/O thread wakes for
+  // it. `known_has_dir`: whether the task's directory exists, when the caller just looked.
   void retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir = std::nullopt);
   bool hasTaskDir(std::uint64_t task_id) const;
   // Under live_->mutex: remembers that `task_id` has no directory here (see Live::no_dir).

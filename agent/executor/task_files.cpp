@@ -1,7 +1,11 @@
 #include "executor/task_files.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include "blocks/block_id.h"
 
@@ -94,6 +98,62 @@ std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesyste
     } catch (const BlockStoreError& e) {
       return "cannot store output block " + id + ": " + e.what();
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> clearForReuse(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  constexpr auto kDirMode = fs::perms::owner_all;
+  constexpr auto kSubMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec;
+  std::error_code ec;
+  auto failed = [&](const fs::path& path) {
+    return "cannot clear '" + path.string() + "' for reuse: " + ec.message();
+  };
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) {
+    return "not a directory: " + dir.string();
+  }
+  // The modes first: the task may have taken the agent's own rights away.
+  fs::permissions(dir, kDirMode, ec);
+  if (ec) return failed(dir);
+  bool has_input = false;
+  bool has_output = false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::error_code stat_ec;
+    const auto status = entry.symlink_status(stat_ec);
+    bool keep = false;
+    if ((name == "input" || name == "output") && fs::is_directory(status)) {
+      // Emptied, not removed: the directory's inode stays.
+      fs::permissions(entry.path(), kSubMode, ec);
+      if (ec) return failed(entry.path());
+      for (const auto& inner : fs::directory_iterator(entry.path(), ec)) {
+        fs::remove_all(inner.path(), ec);
+        if (ec) return failed(inner.path());
+      }
+      if (ec) return failed(entry.path());
+      keep = true;
+      (name == "input" ? has_input : has_output) = true;
+    } else if (name == "stdout" || name == "stderr") {
+      // Only an empty file of the agent's, that it may write, is kept: what a task wrote goes
+      // with its inode, so nothing of it can appear under another task's name.
+      struct stat file {};
+      keep = fs::is_regular_file(status) && ::lstat(entry.path().c_str(), &file) == 0 &&
+             file.st_nlink == 1 && file.st_size == 0 && file.st_uid == ::geteuid() &&
+             (file.st_mode & S_IWUSR) != 0 && (file.st_mode & (S_ISUID | S_ISGID)) == 0;
+    }
+    if (!keep) {
+      fs::remove_all(entry.path(), ec);
+      if (ec) return failed(entry.path());
+    }
+  }
+  if (ec) return failed(dir);
+  for (const auto& [sub, present] : {std::pair{"input", has_input}, {"output", has_output}}) {
+    if (present) continue;
+    fs::create_directory(dir / sub, ec);
+    if (!ec) fs::permissions(dir / sub, kSubMode, ec);
+    if (ec) return failed(dir / sub);
   }
   return std::nullopt;
 }

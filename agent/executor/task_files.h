@@ -1,7 +1,8 @@
 // What the executor writes into and reads from a task's directory, apart from running it: the
-// task JSON a runner gets (with the DOCKHAND_* environment), and the files a finished task
-// left in output/, which become blocks. Pure functions of their arguments (and the store);
-// PluginExecutor calls them on the core thread (the JSON) and on an I/O thread (the outputs).
+// task JSON a runner gets (with the DOCKHAND_* environment), the files a finished task left in
+// output/, which become blocks, and an ended task's directory made ready for another task.
+// Pure functions of their arguments (and the store); PluginExecutor calls them on the core
+// thread (the JSON) and on an I/O thread (the outputs, the reuse).
 #pragma once
 
 #include <filesystem>
@@ -28,5 +29,14 @@ std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesyste
                                          const std::string& block_url,
                                          const std::string& executor_id,
                                          std::vector<protocol::BlockInfo>& blocks);
+
+// Empties an ended task's directory `dir` for another task, keeping its inodes: `dir`,
+// `input/` and `output/` (emptied) and `stdout`/`stderr` when they are empty regular files of
+// one link, the agent's, that it may write; anything else in it goes, and a missing `input/` or
+// `output/` is made again. The modes are those of a new task directory (0700; the two
+// subdirectories 0755). Returns why it cannot, or nullopt; a `dir` that is not a directory (a link,
+// say) is refused untouched. Reusing a directory instead of removing it and making a new one saves
+// the file system five inode allocations and frees per task.
+std::optional<std::string> clearForReuse(const std::filesystem::path& dir);
 
 }  // namespace dockhand::agent

@@ -119,6 +119,42 @@ TEST_F(PluginExecutorTest, FailureCarriesExitCodeAndStderr) {
   EXPECT_EQ(end->stderr_tail, "broken\n");
 }
 
+// Past keep_task_dirs, an ended task's directory is cleared and renamed for a new task rather
+// than removed and made anew: the same inodes, and nothing of the task before in it.
+TEST_F(PluginExecutorTest, ANewTaskGetsAnEndedTasksDirectoryCleared) {
+  namespace fs = std::filesystem;
+  executor_->keepTaskDirs(0);
+  const fs::path tasks = tmp_.path() / "tasks";
+  auto spares = [&] {
+    std::size_t count = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(tasks / "spare", ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      ++count;
+    }
+    return count;
+  };
+  // Prints the inodes of its directory and subdirectories and what the directory holds, then
+  // leaves things behind and takes the agent's write right away.
+  const std::string script =
+      "stat -c %i . output input; ls -A; echo left > junk; echo x > output/rdd_0_0;"
+      " mkdir -p scratch/deep; chmod 500 .";
+  std::vector<std::string> seen;
+  for (std::uint64_t id = 1; id <= 2; ++id) {
+    ASSERT_TRUE(executor_->launch(shellTask(id, script)).ok());
+    auto end = terminal(id);
+    ASSERT_TRUE(end);
+    // No block store here: the output file stays in output/ until the directory is cleared.
+    ASSERT_EQ(end->state, TaskState::kFinished) << end->reason;
+    seen.push_back(end->result.at("stdout").get<std::string>());
+    EXPECT_TRUE(dockhand::testing::eventually([&] { return spares() == 1; }));
+    EXPECT_FALSE(fs::exists(tasks / ("task-" + std::to_string(id))));
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], seen[1]);  // three inodes, then the listing
+  EXPECT_THAT(seen[1], ::testing::EndsWith("input\noutput\nstderr\nstdout\n"));
+}
+
 TEST_F(PluginExecutorTest, TaskEnvironmentNamesTaskAndResources) {
   auto task =
       shellTask(7,

@@ -1,8 +1,17 @@
-// The task_json a runner gets: what runnerTaskJson puts in it from a TaskDescription.
+// The task_json a runner gets (what runnerTaskJson puts in it from a TaskDescription), and an
+// ended task's directory cleared for another task (clearForReuse, on real files).
 #include "executor/task_files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "test_processes.h"
 
 namespace dockhand::agent {
 namespace {
@@ -25,6 +34,102 @@ TEST(RunnerTaskJsonTest, InputsIsAnEmptyArrayWithoutInputs) {
   task.task_id = 8;
   json launched = runnerTaskJson(task, "/tmp/task-8", "exec-1");
   EXPECT_EQ(launched.at("inputs"), json::array());
+}
+
+namespace fs = std::filesystem;
+
+ino_t inodeOf(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+std::set<std::string> namesIn(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    names.insert(entry.path().filename().string());
+  }
+  return names;
+}
+
+void writeText(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+class ClearForReuseTest : public ::testing::Test {
+ protected:
+  // A task's directory as the agent makes it, with what a task may leave in it.
+  ClearForReuseTest() {
+    fs::create_directories(dir_ / "input");
+    fs::create_directories(dir_ / "output");
+    writeText(dir_ / "stdout", "");
+    writeText(dir_ / "stderr", "");
+  }
+
+  dockhand::testing::TempDir tmp_;
+  fs::path dir_ = tmp_.path() / "task-1";
+};
+
+TEST_F(ClearForReuseTest, KeepsTheDirectoriesAndEmptyOutputFilesAndRemovesTheRest) {
+  const auto kept = {dir_, dir_ / "input", dir_ / "output", dir_ / "stdout", dir_ / "stderr"};
+  std::vector<ino_t> before;
+  for (const auto& path : kept) before.push_back(inodeOf(path));
+  writeText(dir_ / "input" / "rdd_1_0", "block");
+  writeText(dir_ / "output" / "not a block", "x");
+  fs::create_directories(dir_ / "scratch" / "deep");
+  writeText(dir_ / "scratch" / "deep" / "file", "x");
+  fs::create_directory(tmp_.path() / "outside");
+  writeText(tmp_.path() / "outside" / "keep", "x");
+  fs::create_directory_symlink(tmp_.path() / "outside", dir_ / "link");
+  fs::permissions(dir_ / "output", fs::perms::none);
+  fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_all);
+
+  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+
+  EXPECT_EQ(namesIn(dir_), (std::set<std::string>{"input", "output", "stderr", "stdout"}));
+  EXPECT_TRUE(namesIn(dir_ / "input").empty());
+  EXPECT_TRUE(namesIn(dir_ / "output").empty());
+  std::vector<ino_t> after;
+  for (const auto& path : kept) after.push_back(inodeOf(path));
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(fs::status(dir_).permissions(), fs::perms::owner_all);
+  EXPECT_EQ(fs::status(dir_ / "output").permissions(),
+            fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                fs::perms::others_read | fs::perms::others_exec);
+  EXPECT_TRUE(fs::exists(tmp_.path() / "outside" / "keep"));  // the link went, not followed
+}
+
+TEST_F(ClearForReuseTest, AWrittenOrLinkedOutputFileGoesWithItsInode) {
+  writeText(dir_ / "stdout", "what the last task printed\n");
+  fs::remove(dir_ / "stderr");
+  writeText(tmp_.path() / "elsewhere", "");
+  fs::create_hard_link(tmp_.path() / "elsewhere", dir_ / "stderr");
+
+  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+
+  EXPECT_EQ(namesIn(dir_), (std::set<std::string>{"input", "output"}));
+  EXPECT_TRUE(fs::exists(tmp_.path() / "elsewhere"));
+}
+
+TEST_F(ClearForReuseTest, SubdirectoriesThatAreNotDirectoriesAreMadeAgain) {
+  fs::remove(dir_ / "input");
+  fs::create_directory_symlink(tmp_.path(), dir_ / "input");  // would empty the test's dir
+  fs::remove(dir_ / "output");
+  writeText(dir_ / "output", "a file");
+
+  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(dir_ / "input")));
+  EXPECT_TRUE(fs::is_directory(fs::symlink_status(dir_ / "output")));
+  EXPECT_TRUE(fs::exists(dir_ / "stdout"));  // the link's target was not emptied
+}
+
+TEST_F(ClearForReuseTest, RefusesWhatIsNotADirectoryAndLeavesItAlone) {
+  const fs::path link = tmp_.path() / "task-2";
+  fs::create_directory_symlink(dir_, link);
+  writeText(dir_ / "stdout", "kept\n");
+
+  EXPECT_NE(clearForReuse(link), std::nullopt);
+  EXPECT_NE(clearForReuse(tmp_.path() / "missing"), std::nullopt);
+  EXPECT_EQ(dockhand::testing::readFile(dir_ / "stdout"), "kept\n");
 }
 
 }  // namespace
