@@ -1,5 +1,6 @@
 #include "executor/plugin_executor.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,6 +41,24 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
     default:
       return std::nullopt;
   }
+}
+
+// False when `dir` is missing or empty; true when it has an entry, or cannot be read (the
+// I/O thread that takes the outputs then says why).
+bool mayHoldEntries(const std::filesystem::path& dir) {
+  DIR* stream = ::opendir(dir.c_str());
+  if (stream == nullptr) return errno != ENOENT;
+  bool found = false;
+  errno = 0;
+  while (const dirent* entry = ::readdir(stream)) {
+    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
+      found = true;
+      break;
+    }
+  }
+  if (errno != 0) found = true;
+  ::closedir(stream);
+  return found;
 }
 
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
@@ -685,12 +704,12 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                   protocol::toString(event->state));
       return;
     }
-    // No output directory (a runner that makes task directories made none): no blocks, and
-    // no trip through an I/O thread. A task without a directory has no output directory
-    // either: one look at the file system, not two.
+    // No output directory (a runner that makes task directories made none), or an empty one:
+    // no blocks, and no trip through an I/O thread. A task without a directory has no output
+    // directory either: one look at the file system, not two.
     has_dir = hasTaskDir(task_id);
     if (*has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr &&
-        ::access((taskDir(task_id) / "output").c_str(), F_OK) == 0) {
+        mayHoldEntries(taskDir(task_id) / "output")) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
       io_->submit([this, events = &events_, registry = registry_, live = live_,
