@@ -211,7 +211,7 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
     std::lock_guard lock(live.mutex);
     room = live.spares.size() < kMaxSpareDirs;
   }
-  if (room && !live.spare_dir_ready) {
+  if (room && !live.spare_dir_usable) {
     // Spares an earlier agent left are not known to this one.
     fs::remove_all(spare_root, ec);
     fs::create_directory(spare_root, ec);
@@ -220,9 +220,9 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
       log()->warn("cannot make {}: {}; ended tasks' directories are removed instead",
                   spare_root.string(), ec.message());
     }
-    live.spare_dir_ready = true;
+    live.spare_dir_usable = !ec;
   }
-  if (room && fs::is_directory(spare_root, ec)) {
+  if (room && live.spare_dir_usable.value_or(false)) {
     if (auto why = clearForReuse(dir)) {
       log()->debug("an ended task's directory is removed, not reused: {}", *why);
     } else {

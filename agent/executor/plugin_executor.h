@@ -170,7 +170,9 @@ class PluginExecutor final : public Executor {
     // at most kMaxSpareDirs: a new task's directory is one of them renamed when there is one.
     std::vector<std::filesystem::path> spares;
     std::uint64_t spares_made = 0;  // I/O job only: names them
-    bool spare_dir_ready = false;   // I/O job only: tasks/spare/ exists, emptied of older ones
+    // I/O job only: whether tasks/spare/ was made (emptied of an earlier agent's spares) and
+    // can be used; unset until the first directory is reclaimed.
+    std::optional<bool> spare_dir_usable;
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -134,6 +135,9 @@ TEST_F(PluginExecutorTest, ANewTaskGetsAnEndedTasksDirectoryCleared) {
     }
     return count;
   };
+  // What an earlier agent left parked is not this agent's to hand out: it goes.
+  fs::create_directories(tasks / "spare" / "0" / "output");
+  std::ofstream(tasks / "spare" / "0" / "stdout") << "an earlier agent's task\n";
   // Prints the inodes of its directory and subdirectories and what the directory holds, then
   // leaves things behind and takes the agent's write right away.
   const std::string script =
@@ -147,8 +151,10 @@ TEST_F(PluginExecutorTest, ANewTaskGetsAnEndedTasksDirectoryCleared) {
     // No block store here: the output file stays in output/ until the directory is cleared.
     ASSERT_EQ(end->state, TaskState::kFinished) << end->reason;
     seen.push_back(end->result.at("stdout").get<std::string>());
-    EXPECT_TRUE(dockhand::testing::eventually([&] { return spares() == 1; }));
-    EXPECT_FALSE(fs::exists(tasks / ("task-" + std::to_string(id))));
+    const fs::path task_dir = tasks / ("task-" + std::to_string(id));
+    EXPECT_TRUE(dockhand::testing::eventually([&] {
+      return !fs::exists(task_dir) && spares() == 1;
+    })) << spares();
   }
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], seen[1]);  // three inodes, then the listing
