@@ -40,13 +40,15 @@ class PrivilegeTest : public ::testing::Test {
   }
   fs::path workDir() const { return dir.path() / "work"; }
 
-  std::unique_ptr<ChildProcess> startAgent(const FakeDriver& driver, const json& runner_config) {
+  // `settings`: more of the agent's config (keep_task_dirs, say).
+  std::unique_ptr<ChildProcess> startAgent(const FakeDriver& driver, const json& runner_config,
+                                           json settings = json::object()) {
     const auto config = dir.path() / "agent.json";
     json plugin = {{"name", "process"}};
     if (!runner_config.is_null()) plugin["config"] = runner_config;
-    writeFile(config, json{{"plugins", {plugin}},
-                           {"plugin_manifest_dir", (dir.path() / "no-manifests").string()}}
-                          .dump());
+    settings["plugins"] = {plugin};
+    settings["plugin_manifest_dir"] = (dir.path() / "no-manifests").string();
+    writeFile(config, settings.dump());
     const AgentCommand command{.config = config,
                                .driver_url = driver.url(),
                                .executor_id = "p1",
@@ -144,6 +146,37 @@ TEST_F(PrivilegeTest, TasksRunAsNobodyConfinedAndTheirOutputsBecomeBlocks) {
             std::string::npos)
       << failed->reason;
   EXPECT_EQ(agent->output().find("tasks run as root"), std::string::npos) << agent->output();
+}
+
+// An ended task's directory reused for the next task (keep_task_dirs 0): the next task, as
+// the task user too, finds it its own and empty, whatever the one before left in it or did
+// to its modes.
+TEST_F(PrivilegeTest, AReusedTaskDirectoryComesBackEmptyAndTheTaskUsers) {
+  FakeDriver driver;
+  auto agent = startAgent(driver, {{"user", "nobody"}}, {{"keep_task_dirs", 0}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  const std::string script =
+      "stat -c '%i %U %a' . output input; ls -A; ls -A output input | tr '\\n' ' '; echo;"
+      " echo left > junk; mkdir -p scratch/deep; echo x > stdout-copy;"
+      " echo data > $DOCKHAND_OUTPUT_DIR/rdd_${DOCKHAND_TASK_ID}_0; chmod 000 output; chmod 500 .";
+  std::vector<std::string> seen;
+  for (std::uint64_t id = 1; id <= 3; ++id) {
+    driver.send(launch(id, {{"shell", script}}));
+    auto done = driver.waitForStatus(id, proto::TaskState::kFinished);
+    ASSERT_TRUE(done) << agent->output();
+    seen.push_back(done->result["stdout"].get<std::string>());
+    // Reclaimed (cleared into tasks/spare/) before the next task starts.
+    const fs::path task_dir = workDir() / "tasks" / ("task-" + std::to_string(id));
+    EXPECT_TRUE(waitUntil([&] { return !fs::exists(task_dir); }, 10s)) << agent->output();
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_EQ(seen[2], seen[0]);
+  // The task user's, 0700, with only what the agent puts there, and empty.
+  const std::string& report = seen[0];
+  EXPECT_NE(report.find(" nobody 700\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("input\noutput\nstderr\nstdout\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("input:  output: \n"), std::string::npos) << report;
 }
 
 TEST_F(PrivilegeTest, RootAgentWithoutUserWarnsThatTasksRunAsRoot) {
