@@ -708,14 +708,16 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     // no blocks, and no trip through an I/O thread. A task without a directory has no output
     // directory either: one look at the file system, not two.
     has_dir = hasTaskDir(task_id);
-    if (*has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr &&
-        mayHoldEntries(taskDir(task_id) / "output")) {
+    std::filesystem::path output_dir;  // where a finished task's blocks would be
+    if (*has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
+      output_dir = taskDir(task_id) / "output";
+    }
+    if (!output_dir.empty() && mayHoldEntries(output_dir)) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
       io_->submit([this, events = &events_, registry = registry_, live = live_,
-                   store = block_store_, output_dir = taskDir(task_id) / "output",
-                   block_url = block_url_, executor_id = executor_id_,
-                   event = std::move(*event)]() mutable {
+                   store = block_store_, output_dir = std::move(output_dir), block_url = block_url_,
+                   executor_id = executor_id_, event = std::move(*event)]() mutable {
         const TaskLogScope io_context(event.task_id);
         if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
           log()->warn("task {}: {}", event.task_id, *error);
@@ -723,7 +725,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           event.reason = *error;
           event.blocks.clear();
         }
-        retireTaskDir(event.task_id);
+        retireTaskDir(event.task_id, /*known_has_dir=*/true);
         const std::uint64_t id = event.task_id;
         events->post([registry, event = std::move(event)]() mutable {
           registry->tasks.erase(event.task_id);

@@ -139,7 +139,7 @@ std::optional<std::string> clearForReuse(const std::filesystem::path& dir) {
       // Only an empty file of the agent's, that it may write, is kept: what a task wrote goes
       // with its inode, so nothing of it can appear under another task's name.
       struct stat file {};
-      keep = fs::is_regular_file(status) && ::lstat(entry.path().c_str(), &file) == 0 &&
+      keep = ::lstat(entry.path().c_str(), &file) == 0 && S_ISREG(file.st_mode) &&
              file.st_nlink == 1 && file.st_size == 0 && file.st_uid == ::geteuid() &&
              (file.st_mode & S_IWUSR) != 0 && (file.st_mode & (S_ISUID | S_ISGID)) == 0;
     }

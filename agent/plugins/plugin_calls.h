@@ -122,9 +122,10 @@ class PluginCalls {
   static void noteError();
 
   const std::string& plugin() const { return plugin_; }
-
-  struct HookMetrics;  // the counters of one hook (plugin_calls.cpp)
   Millis timeout() const { return timeout_; }
+
+  // The counters of one hook (plugin_calls.cpp; public for its file-local helpers).
+  struct HookMetrics;
 
  private:
   struct State;

@@ -4,9 +4,9 @@
 // cores allow.
 //
 // Threads: submit() and stop() from one thread at a time (the runner's launches, on the call
-// thread or the agent's core thread but never both at once; then its destructor). A job runs on its
-// worker thread and gets that thread's WorkerThread (its pthread_t, tid and StackSlot, for thread
-// dumps).
+// thread or the agent's core thread but never both at once; then its destructor). A job runs
+// on its worker thread and gets that thread's WorkerThread (its pthread_t, tid and StackSlot,
+// for thread dumps).
 //
 // Lifetime: the pool's state is shared with its threads, so a thread that stop() had to leave
 // running (a job that never returns) keeps it alive; stop() joins every thread that ends
