@@ -215,7 +215,15 @@ BlockMeta BlockStore::install(const std::string& id, const std::filesystem::path
   BlockMeta meta{id, size, checksum};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = blocks_.find(id); it != blocks_.end()) {
+    auto it = blocks_.find(id);
+    // A held block whose file went away behind the store's back (deleted, a disk replaced) is
+    // not held any more: the driver reran the task that made it, and this is its new copy.
+    struct stat held {};
+    if (it != blocks_.end() && ::lstat(target.c_str(), &held) != 0 && errno == ENOENT) {
+      blocks_.erase(it);
+      it = blocks_.end();
+    }
+    if (it != blocks_.end()) {
       if (it->second.checksum != checksum) {
         throw BlockStoreError(Kind::kConflict, "block " + id + " already exists with checksum " +
                                                    it->second.checksum + ", not " + checksum);

@@ -603,6 +603,7 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   update.exit_code = status.exit_code;
   update.signal = status.signal;
   update.stderr_tail = status.stderr_tail;
+  update.fetch_failed = status.fetch_failed;
   update.cpus = it->second.cpus;
   update.resources = it->second.resources;
   if (!task_log_url_.empty()) {

@@ -92,6 +92,8 @@ struct TaskStatusEvent {
   // FINISHED only: the blocks the task left (already in the block store). The Backend tells
   // the driver about them (UpdateBlockInfo) before it reports the task finished.
   std::vector<protocol::BlockInfo> blocks;
+  // FAILED only: the input that could not be fetched (the driver reruns what made it).
+  std::optional<protocol::FetchFailure> fetch_failed;
 };
 
 // Where a task's status reports go, on the core thread: the Backend, behind the resource

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -496,6 +497,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
                stuck_reason = [this, runner] { return stuckReason(*runner); }] {
     const TaskLogScope io_context(task_id);
     std::string error;
+    std::optional<protocol::FetchFailure> fetch_failed;
     for (const auto& input : inputs) {
       if (fetch->cancelled) break;
       if (!isValidBlockId(input.id)) {
@@ -506,6 +508,8 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
         fetchBlock(input, input_dir / input.id, fetch->cancelled, kFetchTimeout, signer, tls);
       } catch (const FetchError& e) {
         error = std::string("cannot fetch input ") + e.what();
+        // Not when a kill cut the fetch short: the block itself may be fine.
+        if (!fetch->cancelled) fetch_failed = protocol::FetchFailure{input.id, input.url};
         break;
       }
     }
@@ -518,7 +522,8 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       }
       live->ended.notify_all();
     }
-    events->post([events, registry, live, fetch, task_id, error, failed, stuck_reason] {
+    events->post([events, registry, live, fetch, task_id, error, fetch_failed, failed,
+                  stuck_reason] {
       const TaskLogScope core_context(task_id);
       auto it = registry->fetching.find(task_id);
       if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
@@ -543,6 +548,7 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       } else {
         event.state = protocol::TaskState::kFailed;
         event.reason = error;
+        event.fetch_failed = fetch_failed;
       }
       registry->retire_dir(task_id);  // no runner ever had the task
       registry->statuses->onTaskStatus(event);

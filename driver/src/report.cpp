@@ -125,7 +125,8 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
       job.name, toString(state), p.total, p.finished, p.failed, p.total - p.finished - p.failed,
       p.retries, p.relaunches_after_loss,
       writesBlocks(job)
-          ? fmt::format(", {} map tasks rerun for lost blocks", p.reruns_for_lost_blocks)
+          ? fmt::format(", {} map tasks rerun for lost blocks, {} failed fetches",
+                        p.reruns_for_lost_blocks, p.fetch_failures)
           : std::string(),
       static_cast<double>(wall.count()) / 1000.0);
   if (sum) {

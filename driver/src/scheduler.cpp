@@ -289,6 +289,39 @@ void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::str
   for (const auto index : rerun) pending_.push_front(index);
 }
 
+bool Scheduler::onFetchFailed(std::size_t index, const std::string& reader,
+                              const protocol::FetchFailure& failure, Actions& out) {
+  TaskRecord& t = tasks_[index];
+  ++fetch_failures_;
+  const int times = ++t.fetch_failures[failure.block_id];
+  bool lost = false;
+  if (const BlockLocation* block = blocks_.find(failure.block_id)) {
+    // The holder the launch read from: the one with that URL, else the fallback store (read
+    // through an agent's block server, so its URL is no holder's).
+    std::optional<std::string> holder;
+    for (const auto& [id, url] : block->holders) {
+      if (url == failure.url) holder = id;
+    }
+    if (!holder && block->holders.count("") > 0) holder = "";
+    if (holder) lost = blocks_.removeHolder(failure.block_id, *holder);
+  }
+  if (times >= maxAttempts()) {
+    t.outcome = TaskOutcome::kFailed;
+    failJob(fmt::format("task '{}' could not fetch block {} {} time(s), the limit (last on {}: {})",
+                        t.spec.name, failure.block_id, times, reader, t.reason),
+            out);
+    return false;
+  }
+  t.outcome = TaskOutcome::kPending;
+  t.pending_since = now_;
+  pending_.push_front(index);
+  if (lost) {
+    onBlocksLost({failure.block_id},
+                 fmt::format("task '{}' on {} could not fetch it", t.spec.name, reader));
+  }
+  return true;
+}
+
 const AgentInfo* Scheduler::fallbackReader(const AgentInfo* preferred) const {
   auto usable = [](const AgentInfo& a) {
     return a.state == AgentState::kActive && !a.block_url.empty();
@@ -363,6 +396,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   retries_ = 0;
   relaunches_after_loss_ = 0;
   reruns_for_lost_blocks_ = 0;
+  fetch_failures_ = 0;
   producer_.clear();
   consumers_.clear();
   tasks_.reserve(job_.tasks.size());
@@ -422,6 +456,10 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
     return;
   }
 
+  if (update.state == TaskState::kFailed && update.fetch_failed) {
+    if (onFetchFailed(run.index, agent_id, *update.fetch_failed, out)) schedule(now, out);
+    return;
+  }
   switch (update.state) {
     case TaskState::kFinished:
       t.outcome = TaskOutcome::kFinished;
@@ -515,6 +553,7 @@ Progress Scheduler::progress() const {
   p.retries = retries_;
   p.relaunches_after_loss = relaunches_after_loss_;
   p.reruns_for_lost_blocks = reruns_for_lost_blocks_;
+  p.fetch_failures = fetch_failures_;
   if (job_state_ == JobState::kRunning) {
     for (std::size_t index : pending_) {
       if (!inputsReady(tasks_[index].spec)) ++p.waiting_for_inputs;

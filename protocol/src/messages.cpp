@@ -40,6 +40,7 @@ const std::vector<MessageSpec> kSpecs = {
     {MessageType::kGetPeers, "GetPeers", Direction::kAgentToDriver, true},
     {MessageType::kUpdateBlockInfo, "UpdateBlockInfo", Direction::kAgentToDriver, false},
     {MessageType::kAuthenticate, "Authenticate", Direction::kAgentToDriver, true},
+    {MessageType::kResumeExecutor, "ResumeExecutor", Direction::kAgentToDriver, true},
 };
 
 constexpr std::array<std::string_view, 5> kStateNames = {"RUNNING", "FINISHED", "FAILED", "KILLED",
@@ -205,6 +206,7 @@ Json toJson(const RegisterExecutor& m) {
             {"resource_profile_id", m.resource_profile_id}};
   if (!m.block_url.empty()) j["block_url"] = m.block_url;
   if (m.waits_for_cores) j["waits_for_cores"] = true;
+  if (m.resumes) j["resumes"] = true;
   return j;
 }
 RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
@@ -230,6 +232,7 @@ RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
   m.resource_profile_id = readInt(r, "resource_profile_id", 0);
   m.block_url = withoutTrailingSlashes(r.optionalString("block_url"));
   m.waits_for_cores = r.optionalBool("waits_for_cores", false);
+  m.resumes = r.optionalBool("resumes", false);
   return m;
 }
 
@@ -325,6 +328,9 @@ Json toJson(const StatusUpdate& m) {
   if (m.signal) j["signal"] = *m.signal;
   if (!m.stderr_tail.empty()) j["stderr_tail"] = m.stderr_tail;
   if (!m.log_urls.empty()) j["log_urls"] = m.log_urls;
+  if (m.fetch_failed) {
+    j["fetch_failed"] = {{"block_id", m.fetch_failed->block_id}, {"url", m.fetch_failed->url}};
+  }
   return j;
 }
 StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
@@ -350,6 +356,10 @@ StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
   m.log_urls = r.optionalStringMap("log_urls");
   m.cpus = readInt(r, "cpus", 0);
   m.resources = readAddressMap(r, "resources");
+  if (r.has("fetch_failed")) {
+    const JsonReader f = r.requiredObject("fetch_failed");
+    m.fetch_failed = FetchFailure{f.requiredString("block_id"), f.optionalString("url")};
+  }
   return m;
 }
 
@@ -491,6 +501,58 @@ UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>) {
   }
   m.removed = r.optionalStringList("removed");
   return m;
+}
+
+// ---- ResumeExecutor ----
+namespace {
+
+std::vector<std::uint64_t> readTaskIds(const JsonReader& r, std::string_view key) {
+  std::vector<std::uint64_t> ids;
+  const Json* list = r.find(key);
+  if (list == nullptr) return ids;
+  if (!list->is_array()) r.fail(key, "expected an array of task ids");
+  ids.reserve(list->size());
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    const Json& id = (*list)[i];
+    if (!id.is_number_unsigned()) {
+      throw JsonPathError(r.childPath(key) + "/" + std::to_string(i),
+                          "expected a task id (an integer 0...2^64-1)");
+    }
+    ids.push_back(id.get<std::uint64_t>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+Json toJson(const ResumeExecutor& m) {
+  Json blocks = Json::array();
+  for (const auto& b : m.blocks) blocks.push_back(toJson(b));
+  return {{"executor_id", m.executor_id}, {"running", m.running}, {"blocks", blocks}};
+}
+ResumeExecutor fromJson(const Json& j, Tag<ResumeExecutor>) {
+  JsonReader r(j, "");
+  ResumeExecutor m;
+  m.executor_id = r.requiredString("executor_id");
+  m.running = readTaskIds(r, "running");
+  if (const Json* blocks = r.find("blocks")) {
+    if (!blocks->is_array()) r.fail("blocks", "expected an array of blocks");
+    for (std::size_t i = 0; i < blocks->size(); ++i) {
+      try {
+        m.blocks.push_back(fromJson((*blocks)[i], Tag<BlockInfo>{}));
+      } catch (const JsonPathError& e) {
+        throw JsonPathError("/blocks/" + std::to_string(i) + (e.path() == "/" ? "" : e.path()),
+                            e.detail());
+      }
+    }
+  }
+  return m;
+}
+
+Json toJson(const ResumeAccepted& m) { return {{"tasks", m.tasks}}; }
+ResumeAccepted fromJson(const Json& j, Tag<ResumeAccepted>) {
+  JsonReader r(j, "");
+  return ResumeAccepted{readTaskIds(r, "tasks")};
 }
 
 }  // namespace dockhand::protocol

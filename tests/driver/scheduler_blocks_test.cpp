@@ -150,6 +150,122 @@ TEST_F(BlockSchedulingTest, LostBlockRerunsItsProducerThenTheConsumerProceeds) {
   EXPECT_EQ(scheduler_.progress().reruns_for_lost_blocks, 1u);
 }
 
+// The reduce of twoStage() launched after both maps finished on `a` and `b` (map-0 on `a`).
+struct TwoStageRun {
+  Action map0, map1, reduce;
+};
+
+protocol::StatusUpdate fetchFailed(const Action& launch, const std::string& block_id) {
+  protocol::StatusUpdate s = status(launch, TaskState::kFailed);
+  for (const auto& input : launch.task.inputs) {
+    if (input.id == block_id) s.fetch_failed = protocol::FetchFailure{block_id, input.url};
+  }
+  s.reason = "cannot fetch input block " + block_id + ": 404 not here";
+  return s;
+}
+
+class FetchFailureTest : public BlockSchedulingTest {
+ protected:
+  TwoStageRun runToReduce(int max_attempts = 0) {
+    addBlockAgent("a", 1);
+    addBlockAgent("b", 1);
+    Actions out;
+    JobSpec j = twoStage();
+    j.max_attempts = max_attempts;
+    scheduler_.submit(std::move(j), now_, out);
+    TwoStageRun run{*launchOf(out, "map-0"), *launchOf(out, "map-1"), {}};
+    Actions step;
+    for (const Action* map : {&run.map0, &run.map1}) {
+      scheduler_.onStatusUpdate(map->agent_id, status(*map, TaskState::kFinished), now_, step);
+      report(map->agent_id, {block(map->task.name == "map-0" ? "b0" : "b1", map->agent_id)}, {},
+             step);
+    }
+    const Action* reduce = launchOf(step, "reduce");
+    EXPECT_NE(reduce, nullptr);
+    if (reduce != nullptr) run.reduce = *reduce;
+    return run;
+  }
+};
+
+TEST_F(FetchFailureTest, AnUnfetchableBlockRerunsItsProducerAndTheReaderRunsAfter) {
+  TwoStageRun run = runToReduce();
+  ASSERT_EQ(run.reduce.task.inputs.size(), 2u);
+
+  Actions after;
+  scheduler_.onStatusUpdate(run.reduce.agent_id, fetchFailed(run.reduce, "b0"), now_, after);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kRunning);
+  EXPECT_EQ(scheduler_.blocks().find("b0"), nullptr) << "its only holder does not have it";
+  EXPECT_NE(scheduler_.blocks().find("b1"), nullptr);
+  const Action* rerun = launchOf(after, "map-0");
+  ASSERT_NE(rerun, nullptr) << "the map that made b0 runs again";
+  EXPECT_EQ(launchOf(after, "map-1"), nullptr);
+  EXPECT_EQ(launchOf(after, "reduce"), nullptr) << "the reader waits for b0";
+  Progress p = scheduler_.progress();
+  EXPECT_EQ(p.reruns_for_lost_blocks, 1u);
+  EXPECT_EQ(p.fetch_failures, 1u);
+  EXPECT_EQ(p.retries, 0u) << "a fetch failure is no failed attempt";
+  EXPECT_EQ(p.waiting_for_inputs, 1u);
+
+  Actions again;
+  scheduler_.onStatusUpdate(rerun->agent_id, status(*rerun, TaskState::kFinished), now_, again);
+  report(rerun->agent_id, {block("b0", rerun->agent_id)}, {}, again);
+  const Action* reduce = launchOf(again, "reduce");
+  ASSERT_NE(reduce, nullptr);
+  EXPECT_EQ(reduce->task.attempt, 1);
+  Actions end;
+  scheduler_.onStatusUpdate(reduce->agent_id, status(*reduce, TaskState::kFinished), now_, end);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  EXPECT_EQ(scheduler_.tasks()[2].failures, 0);
+}
+
+TEST_F(FetchFailureTest, ABlockWithAnotherHolderIsReadFromThatOneWithoutARerun) {
+  TwoStageRun run = runToReduce();
+  Actions copy;
+  report("b", {block("b0", "b")}, {}, copy);  // b0 now lives on a and b
+  Actions after;
+  protocol::StatusUpdate failed = fetchFailed(run.reduce, "b0");
+  failed.fetch_failed->url = urlOf("a", "b0");
+  scheduler_.onStatusUpdate(run.reduce.agent_id, failed, now_, after);
+  EXPECT_EQ(scheduler_.progress().reruns_for_lost_blocks, 0u);
+  EXPECT_EQ(launchOf(after, "map-0"), nullptr);
+  const Action* reduce = launchOf(after, "reduce");
+  ASSERT_NE(reduce, nullptr) << "b0 can still be read from b";
+  EXPECT_EQ(reduce->task.inputs[0].url, urlOf("b", "b0"));
+}
+
+TEST_F(FetchFailureTest, AFallbackBlockThatCannotBeReadIsLost) {
+  TwoStageRun run = runToReduce();
+  Actions moved;
+  report("a", {block("b0", "")}, {"b0"}, moved);  // b0 went to the fallback store
+  protocol::StatusUpdate failed = fetchFailed(run.reduce, "b0");
+  failed.fetch_failed->url = "http://b:7337/blocks/b0";  // read through b's block server
+  Actions after;
+  scheduler_.onStatusUpdate(run.reduce.agent_id, failed, now_, after);
+  EXPECT_EQ(scheduler_.blocks().find("b0"), nullptr);
+  EXPECT_NE(launchOf(after, "map-0"), nullptr);
+}
+
+TEST_F(FetchFailureTest, TheSameBlockFailingMaxAttemptsTimesFailsTheJob) {
+  TwoStageRun run = runToReduce(2);
+  Action reduce = run.reduce;
+  for (int round = 1; round <= 2; ++round) {
+    Actions after;
+    scheduler_.onStatusUpdate(reduce.agent_id, fetchFailed(reduce, "b0"), now_, after);
+    if (round == 2) break;
+    const Action* rerun = launchOf(after, "map-0");
+    ASSERT_NE(rerun, nullptr);
+    Actions again;
+    scheduler_.onStatusUpdate(rerun->agent_id, status(*rerun, TaskState::kFinished), now_, again);
+    report(rerun->agent_id, {block("b0", rerun->agent_id)}, {}, again);
+    ASSERT_NE(launchOf(again, "reduce"), nullptr);
+    reduce = *launchOf(again, "reduce");
+  }
+  EXPECT_EQ(scheduler_.jobState(), JobState::kFailed);
+  EXPECT_NE(scheduler_.failureReason().find("could not fetch block b0 2 time(s)"),
+            std::string::npos)
+      << scheduler_.failureReason();
+}
+
 TEST_F(BlockSchedulingTest, LostBlockWhoseReadersAllFinishedIsNotRecomputed) {
   addBlockAgent("a", 1);
   addBlockAgent("b", 1);

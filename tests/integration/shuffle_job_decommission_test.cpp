@@ -62,7 +62,8 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
                (example_ / "map.sh").string() + "' '" +
                (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
                std::to_string(m) + " " + std::to_string(kReducers) +
-               R"(", "env": {"MAP_SECONDS": "4"}, "outputs": [)" + outputs + "]},\n";
+               R"(", "env": {"MAP_SECONDS": ")" + map_seconds_ + R"("}, "outputs": [)" +
+               outputs + "]},\n";
     }
     for (int r = 0; r < kReducers; ++r) {
       std::string inputs;
@@ -240,6 +241,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   int port_ = 0;
   std::string agent_scheme_ = "ws";
   bool library_tasks_ = false;
+  std::string map_seconds_ = "4";  // how long each map of the shell job sleeps first
 };
 
 TEST_F(ShuffleJobDecommissionTest, SigpwrWithPeerMigrationNeedsNoMapRerun) {
@@ -327,6 +329,51 @@ TEST_F(ShuffleJobDecommissionTest, DecommissionOfAnUnknownExecutorIsRefused) {
   EXPECT_EQ(command.waitExit(15s), 1) << command.output();
   EXPECT_NE(command.output().find("no executor 'nobody' is registered"), std::string::npos)
       << command.output();
+}
+
+// A block file deleted behind its agent's back (Spark's FetchFailed): the reduce that cannot
+// fetch it reports which block, the driver takes the block as lost and reruns only the map
+// that made it, and the job succeeds with the right sum.
+TEST_F(ShuffleJobDecommissionTest, ABlockFileDeletedBehindTheAgentsBackRerunsOnlyItsMap) {
+  map_seconds_ = "0";
+  fs::path job = writeShellJob();
+  // map-3 waits for the test's word, so that no reduce starts before the block is gone.
+  const fs::path go = dir.path() / "go";
+  std::string text = readFile(job);
+  const std::string map3 = R"("name": "map-3", "shell": ")";
+  const auto at = text.find(map3);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.insert(at + map3.size(), "while [ ! -e '" + go.string() + "' ]; do sleep 0.05; done; ");
+  writeFile(job, text);
+
+  auto driver = startJob(job);
+  auto a = startAgent("agent-a", writeAgentConfig("peer"));
+  auto b = startAgent("agent-b", writeAgentConfig("peer"));
+  fs::path victim;
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        for (const char* id : {"agent-a", "agent-b"}) {
+          const fs::path file = dir.path() / (std::string("work-") + id) / "blocks" / "shuffle_0_0_0";
+          if (fs::exists(file)) victim = file;
+        }
+        return !victim.empty();
+      },
+      30s))
+      << driver->output() << logs(*a, *b);
+  fs::remove(victim);
+  writeFile(go, "");
+
+  ASSERT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
+  const std::string out = driver->output();
+  EXPECT_NE(out.find("job shuffle SUCCEEDED"), std::string::npos) << out << logs(*a, *b);
+  EXPECT_NE(out.find("sum=" + std::to_string(countWords(data_))), std::string::npos) << out;
+  EXPECT_NE(out.find("1 map tasks rerun for lost blocks"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 retries"), std::string::npos) << "a fetch failure is no retry\n" << out;
+  for (const auto& line : linesStartingWith(out, "map-")) {
+    const bool rerun = line.rfind("map-0 ", 0) == 0;
+    EXPECT_NE(line.find(rerun ? "attempts=2" : "attempts=1"), std::string::npos) << line;
+  }
+  EXPECT_NE(out.find("1 failed fetches"), std::string::npos) << out;
 }
 
 }  // namespace

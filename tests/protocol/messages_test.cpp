@@ -108,6 +108,7 @@ StatusUpdate sampleStatusUpdate() {
   m.cpus = 3;
   m.resources = {{"gpu", {"1"}}};
   m.log_urls = {{"stdout", "http://w:7337/v1/tasks/12/logs/stdout"}};
+  m.fetch_failed = FetchFailure{"shuffle_0_1_0", "http://v:7337/blocks/shuffle_0_1_0"};
   return m;
 }
 
@@ -184,6 +185,7 @@ TEST(MessageTest, DirectionsAndAsksMatchTheContract) {
       {"GetPeers", Direction::kAgentToDriver, true},
       {"UpdateBlockInfo", Direction::kAgentToDriver, false},
       {"Authenticate", Direction::kAgentToDriver, true},
+      {"ResumeExecutor", Direction::kAgentToDriver, true},
   };
   ASSERT_EQ(std::size(expected), allMessages().size());
   for (const auto& e : expected) {
@@ -326,6 +328,18 @@ TEST(MessageTest, StatusUpdateRoundTrips) {
   EXPECT_EQ(m.cpus, 3);
   EXPECT_EQ(m.resources, sampleStatusUpdate().resources);
   EXPECT_EQ(m.log_urls, sampleStatusUpdate().log_urls);
+  ASSERT_TRUE(m.fetch_failed.has_value());
+  EXPECT_EQ(m.fetch_failed->block_id, "shuffle_0_1_0");
+  EXPECT_EQ(m.fetch_failed->url, "http://v:7337/blocks/shuffle_0_1_0");
+}
+
+TEST(MessageTest, StatusUpdateFetchFailedNeedsItsBlockId) {
+  Json body = toJson(sampleStatusUpdate());
+  EXPECT_FALSE(toJson(StatusUpdate{}).contains("fetch_failed")) << "absent unless set";
+  body["fetch_failed"] = {{"url", "http://v:7337/blocks/x"}};
+  bodyErrorAt<StatusUpdate>(body, "/fetch_failed/block_id");
+  body["fetch_failed"] = "shuffle_0_1_0";
+  bodyErrorAt<StatusUpdate>(body, "/fetch_failed");
 }
 
 TEST(MessageTest, StatusUpdateRoundTripsEveryState) {
@@ -410,6 +424,37 @@ TEST(MessageTest, GetPeersAndPeerListRoundTrip) {
   EXPECT_EQ(back[1].executor_id, "b");
   EXPECT_EQ(back[1].block_url, "http://b:2");
   EXPECT_THROW(parsePeers(Json{{"peers", {{{"executor_id", "x"}}}}}), BodyError);
+}
+
+TEST(MessageTest, ResumeExecutorAndItsReplyRoundTrip) {
+  ResumeExecutor m;
+  m.executor_id = "exec-7";
+  m.running = {12, 18446744073709551615u};
+  m.blocks.push_back(sampleUpdateBlockInfo().added.at(0));
+  ResumeExecutor back = roundTrip(m);
+  EXPECT_EQ(back.executor_id, "exec-7");
+  EXPECT_EQ(back.running, m.running);
+  ASSERT_EQ(back.blocks.size(), 1u);
+  EXPECT_EQ(back.blocks[0].id, "shuffle_0_1_2");
+  EXPECT_EQ(back.blocks[0].url, m.blocks[0].url);
+
+  const ResumeAccepted reply = decodeBody<ResumeAccepted>(toJson(ResumeAccepted{{3, 4}}));
+  EXPECT_EQ(reply.tasks, (std::vector<std::uint64_t>{3, 4}));
+  EXPECT_TRUE(decodeBody<ResumeAccepted>(Json::object()).tasks.empty());
+
+  bodyErrorAt<ResumeExecutor>(Json{{"running", Json::array()}}, "/executor_id");
+  bodyErrorAt<ResumeExecutor>(Json{{"executor_id", "e"}, {"running", {1, -2}}}, "/running/1");
+  bodyErrorAt<ResumeExecutor>(Json{{"executor_id", "e"}, {"blocks", {{{"id", "x"}}}}},
+                              "/blocks/0/url");
+  bodyErrorAt<ResumeAccepted>(Json{{"tasks", "1"}}, "/tasks");
+}
+
+TEST(MessageTest, RegisterExecutorSaysWhetherItResumes) {
+  RegisterExecutor m;
+  m.executor_id = "e";
+  EXPECT_FALSE(toJson(m).contains("resumes")) << "sent only when true";
+  m.resumes = true;
+  EXPECT_TRUE(roundTrip(m).resumes);
 }
 
 TEST(MessageTest, UpdateBlockInfoRoundTrips) {

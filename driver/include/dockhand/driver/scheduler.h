@@ -34,6 +34,12 @@
 // in reruns_for_lost_blocks). A decommissioning agent takes no new tasks and is no peer for block
 // migration.
 //
+// Fetch failures (after Spark's FetchFailed): a task that reports FAILED with `fetch_failed`
+// could not read one of its inputs from the URL its launch named. That holder is taken as not
+// having the block (a block left with no holder is lost, as above: its producer reruns), and
+// the reader waits for its inputs again without the attempt counting against max_attempts. The
+// same reader failing to fetch the same block max_attempts times fails the job.
+//
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
 //
 // The code: scheduler.cpp (agents, blocks, the job), scheduler_placement.cpp (matching a task
@@ -144,6 +150,7 @@ struct TaskRecord {
   std::optional<int> signal;
   std::string stderr_tail;
   std::map<std::string, std::string> log_urls;  // where its agent serves its logs, by stream
+  std::map<std::string, int> fetch_failures;     // input block id -> launches that failed on it
 };
 
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };
@@ -159,6 +166,7 @@ struct Progress {
   std::size_t relaunches_after_loss = 0;
   std::size_t waiting_for_inputs = 0;               // pending tasks with an input nowhere to read
   std::size_t reruns_for_lost_blocks = 0;           // finished producers run again
+  std::size_t fetch_failures = 0;                   // launches that could not fetch an input
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
@@ -259,6 +267,11 @@ class Scheduler {
   // Blocks that no longer exist anywhere: reruns their finished producers when a task that
   // reads them has not finished.
   void onBlocksLost(const std::vector<std::string>& ids, const std::string& why);
+  // Task `index`'s launch on `reader` could not fetch `failure.block_id`: drops the holder it
+  // was read from and sends the task back to wait for its inputs. False when that failed the
+  // job (the same block failed max_attempts times).
+  bool onFetchFailed(std::size_t index, const std::string& reader,
+                     const protocol::FetchFailure& failure, Actions& out);
   AgentInfo* pickAgent(const TaskSpec& spec);
   // Keep by_free_cores_ in step: unindexAgent() before an active agent's free cores or state
   // change, indexAgent() after.
@@ -297,6 +310,7 @@ class Scheduler {
   std::map<std::string, std::size_t> producer_;  // block id -> index into tasks_ (this job)
   std::map<std::string, std::vector<std::size_t>> consumers_;  // block id -> readers
   std::size_t reruns_for_lost_blocks_ = 0;
+  std::size_t fetch_failures_ = 0;
 };
 
 }  // namespace dockhand::driver

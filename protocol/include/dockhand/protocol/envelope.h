@@ -52,6 +52,7 @@ inline constexpr std::string_view kTimeout = "timeout";
 inline constexpr std::string_view kDisconnected = "disconnected";
 inline constexpr std::string_view kInternal = "internal";
 inline constexpr std::string_view kAuthFailed = "auth_failed";
+inline constexpr std::string_view kNotResumable = "not_resumable";
 }  // namespace error_code
 
 struct ErrorInfo {

@@ -41,6 +41,7 @@ enum class MessageType {
   kGetPeers,
   kUpdateBlockInfo,
   kAuthenticate,
+  kResumeExecutor,
 };
 
 enum class Direction { kAgentToDriver, kDriverToAgent, kBoth };
@@ -165,6 +166,29 @@ struct RegisterExecutor {
   // The agent holds a LaunchTask that does not fit its free cores until it does (protocol.md
   // 7.5): a driver may send it tasks ahead. Sent only when true.
   bool waits_for_cores = false;
+  // The agent keeps its tasks and blocks when its connection drops and comes back with
+  // ResumeExecutor (protocol.md 6.6): a driver may hold its work for a grace window. Sent
+  // only when true.
+  bool resumes = false;
+};
+
+// Ask (agent -> driver), the first message after Hello on a new connection of an agent that
+// was registered and lost its connection (protocol.md 6.6): it is back, with these tasks and
+// blocks. Reply body: ResumeAccepted. Refused with not_resumable when the driver no longer
+// holds the agent (it was declared lost, or the driver restarted).
+struct ResumeExecutor {
+  static constexpr MessageType kType = MessageType::kResumeExecutor;
+  std::string executor_id;
+  // Tasks the agent runs, or whose final status it has not delivered yet.
+  std::vector<std::uint64_t> running;
+  std::vector<BlockInfo> blocks;  // every block the agent holds
+};
+
+// Reply body of ResumeExecutor: the tasks the driver counts as running on the agent. The agent
+// answers each one it no longer runs with its final status (again, if it had sent it before
+// the connection dropped), or LOST when it never received its launch.
+struct ResumeAccepted {
+  std::vector<std::uint64_t> tasks;
 };
 
 struct LaunchedExecutor {
@@ -185,6 +209,13 @@ struct KillTask {
   std::string reason;
 };
 
+// A FAILED task's input block that could not be fetched (Spark's FetchFailed): the block, and
+// the URL the launch named for it. The driver takes the block as gone from that holder.
+struct FetchFailure {
+  std::string block_id;
+  std::string url;
+};
+
 struct StatusUpdate {
   static constexpr MessageType kType = MessageType::kStatusUpdate;
   std::string executor_id;
@@ -199,6 +230,8 @@ struct StatusUpdate {
   std::map<std::string, std::vector<std::string>> resources;
   // Where the agent serves this task's logs, by stream ("stdout", "stderr"); may be empty.
   std::map<std::string, std::string> log_urls;
+  // FAILED only: the task failed because this input could not be fetched (8.8).
+  std::optional<FetchFailure> fetch_failed;
 };
 
 struct StopExecutor {
@@ -301,6 +334,8 @@ Json toJson(const GetPeers& m);
 Json toJson(const UpdateBlockInfo& m);
 Json toJson(const BlockInfo& m);
 Json toJson(const Authenticate& m);
+Json toJson(const ResumeExecutor& m);
+Json toJson(const ResumeAccepted& m);
 
 template <typename T>
 struct Tag {};
@@ -327,6 +362,8 @@ GetPeers fromJson(const Json& j, Tag<GetPeers>);
 UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>);
 BlockInfo fromJson(const Json& j, Tag<BlockInfo>);
 Authenticate fromJson(const Json& j, Tag<Authenticate>);
+ResumeExecutor fromJson(const Json& j, Tag<ResumeExecutor>);
+ResumeAccepted fromJson(const Json& j, Tag<ResumeAccepted>);
 
 // Decodes a body of type T; throws BodyError.
 template <typename T>
