@@ -480,6 +480,16 @@ BackendOptions Agent::backendOptions() {
   options.block_url = blockUrl();
   options.connect_tries = config_.connect_tries;
   options.connect_retry_delay = Millis(config_.connect_retry_delay_ms);
+  options.reconnect_timeout = Millis(config_.reconnect_timeout_ms);
+  options.held_blocks = [this] {
+    std::vector<protocol::BlockInfo> held;
+    if (!store_) return held;
+    const std::string url = blockUrl();
+    for (const auto& meta : store_->list()) {
+      held.push_back(describeBlock(meta, config_.executor_id, url));
+    }
+    return held;
+  };
   options.ask_timeout = Millis(config_.ask_timeout_ms);
   options.stop_grace = Millis(config_.stop_grace_ms);
   options.discover_resources = [this](const protocol::ResourceProfile& profile,

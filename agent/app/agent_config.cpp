@@ -37,6 +37,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "plugins",
     "connect_tries",
     "connect_retry_delay_ms",
+    "reconnect_timeout_ms",
     "ask_timeout_ms",
     "stop_grace_ms",
     "max_frame_bytes",
@@ -205,6 +206,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         static_cast<int>(r.optionalInt("connect_tries", config.connect_tries, 1, 1000));
     config.connect_retry_delay_ms =
         r.optionalInt("connect_retry_delay_ms", config.connect_retry_delay_ms, 0, 3600000);
+    config.reconnect_timeout_ms =
+        r.optionalInt("reconnect_timeout_ms", config.reconnect_timeout_ms, 0, 86400000);
     config.ask_timeout_ms = r.optionalInt("ask_timeout_ms", config.ask_timeout_ms, 1, 3600000);
     config.stop_grace_ms = r.optionalInt("stop_grace_ms", config.stop_grace_ms, 0, 3600000);
     config.max_frame_bytes =

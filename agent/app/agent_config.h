@@ -89,6 +89,9 @@ struct AgentConfig {
   std::map<std::string, protocol::ExecutorResourceRequest> resources;
   int connect_tries = 3;
   std::int64_t connect_retry_delay_ms = 1000;
+  // How long a registered agent whose connection dropped tries to get it back, its tasks and
+  // blocks kept, before it exits 5 (protocol.md 6.6); 0: it exits at once.
+  std::int64_t reconnect_timeout_ms = 60000;
   std::int64_t ask_timeout_ms = 30000;
   std::int64_t stop_grace_ms = 5000;
   std::int64_t max_frame_bytes = std::int64_t{16} * 1024 * 1024;

@@ -43,6 +43,7 @@ json configToJson(const AgentConfig& config) {
       {"plugins", std::move(plugins)},
       {"connect_tries", config.connect_tries},
       {"connect_retry_delay_ms", config.connect_retry_delay_ms},
+      {"reconnect_timeout_ms", config.reconnect_timeout_ms},
       {"ask_timeout_ms", config.ask_timeout_ms},
       {"stop_grace_ms", config.stop_grace_ms},
       {"max_frame_bytes", config.max_frame_bytes},

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "dockhand/protocol/messages.h"
+
 namespace dockhand::agent {
 
 // A heap buffer aligned to BlockStore::kDirectAlign, whose size is a multiple of it: memory
@@ -49,6 +51,13 @@ struct BlockMeta {
   std::uint64_t size = 0;
   std::string checksum;  // "xxh64:..."
 };
+
+// How the driver is told of a block this agent holds: served at <block_url>/blocks/<id>.
+inline protocol::BlockInfo describeBlock(const BlockMeta& meta, const std::string& executor_id,
+                                         const std::string& block_url) {
+  return protocol::BlockInfo{meta.id, meta.size, meta.checksum, executor_id,
+                             block_url + "/blocks/" + meta.id};
+}
 
 // Why a store operation failed; what() is one line naming the block.
 class BlockStoreError : public std::runtime_error {

@@ -66,6 +66,8 @@ std::string_view toString(Backend::State state) {
       return "registering";
     case Backend::State::kRunning:
       return "running";
+    case Backend::State::kReconnecting:
+      return "reconnecting";
     case Backend::State::kStopping:
       return "stopping";
   }
@@ -112,8 +114,13 @@ Backend::TaskMetrics::TaskMetrics(metrics::Registry& registry)
 }
 
 void Backend::setState(State next) {
-  // The only legal moves: forward through the bootstrap, or to Stopping from anywhere.
-  bool legal = next == State::kStopping || static_cast<int>(next) == static_cast<int>(state_) + 1;
+  // The only legal moves: forward through the bootstrap, Running to Reconnecting and back, or
+  // to Stopping from anywhere.
+  const bool bootstrap = next <= State::kRunning && state_ < State::kRunning &&
+                         static_cast<int>(next) == static_cast<int>(state_) + 1;
+  const bool legal = next == State::kStopping || bootstrap ||
+                     (state_ == State::kRunning && next == State::kReconnecting) ||
+                     (state_ == State::kReconnecting && next == State::kRunning);
   if (!legal) {
     log()->error("illegal state transition {} -> {}", toString(state_), toString(next));
     return;
@@ -138,6 +145,10 @@ void Backend::connect() {
 }
 
 void Backend::onDriverConnected() {
+  if (state_ == State::kReconnecting) {
+    resume();
+    return;
+  }
   if (state_ != State::kConnecting) return;
   last_driver_message_ = timers_.now();
   setState(State::kFetchingConfig);
@@ -145,6 +156,10 @@ void Backend::onDriverConnected() {
 }
 
 void Backend::onDriverConnectFailed(const std::string& reason, bool retryable) {
+  if (state_ == State::kReconnecting) {
+    onReconnectFailed(reason, retryable);
+    return;
+  }
   if (state_ != State::kConnecting) return;
   if (retryable && connect_attempts_ < options_.connect_tries) {
     log()->warn("cannot connect to driver {} (try {} of {}): {}", options_.driver_url,
@@ -161,7 +176,7 @@ void Backend::onDriverConnectFailed(const std::string& reason, bool retryable) {
 }
 
 void Backend::onDriverAuthFailed(const std::string& reason) {
-  if (state_ != State::kConnecting) return;
+  if (state_ != State::kConnecting && state_ != State::kReconnecting) return;
   exitExecutor(ExitCode::kAuthFailed,
                fmt::format("authentication with driver {} failed: {}", options_.driver_url, reason),
                /*notify_driver=*/false);
@@ -231,6 +246,7 @@ void Backend::registerWithDriver() {
   reg.resource_profile_id = options_.resource_profile_id;
   reg.block_url = options_.block_url;
   reg.waits_for_cores = true;  // see handleLaunchTask
+  reg.resumes = resumable();
   link_.ask(proto::makeMessage(reg), options_.ask_timeout, [this](AskResult result) {
     if (state_ != State::kRegistering) return;
     if (result.ok) {
@@ -268,13 +284,14 @@ void Backend::scheduleHeartbeat() {
 
 void Backend::heartbeat() {
   heartbeat_timer_.reset();
-  if (exiting_) return;
+  if (exiting_ || state_ != State::kRunning) return;  // Reconnecting: resume() starts them again
   auto silent = std::chrono::duration_cast<Millis>(timers_.now() - last_driver_message_);
   if (silent > options_.driver_timeout) {
-    exitExecutor(ExitCode::kDriverLost,
-                 fmt::format("driver {} silent for {} ms (timeout {} ms)", options_.driver_url,
-                             silent.count(), options_.driver_timeout.count()),
-                 /*notify_driver=*/false);
+    const std::string why =
+        fmt::format("driver {} silent for {} ms (timeout {} ms)", options_.driver_url,
+                    silent.count(), options_.driver_timeout.count());
+    if (resumable()) link_.close();  // a silent connection is given up like a dropped one
+    connectionLost(why);
     return;
   }
   proto::Heartbeat beat;
@@ -639,15 +656,19 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {
   std::uint64_t task_id = update.task_id;
-  if (proto::isTerminal(update.state))
-    metrics_.ended[static_cast<std::size_t>(update.state)]->inc();
-  sendInOrder(proto::makeMessage(update), task_id);
+  const bool final_status = proto::isTerminal(update.state);
+  if (final_status) metrics_.ended[static_cast<std::size_t>(update.state)]->inc();
+  sendInOrder(proto::makeMessage(update), task_id, final_status);
 }
 
-bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
-  // Keep order: once something waits in the outbox, everything queues behind it.
-  if (outbox_.empty() && link_.connected() && link_.send(frame)) return true;
-  outbox_.push_back(Outgoing{std::move(frame), task_id});
+bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
+  // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
+  // sent while Reconnecting until the driver has taken the agent back.
+  if (outbox_.empty() && state_ != State::kReconnecting && link_.connected() && link_.send(frame)) {
+    if (final_status) rememberEnd(task_id, std::move(frame));
+    return true;
+  }
+  outbox_.push_back(Outgoing{std::move(frame), task_id, final_status});
   if (outbox_.size() == 1) {
     log()->warn("cannot send status updates to the driver right now; queueing them");
   }
@@ -655,8 +676,11 @@ bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id) {
 }
 
 void Backend::flushOutbox() {
+  if (state_ == State::kReconnecting) return;
   while (!outbox_.empty() && link_.connected()) {
-    if (!link_.send(outbox_.front().frame)) return;
+    Outgoing& next = outbox_.front();
+    if (!link_.send(next.frame)) return;
+    if (next.final_status) rememberEnd(next.task_id, std::move(next.frame));
     outbox_.pop_front();
   }
 }
@@ -668,9 +692,12 @@ void Backend::onDriverDisconnected(const std::string& reason) {
     log()->info("driver {} disconnected during shutdown", options_.driver_url);
     return;
   }
-  exitExecutor(ExitCode::kDriverLost,
-               fmt::format("driver {} disconnected: {}", options_.driver_url, reason),
-               /*notify_driver=*/false);
+  if (state_ == State::kReconnecting) {
+    // The new connection went before the driver answered the resume: try again.
+    onReconnectFailed("disconnected: " + reason, true);
+    return;
+  }
+  connectionLost(fmt::format("driver {} disconnected: {}", options_.driver_url, reason));
 }
 
 void Backend::onWorkerLost(const std::string& reason) {

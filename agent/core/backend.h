@@ -11,6 +11,13 @@
 // * Running: tasks are launched and killed through the Executor; status updates go to the
 //   driver in order, queued while they cannot be sent (never dropped silently); heartbeats go
 //   out every interval and a driver silent past its timeout counts as lost.
+// * Reconnecting (with reconnect_timeout > 0; protocol.md 6.6): the connection dropped, or
+//   the driver went silent, while Running. Tasks run on and their statuses queue; the link
+//   connects again with back-off (reconnect_delay, doubling, at most reconnect_max_delay)
+//   until reconnect_timeout has passed, then sends ResumeExecutor. Accepted: Running again,
+//   each task the driver counts as running here gets its final status (queued, sent again
+//   from the recent ends, or LOST when its launch never arrived). Refused, or out of time:
+//   exit kDriverLost as without resuming. The code: backend_resume.cpp.
 // * Stopping: entered once, by exitExecutor(), however many times exit is asked for. Running
 //   tasks are stopped, the driver is told (RemoveExecutor) when that makes sense, and the
 //   Exiter ends the process with the exit code.
@@ -67,6 +74,11 @@ struct BackendOptions {
 
   int connect_tries = 3;
   Millis connect_retry_delay{1000};
+  // How long a registered agent tries to get its connection back before it exits
+  // kDriverLost (protocol.md 6.6); 0: it exits at once, and registers without `resumes`.
+  Millis reconnect_timeout{60000};
+  Millis reconnect_delay{100};       // before the first try; doubled after each failed one
+  Millis reconnect_max_delay{5000};  // the longest wait between two tries
   Millis ask_timeout{30000};
   Millis heartbeat_interval{10000};  // the app config's dockhand.heartbeat.interval_ms wins
   Millis driver_timeout{60000};      // the app config's dockhand.driver.timeout_ms wins
@@ -85,6 +97,10 @@ struct BackendOptions {
                             std::map<std::string, protocol::ResourceInfo>& resources)>
       discover_resources;
 
+  // Every block the agent holds, as ResumeExecutor lists them (on the core thread). Empty:
+  // none.
+  std::function<std::vector<protocol::BlockInfo>()> held_blocks;
+
   // Called on the core thread when the agent has registered and runs (the program tells the
   // service manager it is ready), and once when it begins to stop. Either may be empty.
   std::function<void()> on_running;
@@ -95,7 +111,15 @@ struct BackendOptions {
 
 class Backend final : public DriverEvents, public TaskStatusSink, private DecommissionFlow::Host {
  public:
-  enum class State { kIdle, kConnecting, kFetchingConfig, kRegistering, kRunning, kStopping };
+  enum class State {
+    kIdle,
+    kConnecting,
+    kFetchingConfig,
+    kRegistering,
+    kRunning,
+    kReconnecting,
+    kStopping
+  };
 
   // `decommissioner` may be null: decommission then only waits for running tasks.
   Backend(BackendOptions options, DriverLink& link, Executor& executor, Timers& timers,
@@ -137,6 +161,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // Launched tasks waiting for cores (see above).
   std::size_t waitingTasks() const { return waiting_.size(); }
   std::size_t queuedStatusUpdates() const { return outbox_.size(); }
+  // Final statuses sent and kept in case the connection lost them (see Reconnecting).
+  std::size_t recentEnds() const { return recent_ends_.size(); }
+  // Connections resumed since start.
+  std::uint64_t resumes() const { return resumes_; }
   std::size_t rememberedKills() const { return early_kills_.size(); }
   const std::map<std::string, std::string>& properties() const { return properties_; }
   bool hasDelegationTokens() const { return !delegation_tokens_.empty(); }
@@ -184,6 +212,18 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void scheduleHeartbeat();
   void heartbeat();
 
+  // Reconnecting (backend_resume.cpp).
+  bool resumable() const { return options_.reconnect_timeout.count() > 0; }
+  // The connection is gone (`why`): reconnect, or exit when this agent does not resume.
+  void connectionLost(const std::string& why);
+  void scheduleReconnect();
+  void onReconnectFailed(const std::string& reason, bool retryable);
+  void resume();
+  void onResumed(const protocol::ResumeAccepted& accepted);
+  // A final status written to the link: kept, a bounded number of them, until a resume
+  // shows whether the driver had it.
+  void rememberEnd(std::uint64_t task_id, protocol::Envelope frame);
+
   void handleLaunchTask(const protocol::Envelope& frame);
   // The task's cpus fit beside the running tasks now.
   bool fitsNow(int cpus) const;
@@ -213,8 +253,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void exit(ExitCode code, const std::string& reason) override;
 
   void sendStatus(const protocol::StatusUpdate& update);
-  // True when `frame` went out now; false when it waits in the outbox.
-  bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id);
+  // True when `frame` went out now; false when it waits in the outbox. A `final_status` is
+  // remembered once written (rememberEnd).
+  bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id, bool final_status = false);
   void flushOutbox();
   void rememberKill(std::uint64_t task_id, const std::string& reason);
   void pruneEarlyKills();
@@ -242,8 +283,17 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   struct Outgoing {
     protocol::Envelope frame;
     std::uint64_t task_id = 0;
+    bool final_status = false;
   };
   std::deque<Outgoing> outbox_;
+  // The latest final statuses written to the link, oldest first (at most kRecentEnds).
+  static constexpr std::size_t kRecentEnds = 4096;
+  std::deque<Outgoing> recent_ends_;
+  // While Reconnecting: when to give up, and the wait before the next try.
+  TimePoint reconnect_deadline_{};
+  Millis reconnect_wait_{0};
+  std::string lost_because_;  // why the connection went, for the log
+  std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;
   TaskLogUrlPattern task_log_url_;  // options_.task_log_url, split once

@@ -93,8 +93,7 @@ std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesyste
     std::string id = file.filename().string();
     try {
       BlockMeta meta = store.adopt(id, file);
-      blocks.push_back(protocol::BlockInfo{meta.id, meta.size, meta.checksum, executor_id,
-                                           block_url + "/blocks/" + meta.id});
+      blocks.push_back(describeBlock(meta, executor_id, block_url));
     } catch (const BlockStoreError& e) {
       return "cannot store output block " + id + ": " + e.what();
     }

@@ -514,7 +514,7 @@ std::vector<std::uint64_t> readTaskIds(const JsonReader& r, std::string_view key
   ids.reserve(list->size());
   for (std::size_t i = 0; i < list->size(); ++i) {
     const Json& id = (*list)[i];
-    if (!id.is_number_unsigned()) {
+    if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<std::int64_t>() < 0)) {
       throw JsonPathError(r.childPath(key) + "/" + std::to_string(i),
                           "expected a task id (an integer 0...2^64-1)");
     }

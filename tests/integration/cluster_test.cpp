@@ -30,7 +30,11 @@ class ClusterTest : public ::testing::Test {
     return driver;
   }
   std::unique_ptr<ChildProcess> startAgent(const std::string& id, const std::string& log) {
-    AgentCommand command{.driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
+    // A killed driver stays gone here: the agent tries to resume for 1.5 s, not 60 s.
+    const std::filesystem::path config = dir.path() / (log + ".json");
+    writeFile(config, R"({"reconnect_timeout_ms": 1500})");
+    AgentCommand command{.config = config,
+                         .driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
                          .executor_id = id,
                          .app_id = "cluster-test",
                          .work_dir = dir.path() / ("work-" + id + "-" + log)};

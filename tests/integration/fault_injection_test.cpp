@@ -113,7 +113,11 @@ class FaultInjectionTest : public ::testing::Test {
                                            const std::string& hostname, int cores,
                                            std::vector<std::string> prefix = {}) {
     std::vector<std::string> argv = std::move(prefix);
+    // A driver that is gone stays gone here: the agent tries to resume for 1.5 s, not 60 s.
+    const std::filesystem::path config = dir.path() / (id + "-agent.json");
+    writeFile(config, R"({"reconnect_timeout_ms": 1500})");
     const AgentCommand command{
+        .config = config,
         .driver_url = "ws://" + driver_host + ":" + std::to_string(port_) + "/",
         .executor_id = id,
         .app_id = "faults",

@@ -124,6 +124,15 @@ ExecutorDecommissioning sampleExecutorDecommissioning() {
 
 TaskThreadDump sampleTaskThreadDump() { return TaskThreadDump{12}; }
 
+ResumeExecutor sampleResumeExecutor() {
+  ResumeExecutor m;
+  m.executor_id = "exec-7";
+  m.running = {12, 13};
+  m.blocks.push_back(
+      BlockInfo{"shuffle_0_1_2", 4096, "xxh64:00000000000000aa", "exec-7", "http://w:1/blocks/b"});
+  return m;
+}
+
 RemoveExecutor sampleRemoveExecutor() { return RemoveExecutor{"exec-7", "decommission finished"}; }
 
 Heartbeat sampleHeartbeat() {
@@ -148,7 +157,7 @@ UpdateBlockInfo sampleUpdateBlockInfo() {
 
 TEST(MessageTest, TableListsEveryTypeOnceInEnumOrder) {
   const auto& all = allMessages();
-  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kAuthenticate) + 1);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(MessageType::kResumeExecutor) + 1);
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(static_cast<std::size_t>(all[i].type), i) << all[i].name;
@@ -450,8 +459,7 @@ TEST(MessageTest, ResumeExecutorAndItsReplyRoundTrip) {
 }
 
 TEST(MessageTest, RegisterExecutorSaysWhetherItResumes) {
-  RegisterExecutor m;
-  m.executor_id = "e";
+  RegisterExecutor m = sampleRegisterExecutor();
   EXPECT_FALSE(toJson(m).contains("resumes")) << "sent only when true";
   m.resumes = true;
   EXPECT_TRUE(roundTrip(m).resumes);
@@ -524,6 +532,8 @@ std::string sampleFrame(MessageType type, std::uint64_t id) {
       return encodeEnvelope(makeMessage(sampleUpdateBlockInfo(), id));
     case MessageType::kAuthenticate:
       return encodeEnvelope(makeMessage(sampleAuthenticate(), id));
+    case MessageType::kResumeExecutor:
+      return encodeEnvelope(makeMessage(sampleResumeExecutor(), id));
   }
   return {};
 }
@@ -571,6 +581,8 @@ std::string reencode(const Envelope& env) {
       return encodeEnvelope(makeMessage(decodeBody<UpdateBlockInfo>(env.body), env.id));
     case MessageType::kAuthenticate:
       return encodeEnvelope(makeMessage(decodeBody<Authenticate>(env.body), env.id));
+    case MessageType::kResumeExecutor:
+      return encodeEnvelope(makeMessage(decodeBody<ResumeExecutor>(env.body), env.id));
   }
   return {};
 }

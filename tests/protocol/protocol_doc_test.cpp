@@ -151,6 +151,9 @@ void decodeMessageBody(MessageType type, const Json& body) {
     case MessageType::kAuthenticate:
       decodeBody<Authenticate>(body);
       break;
+    case MessageType::kResumeExecutor:
+      decodeBody<ResumeExecutor>(body);
+      break;
   }
 }
 
@@ -180,6 +183,9 @@ void checkReplyBody(const Envelope& ask, const Envelope& reply, const Example& e
       break;
     case MessageType::kTaskThreadDump:
       EXPECT_EQ(body.value("task_id", Json()), ask.body["task_id"]) << where(e);
+      break;
+    case MessageType::kResumeExecutor:
+      decodeBody<ResumeAccepted>(body);
       break;
     default:
       ADD_FAILURE() << ask.type << " is not an ask, yet it is answered: " << where(e);
@@ -337,7 +343,8 @@ TEST(ProtocolDocTest, ErrorCodeTableIsTheCodecsAndExamplesUseOnlyItsCodes) {
       std::string(ec::kDuplicateExecutor), std::string(ec::kRegistrationRefused),
       std::string(ec::kNotRegistered),     std::string(ec::kUnknownTask),
       std::string(ec::kTimeout),           std::string(ec::kDisconnected),
-      std::string(ec::kInternal),          std::string(ec::kAuthFailed)};
+      std::string(ec::kInternal),          std::string(ec::kAuthFailed),
+      std::string(ec::kNotResumable)};
   std::set<std::string> table;
   for (const auto& row : tableAfter("## 5. Error codes")) table.insert(unquote(row.at(0)));
   EXPECT_EQ(table, codec);

@@ -59,6 +59,8 @@ inline BackendOptions testOptions() {
   o.attributes = {{"rack", "r12"}, {"zone", "eu-1b"}};
   o.resources = {{"gpu", proto::ResourceInfo{"gpu", {"0", "1"}}}};
   o.block_url = "http://node-7.example:7337/blocks";
+  // An agent that exits when its connection drops; backend_resume_test.cpp turns resuming on.
+  o.reconnect_timeout = Millis(0);
   return o;
 }
 

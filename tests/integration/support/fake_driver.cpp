@@ -151,6 +151,10 @@ void FakeDriver::serve(WebSocket& ws) {
         } else {
           send(proto::makeReply(env.id, proto::Json::object()));
         }
+      } else if (env.type == "ResumeExecutor") {
+        // A fake holds no agent across connections, as a restarted driver would not.
+        send(proto::makeErrorReply(env.id, proto::error_code::kNotResumable,
+                                   "the fake driver holds no executor"));
       } else if (env.type == "LaunchedExecutor") {
         std::lock_guard lock(mutex_);
         registered_ = true;

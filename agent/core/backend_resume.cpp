@@ -1,0 +1,151 @@
+// The Backend's Reconnecting state (backend.h, protocol.md 6.6): a registered agent whose
+// connection went keeps its tasks and blocks, connects again with back-off, and resumes with
+// ResumeExecutor. Every final status reaches the driver once: those queued meanwhile leave
+// after the resume, those written just before the connection went (and perhaps lost with it)
+// are sent again when the driver still counts their task as running, and a task the driver
+// counts as running that never arrived here is reported LOST.
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/backend.h"
+#include "dockhand/base/logging.h"
+
+namespace dockhand::agent {
+
+namespace proto = dockhand::protocol;
+
+namespace {
+
+std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
+
+}  // namespace
+
+void Backend::connectionLost(const std::string& why) {
+  if (!resumable() || state_ != State::kRunning) {
+    exitExecutor(ExitCode::kDriverLost, why, /*notify_driver=*/false);
+    return;
+  }
+  log()->warn("{}; {} task(s) go on, reconnecting for up to {} ms", why, running_.size(),
+              options_.reconnect_timeout.count());
+  lost_because_ = why;
+  setState(State::kReconnecting);
+  if (heartbeat_timer_) {
+    timers_.cancel(*heartbeat_timer_);
+    heartbeat_timer_.reset();
+  }
+  reconnect_deadline_ = timers_.now() + options_.reconnect_timeout;
+  reconnect_wait_ = options_.reconnect_delay;
+  scheduleReconnect();
+}
+
+void Backend::scheduleReconnect() {
+  timers_.schedule(reconnect_wait_, [this] {
+    if (state_ == State::kReconnecting && !exiting_) connect();
+  });
+  reconnect_wait_ = std::min(reconnect_wait_ * 2, options_.reconnect_max_delay);
+}
+
+void Backend::onReconnectFailed(const std::string& reason, bool retryable) {
+  if (!retryable || timers_.now() + reconnect_wait_ > reconnect_deadline_) {
+    exitExecutor(
+        ExitCode::kDriverLost,
+        fmt::format("could not get the connection to driver {} back within {} ms ({}): {}",
+                    options_.driver_url, options_.reconnect_timeout.count(), lost_because_, reason),
+        /*notify_driver=*/false);
+    return;
+  }
+  log()->info("reconnecting to driver {}: {}; next try in {} ms", options_.driver_url, reason,
+              reconnect_wait_.count());
+  scheduleReconnect();
+}
+
+void Backend::resume() {
+  proto::ResumeExecutor ask;
+  ask.executor_id = options_.executor_id;
+  ask.running.reserve(running_.size() + waiting_.size());
+  for (const auto& [task_id, task] : running_) ask.running.push_back(task_id);
+  for (const auto& waiting : waiting_) ask.running.push_back(waiting.task.task_id);
+  for (const auto& queued : outbox_) {
+    if (queued.final_status) ask.running.push_back(queued.task_id);
+  }
+  std::sort(ask.running.begin(), ask.running.end());
+  if (options_.held_blocks) ask.blocks = options_.held_blocks();
+  link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {
+    if (state_ != State::kReconnecting || exiting_) return;
+    if (result.ok) {
+      try {
+        onResumed(proto::decodeBody<proto::ResumeAccepted>(result.body));
+      } catch (const proto::BodyError& e) {
+        exitExecutor(
+            ExitCode::kDriverLost,
+            fmt::format("the driver answered ResumeExecutor with an invalid body: {}", e.what()),
+            /*notify_driver=*/false);
+      }
+      return;
+    }
+    if (result.error.code == proto::error_code::kDisconnected) return;  // onDriverDisconnected
+    if (result.error.code == proto::error_code::kTimeout) {
+      link_.close();
+      onReconnectFailed("the driver did not answer ResumeExecutor in time", true);
+      return;
+    }
+    // not_resumable, or unknown_type from a driver that cannot take agents back.
+    exitExecutor(
+        ExitCode::kDriverLost,
+        fmt::format("driver {} would not take executor {} back: {} ({})", options_.driver_url,
+                    options_.executor_id, result.error.message, result.error.code),
+        /*notify_driver=*/false);
+  });
+}
+
+void Backend::onResumed(const proto::ResumeAccepted& accepted) {
+  ++resumes_;
+  last_driver_message_ = timers_.now();
+  const std::unordered_set<std::uint64_t> counted(accepted.tasks.begin(), accepted.tasks.end());
+  std::unordered_set<std::uint64_t> known;
+  for (const auto& queued : outbox_) {
+    if (queued.final_status) known.insert(queued.task_id);
+  }
+  // Written before the connection went, and the driver never saw them: ahead of the outbox,
+  // in the order they were first sent.
+  std::deque<Outgoing> again;
+  for (auto& sent : recent_ends_) {
+    if (counted.count(sent.task_id) > 0 && known.insert(sent.task_id).second) {
+      again.push_back(std::move(sent));
+    }
+  }
+  recent_ends_.clear();  // every other one reached the driver
+  for (auto it = again.rbegin(); it != again.rend(); ++it) outbox_.push_front(std::move(*it));
+  std::vector<std::uint64_t> never_received;
+  for (const auto task_id : accepted.tasks) {
+    if (known.count(task_id) == 0 && running_.count(task_id) == 0 &&
+        findWaiting(task_id) == waiting_.end()) {
+      never_received.push_back(task_id);
+    }
+  }
+  setState(State::kRunning);
+  log()->info(
+      "resumed with driver {} as executor {} ({}): {} task(s) running here, {} final status(es) "
+      "sent again, {} launch(es) never received reported LOST",
+      options_.driver_url, options_.executor_id, lost_because_, running_.size() + waiting_.size(),
+      again.size(), never_received.size());
+  for (const auto task_id : never_received) {
+    proto::StatusUpdate lost;
+    lost.executor_id = options_.executor_id;
+    lost.task_id = task_id;
+    lost.state = proto::TaskState::kLost;
+    lost.reason =
+        "its launch never reached executor " + options_.executor_id + " (lost with the connection)";
+    sendStatus(lost);
+  }
+  flushOutbox();
+  scheduleHeartbeat();
+}
+
+void Backend::rememberEnd(std::uint64_t task_id, proto::Envelope frame) {
+  if (!resumable()) return;
+  if (recent_ends_.size() == kRecentEnds) recent_ends_.pop_front();
+  recent_ends_.push_back(Outgoing{std::move(frame), task_id, true});
+}
+
+}  // namespace dockhand::agent
