@@ -774,7 +774,15 @@ void Backend::finishExit(ExitCode code) {
 
 // ---- Decommission (DecommissionFlow does the work) -----------------------------------------
 
-void Backend::onDecommissionSignal() { decommission_.onSignal(); }
+void Backend::onDecommissionSignal() {
+  if (state_ == State::kReconnecting) {
+    // The driver must hear of it first (ExecutorDecommissioning): once it takes us back.
+    log()->warn("decommission signal while reconnecting to the driver: carried out once resumed");
+    decommission_after_resume_ = true;
+    return;
+  }
+  decommission_.onSignal();
+}
 
 void Backend::driverAnswered() { last_driver_message_ = timers_.now(); }
 

@@ -292,7 +292,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // While Reconnecting: when to give up, and the wait before the next try.
   TimePoint reconnect_deadline_{};
   Millis reconnect_wait_{0};
-  std::string lost_because_;  // why the connection went, for the log
+  std::string lost_because_;                // why the connection went, for the log
+  bool decommission_after_resume_ = false;  // the decommission signal came while Reconnecting
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;

@@ -140,6 +140,10 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
   }
   flushOutbox();
   scheduleHeartbeat();
+  if (decommission_after_resume_) {
+    decommission_after_resume_ = false;
+    decommission_.onSignal();
+  }
 }
 
 void Backend::rememberEnd(std::uint64_t task_id, proto::Envelope frame) {

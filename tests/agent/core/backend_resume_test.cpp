@@ -195,6 +195,21 @@ TEST(BackendResumeTest, ASilentDriverIsGivenUpAndReconnected) {
   EXPECT_TRUE(h.exiter.codes.empty());
 }
 
+TEST(BackendResumeTest, ADecommissionSignalWhileReconnectingIsCarriedOutOnceResumed) {
+  ResumeHarness h;
+  h.runToRunning();
+  h.link.is_connected = false;
+  h.backend.onDriverDisconnected("connection reset by peer");
+  h.backend.onDecommissionSignal();
+  EXPECT_EQ(h.link.attemptedOfType("ExecutorDecommissioning"), 0u) << "no driver to tell yet";
+  h.timers.advance(Millis(100));
+  h.link.is_connected = true;
+  h.backend.onDriverConnected();
+  h.takeResume();
+  h.acceptResume({});
+  EXPECT_EQ(h.link.attemptedOfType("ExecutorDecommissioning"), 1u);
+}
+
 TEST(BackendResumeTest, WithoutResumingADroppedConnectionStillExits) {
   Harness h;
   h.runToRunning();
