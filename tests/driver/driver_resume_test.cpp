@@ -311,5 +311,29 @@ TEST_F(DriverProtocolTest, AHeldAgentNotBackInTimeIsLoggedLost) {
   EXPECT_TRUE(driver_protocol_fixture::executor(port_, "exec-1").is_null());
 }
 
+TEST_F(DriverProtocolTest, ASilentResumingAgentIsClosedAndHeld) {
+  Json config = driver_protocol_fixture::baseConfig();
+  config["agent_timeout_ms"] = 800;
+  config["heartbeat_interval_ms"] = 300;
+  config["agent_reconnect_grace_ms"] = 10000;
+  ASSERT_NO_FATAL_FAILURE(start(config));
+  Client quiet(port_);
+  ASSERT_EQ(quiet.hello()["ok"], true);
+  ASSERT_EQ(registerResuming(quiet, "quiet-1", 1)["ok"], true);
+  EXPECT_TRUE(quiet.closedByPeer());
+  const Json held = driver_protocol_fixture::executor(port_, "quiet-1");
+  ASSERT_TRUE(held.is_object()) << driver_->log();
+  EXPECT_EQ(held["state"], "disconnected");
+  const std::string log = driver_->log();
+  EXPECT_NE(log.find("agent 'quiet-1' disconnected (no message for more than 800 ms); holding"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("agent 'quiet-1' lost"), std::string::npos) << log;
+
+  Client back(port_);
+  ASSERT_EQ(back.hello()["ok"], true);
+  EXPECT_EQ(resume(back, "quiet-1", {})["ok"], true);
+}
+
 }  // namespace
 }  // namespace dockhand::driver
