@@ -22,9 +22,15 @@ bool BlockMap::removeHolder(const std::string& id, const std::string& holder) {
 }
 
 std::vector<std::string> BlockMap::dropHolder(const std::string& holder) {
+  return dropHolderExcept(holder, {});
+}
+
+std::vector<std::string> BlockMap::dropHolderExcept(const std::string& holder,
+                                                    const std::set<std::string>& kept) {
   std::vector<std::string> gone;
   for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->second.holders.erase(holder) > 0 && it->second.holders.empty()) {
+    if (kept.count(it->first) == 0 && it->second.holders.erase(holder) > 0 &&
+        it->second.holders.empty()) {
       gone.push_back(it->first);
       it = blocks_.erase(it);
     } else {

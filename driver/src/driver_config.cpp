@@ -42,9 +42,10 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
   try {
     JsonReader r(root, "");
     r.rejectUnknown({"properties", "log_level", "resource_profile", "agent_timeout_ms",
-                     "heartbeat_interval_ms", "max_attempts", "launch_ahead", "max_frame_bytes",
-                     "server_threads", "hello_timeout_ms", "max_queued_frames",
-                     "result_fetch_timeout_ms", "max_result_bytes", "auth_secret_file", "tls"});
+                     "agent_reconnect_grace_ms", "heartbeat_interval_ms", "max_attempts",
+                     "launch_ahead", "max_frame_bytes", "server_threads", "hello_timeout_ms",
+                     "max_queued_frames", "result_fetch_timeout_ms", "max_result_bytes",
+                     "auth_secret_file", "tls"});
     DriverConfig c;
     c.properties = r.optionalStringMap("properties");
     if (r.has("log_level")) {
@@ -68,6 +69,8 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
       }
     }
     c.agent_timeout_ms = r.optionalInt("agent_timeout_ms", c.agent_timeout_ms, 100, 86400000);
+    c.agent_reconnect_grace_ms =
+        r.optionalInt("agent_reconnect_grace_ms", c.agent_reconnect_grace_ms, 0, 86400000);
     c.heartbeat_interval_ms =
         r.optionalInt("heartbeat_interval_ms", c.heartbeat_interval_ms, 10, 86400000);
     c.max_attempts = static_cast<int>(r.optionalInt("max_attempts", c.max_attempts, 1, 1000));

@@ -42,7 +42,8 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
       agents_lost_(registry
                        .counter("dockhand_driver_agents_lost_total",
                                 "Agents lost without saying goodbye (connection closed or silent "
-                                "past agent_timeout_ms).")
+                                "past agent_timeout_ms; one that resumes: not back within "
+                                "agent_reconnect_grace_ms).")
                        .get()),
       launches_(registry
                     .counter("dockhand_driver_task_launches_total",
@@ -57,7 +58,10 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
       control_requests_(registry.counter("dockhand_driver_control_requests_total",
                                          "Control API requests (/v1/...), by method and status.",
                                          {"method", "code"})),
-      agents_(registry.gauge("dockhand_driver_agents", "Registered agents, by state.", {"state"})),
+      agents_(registry.gauge("dockhand_driver_agents",
+                             "Registered agents, by state (disconnected: held for its grace "
+                             "window).",
+                             {"state"})),
       tasks_(registry.gauge("dockhand_driver_tasks",
                             "Tasks of the current (or last) job, by state.", {"state"})) {
   auto& ends =
@@ -69,6 +73,7 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
         &ends.labels({std::string(protocol::toString(state))});
   }
   for (AgentState state : kAgentStates) agents_.labels({std::string(toString(state))});
+  agents_.labels({std::string(kDisconnectedState)});
   for (TaskOutcome outcome : kOutcomes) tasks_.labels({std::string(toString(outcome))});
 }
 
@@ -87,11 +92,12 @@ void DriverMetrics::controlRequest(const std::string& method, int status) {
 }
 
 void DriverMetrics::setGauges(const Scheduler& scheduler) {
-  std::map<AgentState, int> agents;
-  for (const auto& [id, agent] : scheduler.agents()) ++agents[agent.state];
+  std::map<std::string_view, int> agents;
+  for (const auto& [id, agent] : scheduler.agents()) ++agents[reportedState(agent)];
   for (AgentState state : kAgentStates) {
-    agents_.labels({std::string(toString(state))}).set(agents[state]);
+    agents_.labels({std::string(toString(state))}).set(agents[toString(state)]);
   }
+  agents_.labels({std::string(kDisconnectedState)}).set(agents[kDisconnectedState]);
   std::map<TaskOutcome, int> tasks;
   for (const TaskRecord& task : scheduler.tasks()) ++tasks[task.outcome];
   for (TaskOutcome outcome : kOutcomes) {

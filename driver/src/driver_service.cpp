@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -33,7 +35,7 @@ DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now
     : config_(std::move(config)),
       now_(std::move(now)),
       scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms),
-                                  config_.launch_ahead}),
+                                  config_.launch_ahead, Millis(config_.agent_reconnect_grace_ms)}),
       metrics_(metrics::defaultRegistry()),
       result_fetcher_(
           ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
@@ -199,10 +201,15 @@ void DriverService::apply(Actions& actions) {
         break;
       }
       case Action::Kind::kDisconnect:
-        logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
-                               action.reason);
-        ++agents_lost_;
-        metrics_.agentLost();
+        if (const AgentInfo* held = scheduler_.agent(action.agent_id);
+            held != nullptr && held->disconnected_since) {
+          logHeld(action.agent_id, action.reason);  // silent, but it may come back
+        } else {
+          logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
+                                 action.reason);
+          ++agents_lost_;
+          metrics_.agentLost();
+        }
         c.close(action.reason);
         agent_connections_.erase(it);
         break;
@@ -215,8 +222,12 @@ void DriverService::apply(Actions& actions) {
 void DriverService::tickerLoop() {
   using std::chrono::milliseconds;
   const auto heartbeat_every = milliseconds(config_.heartbeat_interval_ms);
-  const auto check_every =
+  auto check_every =
       std::min(milliseconds(1000), milliseconds(std::max(10L, config_.agent_timeout_ms / 4)));
+  if (config_.agent_reconnect_grace_ms > 0) {
+    check_every =
+        std::min(check_every, milliseconds(std::max(10L, config_.agent_reconnect_grace_ms / 4)));
+  }
   auto next_heartbeat = SteadyClock::now() + heartbeat_every;
   auto next_check = SteadyClock::now() + check_every;
   for (;;) {
@@ -240,7 +251,16 @@ void DriverService::tickerLoop() {
       next_check = now + check_every;
       std::lock_guard lock(mutex_);
       Actions actions;
-      if (!scheduler_.expireSilentAgents(now_(), actions).empty()) {
+      const TimePoint at = now_();
+      const bool silent = !scheduler_.expireSilentAgents(at, actions).empty();
+      const std::vector<std::string> gone = scheduler_.expireDisconnected(at, actions);
+      for (const auto& id : gone) {
+        logger("driver")->warn("agent '{}' lost: not back within {} ms; its tasks are rescheduled",
+                               id, config_.agent_reconnect_grace_ms);
+        ++agents_lost_;
+        metrics_.agentLost();
+      }
+      if (silent || !gone.empty()) {
         apply(actions);
         changed_.notify_all();
       }

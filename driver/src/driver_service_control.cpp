@@ -5,6 +5,7 @@
 #include "dockhand/driver/driver_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -26,10 +27,19 @@ HttpReply errorReply(int status, const std::string& message) {
 
 }  // namespace
 
-Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks) {
+Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks, TimePoint now) {
+  // A held agent is shown as what the operator must know first: it is away, and may be back.
+  Json disconnected_for = nullptr;
+  if (agent.disconnected_since) {
+    disconnected_for =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - *agent.disconnected_since)
+            .count();
+  }
   return Json{{"executor_id", agent.id},
               {"host", agent.host},
-              {"state", std::string(toString(agent.state))},
+              {"state", std::string(reportedState(agent))},
+              {"connected", !agent.disconnected_since},
+              {"disconnected_for_ms", std::move(disconnected_for)},
               {"cores", agent.cores},
               {"free_cores", std::clamp(agent.free_cores - agent.ahead, 0, agent.cores)},
               {"running_tasks", agent.running},
@@ -45,9 +55,10 @@ Json DriverService::executorsJson() const {
     auto it = held.find(holder);
     return it == held.end() ? std::size_t{0} : it->second;
   };
+  const TimePoint now = now_();
   Json list = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id));
+    Json entry = agentSummaryJson(agent, count(id), now);
     entry["decommission"] = agent.decommission;
     list.push_back(std::move(entry));
   }

@@ -4,6 +4,7 @@
 // connections' reader threads.
 #include "dockhand/driver/driver_service.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,6 +148,9 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
     case MessageType::kRegisterExecutor:
       handleRegister(c, env);
       return;
+    case MessageType::kResumeExecutor:
+      handleResume(c, env);
+      return;
     case MessageType::kStatusUpdate:
       handleStatus(c, env);
       return;
@@ -259,6 +263,17 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
   {
     std::lock_guard lock(mutex_);
     Actions actions;
+    if (const AgentInfo* held = scheduler_.agent(reg.executor_id);
+        held != nullptr && held->disconnected_since) {
+      // It came back as a new agent (restarted, or it could not resume): what the held one ran
+      // and stored is gone with the old process.
+      scheduler_.removeAgent(reg.executor_id, "registered anew instead of resuming", actions);
+      ++agents_lost_;
+      metrics_.agentLost();
+      logger("driver")->warn(
+          "agent '{}' lost: it registered anew instead of resuming; its tasks are rescheduled",
+          reg.executor_id);
+    }
     result = scheduler_.registerAgent(reg, now_(), actions);
     if (result) {
       ++registrations_;
@@ -282,6 +297,54 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
   logger("driver")->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
                          reg.executor_id, reg.hostname, c->peer(), reg.cores,
                          describeResources(reg));
+}
+
+void DriverService::handleResume(const std::shared_ptr<Connection>& c,
+                                 const protocol::Envelope& env) {
+  if (!c->agent_id.empty()) {
+    refuse(*c, env.id, ec::kUnexpectedMessage,
+           fmt::format("this connection is already registered as '{}'", c->agent_id));
+    return;
+  }
+  auto resume = protocol::decodeBody<protocol::ResumeExecutor>(env.body);
+  std::optional<Error> refusal;
+  std::size_t tasks = 0;
+  std::size_t blocks = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Actions actions;
+    Result<protocol::ResumeAccepted> result = scheduler_.resumeAgent(resume, now_(), actions);
+    if (result) {
+      // Bound to the agent as a registration and its LaunchedExecutor would: it is active.
+      agent_connections_[resume.executor_id] = c;
+      c->agent_id = resume.executor_id;
+      tasks = result->tasks.size();
+      blocks = scheduler_.blocks().heldBy(resume.executor_id);
+      // The reply goes out before the kills and launches the resume leads to.
+      c->send(protocol::makeReply(env.id, protocol::toJson(*result)));
+      apply(actions);
+      changed_.notify_all();
+    } else {
+      refusal = result.error();
+    }
+  }
+  if (refusal) {
+    logger("driver")->warn("refused ResumeExecutor from {}: {}", c->peer(), refusal->message);
+    refuse(*c, env.id, refusal->code, refusal->message);
+    c->close("not resumable");
+    return;
+  }
+  logger("driver")->info("agent '{}' resumed from {}: {} task(s), {} block(s)", resume.executor_id,
+                         c->peer(), tasks, blocks);
+}
+
+void DriverService::logHeld(const std::string& agent_id, const std::string& why) const {
+  const AgentInfo* agent = scheduler_.agent(agent_id);
+  if (agent == nullptr) return;
+  logger("driver")->warn(
+      "agent '{}' disconnected ({}); holding its {} task(s) and {} block(s) for {} ms", agent_id,
+      why, agent->running, scheduler_.blocks().heldBy(agent_id),
+      scheduler_.reconnectGrace().count());
 }
 
 void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
@@ -343,6 +406,9 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
   if (told_to_stop_.erase(c->agent_id) > 0) {
     scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
     logger("driver")->info("agent '{}' stopped", c->agent_id);
+  } else if (scheduler_.disconnectAgent(c->agent_id, "connection closed: " + why, now_(),
+                                        actions)) {
+    logHeld(c->agent_id, "connection closed: " + why);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     ++agents_lost_;
     metrics_.agentLost();

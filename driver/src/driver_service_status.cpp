@@ -132,7 +132,7 @@ Json DriverService::clusterJson() const {
   };
   Json agents = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id));
+    Json entry = agentSummaryJson(agent, count(id), now);
     entry.update({{"resources", resourcesJson(agent)},
                   {"tasks_finished", agent.tasks_finished},
                   {"tasks_failed", agent.tasks_failed},
@@ -140,6 +140,7 @@ Json DriverService::clusterJson() const {
                   {"log_urls", agent.log_urls},
                   {"registered_ms_ago", toMs(now - agent.registered_at)},
                   {"last_seen_ms_ago", toMs(now - agent.last_seen)},
+                  {"disconnect_reason", agent.disconnect_reason},
                   {"decommission", decommissionJson(agent)}});
     agents.push_back(std::move(entry));
   }

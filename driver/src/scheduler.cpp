@@ -107,6 +107,7 @@ Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, Tim
   agent.free_cores = reg.cores + agent.ahead;
   agent.block_url = reg.block_url;
   agent.log_urls = reg.log_urls;
+  agent.resumes = reg.resumes;
   agent.registered_at = now;
   agent.last_seen = now;
   for (const auto& [name, info] : reg.resources) {
@@ -131,8 +132,10 @@ bool Scheduler::agentLaunched(const std::string& agent_id, TimePoint now, Action
   it->second.last_seen = now;
   if (it->second.state == AgentState::kRegistered) {
     it->second.state = AgentState::kActive;
-    total_free_cores_ += it->second.free_cores;
-    indexAgent(it->second);
+    if (takesTasks(it->second)) {
+      total_free_cores_ += it->second.free_cores;
+      indexAgent(it->second);
+    }
     schedule(now, out);
   }
   return true;
@@ -149,7 +152,7 @@ bool Scheduler::touch(const std::string& agent_id, TimePoint now) {
 bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reason, Actions& out) {
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return false;
-  if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  if (takesTasks(it->second)) total_free_cores_ -= it->second.free_cores;
   unindexAgent(it->second);
   agents_.erase(it);
   const std::vector<std::string> gone = blocks_.dropHolder(agent_id);
@@ -193,7 +196,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
 bool Scheduler::decommissionAgent(const std::string& agent_id) {
   auto it = agents_.find(agent_id);
   if (it == agents_.end()) return false;
-  if (it->second.state == AgentState::kActive) total_free_cores_ -= it->second.free_cores;
+  if (takesTasks(it->second)) total_free_cores_ -= it->second.free_cores;
   unindexAgent(it->second);
   it->second.state = AgentState::kDecommissioning;
   return true;
@@ -212,31 +215,13 @@ bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json
 std::vector<protocol::Peer> Scheduler::peersFor(const std::string& asker) const {
   std::vector<protocol::Peer> peers;
   for (const auto& [id, agent] : agents_) {
-    if (id == asker || agent.block_url.empty() || agent.state == AgentState::kDecommissioning) {
+    if (id == asker || agent.block_url.empty() || agent.state == AgentState::kDecommissioning ||
+        agent.disconnected_since) {
       continue;
     }
     peers.push_back(protocol::Peer{id, agent.block_url});
   }
   return peers;
-}
-
-std::vector<std::string> Scheduler::expireSilentAgents(TimePoint now, Actions& out) {
-  now_ = now;
-  std::vector<std::string> expired;
-  for (const auto& [id, agent] : agents_) {
-    if (now - agent.last_seen > options_.agent_timeout) expired.push_back(id);
-  }
-  for (const auto& id : expired) {
-    std::string reason =
-        fmt::format("no message for more than {} ms", options_.agent_timeout.count());
-    removeAgent(id, reason, out);
-    Action drop;
-    drop.kind = Action::Kind::kDisconnect;
-    drop.agent_id = id;
-    drop.reason = std::move(reason);
-    out.push_back(std::move(drop));
-  }
-  return expired;
 }
 
 const AgentInfo* Scheduler::agent(const std::string& id) const {
@@ -323,9 +308,7 @@ bool Scheduler::onFetchFailed(std::size_t index, const std::string& reader,
 }
 
 const AgentInfo* Scheduler::fallbackReader(const AgentInfo* preferred) const {
-  auto usable = [](const AgentInfo& a) {
-    return a.state == AgentState::kActive && !a.block_url.empty();
-  };
+  auto usable = [](const AgentInfo& a) { return takesTasks(a) && !a.block_url.empty(); };
   if (preferred != nullptr && usable(*preferred)) return preferred;
   for (const auto& [id, agent] : agents_) {
     if (usable(agent)) return &agent;
@@ -335,9 +318,9 @@ const AgentInfo* Scheduler::fallbackReader(const AgentInfo* preferred) const {
 
 bool Scheduler::inputsReady(const TaskSpec& spec) const {
   if (spec.inputs.empty()) return true;
-  const AgentInfo* placeholder = nullptr;  // any active agent serves as the target here
+  const AgentInfo* placeholder = nullptr;  // any agent taking tasks serves as the target here
   for (const auto& [id, agent] : agents_) {
-    if (agent.state == AgentState::kActive) {
+    if (takesTasks(agent)) {
       placeholder = &agent;
       break;
     }
@@ -352,7 +335,8 @@ bool Scheduler::inputsReady(const TaskSpec& spec) const {
 
 std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& target) const {
   // A decommissioning holder is about to leave: its blocks are read once they have moved
-  // (to a peer or the fallback store), or recomputed if they never do.
+  // (to a peer or the fallback store), or recomputed if they never do. A disconnected one may
+  // never come back: its blocks are read once it has resumed.
   const std::string* on_active = nullptr;
   bool in_fallback = false;
   for (const auto& [holder, url] : block.holders) {
@@ -361,7 +345,10 @@ std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& tar
       continue;
     }
     auto agent = agents_.find(holder);
-    if (agent == agents_.end() || agent->second.state == AgentState::kDecommissioning) continue;
+    if (agent == agents_.end() || agent->second.state == AgentState::kDecommissioning ||
+        agent->second.disconnected_since) {
+      continue;
+    }
     if (on_active == nullptr || holder == target.id) on_active = &url;  // its own copy wins
   }
   if (on_active != nullptr) return *on_active;
@@ -518,12 +505,13 @@ void Scheduler::failJob(const std::string& reason, Actions& out) {
   for (auto& [task_id, run] : running_) {
     if (run.job_seq != job_seq_ || run.kill_requested) continue;
     run.kill_requested = true;
+    run.kill_reason = "job failed: " + reason;
     tasks_[run.index].outcome = TaskOutcome::kKilled;
     Action kill;
     kill.kind = Action::Kind::kKill;
     kill.agent_id = run.agent_id;
     kill.task_id = task_id;
-    kill.reason = "job failed: " + reason;
+    kill.reason = run.kill_reason;
     out.push_back(std::move(kill));
   }
 }

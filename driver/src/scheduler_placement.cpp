@@ -23,7 +23,7 @@ int resourceAddressCount(double amount) {
 // ---- placement ----------------------------------------------------------------------------
 
 bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
-  if (agent.state != AgentState::kActive || agent.free_cores < spec.cpus) return false;
+  if (!takesTasks(agent) || agent.free_cores < spec.cpus) return false;
   // Never more than the agent has, launch_ahead or not: such a task fits nowhere.
   if (spec.cpus > agent.cores) return false;
   for (const auto& [name, amount] : spec.resources) {
@@ -49,11 +49,11 @@ AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
 }
 
 void Scheduler::indexAgent(const AgentInfo& agent) {
-  if (agent.state == AgentState::kActive) by_free_cores_.emplace(-agent.free_cores, agent.id);
+  if (takesTasks(agent)) by_free_cores_.emplace(-agent.free_cores, agent.id);
 }
 
 void Scheduler::unindexAgent(const AgentInfo& agent) {
-  if (agent.state == AgentState::kActive) by_free_cores_.erase({-agent.free_cores, agent.id});
+  if (takesTasks(agent)) by_free_cores_.erase({-agent.free_cores, agent.id});
 }
 
 void Scheduler::schedule(TimePoint now, Actions& out) {
@@ -159,7 +159,7 @@ void Scheduler::release(const RunningTask& run) {
   unindexAgent(agent);
   agent.free_cores += run.cpus;
   indexAgent(agent);
-  if (agent.state == AgentState::kActive) total_free_cores_ += run.cpus;
+  if (takesTasks(agent)) total_free_cores_ += run.cpus;
   if (agent.running > 0) --agent.running;
   for (const auto& [name, addresses] : run.resources) {
     auto& free = agent.free_units[name];

@@ -99,6 +99,23 @@ TEST(BlockMapTest, DropHolderReturnsTheBlocksLeftWithNoHolderInIdOrder) {
   EXPECT_TRUE(blocks.dropHolder("a").empty());
 }
 
+TEST(BlockMapTest, DropHolderExceptKeepsTheListedBlocksOnly) {
+  BlockMap blocks;
+  blocks.add(info("b0", "a"));  // a's only: lost when not kept
+  blocks.add(info("b1", "a"));  // kept
+  blocks.add(info("b2", "a"));
+  blocks.add(info("b2", "b"));  // also on b: a goes, the block stays
+  const std::vector<std::string> gone = blocks.dropHolderExcept("a", {"b1", "b9"});
+  EXPECT_EQ(gone, std::vector<std::string>{"b0"});
+  EXPECT_EQ(blocks.find("b0"), nullptr);
+  ASSERT_NE(blocks.find("b1"), nullptr);
+  EXPECT_EQ(blocks.at("b1").holders.count("a"), 1u);
+  ASSERT_NE(blocks.find("b2"), nullptr);
+  EXPECT_EQ(blocks.at("b2").holders.count("a"), 0u);
+  EXPECT_EQ(blocks.at("b2").holders.count("b"), 1u);
+  EXPECT_EQ(blocks.find("b9"), nullptr) << "a kept id that was never there is not made up";
+}
+
 TEST(BlockMapTest, HeldByCountsEachHolderAndTheFallbackStoreApart) {
   BlockMap blocks;
   blocks.add(info("b0", "a"));

@@ -11,6 +11,7 @@ namespace {
 TEST(DriverConfigTest, DefaultsWhenEmpty) {
   DriverConfig c = parseDriverConfig(Json::object(), "driver.json");
   EXPECT_EQ(c.agent_timeout_ms, 60000);
+  EXPECT_EQ(c.agent_reconnect_grace_ms, 30000);
   EXPECT_EQ(c.heartbeat_interval_ms, 10000);
   EXPECT_EQ(c.max_attempts, 4);
   EXPECT_EQ(c.launch_ahead, 0) << "Spark's way unless asked";
@@ -25,7 +26,8 @@ TEST(DriverConfigTest, ReadsEveryKey) {
     "properties": {"dockhand.driver.timeout_ms": "30000"}, "log_level": "debug",
     "resource_profile": {"id": 0, "executor_resources": {"gpu": {"amount": 2}},
                          "task_resources": {"gpu": 1}},
-    "agent_timeout_ms": 5000, "heartbeat_interval_ms": 500, "max_attempts": 2, "launch_ahead": 8,
+    "agent_timeout_ms": 5000, "agent_reconnect_grace_ms": 0, "heartbeat_interval_ms": 500,
+    "max_attempts": 2, "launch_ahead": 8,
     "max_frame_bytes": 65536, "server_threads": 64, "hello_timeout_ms": 2000,
     "max_queued_frames": 1000, "result_fetch_timeout_ms": 1500, "max_result_bytes": 4096})"),
                                      "driver.json");
@@ -33,6 +35,7 @@ TEST(DriverConfigTest, ReadsEveryKey) {
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.resource_profile.executor_resources.at("gpu").amount, 2);
   EXPECT_EQ(c.agent_timeout_ms, 5000);
+  EXPECT_EQ(c.agent_reconnect_grace_ms, 0) << "0 is allowed: nobody is held";
   EXPECT_EQ(c.heartbeat_interval_ms, 500);
   EXPECT_EQ(c.max_attempts, 2);
   EXPECT_EQ(c.launch_ahead, 8);
@@ -65,6 +68,8 @@ TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
                 .find("/heartbeat_interval_ms"),
             std::string::npos);
   EXPECT_NE(errorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"agent_reconnect_grace_ms": -1})").find("/agent_reconnect_grace_ms"),
+            std::string::npos);
 }
 
 TEST(DriverConfigTest, TlsSectionIsReadAndChecked) {

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ class BlockMap {
   // Drops `holder` from every block; returns the blocks left with no holder (now erased),
   // in id order.
   std::vector<std::string> dropHolder(const std::string& holder);
+  // Drops `holder` from every block but those in `kept` (a resumed agent's own list of what it
+  // holds); returns the blocks left with no holder (now erased), in id order.
+  std::vector<std::string> dropHolderExcept(const std::string& holder,
+                                            const std::set<std::string>& kept);
 
   // The block, or nullptr when no holder has it.
   const BlockLocation* find(const std::string& id) const;

@@ -27,6 +27,10 @@ struct DriverConfig {
 
   // An agent that sends nothing for this long is lost: its tasks are rescheduled.
   long agent_timeout_ms = 60000;
+  // An agent that registered with `resumes` is held this long after its connection drops
+  // (its tasks and blocks kept, nothing new sent to it) and may come back with ResumeExecutor;
+  // past it, it is lost. 0: nobody is held, a dropped agent is lost at once.
+  long agent_reconnect_grace_ms = 30000;
   // How often the driver sends Heartbeat to every agent. Also served to agents as
   // dockhand.heartbeat.interval_ms unless `properties` sets that key.
   long heartbeat_interval_ms = 10000;

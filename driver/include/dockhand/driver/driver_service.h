@@ -23,12 +23,16 @@
 // scheduler with the bytes as the result's value, or as FAILED saying why they could not be
 // had (a failed attempt, retried as any other).
 //
+// An agent that registered with `resumes` and whose connection drops is held for
+// agent_reconnect_grace_ms (Scheduler::disconnectAgent): it may come back on a new connection
+// with ResumeExecutor; the ticker drops it as lost past the window.
+//
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
-// driver's heartbeats and expires silent agents; result fetches run on the ResultFetcher's. All
-// scheduler state is behind one mutex, held only for the scheduler call itself: decoding happens
-// before, encoding after (on the connections' writer threads). Actions are queued on connections
-// while the mutex is held, so a launch and a later kill of the same task reach the agent in that
-// order.
+// driver's heartbeats and expires silent agents and held ones past their window; result fetches run
+// on the ResultFetcher's. All scheduler state is behind one mutex, held only for the scheduler call
+// itself: decoding happens before, encoding after (on the connections' writer threads). Actions are
+// queued on connections while the mutex is held, so a launch and a later kill of the same task
+// reach the agent in that order.
 //
 // The code, by seam: driver_service.cpp (lifetime, the `run` side, actions, the ticker),
 // driver_service_frames.cpp (the agent protocol), driver_service_handshake.cpp (Hello and
@@ -127,8 +131,9 @@ class DriverService : public FrameHandler {
  private:
   // The fields GET /v1/executors and GET /v1/cluster both give for an agent; `blocks` is how
   // many it holds (BlockMap::countByHolder).
-  // The free cores shown are the agent's own (launch_ahead not counted; never below 0).
-  static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks);
+  // The free cores shown are the agent's own (launch_ahead not counted; never below 0). A
+  // held agent (disconnected, within its grace window) shows state "disconnected".
+  static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks, TimePoint now);
   // A /v1/ request of the control API.
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
   // GET / and the page's script and style; nullopt for any other path.
@@ -140,6 +145,10 @@ class DriverService : public FrameHandler {
   // Refuses a peer that failed authentication (auth_failed), counts it and closes.
   void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // ResumeExecutor: binds this connection to the held agent, as a registration does.
+  void handleResume(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // Logs that the scheduler holds the agent (its connection ended: `why`); caller holds mutex_.
+  void logHeld(const std::string& agent_id, const std::string& why) const;
   void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   void handleHeartbeat(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   // A FINISHED update whose result names a block: starts fetching it and returns true, or

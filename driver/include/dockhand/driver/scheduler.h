@@ -21,6 +21,11 @@
 //  * LOST, or the loss of the agent (disconnected without RemoveExecutor, or silent for
 //    agent_timeout), reschedules the task without counting an attempt.
 //  * An executor id may be registered once at a time (duplicate_executor otherwise).
+//  * An agent that registered with `resumes` (protocol.md 6.6) is not lost when its
+//    connection drops: disconnectAgent() holds it for SchedulerOptions::reconnect_grace with
+//    its running tasks (not rescheduled) and its block locations, launching nothing on it and
+//    sending no reader to its blocks. resumeAgent() (ResumeExecutor within the window) makes it
+//    active again; expireDisconnected() drops it as lost once the window has passed.
 //
 // Blocks (after Spark's BlockManagerMaster): UpdateBlockInfo tells where each block lives, at
 // one or more holders (an agent, or "" for the fallback store); a BlockMap keeps the record. A task
@@ -28,11 +33,12 @@
 // with TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an active holder (the
 // target agent's own copy first), or for a fallback block "<block_url of an active agent>/
 // blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
-// reader waits until the block has moved (UpdateBlockInfo) or is lost. When an agent leaves (lost,
-// stopped, or after its decommission) its holdings go with it; a block left with no holder is lost,
-// and if a task that reads it has not finished yet, the task that produced it runs again (counted
-// in reruns_for_lost_blocks). A decommissioning agent takes no new tasks and is no peer for block
-// migration.
+// reader waits until the block has moved (UpdateBlockInfo) or is lost. Nor is a disconnected
+// (held) one: the reader waits until it resumes or expires (its blocks then go with it). When an
+// agent leaves (lost, stopped, or after its decommission) its holdings go with it; a block left
+// with no holder is lost, and if a task that reads it has not finished yet, the task that produced
+// it runs again (counted in reruns_for_lost_blocks). A decommissioning agent takes no new tasks and
+// is no peer for block migration.
 //
 // Fetch failures (after Spark's FetchFailed): a task that reports FAILED with `fetch_failed`
 // could not read one of its inputs from the URL its launch named. That holder is taken as not
@@ -43,7 +49,8 @@
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
 //
 // The code: scheduler.cpp (agents, blocks, the job), scheduler_placement.cpp (matching a task
-// to an agent, what a launch takes and gives back).
+// to an agent, what a launch takes and gives back), scheduler_resume.cpp (holding a
+// disconnected agent, its resume, its expiry).
 #pragma once
 
 #include <chrono>
@@ -118,6 +125,12 @@ struct AgentInfo {
   std::string block_url;
   std::map<std::string, std::string> log_urls;  // as registered (e.g. "stdout" -> URL)
   AgentState state = AgentState::kRegistered;
+  // It registered with `resumes`: a dropped connection holds it for the grace window.
+  bool resumes = false;
+  // Set while it is held without a connection (since when): it takes no task, its blocks are
+  // not read, and it is no peer. `state` is what it will be again once it resumes.
+  std::optional<TimePoint> disconnected_since;
+  std::string disconnect_reason;  // why its connection ended, while disconnected
   TimePoint registered_at{};
   TimePoint last_seen{};
   std::size_t running = 0;
@@ -126,6 +139,11 @@ struct AgentInfo {
   std::uint64_t tasks_failed = 0;    // launches that ended FAILED, KILLED or LOST
   Json decommission;  // the latest Heartbeat.decommission; null when none was reported
 };
+
+// The agent's state as reported (/v1/executors, /v1/cluster, /metrics): "disconnected" while
+// it is held without a connection, else toString(agent.state).
+inline constexpr std::string_view kDisconnectedState = "disconnected";
+std::string_view reportedState(const AgentInfo& agent);
 
 // What became of one task of the job.
 enum class TaskOutcome { kPending, kRunning, kFinished, kFailed, kKilled, kCancelled };
@@ -150,7 +168,7 @@ struct TaskRecord {
   std::optional<int> signal;
   std::string stderr_tail;
   std::map<std::string, std::string> log_urls;  // where its agent serves its logs, by stream
-  std::map<std::string, int> fetch_failures;     // input block id -> launches that failed on it
+  std::map<std::string, int> fetch_failures;    // input block id -> launches that failed on it
 };
 
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };
@@ -176,6 +194,9 @@ struct SchedulerOptions {
   // Cores' worth of tasks an agent is sent beyond its free cores (DriverConfig::launch_ahead):
   // its free_cores start that much above its cores.
   int launch_ahead = 0;
+  // How long an agent that registered with `resumes` is held after its connection drops
+  // (DriverConfig::agent_reconnect_grace_ms). 0: nobody is held, a dropped agent is lost.
+  Millis reconnect_grace{0};
 };
 
 class Scheduler {
@@ -199,11 +220,31 @@ class Scheduler {
   // one noted (a change worth a log line).
   bool noteDecommissionProgress(const std::string& agent_id, const Json& report);
   // The block servers that may take `asker`'s blocks: registered agents with a block_url,
-  // not decommissioning, not the asker.
+  // not decommissioning, not disconnected, not the asker.
   std::vector<protocol::Peer> peersFor(const std::string& asker) const;
-  // Removes every agent silent for longer than agent_timeout (a kDisconnect action each)
-  // and returns their ids.
+  // Removes every connected agent silent for longer than agent_timeout (a kDisconnect action
+  // each, to close its connection) and returns their ids. One that registered with `resumes`
+  // is held as by disconnectAgent() instead of removed (the kDisconnect still closes it).
   std::vector<std::string> expireSilentAgents(TimePoint now, Actions& out);
+
+  // ---- disconnected agents (scheduler_resume.cpp) ----
+  // The agent's connection closed. One that registered with `resumes` (and a grace window
+  // above 0) is held: its running tasks stay counted on it, its blocks stay recorded, but it
+  // takes no launch and is read from by nobody until it resumes or expires; returns true.
+  // False when the agent is unknown or not held (the caller then calls removeAgent).
+  bool disconnectAgent(const std::string& agent_id, const std::string& reason, TimePoint now,
+                       Actions& out);
+  // ResumeExecutor: the held agent is back on a new connection. Refused (Error with code
+  // not_resumable) for an unknown agent or one that is not disconnected. Otherwise it is
+  // active again (a resumed agent's executor is up), the blocks it no longer lists are dropped
+  // (lost ones rerun their producers), kills asked for while it was away are sent again, and
+  // the reply lists the tasks counted as running on it, in id order.
+  Result<protocol::ResumeAccepted> resumeAgent(const protocol::ResumeExecutor& resume,
+                                               TimePoint now, Actions& out);
+  // Removes, as lost, every agent held for longer than reconnect_grace (its tasks are
+  // rescheduled without counting an attempt, its blocks dropped) and returns their ids.
+  std::vector<std::string> expireDisconnected(TimePoint now, Actions& out);
+  Millis reconnectGrace() const { return options_.reconnect_grace; }
 
   const std::map<std::string, AgentInfo>& agents() const { return agents_; }
   const AgentInfo* agent(const std::string& id) const;
@@ -255,7 +296,14 @@ class Scheduler {
     std::map<std::string, std::vector<std::string>> resources;
     std::map<std::string, std::int64_t> units_each;  // units taken from each of those addresses
     bool kill_requested = false;
+    std::string kill_reason;  // sent again when its agent resumes
   };
+
+  // True when the agent takes tasks: active and connected. Such agents, and only they, are in
+  // by_free_cores_ and counted in total_free_cores_.
+  static bool takesTasks(const AgentInfo& agent) {
+    return agent.state == AgentState::kActive && !agent.disconnected_since;
+  }
 
   bool fits(const TaskSpec& spec, const AgentInfo& agent) const;
   // True when every input of `spec` can be read from somewhere now (by any active agent).
@@ -273,8 +321,8 @@ class Scheduler {
   bool onFetchFailed(std::size_t index, const std::string& reader,
                      const protocol::FetchFailure& failure, Actions& out);
   AgentInfo* pickAgent(const TaskSpec& spec);
-  // Keep by_free_cores_ in step: unindexAgent() before an active agent's free cores or state
-  // change, indexAgent() after.
+  // Keep by_free_cores_ in step: unindexAgent() before an agent's free cores, state or
+  // connection change, indexAgent() after (both act only on one that takesTasks()).
   void indexAgent(const AgentInfo& agent);
   void unindexAgent(const AgentInfo& agent);
   void launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out);
@@ -286,9 +334,9 @@ class Scheduler {
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
-  int total_free_cores_ = 0;  // over agents accepting work
-  // The active agents as (-free cores, id): most free cores first, ties by id, so that a pick
-  // looks at the best candidates first and stops at the first that fits, instead of scanning
+  int total_free_cores_ = 0;  // over agents that takesTasks()
+  // The agents that takesTasks() as (-free cores, id): most free cores first, ties by id, so that a
+  // pick looks at the best candidates first and stops at the first that fits, instead of scanning
   // every agent for every launch (dockhand-fleet-bench: 1,000 agents).
   std::set<std::pair<int, std::string>> by_free_cores_;
 
