@@ -310,9 +310,19 @@ void DriverService::handleResume(const std::shared_ptr<Connection>& c,
   std::optional<Error> refusal;
   std::size_t tasks = 0;
   std::size_t blocks = 0;
+  std::shared_ptr<Connection> replaced;
   {
     std::lock_guard lock(mutex_);
     Actions actions;
+    if (auto old = agent_connections_.find(resume.executor_id);
+        old != agent_connections_.end() && old->second != c &&
+        scheduler_.disconnectAgent(resume.executor_id, "replaced by a new connection", now_(),
+                                   actions)) {
+      // The agent gave up a connection whose end this side has not seen yet (a partition, a
+      // silent peer): the new one takes its place; the old one is closed below.
+      replaced = old->second;
+      agent_connections_.erase(old);
+    }
     Result<protocol::ResumeAccepted> result = scheduler_.resumeAgent(resume, now_(), actions);
     if (result) {
       // Bound to the agent as a registration and its LaunchedExecutor would: it is active.
@@ -328,6 +338,7 @@ void DriverService::handleResume(const std::shared_ptr<Connection>& c,
       refusal = result.error();
     }
   }
+  if (replaced) replaced->close("replaced by the agent's new connection");
   if (refusal) {
     logger("driver")->warn("refused ResumeExecutor from {}: {}", c->peer(), refusal->message);
     refuse(*c, env.id, refusal->code, refusal->message);
