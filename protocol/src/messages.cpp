@@ -484,21 +484,33 @@ Json toJson(const UpdateBlockInfo& m) {
   for (const auto& b : m.added) added.push_back(toJson(b));
   return {{"executor_id", m.executor_id}, {"added", added}, {"removed", m.removed}};
 }
+namespace {
+
+// The member `key` of r's object, an array of blocks (absent: none); errors name the entry.
+std::vector<BlockInfo> readBlocks(const JsonReader& r, std::string_view key) {
+  std::vector<BlockInfo> blocks;
+  const Json* list = r.find(key);
+  if (list == nullptr) return blocks;
+  if (!list->is_array()) r.fail(key, "expected an array of blocks");
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    try {
+      blocks.push_back(fromJson((*list)[i], Tag<BlockInfo>{}));
+    } catch (const JsonPathError& e) {
+      throw JsonPathError(
+          r.childPath(key) + "/" + std::to_string(i) + (e.path() == "/" ? "" : e.path()),
+          e.detail());
+    }
+  }
+  return blocks;
+}
+
+}  // namespace
+
 UpdateBlockInfo fromJson(const Json& j, Tag<UpdateBlockInfo>) {
   JsonReader r(j, "");
   UpdateBlockInfo m;
   m.executor_id = r.requiredString("executor_id");
-  if (const Json* added = r.find("added")) {
-    if (!added->is_array()) r.fail("added", "expected an array of blocks");
-    for (std::size_t i = 0; i < added->size(); ++i) {
-      try {
-        m.added.push_back(fromJson((*added)[i], Tag<BlockInfo>{}));
-      } catch (const JsonPathError& e) {
-        throw JsonPathError("/added/" + std::to_string(i) + (e.path() == "/" ? "" : e.path()),
-                            e.detail());
-      }
-    }
-  }
+  m.added = readBlocks(r, "added");
   m.removed = r.optionalStringList("removed");
   return m;
 }
@@ -535,17 +547,7 @@ ResumeExecutor fromJson(const Json& j, Tag<ResumeExecutor>) {
   ResumeExecutor m;
   m.executor_id = r.requiredString("executor_id");
   m.running = readTaskIds(r, "running");
-  if (const Json* blocks = r.find("blocks")) {
-    if (!blocks->is_array()) r.fail("blocks", "expected an array of blocks");
-    for (std::size_t i = 0; i < blocks->size(); ++i) {
-      try {
-        m.blocks.push_back(fromJson((*blocks)[i], Tag<BlockInfo>{}));
-      } catch (const JsonPathError& e) {
-        throw JsonPathError("/blocks/" + std::to_string(i) + (e.path() == "/" ? "" : e.path()),
-                            e.detail());
-      }
-    }
-  }
+  m.blocks = readBlocks(r, "blocks");
   return m;
 }
 

@@ -277,6 +277,7 @@ TEST_F(FaultInjectionTest, PartitionedAgentExitsDriverLostAndItsTaskRunsElsewher
   const auto config =
       writeJson("driver.json", {{"heartbeat_interval_ms", 200},
                                 {"agent_timeout_ms", 1500},
+                                {"agent_reconnect_grace_ms", 1000},
                                 {"properties", {{"dockhand.driver.timeout_ms", "1500"}}}});
   // The first attempt (inside the namespace) claims the marker and sleeps; the relaunch finds
   // it taken and finishes at once.
@@ -307,11 +308,12 @@ TEST_F(FaultInjectionTest, PartitionedAgentExitsDriverLostAndItsTaskRunsElsewher
   EXPECT_TRUE(contains(inside->output(), "silent for")) << inside->output();
   EXPECT_TRUE(waitUntil([&] { return processGone(*task) && groupGone(*task); }, 5s))
       << "the partitioned agent's task " << *task << " survived it";
-  // The driver hears nothing from the agent for agent_timeout_ms, drops it and runs the task
-  // on the other agent.
+  // The driver hears nothing from the agent for agent_timeout_ms, holds it for its grace
+  // window in case it comes back, then drops it and runs the task on the other agent.
   EXPECT_EQ(driver->waitExit(20s), 0) << driver->output();
   const std::string out = driver->output();
-  EXPECT_TRUE(contains(out, "agent 'inside' lost: no message for more than 1500 ms")) << out;
+  EXPECT_TRUE(contains(out, "agent 'inside' disconnected")) << out;
+  EXPECT_TRUE(contains(out, "agent 'inside' lost: not back within 1000 ms")) << out;
   EXPECT_TRUE(contains(out, "1 relaunched after agent loss")) << out;
   EXPECT_TRUE(contains(out, "outside")) << out;
   EXPECT_TRUE(contains(out, "rerun")) << out;

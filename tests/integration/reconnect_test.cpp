@@ -11,6 +11,7 @@
 
 #include "support/agent_command.h"
 #include "support/process.h"
+#include "support/shuffle_job.h"
 #include "support/tcp_proxy.h"
 
 namespace dockhand::testing {
@@ -20,50 +21,14 @@ namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
 using std::chrono_literals::operator""ms;
 
-constexpr int kMaps = 4;
-constexpr int kReducers = 2;
-
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-std::string blockId(int map, int reduce) {
-  return "shuffle_0_" + std::to_string(map) + "_" + std::to_string(reduce);
-}
-
 class ReconnectTest : public ::testing::Test {
  protected:
-  const fs::path example_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "decommission";
-  const fs::path data_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "wordcount" / "data";
-
-  // Maps that leave a marker, then take `map_seconds` before they write their blocks.
   fs::path writeJob(int map_seconds) {
-    std::string tasks;
-    for (int m = 0; m < kMaps; ++m) {
-      std::string outputs;
-      for (int r = 0; r < kReducers; ++r) outputs += (r ? ", \"" : "\"") + blockId(m, r) + "\"";
-      tasks += R"({"name": "map-)" + std::to_string(m) + R"(", "shell": "touch ')" +
-               (dir.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
-               (example_ / "map.sh").string() + "' '" +
-               (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
-               std::to_string(m) + " " + std::to_string(kReducers) +
-               R"(", "env": {"MAP_SECONDS": ")" + std::to_string(map_seconds) +
-               R"("}, "outputs": [)" + outputs + "]},\n";
-    }
-    for (int r = 0; r < kReducers; ++r) {
-      std::string inputs;
-      for (int m = 0; m < kMaps; ++m) inputs += (m ? ", \"" : "\"") + blockId(m, r) + "\"";
-      tasks += R"({"name": "reduce-)" + std::to_string(r) + R"(", "shell": "sh ')" +
-               (example_ / "reduce.sh").string() + "' " + std::to_string(r) + " " +
-               std::to_string(kMaps) + R"(", "inputs": [)" + inputs + "]}" +
-               (r + 1 < kReducers ? ",\n" : "\n");
-    }
-    fs::path job = dir.path() / "job.json";
-    writeFile(job,
-              "{\"name\": \"shuffle\", \"max_attempts\": 2, \"aggregate\": \"sum\",\n"
-              "\"tasks\": [\n" +
-                  tasks + "]}\n");
-    return job;
+    return writeShuffleJob(dir.path(), std::to_string(map_seconds));
   }
 
   std::unique_ptr<ChildProcess> startDriver(const fs::path& job) {
@@ -100,7 +65,7 @@ class ReconnectTest : public ::testing::Test {
   }
 
   bool allMapsStarted() const {
-    for (int m = 0; m < kMaps; ++m) {
+    for (int m = 0; m < kShuffleMaps; ++m) {
       if (!fs::exists(dir.path() / ("started-" + std::to_string(m)))) return false;
     }
     return true;

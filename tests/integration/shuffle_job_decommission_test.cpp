@@ -16,6 +16,7 @@
 
 #include "support/agent_command.h"
 #include "support/process.h"
+#include "support/shuffle_job.h"
 #include "support/test_pki.h"
 
 namespace dockhand::testing {
@@ -24,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
 
-constexpr int kMaps = 4;
-constexpr int kReducers = 2;
+constexpr int kMaps = kShuffleMaps;
+constexpr int kReducers = kShuffleReducers;
 
 // Words in the example's input, counted the way `wc -w` does.
 long countWords(const fs::path& dir) {
@@ -44,7 +45,6 @@ std::string quotedBlockId(int map, int reduce) {
 
 class ShuffleJobDecommissionTest : public ::testing::Test {
  protected:
-  const fs::path example_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "decommission";
   const fs::path data_ = fs::path(DOCKHAND_SOURCE_DIR) / "examples" / "wordcount" / "data";
 
   // The example's job, with each map first leaving a marker (so that the test knows the
@@ -52,34 +52,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
   // `library_tasks`: the same job as code in the agents (examples/jobs' "words" library).
   fs::path writeJob() { return library_tasks_ ? writeLibraryJob() : writeShellJob(); }
 
-  fs::path writeShellJob() {
-    std::string tasks;
-    for (int m = 0; m < kMaps; ++m) {
-      std::string outputs;
-      for (int r = 0; r < kReducers; ++r) outputs += (r ? ", " : "") + quotedBlockId(m, r);
-      tasks += R"({"name": "map-)" + std::to_string(m) + R"(", "shell": "touch ')" +
-               (dir.path() / ("started-" + std::to_string(m))).string() + "' && sh '" +
-               (example_ / "map.sh").string() + "' '" +
-               (data_ / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
-               std::to_string(m) + " " + std::to_string(kReducers) +
-               R"(", "env": {"MAP_SECONDS": ")" + map_seconds_ + R"("}, "outputs": [)" +
-               outputs + "]},\n";
-    }
-    for (int r = 0; r < kReducers; ++r) {
-      std::string inputs;
-      for (int m = 0; m < kMaps; ++m) inputs += (m ? ", " : "") + quotedBlockId(m, r);
-      tasks += R"({"name": "reduce-)" + std::to_string(r) + R"(", "shell": "sh ')" +
-               (example_ / "reduce.sh").string() + "' " + std::to_string(r) + " " +
-               std::to_string(kMaps) + R"(", "inputs": [)" + inputs + "]}" +
-               (r + 1 < kReducers ? ",\n" : "\n");
-    }
-    fs::path job = dir.path() / "job.json";
-    writeFile(job,
-              "{\"name\": \"shuffle\", \"max_attempts\": 2, \"aggregate\": \"sum\",\n"
-              "\"tasks\": [\n" +
-                  tasks + "]}\n");
-    return job;
-  }
+  fs::path writeShellJob() { return writeShuffleJob(dir.path(), map_seconds_); }
 
   fs::path writeLibraryJob() {
     nlohmann::json tasks = nlohmann::json::array();
@@ -353,7 +326,8 @@ TEST_F(ShuffleJobDecommissionTest, ABlockFileDeletedBehindTheAgentsBackRerunsOnl
   ASSERT_TRUE(waitUntil(
       [&] {
         for (const char* id : {"agent-a", "agent-b"}) {
-          const fs::path file = dir.path() / (std::string("work-") + id) / "blocks" / "shuffle_0_0_0";
+          const fs::path file =
+              dir.path() / (std::string("work-") + id) / "blocks" / "shuffle_0_0_0";
           if (fs::exists(file)) victim = file;
         }
         return !victim.empty();
