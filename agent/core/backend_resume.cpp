@@ -5,6 +5,7 @@
 // are sent again when the driver still counts their task as running, and a task the driver
 // counts as running that never arrived here is reported LOST.
 #include <algorithm>
+#include <iterator>
 #include <unordered_set>
 
 #include "core/backend.h"
@@ -115,7 +116,8 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
     }
   }
   recent_ends_.clear();  // every other one reached the driver
-  for (auto it = again.rbegin(); it != again.rend(); ++it) outbox_.push_front(std::move(*it));
+  outbox_.insert(outbox_.begin(), std::make_move_iterator(again.begin()),
+                 std::make_move_iterator(again.end()));
   std::vector<std::uint64_t> never_received;
   for (const auto task_id : accepted.tasks) {
     if (known.count(task_id) == 0 && running_.count(task_id) == 0 &&

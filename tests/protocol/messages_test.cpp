@@ -447,7 +447,7 @@ TEST(MessageTest, ResumeExecutorAndItsReplyRoundTrip) {
   EXPECT_EQ(back.blocks[0].id, "shuffle_0_1_2");
   EXPECT_EQ(back.blocks[0].url, m.blocks[0].url);
 
-  const ResumeAccepted reply = decodeBody<ResumeAccepted>(toJson(ResumeAccepted{{3, 4}}));
+  const auto reply = decodeBody<ResumeAccepted>(toJson(ResumeAccepted{{3, 4}}));
   EXPECT_EQ(reply.tasks, (std::vector<std::uint64_t>{3, 4}));
   EXPECT_TRUE(decodeBody<ResumeAccepted>(Json::object()).tasks.empty());
 

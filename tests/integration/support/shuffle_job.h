@@ -37,8 +37,11 @@ inline std::filesystem::path writeShuffleJob(const std::filesystem::path& dir,
              (example / "map.sh").string() + "' '" +
              (data / ("part-" + std::to_string(m + 1) + ".txt")).string() + "' " +
              std::to_string(m) + " " + std::to_string(kShuffleReducers) +
-             R"(", "env": {"MAP_SECONDS": ")" + map_seconds + R"("}, "outputs": [)" + outputs +
-             "]},\n";
+             R"(", "env": {"MAP_SECONDS": ")";
+    tasks += map_seconds;
+    tasks += R"("}, "outputs": [)";
+    tasks += outputs;
+    tasks += "]},\n";
   }
   for (int r = 0; r < kShuffleReducers; ++r) {
     std::string inputs;
@@ -50,7 +53,7 @@ inline std::filesystem::path writeShuffleJob(const std::filesystem::path& dir,
              std::to_string(kShuffleMaps) + R"(", "inputs": [)" + inputs + "]}" +
              (r + 1 < kShuffleReducers ? ",\n" : "\n");
   }
-  const std::filesystem::path job = dir / "job.json";
+  std::filesystem::path job = dir / "job.json";
   writeFile(job,
             "{\"name\": \"shuffle\", \"max_attempts\": 2, \"aggregate\": \"sum\",\n"
             "\"tasks\": [\n" +
