@@ -38,6 +38,12 @@ install(FILES packaging/prometheus/dockhand.yml
 # ---- systemd --------------------------------------------------------------------------------
 install(FILES packaging/systemd/dockhand.service packaging/systemd/dockhand@.service
         DESTINATION "${DOCKHAND_SYSTEMD_UNIT_DIR}" COMPONENT dockhand)
+# The maintainer scripts' upgrade step (restart in place, keeping sessions and blocks), and
+# needrestart told not to restart the agents the destructive way after a library update.
+install(PROGRAMS packaging/systemd/dockhand-restart-in-place
+        DESTINATION "${CMAKE_INSTALL_PREFIX}/lib/dockhand" COMPONENT dockhand)
+install(FILES packaging/needrestart/dockhand.conf
+        DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/needrestart/conf.d" COMPONENT dockhand)
 
 # ---- Kubernetes and the container image ---------------------------------------------------
 # The manifests and the scripts the image runs (docs/operations.md#kubernetes): the image
@@ -199,9 +205,11 @@ set(CPACK_RPM_DEV_PACKAGE_NAME dockhand-devel)
 set(CPACK_RPM_PACKAGE_RELOCATABLE OFF)
 set(CPACK_RPM_DOCKHAND_USER_FILELIST
     "%config(noreplace) ${_etc}/agent.json"
+    "%config(noreplace) ${CMAKE_INSTALL_FULL_SYSCONFDIR}/needrestart/conf.d/dockhand.conf"
     "%exclude ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/lintian")
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
-    /etc /lib /lib/systemd /lib/systemd/system /usr/lib/systemd /usr/lib/systemd/system
+    /etc /etc/needrestart /etc/needrestart/conf.d /lib /lib/systemd /lib/systemd/system
+    /usr/lib/systemd /usr/lib/systemd/system
     /usr/share/man /usr/share/man/man1 /usr/share/man/man8 /usr/share/doc /usr/share/lintian
     /usr/share/lintian/overrides /usr/include)
 set(CPACK_RPM_DOCKHAND_PRE_INSTALL_SCRIPT_FILE "${PROJECT_SOURCE_DIR}/packaging/rpm/pre-install.sh")

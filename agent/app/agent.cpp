@@ -20,11 +20,13 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "app/agent_session.h"
 #include "app/readiness.h"
 #include "app/systemd_notify.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
+#include "executor/leftover_tasks.h"
 #include "resources/resource_status.h"
 #include "resources/resources_file.h"
 #include "rpc/worker_watcher.h"
@@ -48,12 +50,13 @@ sigset_t handledSignals(int decommission_signal) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR2);
   if (decommission_signal > 0) sigaddset(&set, decommission_signal);
   return set;
 }
 
-// Waits for SIGTERM/SIGINT/SIGHUP (stop) and the decommission signal on its own thread and
-// turns them into core events.
+// Waits for SIGTERM/SIGINT/SIGHUP (stop), SIGUSR2 (restart in place) and the decommission
+// signal on its own thread and turns them into core events.
 class SignalThread {
  public:
   SignalThread(EventSink& sink, Backend& backend, int decommission_signal)
@@ -81,6 +84,10 @@ class SignalThread {
       if (sig <= 0 || sig == wakeSignal()) continue;
       if (sig == decommission_signal_) {
         sink_.post([this] { backend_.onDecommissionSignal(); });
+        continue;
+      }
+      if (sig == SIGUSR2) {
+        sink_.post([this] { backend_.onRestartRequested("received SIGUSR2"); });
         continue;
       }
       std::string reason = std::string("received ") + sigabbrev_np(sig);
@@ -500,10 +507,17 @@ BackendOptions Agent::backendOptions() {
   // The status board is made current here, before LaunchedExecutor goes out, so that a
   // reader whose core-thread refresh does not come in time still sees the agent running.
   options.on_running = [this] {
+    recordSession();
     status_board_.set(statusJson());
     notifySystemd("READY=1\nSTATUS=registered with the driver");
   };
   options.on_stopping = [] { notifySystemd("STOPPING=1"); };
+  options.resume_after_restart = takeUpSession();
+  options.on_resume_refused = [this] {
+    if (auto removed = removeSession(sessionPath(config_.work_dir)); !removed) {
+      logger("agent")->warn("{}", removed.error().message);
+    }
+  };
   options.decommission.enabled = config_.decommission.enabled;
   options.decommission.check_interval = Millis(config_.decommission.check_interval_ms);
   options.decommission.deadline = Millis(config_.decommission.deadline_ms);
@@ -636,9 +650,68 @@ int Agent::run() {
   return shutDown(code);
 }
 
+bool Agent::takeUpSession() {
+  auto log = logger("agent");
+  const std::filesystem::path path = sessionPath(config_.work_dir);
+  Result<std::optional<AgentSession>> read = readSession(path);
+  if (read && !read->has_value()) return false;
+  // A previous process of an agent on this work directory ended without ending its session:
+  // what it ran is over (a service manager ended it with the process, or it is ended here).
+  for (const LeftoverTask& task : killLeftoverTasks(std::filesystem::path(config_.work_dir))) {
+    log->warn(
+        "killed process {} (process group {}) of task directory {}, left running by the "
+        "agent's previous process",
+        task.pid, task.pgid, task.directory);
+  }
+  if (!read) {
+    log->error("{}; registering anew (the driver reruns what it counted here)",
+               read.error().message);
+    setSessionAside(path);
+    return false;
+  }
+  const AgentSession& session = **read;
+  if (!sameSession(session, config_.app_id, config_.executor_id, config_.driver_url)) {
+    log->info(
+        "session file {} is of executor {} of app {} with driver {}, not this agent's: "
+        "registering anew",
+        path.string(), session.executor_id, session.app_id, session.driver_url);
+    return false;
+  }
+  log->info(
+      "executor {} was registered with driver {} by process {} (dockhand {}): resuming "
+      "that session with the {} block(s) kept",
+      session.executor_id, session.driver_url, session.pid, session.agent_version,
+      store_ ? store_->count() : 0);
+  return true;
+}
+
+void Agent::recordSession() {
+  AgentSession session;
+  session.app_id = config_.app_id;
+  session.executor_id = config_.executor_id;
+  session.driver_url = config_.driver_url;
+  session.pid = static_cast<std::uint64_t>(::getpid());
+  session.written_unix_ms =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  session.agent_version = kVersion;
+  if (auto written = writeSession(sessionPath(config_.work_dir), session); !written) {
+    logger("agent")->error("{}: a restart of this agent will register anew instead of resuming",
+                           written.error().message);
+  }
+}
+
 int Agent::shutDown(int code) {
   auto log = logger("agent");
   link_.close();
+  // The session ends with the process, but for a restart in place (the next process resumes
+  // it) and an internal error (as a crash would, it leaves the session to the next start).
+  if (code != toInt(ExitCode::kRestartInPlace) && code != toInt(ExitCode::kInternalError)) {
+    if (auto removed = removeSession(sessionPath(config_.work_dir)); !removed) {
+      log->warn("{}", removed.error().message);
+    }
+  }
   if (unrecoverable_) {
     // A plugin holds something it cannot give back (a task thread that ignored its kill):
     // destroying it, or unloading its library under that thread, is not safe.

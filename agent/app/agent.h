@@ -150,6 +150,12 @@ class Agent {
   // The orderly end after the loop returned; ends the process at once when a plugin call is
   // still in progress.
   int shutDown(int code);
+  // Reads the work directory's session file (agent_session.h): true when this executor's
+  // previous process left a session with this driver to resume. Task processes that process
+  // left running (it crashed outside a service manager that ends them) are killed first.
+  bool takeUpSession();
+  // BackendOptions::on_running: the driver holds this executor now (written at each entry).
+  void recordSession();
 
   AgentConfig config_;
   Settings settings_;

@@ -1,6 +1,12 @@
 #include "app/agent_application.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -160,6 +166,10 @@ ParsedCommandLine parseCommandLine(const std::vector<CommandOption>& table,
 }
 
 int AgentApplication::start(int argc, char** argv) {
+  argv_.assign(argv, argv + argc);
+  std::error_code ec;
+  program_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec && argc > 0) program_ = argv[0];
   ParsedCommandLine parsed;
   try {
     parsed = parseCommandLine(agentCommandOptions(),
@@ -301,7 +311,27 @@ int AgentApplication::runAgent(AgentConfig config) {
     }
     return toInt(e.code());
   }
-  return agent->run();
+  const int code = agent->run();
+  agent.reset();
+  if (code != toInt(ExitCode::kRestartInPlace)) return code;
+  // The agent has stopped every part and kept its session: this process becomes the program
+  // at the same path (a package upgrade's new file there), with the same arguments. The PID,
+  // the service manager's view of it and the work directory stay.
+  log->info("restarting in place: executing {}", program_);
+  log->flush();
+  std::vector<char*> args;
+  args.reserve(argv_.size() + 1);
+  for (std::string& arg : argv_) args.push_back(arg.data());
+  args.push_back(nullptr);
+  // Nothing of this process's but stdin, stdout and stderr goes on into the next one.
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+  ::execv(program_.c_str(), args.data());
+  const int error = errno;
+  log->critical(
+      "cannot restart in place: executing {} failed: {}; exiting with code {} (the session is "
+      "kept: the next start resumes it)",
+      program_, std::strerror(error), code);
+  return code;
 }
 
 }  // namespace dockhand::agent

@@ -54,6 +54,11 @@ class AgentApplication final {
   bool version_ = false;
   std::vector<std::string> config_files_;                       // --config, repeatable, in order
   std::vector<std::pair<std::string, std::string>> overrides_;  // in command-line order
+  // For a restart in place (SIGUSR2): the program as it was started (its path resolved when
+  // it started, so that a package upgrade's new file at that path is what runs next) and its
+  // arguments.
+  std::string program_;
+  std::vector<std::string> argv_;
 };
 
 }  // namespace dockhand::agent

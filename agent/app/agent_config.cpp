@@ -166,9 +166,8 @@ int decommissionSignalNumber(const std::string& name) {
   std::string_view n(name);
   if (n.substr(0, 3) == "SIG") n.remove_prefix(3);
   static const std::map<std::string, int, std::less<>> kUsable = {
-      {"PWR", SIGPWR},     {"USR1", SIGUSR1},     {"USR2", SIGUSR2},
-      {"WINCH", SIGWINCH}, {"URG", SIGURG},       {"XCPU", SIGXCPU},
-      {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}};
+      {"PWR", SIGPWR},   {"USR1", SIGUSR1}, {"WINCH", SIGWINCH},   {"URG", SIGURG},
+      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}};
   auto it = kUsable.find(n);
   return it == kUsable.end() ? 0 : it->second;
 }
@@ -235,8 +234,8 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
       dc.enabled = q.optionalBool("enabled", dc.enabled);
       dc.signal = q.optionalString("signal", dc.signal);
       if (q.has("signal") && decommissionSignalNumber(dc.signal) == 0) {
-        q.fail("signal", fmt::format("'{}' is not a usable signal (e.g. SIGPWR, SIGUSR1, SIGUSR2, "
-                                     "SIGWINCH)",
+        q.fail("signal", fmt::format("'{}' is not a usable signal (e.g. SIGPWR, SIGUSR1, SIGWINCH; "
+                                     "SIGUSR2 is the restart in place)",
                                      dc.signal));
       }
       if (q.has("migration")) dc.migration = q.optionalStringList("migration", dc.migration);

@@ -1,13 +1,16 @@
 #include "blocks/block_fetcher.h"
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
 #include <Poco/Net/HTTPResponse.h>
+#include <Poco/Net/NetException.h>
 #include <Poco/URI.h>
 
 #include "blocks/checksum.h"
@@ -19,7 +22,9 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
                 const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
                 const protocol::auth::RequestSigner& signer, const Poco::Net::Context::Ptr& tls) {
   const std::string where = "block " + input.id + " from " + input.url;
-  auto fail = [&](const std::string& why) { return FetchError(where + ": " + why); };
+  auto fail = [&](const std::string& why, bool retryable = false) {
+    return FetchError(where + ": " + why, retryable);
+  };
   std::filesystem::path part = dest;
   part += ".part";
   try {
@@ -55,7 +60,8 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
       body.resize(static_cast<std::size_t>(in.gcount()));
       while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
       throw fail("HTTP " + std::to_string(static_cast<int>(response.getStatus())) + " " +
-                 response.getReason() + (body.empty() ? "" : ": " + body));
+                     response.getReason() + (body.empty() ? "" : ": " + body),
+                 response.getStatus() == Poco::Net::HTTPResponse::HTTP_SERVICE_UNAVAILABLE);
     }
     std::ofstream out(part, std::ios::binary | std::ios::trunc);
     if (!out) throw fail("cannot create " + part.string());
@@ -78,7 +84,9 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
     out.close();
     if (!out) throw fail("cannot write " + part.string());
     if (input.size > 0 && size != input.size) {
-      throw fail("got " + std::to_string(size) + " bytes, expected " + std::to_string(input.size));
+      // Fewer: the connection ended early (the server went away mid-block).
+      throw fail("got " + std::to_string(size) + " bytes, expected " + std::to_string(input.size),
+                 /*retryable=*/size < input.size);
     }
     if (!input.checksum.empty() && hash.text() != input.checksum) {
       throw fail("checksum mismatch: expected " + input.checksum + ", got " + hash.text());
@@ -91,11 +99,40 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
   } catch (const Poco::Exception& e) {
     std::error_code ec;
     std::filesystem::remove(part, ec);
-    throw fail(tls::isTlsException(e) ? "TLS: " + tls::explainFailure(e) : e.displayText());
+    if (tls::isTlsException(e)) throw fail("TLS: " + tls::explainFailure(e));
+    // Refused, reset, timed out, host unreachable: the server may be back in a moment.
+    const bool network = dynamic_cast<const Poco::Net::NetException*>(&e) != nullptr ||
+                         dynamic_cast<const Poco::TimeoutException*>(&e) != nullptr ||
+                         dynamic_cast<const Poco::IOException*>(&e) != nullptr;
+    throw fail(e.displayText(), network);
   } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(part, ec);
     throw fail(e.what());
+  }
+}
+
+void fetchBlockRetrying(const protocol::InputBlock& input, const std::filesystem::path& dest,
+                        const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds window,
+                        const protocol::auth::RequestSigner& signer,
+                        const Poco::Net::Context::Ptr& tls) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + window;
+  std::chrono::milliseconds wait(100);
+  for (;;) {
+    try {
+      fetchBlock(input, dest, cancelled, timeout, signer, tls);
+      return;
+    } catch (const FetchError& e) {
+      if (!e.retryable() || cancelled || Clock::now() + wait > deadline) throw;
+    }
+    const auto until = Clock::now() + wait;
+    while (!cancelled && Clock::now() < until) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(20)));
+    }
+    wait = std::min(wait * 2, std::chrono::milliseconds(2000));
   }
 }
 

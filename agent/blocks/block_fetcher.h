@@ -15,7 +15,15 @@ namespace dockhand::agent {
 
 class FetchError : public std::runtime_error {
  public:
-  explicit FetchError(const std::string& what) : std::runtime_error(what) {}
+  explicit FetchError(const std::string& what, bool retryable = false)
+      : std::runtime_error(what), retryable_(retryable) {}
+  // The same GET may succeed later: the server could not be reached or answered 503, or the
+  // connection broke mid-block (an agent restarting in place). Not for an answer about the
+  // block itself (404, a checksum mismatch) or a refusal (TLS, authentication).
+  bool retryable() const { return retryable_; }
+
+ private:
+  bool retryable_;
 };
 
 // GETs input.url into `dest`: the bytes go to "<dest>.part" and are renamed to `dest` only once
@@ -25,9 +33,18 @@ class FetchError : public std::runtime_error {
 // be https:// (the server's certificate is verified against the context's CA); without one it
 // must be http://. Blocking; call it off the core thread.
 // Throws FetchError "block <id> from <url>: <why>".
+//
+// fetchBlockRetrying: the same, tried again while the failure is retryable, after 100 ms,
+// then twice as long each time (at most 2 s), until `window` has passed since the first try
+// or `cancelled` is set.
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
                 const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
                 const protocol::auth::RequestSigner& signer = {},
                 const Poco::Net::Context::Ptr& tls = {});
+void fetchBlockRetrying(const protocol::InputBlock& input, const std::filesystem::path& dest,
+                        const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds window,
+                        const protocol::auth::RequestSigner& signer = {},
+                        const Poco::Net::Context::Ptr& tls = {});
 
 }  // namespace dockhand::agent

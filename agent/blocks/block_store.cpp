@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,12 +15,20 @@
 
 #include "blocks/block_id.h"
 #include "blocks/checksum.h"
+#include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 
 namespace dockhand::agent {
 namespace {
 
 using Kind = BlockStoreError::Kind;
+
+// Where a block's checksum is recorded with its file.
+constexpr const char* kChecksumAttribute = "user.dockhand.checksum";
+constexpr const char* kQuarantine = ".quarantine";
+
+// The file system keeps no user extended attributes (or none on this file).
+bool noUserAttributes(int error) { return error == ENOTSUP || error == EOPNOTSUPP; }
 
 BlockStoreError ioError(const std::string& what, int error) {
   return BlockStoreError(error == ENOSPC || error == EDQUOT ? Kind::kDiskFull : Kind::kIo,
@@ -61,17 +71,99 @@ BlockStore::BlockStore(std::filesystem::path dir)
     throw BlockStoreError(Kind::kIo, "cannot make block directory " + dir_.string() +
                                          " private (0700): " + ec.message());
   }
+  adoptExisting();
+}
+
+void BlockStore::adoptExisting() {
+  std::error_code ec;
+  std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || !isValidBlockId(name)) continue;
-    try {
-      BlockMeta meta{name, static_cast<std::uint64_t>(entry.file_size()),
-                     checksumOfFile(entry.path())};
-      blocks_.emplace(name, std::move(meta));
-    } catch (const std::exception&) {
-      // unreadable: not offered
-    }
+    if (name != ".incoming" && name != kQuarantine) names.push_back(std::move(name));
   }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::filesystem::path path = dir_ / name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) continue;  // gone meanwhile
+    if (!S_ISREG(st.st_mode) || !isValidBlockId(name)) {
+      quarantine(
+          name, "not a block (a block is a regular file named " + std::string(kBlockIdForms) + ")");
+      continue;
+    }
+    std::string found;
+    try {
+      found = checksumOfFile(path);
+    } catch (const std::exception& e) {
+      quarantine(name, std::string("unreadable: ") + e.what());
+      continue;
+    }
+    char recorded[64];
+    const ssize_t n = ::getxattr(path.c_str(), kChecksumAttribute, recorded, sizeof recorded);
+    if (n < 0 && noUserAttributes(errno)) {
+      ++unverified_;
+    } else if (n < 0) {
+      quarantine(name,
+                 errno == ENODATA
+                     ? "no checksum recorded with it (not written by this agent's store)"
+                     : std::string("cannot read its recorded checksum: ") + std::strerror(errno));
+      continue;
+    } else if (std::string_view(recorded, static_cast<std::size_t>(n)) != found) {
+      quarantine(name, "its content has checksum " + found + ", not the " +
+                           std::string(recorded, static_cast<std::size_t>(n)) +
+                           " recorded when it was written (torn or damaged)");
+      continue;
+    }
+    blocks_.emplace(name, BlockMeta{name, static_cast<std::uint64_t>(st.st_size), found});
+  }
+  auto log = logger("blocks");
+  if (!blocks_.empty() || !quarantined_.empty()) {
+    log->info("block store {}: {} block(s) from an earlier run adopted, {} quarantined",
+              dir_.string(), blocks_.size(), quarantined_.size());
+  }
+  if (unverified_ > 0) {
+    log->warn(
+        "block store {}: the file system keeps no user extended attributes, so the {} block(s) "
+        "found were adopted without a recorded checksum to verify them against",
+        dir_.string(), unverified_);
+  }
+}
+
+void BlockStore::quarantine(const std::string& name, const std::string& reason) {
+  const std::filesystem::path dir = dir_ / kQuarantine;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::path target = dir / name;
+  for (int i = 1; std::filesystem::exists(std::filesystem::symlink_status(target)); ++i) {
+    target = dir / (name + "." + std::to_string(i));
+  }
+  const std::filesystem::path from = dir_ / name;
+  if (ec || ::rename(from.c_str(), target.c_str()) != 0) {
+    // Still never served (it is not in the index); said so, and left where it is.
+    const std::string why = ec ? ec.message() : std::strerror(errno);
+    logger("blocks")->error("block store {}: {} is {}, and cannot be moved to {}: {}",
+                            dir_.string(), name, reason, dir.string(), why);
+    quarantined_.push_back({name, from, reason});
+    return;
+  }
+  logger("blocks")->warn("block store {}: quarantined {} (moved to {}): {}", dir_.string(), name,
+                         target.string(), reason);
+  quarantined_.push_back({name, target, reason});
+}
+
+void BlockStore::recordChecksum(int fd, const std::string& id, const std::string& checksum) {
+  if (!can_record_.load(std::memory_order_relaxed)) return;
+  if (::fsetxattr(fd, kChecksumAttribute, checksum.data(), checksum.size(), 0) == 0) return;
+  if (noUserAttributes(errno)) {
+    if (can_record_.exchange(false)) {
+      logger("blocks")->warn(
+          "block store {}: the file system keeps no user extended attributes; checksums are "
+          "not recorded with blocks, and blocks found after a restart cannot be verified",
+          dir_.string());
+    }
+    return;
+  }
+  throw ioError("block " + id + ": cannot record its checksum", errno);
 }
 
 std::filesystem::path BlockStore::pathOf(std::string_view id) const {
@@ -190,6 +282,12 @@ BlockMeta BlockStore::Writer::commit(std::string_view expected_checksum) {
                           "block " + id_ + ": checksum mismatch: expected " +
                               std::string(expected_checksum) + ", got " + actual);
   }
+  try {
+    store_.recordChecksum(fd_, id_, actual);
+  } catch (...) {
+    abort();
+    throw;
+  }
   if (::fsync(fd_) != 0) {
     int error = errno;
     abort();
@@ -269,6 +367,12 @@ BlockMeta BlockStore::adopt(const std::string& id, const std::filesystem::path& 
   // 0600 changes nothing anybody else owns. Anything else is copied into a new file.
   if (::stat(dir_.c_str(), &dir_stat) == 0 && file_stat.st_dev == dir_stat.st_dev &&
       file_stat.st_uid == ::geteuid() && file_stat.st_nlink == 1 && ::fchmod(fd, 0600) == 0) {
+    try {
+      recordChecksum(fd, id, hash.text());
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
     int rc = ::fsync(fd);
     int error = errno;
     ::close(fd);

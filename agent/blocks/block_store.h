@@ -7,11 +7,20 @@
 // that directory removes. Blocks are immutable: writing an id that exists with the same
 // checksum is a no-op, with a different one an error.
 //
+// Each block's checksum is also recorded with its file (the extended attribute
+// user.dockhand.checksum, set before the file is fsynced). A store opened on a directory with
+// blocks in it — the same agent started again after a restart, an upgrade or a crash — reads
+// each one once and adopts it only when its content still has the checksum recorded for it; a
+// torn or damaged file, one with no recorded checksum and anything that is not a block is moved
+// to <dir>/.quarantine/ and logged, never served. On a file system without user extended
+// attributes nothing can be recorded: blocks are then adopted with the checksum of what is on
+// disk, and the store says once that it cannot verify them.
+//
 // Thread-safe: the block server's threads, the executor's I/O threads and the decommissioner
-// use one store at once. The index (id -> size, checksum) is in memory; a store opened on a
-// directory with blocks in it indexes them (reading each once to checksum it).
+// use one store at once. The index (id -> size, checksum) is in memory.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -73,7 +82,8 @@ class BlockStoreError : public std::runtime_error {
 class BlockStore {
  public:
   // Creates `dir` when missing, removes what an earlier agent left in dir/.incoming, and
-  // indexes the blocks already there. Throws BlockStoreError (kIo).
+  // adopts the blocks already there whose checksums verify (see above; the others go to
+  // dir/.quarantine). Throws BlockStoreError (kIo).
   explicit BlockStore(std::filesystem::path dir);
   // Finishes the space reclaiming queued by removeLater().
   ~BlockStore();
@@ -132,6 +142,18 @@ class BlockStore {
   // removed); with other content it is kConflict.
   BlockMeta adopt(const std::string& id, const std::filesystem::path& file);
 
+  // A file found in the directory at open that was not adopted: its name there, where it went
+  // and why.
+  struct Quarantined {
+    std::string name;
+    std::filesystem::path moved_to;
+    std::string reason;
+  };
+  const std::vector<Quarantined>& quarantined() const { return quarantined_; }
+  // Blocks adopted at open without a recorded checksum to check (a file system without user
+  // extended attributes).
+  std::size_t unverified() const { return unverified_; }
+
   std::optional<BlockMeta> find(std::string_view id) const;
   std::vector<BlockMeta> list() const;
   std::size_t count() const;
@@ -149,12 +171,21 @@ class BlockStore {
   BlockMeta install(const std::string& id, const std::filesystem::path& temp, std::uint64_t size,
                     const std::string& checksum);
   void syncDir() const;
+  // Records `checksum` with the open file `fd` (before its fsync). Throws kIo on a failure
+  // other than a file system without user extended attributes (then nothing is recorded).
+  void recordChecksum(int fd, const std::string& id, const std::string& checksum);
+  // Reads what the directory holds at open (see above).
+  void adoptExisting();
+  void quarantine(const std::string& name, const std::string& reason);
 
   std::filesystem::path dir_;
   std::filesystem::path incoming_;
   mutable std::mutex mutex_;
   std::map<std::string, BlockMeta, std::less<>> blocks_;
   std::uint64_t next_temp_ = 0;
+  std::vector<Quarantined> quarantined_;  // written only by the constructor
+  std::size_t unverified_ = 0;            // likewise
+  std::atomic<bool> can_record_{true};    // the file system takes user extended attributes
 
   // Takes block `id` out of the store: renamed into .incoming (a metadata-only step) and
   // forgotten, under the lock. The renamed file, to unlink; nullopt when there was no block.

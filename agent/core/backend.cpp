@@ -85,7 +85,9 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
       task_log_url_(options_.task_log_url),
       decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,
-                    timers_, decommissioner, *this) {}
+                    timers_, decommissioner, *this) {
+  restart_resume_ = options_.resume_after_restart;
+}
 
 Backend::TaskMetrics::TaskMetrics(metrics::Registry& registry)
     : started(registry
@@ -118,7 +120,9 @@ void Backend::setState(State next) {
   // to Stopping from anywhere.
   const bool bootstrap = next <= State::kRunning && state_ < State::kRunning &&
                          static_cast<int>(next) == static_cast<int>(state_) + 1;
-  const bool legal = next == State::kStopping || bootstrap ||
+  // A resume after a restart that the driver refused: register anew on a new connection.
+  const bool register_anew = state_ == State::kRegistering && next == State::kConnecting;
+  const bool legal = next == State::kStopping || bootstrap || register_anew ||
                      (state_ == State::kRunning && next == State::kReconnecting) ||
                      (state_ == State::kReconnecting && next == State::kRunning);
   if (!legal) {
@@ -236,6 +240,10 @@ void Backend::applyAppConfig(const Json& body) {
 }
 
 void Backend::registerWithDriver() {
+  if (restart_resume_) {
+    resumeAfterRestart();
+    return;
+  }
   proto::RegisterExecutor reg;
   reg.executor_id = options_.executor_id;
   reg.hostname = options_.hostname;
@@ -617,6 +625,12 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   update.state = status.state;
   update.result = status.result;
   update.reason = status.reason;
+  if (restarting_ && status.state == proto::TaskState::kKilled) {
+    // Stopped by a restart in place: the driver runs it again, no attempt counted.
+    update.state = proto::TaskState::kLost;
+    update.reason = "executor " + options_.executor_id +
+                    " restarted in place; its running tasks do not survive a restart";
+  }
   update.exit_code = status.exit_code;
   update.signal = status.signal;
   update.stderr_tail = status.stderr_tail;
@@ -712,6 +726,17 @@ void Backend::onPluginUnrecoverable(const std::string& plugin, const std::string
                /*notify_driver=*/true);
 }
 
+void Backend::onRestartRequested(const std::string& reason) {
+  if (exiting_) return;
+  const bool keeps_session =
+      resumable() && (state_ == State::kRunning || state_ == State::kReconnecting);
+  log()->info("{}: restarting in place ({})", reason,
+              keeps_session ? "the driver holds this executor meanwhile and it resumes"
+                            : "not registered yet: it starts anew");
+  restarting_ = true;
+  exitExecutor(ExitCode::kRestartInPlace, reason + ": restart in place", /*notify_driver=*/false);
+}
+
 void Backend::onStopRequested(const std::string& reason) {
   exitExecutor(ExitCode::kSuccess, reason, /*notify_driver=*/true);
 }
@@ -722,7 +747,7 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     return;
   }
   exiting_ = true;
-  if (code == ExitCode::kSuccess) {
+  if (code == ExitCode::kSuccess || code == ExitCode::kRestartInPlace) {
     log()->info("Executor self-exiting: {}", reason);
   } else {
     log()->error("Executor self-exiting (exit code {}): {}", toInt(code), reason);

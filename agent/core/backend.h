@@ -97,6 +97,17 @@ struct BackendOptions {
                             std::map<std::string, protocol::ResourceInfo>& resources)>
       discover_resources;
 
+  // This agent's previous process was registered with this driver under the same executor id
+  // and ended without ending the session (a restart in place, an upgrade, a crash; see
+  // app/agent_session.h): after the app config, it resumes (ResumeExecutor, listing the
+  // blocks it kept and no task) instead of registering. The driver's answer names the tasks it
+  // counted as running here; they did not survive the old process and are reported LOST
+  // (rerun elsewhere, no attempt counted). A refused resume (the driver's grace window passed,
+  // or it restarted) is followed by a registration on a new connection.
+  bool resume_after_restart = false;
+  // Called when the driver refused that resume (the session on disk is over). May be empty.
+  std::function<void()> on_resume_refused;
+
   // Every block the agent holds, as ResumeExecutor lists them (on the core thread). Empty:
   // none.
   std::function<std::vector<protocol::BlockInfo>()> held_blocks;
@@ -150,6 +161,11 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void onStopRequested(const std::string& reason);
   // The decommission signal (SIGPWR by default): ask the driver, then decommission.
   void onDecommissionSignal();
+  // A restart in place (SIGUSR2): stop the tasks and report them LOST (they do not survive
+  // the process yet), send what is queued, close the connection without RemoveExecutor (the
+  // driver holds the agent for its grace window) and exit with kRestartInPlace, on which the
+  // program executes itself anew and resumes (resume_after_restart).
+  void onRestartRequested(const std::string& reason);
 
   // The single exit path. Runs once; later calls only log. notify_driver sends
   // RemoveExecutor(reason) when a driver is connected.
@@ -220,6 +236,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void onReconnectFailed(const std::string& reason, bool retryable);
   void resume();
   void onResumed(const protocol::ResumeAccepted& accepted);
+  // Registering, after a restart (resume_after_restart): ResumeExecutor, then Running, or a
+  // registration on a new connection.
+  void resumeAfterRestart();
+  void onResumedAfterRestart(const protocol::ResumeAccepted& accepted);
   // A final status written to the link: kept, a bounded number of them, until a resume
   // shows whether the driver had it.
   void rememberEnd(std::uint64_t task_id, protocol::Envelope frame);
@@ -294,6 +314,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   Millis reconnect_wait_{0};
   std::string lost_because_;                // why the connection went, for the log
   bool decommission_after_resume_ = false;  // the decommission signal came while Reconnecting
+  bool restart_resume_ = false;             // options_.resume_after_restart, until tried
+  bool restarting_ = false;                 // onRestartRequested: stopped tasks are LOST
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;

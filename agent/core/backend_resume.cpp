@@ -148,6 +148,71 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
   }
 }
 
+void Backend::resumeAfterRestart() {
+  proto::ResumeExecutor ask;
+  ask.executor_id = options_.executor_id;
+  if (options_.held_blocks) ask.blocks = options_.held_blocks();
+  log()->info("resuming executor {} with driver {} after a restart: {} block(s) kept",
+              options_.executor_id, options_.driver_url, ask.blocks.size());
+  link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {
+    if (state_ != State::kRegistering || exiting_) return;
+    if (result.ok) {
+      try {
+        onResumedAfterRestart(proto::decodeBody<proto::ResumeAccepted>(result.body));
+      } catch (const proto::BodyError& e) {
+        exitExecutor(
+            ExitCode::kBootstrapFailed,
+            fmt::format("the driver answered ResumeExecutor with an invalid body: {}", e.what()),
+            /*notify_driver=*/false);
+      }
+      return;
+    }
+    if (result.error.code == proto::error_code::kTimeout ||
+        result.error.code == proto::error_code::kDisconnected) {
+      exitExecutor(ExitCode::kBootstrapFailed,
+                   fmt::format("cannot resume with driver {}: {}", options_.driver_url,
+                               result.error.message),
+                   /*notify_driver=*/false);
+      return;
+    }
+    // not_resumable (the grace window passed, or a new driver process), or unknown_type: the
+    // driver already ran elsewhere what it had here. Register anew on a new connection (the
+    // driver closes this one).
+    log()->warn(
+        "driver {} would not take executor {} back after the restart: {} ({}); "
+        "registering anew",
+        options_.driver_url, options_.executor_id, result.error.message, result.error.code);
+    restart_resume_ = false;
+    if (options_.on_resume_refused) options_.on_resume_refused();
+    link_.close();
+    connect_attempts_ = 0;
+    setState(State::kConnecting);
+    connect();
+  });
+}
+
+void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
+  restart_resume_ = false;
+  ++resumes_;
+  last_driver_message_ = timers_.now();
+  setState(State::kRunning);
+  log()->info(
+      "resumed as executor {} with driver {} after a restart: {} task(s) the driver "
+      "counted here did not survive it and are reported LOST",
+      options_.executor_id, options_.driver_url, accepted.tasks.size());
+  for (const auto task_id : accepted.tasks) {
+    proto::StatusUpdate lost;
+    lost.executor_id = options_.executor_id;
+    lost.task_id = task_id;
+    lost.state = proto::TaskState::kLost;
+    lost.reason = "executor " + options_.executor_id +
+                  " restarted (its previous process ended) and the task did not survive it";
+    sendStatus(lost);
+  }
+  flushOutbox();
+  scheduleHeartbeat();
+}
+
 void Backend::rememberEnd(std::uint64_t task_id, proto::Envelope frame) {
   if (!resumable()) return;
   if (recent_ends_.size() == kRecentEnds) recent_ends_.pop_front();

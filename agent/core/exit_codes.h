@@ -21,6 +21,7 @@ enum class ExitCode : int {
   kDecommissionIncomplete = 10,  // decommission deadline passed with blocks not migrated
   kAuthFailed = 11,              // the driver and this agent do not share the cluster secret
   kTaskUnkillable = 12,          // a plugin could not stop what it runs (a task ignored its kill)
+  kRestartInPlace = 13,          // asked to restart in place (SIGUSR2) and could not execute itself
   kUsage = 64,                   // unknown option or missing required option (EX_USAGE)
 };
 
@@ -50,6 +51,9 @@ inline constexpr ExitCodeInfo kExitCodeTable[] = {
      "authentication with the driver failed (no or another cluster secret)"},
     {ExitCode::kTaskUnkillable, "task-unkillable",
      "a plugin could not stop a task (it ignored its kill) and asked the agent to end"},
+    {ExitCode::kRestartInPlace, "restart-failed",
+     "asked to restart in place (SIGUSR2), it could not execute its program anew; its session "
+     "is kept for the next start"},
     {ExitCode::kUsage, "usage", "unknown or missing command-line option"},
 };
 

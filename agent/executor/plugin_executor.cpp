@@ -63,6 +63,9 @@ bool mayHoldEntries(const std::filesystem::path& dir) {
 }
 
 constexpr std::chrono::milliseconds kFetchTimeout{30000};
+// How long an input fetch that failed for a reason that may pass (the serving agent restarting
+// in place, a connection reset) is tried again before the task fails with fetch_failed.
+constexpr std::chrono::milliseconds kFetchRetryWindow{15000};
 constexpr std::size_t kMaxRememberedEnded = 100000;
 // Cleared directories kept for new tasks: enough for the tasks that start while as many end.
 constexpr std::size_t kMaxSpareDirs = 64;
@@ -505,7 +508,8 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
         break;
       }
       try {
-        fetchBlock(input, input_dir / input.id, fetch->cancelled, kFetchTimeout, signer, tls);
+        fetchBlockRetrying(input, input_dir / input.id, fetch->cancelled, kFetchTimeout,
+                           kFetchRetryWindow, signer, tls);
       } catch (const FetchError& e) {
         error = std::string("cannot fetch input ") + e.what();
         // Not when a kill cut the fetch short: the block itself may be fine.
@@ -522,37 +526,37 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       }
       live->ended.notify_all();
     }
-    events->post([events, registry, live, fetch, task_id, error, fetch_failed, failed,
-                  stuck_reason] {
-      const TaskLogScope core_context(task_id);
-      auto it = registry->fetching.find(task_id);
-      if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
-      registry->fetching.erase(it);
-      TaskStatusEvent event;
-      event.task_id = task_id;
-      if (!failed) {
-        if (submitLaunch(*events, registry, live, fetch->runner, task_id,
-                         std::move(fetch->task_json))) {
-          return;
-        }
-        {
-          std::lock_guard lock(live->mutex);
-          live->tasks.erase(task_id);
-        }
-        live->ended.notify_all();
-        event.state = protocol::TaskState::kFailed;
-        event.reason = stuck_reason();
-      } else if (fetch->cancelled) {
-        event.state = protocol::TaskState::kKilled;
-        event.reason = fetch->kill_reason;
-      } else {
-        event.state = protocol::TaskState::kFailed;
-        event.reason = error;
-        event.fetch_failed = fetch_failed;
-      }
-      registry->retire_dir(task_id);  // no runner ever had the task
-      registry->statuses->onTaskStatus(event);
-    });
+    events->post(
+        [events, registry, live, fetch, task_id, error, fetch_failed, failed, stuck_reason] {
+          const TaskLogScope core_context(task_id);
+          auto it = registry->fetching.find(task_id);
+          if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
+          registry->fetching.erase(it);
+          TaskStatusEvent event;
+          event.task_id = task_id;
+          if (!failed) {
+            if (submitLaunch(*events, registry, live, fetch->runner, task_id,
+                             std::move(fetch->task_json))) {
+              return;
+            }
+            {
+              std::lock_guard lock(live->mutex);
+              live->tasks.erase(task_id);
+            }
+            live->ended.notify_all();
+            event.state = protocol::TaskState::kFailed;
+            event.reason = stuck_reason();
+          } else if (fetch->cancelled) {
+            event.state = protocol::TaskState::kKilled;
+            event.reason = fetch->kill_reason;
+          } else {
+            event.state = protocol::TaskState::kFailed;
+            event.reason = error;
+            event.fetch_failed = fetch_failed;
+          }
+          registry->retire_dir(task_id);  // no runner ever had the task
+          registry->statuses->onTaskStatus(event);
+        });
   });
 }
 

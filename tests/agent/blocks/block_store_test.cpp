@@ -1,9 +1,11 @@
 #include "blocks/block_store.h"
 
 #include <fcntl.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,7 +75,8 @@ class BlockStoreTest : public ::testing::Test {
   std::vector<std::string> visibleFiles(const fs::path& dir) {
     std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().filename() != ".incoming") out.push_back(e.path().filename().string());
+      if (e.path().filename() != ".incoming" && e.path().filename() != ".quarantine")
+        out.push_back(e.path().filename().string());
     }
     return out;
   }
@@ -227,6 +230,56 @@ TEST_F(BlockStoreTest, ReopenRemovesHalfWrittenBlocksAndIndexesCompleteOnes) {
   EXPECT_EQ(store.find("rdd_1_1")->checksum, checksumOf("complete"));
   EXPECT_FALSE(store.find("rdd_1_2"));
   EXPECT_TRUE(fs::is_empty(root / "blocks" / ".incoming"));
+}
+
+TEST_F(BlockStoreTest, ReopenAdoptsVerifiedBlocksAndQuarantinesTheRest) {
+  {
+    BlockStore store(root / "blocks");
+    for (const char* id : {"shuffle_1_0_0", "shuffle_1_1_0", "shuffle_1_2_0"}) {
+      auto w = store.create(id);
+      w->write("twelve bytes", 12);
+      w->commit();
+    }
+    store.adopt("rdd_2_0", [&] {
+      std::ofstream(root / "out") << "from a task";
+      return root / "out";
+    }());
+  }
+  if (::getxattr((root / "blocks" / "rdd_2_0").c_str(), "user.dockhand.checksum", nullptr, 0) < 0) {
+    ASSERT_EQ(errno, ENOTSUP) << "a block was written without its checksum recorded";
+    GTEST_SKIP() << "this file system keeps no user extended attributes";
+  }
+  // While the agent was down: one block truncated, one damaged in place (same size), a file
+  // put there by hand under a block's name, and a file that is no block at all.
+  fs::resize_file(root / "blocks" / "shuffle_1_1_0", 5);
+  std::fstream(root / "blocks" / "shuffle_1_2_0", std::ios::in | std::ios::out) << "TWELVE";
+  std::ofstream(root / "blocks" / "rdd_9_9") << "not ours";
+  std::ofstream(root / "blocks" / "notes.txt") << "junk";
+
+  BlockStore store(root / "blocks");
+  EXPECT_EQ(store.find("shuffle_1_0_0")->checksum, checksumOf("twelve bytes"));
+  EXPECT_EQ(store.find("rdd_2_0")->checksum, checksumOf("from a task"));
+  EXPECT_EQ(store.count(), 2u);
+  std::map<std::string, std::string> why;
+  for (const auto& q : store.quarantined()) {
+    why[q.name] = q.reason;
+    EXPECT_EQ(q.moved_to, root / "blocks" / ".quarantine" / q.name);
+    EXPECT_TRUE(fs::exists(q.moved_to));
+    EXPECT_FALSE(fs::exists(root / "blocks" / q.name)) << q.name << " is still servable";
+  }
+  ASSERT_EQ(why.size(), 4u);
+  EXPECT_NE(why["shuffle_1_1_0"].find("torn or damaged"), std::string::npos);
+  EXPECT_NE(why["shuffle_1_2_0"].find("torn or damaged"), std::string::npos);
+  EXPECT_NE(why["rdd_9_9"].find("no checksum recorded"), std::string::npos);
+  EXPECT_NE(why["notes.txt"].find("not a block"), std::string::npos);
+  EXPECT_EQ(readAll(root / "blocks" / ".quarantine" / "shuffle_1_1_0"), "twelv");
+
+  // The same names quarantined again later do not overwrite the earlier ones.
+  std::ofstream(root / "blocks" / "notes.txt") << "more junk";
+  BlockStore again(root / "blocks");
+  EXPECT_EQ(again.count(), 2u);
+  EXPECT_EQ(readAll(root / "blocks" / ".quarantine" / "notes.txt"), "junk");
+  EXPECT_EQ(readAll(root / "blocks" / ".quarantine" / "notes.txt.1"), "more junk");
 }
 
 TEST_F(BlockStoreTest, ConcurrentWritersOfDifferentBlocks) {

@@ -1,0 +1,232 @@
+// Work outlives the agent's process: a two-stage job (examples/decommission: maps write
+// shuffle blocks, reduces read them) on two real agents under the real driver, one agent
+// restarted in the middle of its maps.
+//
+// * A restart in place (SIGUSR2) into a different build of the agent (the same program with
+//   its version string changed, renamed over the file as a package upgrade does): the process
+//   keeps its PID, resumes its session with the driver and keeps its blocks; no map reruns.
+// * A crash (SIGKILL) and a start of the agent again on the same work directory: the blocks
+//   on disk are verified and re-announced; one truncated while the agent was down is
+//   quarantined, and the driver reruns only the map that made it.
+// The task the agent was running when its process ended does not survive (yet): it is reported
+// LOST and run again, with no attempt counted.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/agent_command.h"
+#include "support/http_client.h"
+#include "support/process.h"
+#include "support/shuffle_job.h"
+
+namespace dockhand::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono_literals::operator""s;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string readBytes(const fs::path& path) {
+  std::string bytes(fs::file_size(path), '\0');
+  std::ifstream in(path, std::ios::binary);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
+}
+
+class RestartTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ChildProcess> startDriver() {
+    const fs::path job = writeShuffleJob(dir.path(), "2");
+    std::vector<std::string> argv = {driverBinary(),
+                                     "run",
+                                     job.string(),
+                                     "--local-agents",
+                                     "0",
+                                     "--min-agents",
+                                     "2",
+                                     "--timeout",
+                                     "120",
+                                     "--log-level",
+                                     "info",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--port-file",
+                                     port_file_.string()};
+    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
+    EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
+    port_ = std::stoi(readFile(port_file_));
+    return driver;
+  }
+
+  // One core each: an agent runs its two maps one after the other, so that it holds the blocks
+  // of its first while its second runs.
+  std::unique_ptr<ChildProcess> startAgent(const std::string& id, const std::string& program,
+                                           const std::string& log) {
+    const fs::path config = dir.path() / (id + ".json");
+    writeFile(config, R"({"block_port": 0, "reconnect_timeout_ms": 30000, "plugin_dirs": [")" +
+                          (fs::path(agentBinary()).parent_path().parent_path() / "lib" /
+                           "dockhand" / "plugins")
+                              .string() +
+                          R"("]})");
+    AgentCommand command{.config = config,
+                         .driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
+                         .executor_id = id,
+                         .app_id = "restart-test",
+                         .cores = 1,
+                         .work_dir = dir.path() / ("work-" + id)};
+    std::vector<std::string> argv = command.argv();
+    argv[0] = program;
+    return std::make_unique<ChildProcess>(argv, (dir.path() / log).string());
+  }
+
+  // The shuffle blocks in an agent's block directory.
+  std::vector<fs::path> blocksOf(const std::string& id) const {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir.path() / ("work-" + id) / "blocks", ec)) {
+      if (e.path().filename().string().rfind("shuffle_", 0) == 0) out.push_back(e.path());
+    }
+    return out;
+  }
+
+  // The blocks the driver knows on agent `id` (its /v1/executors), 0 when it cannot say.
+  std::size_t driverBlocksOn(const std::string& id) const {
+    const HttpReply reply = httpGet("http://127.0.0.1:" + std::to_string(port_) + "/v1/executors");
+    const auto json = nlohmann::json::parse(reply.body, nullptr, false);
+    if (reply.status != 200 || json.is_discarded()) return 0;
+    for (const auto& e : json.value("executors", nlohmann::json::array())) {
+      if (e.value("executor_id", "") == id) return e.value("blocks", std::size_t{0});
+    }
+    return 0;
+  }
+  // Agent `id` finished its first map: the driver knows both of its blocks.
+  bool firstMapDone(const std::string& id) const {
+    return driverBlocksOn(id) >= static_cast<std::size_t>(kShuffleReducers);
+  }
+
+  // A copy of the agent's program at <dir>/bin/<name>, with its version string changed to
+  // `version` when given (the same length as the real one): a different build.
+  fs::path copyAgent(const std::string& name, const std::string& version = {}) {
+    fs::create_directories(dir.path() / "bin");
+    const fs::path to = dir.path() / "bin" / name;
+    if (version.empty()) {
+      fs::copy_file(agentBinary(), to, fs::copy_options::overwrite_existing);
+      return to;
+    }
+    std::string bytes = readBytes(agentBinary());
+    {
+      const std::string from = std::string(DOCKHAND_VERSION) + '\0';
+      EXPECT_EQ(version.size(), from.size() - 1);
+      std::size_t changed = 0;
+      for (auto at = bytes.find(from); at != std::string::npos; at = bytes.find(from, at + 1)) {
+        bytes.replace(at, version.size(), version);
+        ++changed;
+      }
+      EXPECT_GT(changed, 0u) << "no version string " << DOCKHAND_VERSION << " in the program";
+    }
+    std::ofstream(to, std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    fs::permissions(to, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+    return to;
+  }
+
+  static std::string logs(const ChildProcess& a, const ChildProcess& b) {
+    return "\n--- agent-a:\n" + a.output() + "\n--- agent-b:\n" + b.output();
+  }
+
+  TempDir dir;
+  fs::path port_file_ = dir.path() / "port";
+  int port_ = 0;
+};
+
+TEST_F(RestartTest, ARestartInPlaceIntoANewBuildKeepsTheBlocksAndTheProcess) {
+  const fs::path program = copyAgent("dockhand");
+  const fs::path next_build = copyAgent("dockhand.new", "9.9.9");
+  auto driver = startDriver();
+  auto a = startAgent("agent-a", program.string(), "agent-a.log");
+  auto b = startAgent("agent-b", agentBinary(), "agent-b.log");
+  ASSERT_TRUE(waitUntil([&] { return firstMapDone("agent-a"); }, 60s))
+      << driver->output() << logs(*a, *b);
+  const std::size_t held = blocksOf("agent-a").size();
+
+  // As a package upgrade does: the new program renamed over the old one's path, then the
+  // restart in place.
+  fs::rename(next_build, program);
+  a->signal(SIGUSR2);
+  ASSERT_TRUE(waitUntil([&] { return contains(a->output(), "dockhand 9.9.9 starting"); }, 30s))
+      << logs(*a, *b);
+  ASSERT_TRUE(waitUntil([&] { return contains(a->output(), "after a restart"); }, 30s))
+      << driver->output() << logs(*a, *b);
+  EXPECT_TRUE(a->running()) << "the same process goes on";
+  EXPECT_TRUE(contains(a->output(), std::to_string(held) + " block(s) from an earlier run "
+                                                           "adopted, 0 quarantined"))
+      << a->output();
+
+  ASSERT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*a, *b);
+  const std::string out = driver->output();
+  EXPECT_TRUE(contains(out, "job shuffle SUCCEEDED")) << out << logs(*a, *b);
+  EXPECT_TRUE(contains(out, "0 map tasks rerun for lost blocks")) << out;
+  EXPECT_TRUE(contains(out, ", 0 failed fetches")) << out;
+  EXPECT_TRUE(contains(out, "agent 'agent-a' resumed")) << out;
+  EXPECT_TRUE(contains(out, "0 retries")) << "a task stopped by the restart costs no attempt\n"
+                                          << out;
+  EXPECT_FALSE(contains(a->output(), "RemoveExecutor")) << a->output();
+}
+
+TEST_F(RestartTest, ACrashedAgentStartedAgainReannouncesItsVerifiedBlocks) {
+  auto driver = startDriver();
+  auto a = startAgent("agent-a", agentBinary(), "agent-a.log");
+  auto b = startAgent("agent-b", agentBinary(), "agent-b.log");
+  ASSERT_TRUE(waitUntil([&] { return firstMapDone("agent-a"); }, 60s))
+      << driver->output() << logs(*a, *b);
+  a->signal(SIGKILL);
+  ASSERT_TRUE(a->waitExit(10s).has_value());
+
+  // While it is down, its largest block loses its second half.
+  std::vector<fs::path> held = blocksOf("agent-a");
+  ASSERT_FALSE(held.empty());
+  fs::path torn = held.front();
+  for (const auto& p : held) {
+    if (fs::file_size(p) > fs::file_size(torn)) torn = p;
+  }
+  ASSERT_GT(fs::file_size(torn), 1u) << "every block is empty";
+  fs::resize_file(torn, fs::file_size(torn) / 2);
+  const std::string map = torn.filename().string().substr(std::string("shuffle_0_").size(), 1);
+
+  auto again = startAgent("agent-a", agentBinary(), "agent-a-again.log");
+  ASSERT_TRUE(waitUntil([&] { return contains(again->output(), "after a restart"); }, 30s))
+      << driver->output() << logs(*again, *b);
+  const std::string log = again->output();
+  EXPECT_TRUE(contains(log, "quarantined " + torn.filename().string())) << log;
+  EXPECT_TRUE(contains(log, "torn or damaged")) << log;
+  EXPECT_TRUE(contains(log, std::to_string(held.size() - 1) +
+                                " block(s) from an earlier run adopted, 1 quarantined"))
+      << log;
+  EXPECT_TRUE(fs::exists(dir.path() / "work-agent-a" / "blocks" / ".quarantine" / torn.filename()));
+
+  ASSERT_EQ(driver->waitExit(90s), 0) << driver->output() << logs(*again, *b);
+  const std::string out = driver->output();
+  EXPECT_TRUE(contains(out, "job shuffle SUCCEEDED")) << out << logs(*again, *b);
+  EXPECT_TRUE(contains(out, "1 map tasks rerun for lost blocks")) << out << logs(*again, *b);
+  EXPECT_TRUE(contains(out, "agent 'agent-a' resumed")) << out;
+  EXPECT_TRUE(contains(out, "0 retries")) << out;
+  // Only the map whose block was torn ran twice for it.
+  for (const auto& line : linesStartingWith(out, "map-")) {
+    if (line.rfind("map-" + map + " ", 0) != 0) {
+      EXPECT_FALSE(contains(line, "FAILED")) << line;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dockhand::testing
