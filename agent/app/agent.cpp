@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/agent_session.h"
+#include "app/config_reload.h"
 #include "app/readiness.h"
 #include "app/systemd_notify.h"
 #include "dockhand/base/logging.h"
@@ -55,12 +56,16 @@ sigset_t handledSignals(int decommission_signal) {
   return set;
 }
 
-// Waits for SIGTERM/SIGINT/SIGHUP (stop), SIGUSR2 (restart in place) and the decommission
-// signal on its own thread and turns them into core events.
+// Waits for SIGTERM/SIGINT (stop), SIGHUP (reload), SIGUSR2 (restart in place) and the
+// decommission signal on its own thread and turns them into core events.
 class SignalThread {
  public:
-  SignalThread(EventSink& sink, Backend& backend, int decommission_signal)
-      : sink_(sink), backend_(backend), decommission_signal_(decommission_signal) {
+  SignalThread(EventSink& sink, Backend& backend, int decommission_signal,
+               std::function<void()> reload)
+      : sink_(sink),
+        backend_(backend),
+        decommission_signal_(decommission_signal),
+        reload_(std::move(reload)) {
     thread_ = std::thread([this] {
       nameThisThread("dh-signals");
       run();
@@ -90,6 +95,10 @@ class SignalThread {
         sink_.post([this] { backend_.onRestartRequested("received SIGUSR2"); });
         continue;
       }
+      if (sig == SIGHUP) {
+        sink_.post(reload_);
+        continue;
+      }
       std::string reason = std::string("received ") + sigabbrev_np(sig);
       sink_.post([this, reason] { backend_.onStopRequested(reason); });
     }
@@ -98,6 +107,7 @@ class SignalThread {
   EventSink& sink_;
   Backend& backend_;
   int decommission_signal_;
+  std::function<void()> reload_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -192,8 +202,9 @@ void Agent::StatusBoard::close() {
   changed_.notify_all();
 }
 
-Agent::Agent(AgentConfig config)
+Agent::Agent(AgentConfig config, ConfigRereader reread)
     : config_(std::move(config)),
+      reread_(std::move(reread)),
       settings_(readSettings(config_)),
       signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
                                : protocol::auth::RequestSigner{}),
@@ -631,8 +642,8 @@ void Agent::logStart() const {
 
 int Agent::run() {
   logStart();
-  SignalThread signal_thread(loop_, backend_,
-                             decommissionSignalNumber(config_.decommission.signal));
+  SignalThread signal_thread(loop_, backend_, decommissionSignalNumber(config_.decommission.signal),
+                             [this] { reload(); });
   loop_.post([this] { status_board_.set(statusJson()); });
   std::unique_ptr<WorkerWatcher> watcher;
   if (!config_.worker_url.empty()) {
@@ -700,6 +711,51 @@ void Agent::recordSession() {
     logger("agent")->error("{}: a restart of this agent will register anew instead of resuming",
                            written.error().message);
   }
+}
+
+void Agent::reload() {
+  auto log = logger("agent");
+  // The service manager hears of a reload only once it was told the agent is ready.
+  const bool ready = backend_.state() == Backend::State::kRunning;
+  if (ready) notifySystemd("RELOADING=1\nSTATUS=reloading the configuration");
+  const auto done = [ready] {
+    if (ready) notifySystemd("READY=1\nSTATUS=registered with the driver");
+  };
+  if (!reread_) {
+    log->warn("reload: this agent was not started from configuration sources it can read again");
+    done();
+    return;
+  }
+  Result<AgentConfig> read = reread_();
+  if (!read) {
+    log->error("reload: {}; nothing changed", read.error().message);
+    done();
+    return;
+  }
+  AgentConfig& wanted = *read;
+  if (wanted.cores <= 0) wanted.cores = config_.cores;  // resolved from the host, as at start
+  const ReloadPlan plan = planReload(configToJson(config_), configToJson(wanted));
+  for (const ConfigChange& change : plan.live) {
+    if (change.path == "/log_level") {
+      if (!log_control_.setLevel(wanted.log_level)) continue;  // checked by the reader already
+      config_.log_level = wanted.log_level;
+    } else if (change.path == "/keep_task_dirs") {
+      executor_.keepTaskDirs(static_cast<std::size_t>(wanted.keep_task_dirs));
+      config_.keep_task_dirs = wanted.keep_task_dirs;
+    }
+    log->info("reload: {} changed from {} to {}", change.path, change.from.dump(),
+              change.to.dump());
+  }
+  for (const ConfigChange& change : plan.at_restart) {
+    log->warn(
+        "reload: {} cannot change while the agent runs; kept as it was (a restart in place "
+        "applies it)",
+        change.path);
+  }
+  if (plan.live.empty() && plan.at_restart.empty()) {
+    log->info("reload: the configuration is unchanged");
+  }
+  done();
 }
 
 int Agent::shutDown(int code) {

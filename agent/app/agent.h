@@ -44,6 +44,7 @@
 #include "core/event_loop.h"
 #include "core/exit_codes.h"
 #include "decommission/plugin_decommissioner.h"
+#include "dockhand/base/result.h"
 #include "dockhand/protocol/auth.h"
 #include "executor/plugin_executor.h"
 #include "plugins/plugin_host.h"
@@ -71,10 +72,15 @@ class StartupError : public std::runtime_error {
 // every thread it creates from then on. Call before building the Agent.
 void blockAgentSignals(const AgentConfig& config);
 
+// Reads the agent's configuration again from the sources it started with, for a reload
+// (SIGHUP): the whole configuration, or why it cannot be used.
+using ConfigRereader = std::function<Result<AgentConfig>()>;
+
 class Agent {
  public:
-  // `config` is complete (defaults applied, --cores resolved). Throws StartupError.
-  explicit Agent(AgentConfig config);
+  // `config` is complete (defaults applied, --cores resolved). `reread` serves reloads (empty:
+  // a reload says it cannot). Throws StartupError.
+  explicit Agent(AgentConfig config, ConfigRereader reread = {});
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -156,8 +162,12 @@ class Agent {
   bool takeUpSession();
   // BackendOptions::on_running: the driver holds this executor now (written at each entry).
   void recordSession();
+  // SIGHUP, on the core thread: reads the configuration again and applies what can change
+  // live (config_reload.h).
+  void reload();
 
   AgentConfig config_;
+  ConfigRereader reread_;
   Settings settings_;
   protocol::auth::RequestSigner signer_;
   EventLoop loop_;

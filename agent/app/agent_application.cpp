@@ -302,7 +302,22 @@ int AgentApplication::runAgent(AgentConfig config) {
   blockAgentSignals(config);
   std::unique_ptr<Agent> agent;
   try {
-    agent = std::make_unique<Agent>(std::move(config));
+    agent = std::make_unique<Agent>(std::move(config), [this]() -> Result<AgentConfig> {
+      // The same sources, read the same way as at start.
+      AgentConfig again;
+      try {
+        loadConfig(ConfigSources{config_files_, environment(), overrides_}, again);
+      } catch (const ConfigError& e) {
+        std::string problems;
+        for (const auto& problem : e.problems()) {
+          problems += (problems.empty() ? "" : "; ") + problem.text();
+        }
+        return Error("the configuration does not load: " + problems);
+      }
+      applyEnvironment(environment(), again);
+      applyDefaults(again);
+      return again;
+    });
   } catch (const StartupError& e) {
     if (e.configError()) {
       std::cerr << "dockhand: config error: " << e.what() << "\n";

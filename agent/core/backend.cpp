@@ -441,8 +441,11 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     return;
   }
   if (exiting_) {
-    update.state = proto::TaskState::kKilled;
-    update.reason = "executor is stopping";
+    // A restart in place: the driver runs it elsewhere (or here, once resumed), no attempt
+    // counted.
+    update.state = restarting_ ? proto::TaskState::kLost : proto::TaskState::kKilled;
+    update.reason = restarting_ ? "executor " + options_.executor_id + " is restarting in place"
+                                : "executor is stopping";
     sendStatus(update);
     return;
   }

@@ -294,6 +294,11 @@ void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> kn
   });
 }
 
+void PluginExecutor::keepTaskDirs(std::size_t count) {
+  std::lock_guard lock(live_->mutex);
+  keep_task_dirs_ = count;
+}
+
 LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& stream) const {
   const std::string task = "task " + std::to_string(task_id);
   if (stream != "stdout" && stream != "stderr") {

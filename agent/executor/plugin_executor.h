@@ -92,8 +92,9 @@ class PluginExecutor final : public Executor {
   void setTlsClientContext(Poco::Net::Context::Ptr tls) { tls_ = std::move(tls); }
   // How many ended tasks' directories stay (the most recent ones, for their stdout/stderr);
   // older ones are removed on an I/O thread once their runner reported them ended and their
-  // outputs became blocks. Call before the first launch (default 100).
-  void keepTaskDirs(std::size_t count) { keep_task_dirs_ = count; }
+  // outputs became blocks (default 100). Any thread, any time (a reload changes it): the next
+  // task that ends applies it.
+  void keepTaskDirs(std::size_t count);
   // Any thread (the block server's): opens a task's `stream` ("stdout" or "stderr", the files
   // its runner writes in its directory) for reading, or says why not: no such stream, a
   // directory reclaimed (keepTaskDirs), a task that never ran here, a task that wrote no such
@@ -228,7 +229,7 @@ class PluginExecutor final : public Executor {
   std::map<std::string, std::unique_ptr<Runner>> runners_;
   std::vector<std::string> left_behind_;  // runners not destroyed: a call did not return
   bool tasks_dir_ready_ = false;          // <work_dir>/tasks exists with mode 0711
-  std::size_t keep_task_dirs_ = 100;
+  std::size_t keep_task_dirs_ = 100;      // under live_->mutex
   std::atomic<bool> leave_runners_{false};
   BlockStore* block_store_ = nullptr;
   std::string block_url_;

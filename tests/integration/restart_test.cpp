@@ -35,6 +35,12 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 std::string readBytes(const fs::path& path) {
   std::string bytes(fs::file_size(path), '\0');
   std::ifstream in(path, std::ios::binary);
@@ -179,7 +185,7 @@ TEST_F(RestartTest, ARestartInPlaceIntoANewBuildKeepsTheBlocksAndTheProcess) {
   EXPECT_TRUE(contains(out, ", 0 failed fetches")) << out;
   EXPECT_TRUE(contains(out, "agent 'agent-a' resumed")) << out;
   EXPECT_TRUE(contains(out, "0 retries")) << "a task stopped by the restart costs no attempt\n"
-                                          << out;
+                                          << out << logs(*a, *b);
   EXPECT_FALSE(contains(a->output(), "RemoveExecutor")) << a->output();
 }
 
@@ -226,6 +232,70 @@ TEST_F(RestartTest, ACrashedAgentStartedAgainReannouncesItsVerifiedBlocks) {
       EXPECT_FALSE(contains(line, "FAILED")) << line;
     }
   }
+}
+
+// A reload (SIGHUP, what `systemctl reload dockhand` sends): a changed log level applies at once,
+// a setting that cannot change live is named and kept, a broken file changes nothing; the agent
+// stays registered throughout.
+TEST_F(RestartTest, AReloadAppliesTheLogLevelAndABrokenFileChangesNothing) {
+  // Two tasks on one core: the first waits for the test; the second is launched after it, when
+  // the reloaded log level shows in the agent's debug lines.
+  const fs::path go = dir.path() / "go";
+  const fs::path started = dir.path() / "started";
+  const fs::path job = dir.path() / "job.json";
+  writeFile(job, R"({"name": "reload", "tasks": [
+      {"name": "wait", "shell": "touch ')" +
+                     started.string() + R"('; while [ ! -e ')" + go.string() +
+                     R"(' ]; do sleep 0.05; done"},
+      {"name": "after", "shell": "true"}]})");
+  std::vector<std::string> argv = {
+      driverBinary(), "run", job.string(), "--local-agents", "0",           "--min-agents",     "1",
+      "--timeout",    "120", "--listen",   "127.0.0.1:0",    "--port-file", port_file_.string()};
+  ChildProcess driver(argv, (dir.path() / "driver.log").string());
+  ASSERT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver.output();
+  port_ = std::stoi(readFile(port_file_));
+  const fs::path config = dir.path() / "agent.json";
+  writeFile(config, R"({"block_port": 0, "log_level": "info", "keep_task_dirs": 100})");
+  AgentCommand command{.config = config,
+                       .driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
+                       .executor_id = "agent-r",
+                       .app_id = "reload-test",
+                       .cores = 1,
+                       .work_dir = dir.path() / "work-r"};
+  ChildProcess agent(command.argv(), (dir.path() / "agent-r.log").string());
+  ASSERT_TRUE(waitUntil([&] { return fs::exists(started); }, 30s))
+      << agent.output() << driver.output();
+  EXPECT_FALSE(contains(agent.output(), " debug ")) << agent.output();
+
+  writeFile(config, R"({"block_port": 0, "log_level": "debug", "keep_task_dirs": 3,
+                        "connect_tries": 9})");
+  agent.signal(SIGHUP);
+  ASSERT_TRUE(waitUntil([&] { return contains(agent.output(), "reload: /log_level"); }, 10s))
+      << agent.output();
+  std::string log = agent.output();
+  EXPECT_TRUE(contains(log, R"(reload: /log_level changed from "info" to "debug")")) << log;
+  EXPECT_TRUE(contains(log, "reload: /keep_task_dirs changed from 100 to 3")) << log;
+  EXPECT_TRUE(contains(log, "reload: /connect_tries cannot change while the agent runs")) << log;
+
+  // A broken file changes nothing and says why; the agent goes on, and reloads again after.
+  writeFile(config, R"({"block_port": 0, "log_level": )");
+  agent.signal(SIGHUP);
+  ASSERT_TRUE(waitUntil([&] { return contains(agent.output(), "nothing changed"); }, 10s))
+      << agent.output();
+  EXPECT_TRUE(contains(agent.output(), "reload: the configuration does not load"))
+      << agent.output();
+  writeFile(config, R"({"block_port": 0, "log_level": "debug", "keep_task_dirs": 3,
+                        "connect_tries": 9})");
+  agent.signal(SIGHUP);
+  ASSERT_TRUE(waitUntil([&] { return count(agent.output(), "reload: /connect_tries") == 2; }, 10s))
+      << "the agent still reloads after a broken file\n"
+      << agent.output();
+
+  writeFile(go, "");
+  ASSERT_EQ(driver.waitExit(60s), 0) << driver.output() << agent.output();
+  EXPECT_TRUE(contains(driver.output(), "job reload SUCCEEDED")) << driver.output();
+  EXPECT_TRUE(contains(agent.output(), " debug agent task_id=2: Got assigned task 2"))
+      << agent.output();
 }
 
 }  // namespace

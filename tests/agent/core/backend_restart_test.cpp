@@ -109,5 +109,20 @@ TEST(BackendRestartTest, ARestartInPlaceReportsTheStoppedTasksLostAndLeavesTheSe
   EXPECT_EQ(two[0].state, TaskState::kFinished) << "a task that had ended keeps its status";
 }
 
+TEST(BackendRestartTest, ALaunchThatArrivesWhileRestartingIsLostNotKilled) {
+  BackendOptions options = testOptions();
+  options.reconnect_timeout = Millis(10000);
+  Harness h(options);
+  h.runToRunning();
+  h.backend.onRestartRequested("received SIGUSR2");
+  // The driver rescheduled a task the restart stopped, onto this agent, before it saw it go.
+  h.launch(5);
+  const auto five = updatesFor(h, 5);
+  ASSERT_EQ(five.size(), 1u);
+  EXPECT_EQ(five[0].state, TaskState::kLost) << "no attempt counted against the task";
+  EXPECT_THAT(five[0].reason, HasSubstr("restarting in place"));
+  EXPECT_TRUE(h.executor.launched.empty());
+}
+
 }  // namespace
 }  // namespace dockhand::agent::backend_testing

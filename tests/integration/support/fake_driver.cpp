@@ -151,6 +151,17 @@ void FakeDriver::serve(WebSocket& ws) {
         } else {
           send(proto::makeReply(env.id, proto::Json::object()));
         }
+      } else if (env.type == "ResumeExecutor" && options_.accept_resume) {
+        {
+          std::lock_guard lock(mutex_);
+          registered_ = true;
+          for (const auto& block : env.body.value("blocks", proto::Json::array())) {
+            const std::string url = block.value("url", std::string());
+            const auto at = url.find("/blocks/");
+            if (at != std::string::npos) block_url_ = url.substr(0, at);
+          }
+        }
+        send(proto::makeReply(env.id, proto::toJson(proto::ResumeAccepted{})));
       } else if (env.type == "ResumeExecutor") {
         // A fake holds no agent across connections, as a restarted driver would not.
         send(proto::makeErrorReply(env.id, proto::error_code::kNotResumable,
