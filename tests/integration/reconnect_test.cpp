@@ -32,24 +32,10 @@ class ReconnectTest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> startDriver(const fs::path& job) {
-    std::vector<std::string> argv = {driverBinary(),
-                                     "run",
-                                     job.string(),
-                                     "--local-agents",
-                                     "0",
-                                     "--min-agents",
-                                     "2",
-                                     "--timeout",
-                                     "120",
-                                     "--log-level",
-                                     "info",
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--port-file",
-                                     port_file_.string()};
-    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
-    EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
-    port_ = std::stoi(readFile(port_file_));
+    auto driver =
+        startJobDriver(job, {"--min-agents", "2", "--timeout", "120", "--log-level", "info"},
+                       port_file_, dir.path() / "driver.log", port_);
+    EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
 

@@ -51,25 +51,10 @@ std::string readBytes(const fs::path& path) {
 class RestartTest : public ::testing::Test {
  protected:
   std::unique_ptr<ChildProcess> startDriver() {
-    const fs::path job = writeShuffleJob(dir.path(), "2");
-    std::vector<std::string> argv = {driverBinary(),
-                                     "run",
-                                     job.string(),
-                                     "--local-agents",
-                                     "0",
-                                     "--min-agents",
-                                     "2",
-                                     "--timeout",
-                                     "120",
-                                     "--log-level",
-                                     "info",
-                                     "--listen",
-                                     "127.0.0.1:0",
-                                     "--port-file",
-                                     port_file_.string()};
-    auto driver = std::make_unique<ChildProcess>(argv, (dir.path() / "driver.log").string());
-    EXPECT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver->output();
-    port_ = std::stoi(readFile(port_file_));
+    auto driver = startJobDriver(writeShuffleJob(dir.path(), "2"),
+                                 {"--min-agents", "2", "--timeout", "120", "--log-level", "info"},
+                                 port_file_, dir.path() / "driver.log", port_);
+    EXPECT_NE(port_, 0) << driver->output();
     return driver;
   }
 
@@ -248,12 +233,9 @@ TEST_F(RestartTest, AReloadAppliesTheLogLevelAndABrokenFileChangesNothing) {
                      started.string() + R"('; while [ ! -e ')" + go.string() +
                      R"(' ]; do sleep 0.05; done"},
       {"name": "after", "shell": "true"}]})");
-  std::vector<std::string> argv = {
-      driverBinary(), "run", job.string(), "--local-agents", "0",           "--min-agents",     "1",
-      "--timeout",    "120", "--listen",   "127.0.0.1:0",    "--port-file", port_file_.string()};
-  ChildProcess driver(argv, (dir.path() / "driver.log").string());
-  ASSERT_TRUE(waitUntil([&] { return fs::exists(port_file_); }, 10s)) << driver.output();
-  port_ = std::stoi(readFile(port_file_));
+  auto driver = startJobDriver(job, {"--min-agents", "1", "--timeout", "120"}, port_file_,
+                               dir.path() / "driver.log", port_);
+  ASSERT_NE(port_, 0) << driver->output();
   const fs::path config = dir.path() / "agent.json";
   writeFile(config, R"({"block_port": 0, "log_level": "info", "keep_task_dirs": 100})");
   AgentCommand command{.config = config,
@@ -264,7 +246,7 @@ TEST_F(RestartTest, AReloadAppliesTheLogLevelAndABrokenFileChangesNothing) {
                        .work_dir = dir.path() / "work-r"};
   ChildProcess agent(command.argv(), (dir.path() / "agent-r.log").string());
   ASSERT_TRUE(waitUntil([&] { return fs::exists(started); }, 30s))
-      << agent.output() << driver.output();
+      << agent.output() << driver->output();
   EXPECT_FALSE(contains(agent.output(), " debug ")) << agent.output();
 
   writeFile(config, R"({"block_port": 0, "log_level": "debug", "keep_task_dirs": 3,
@@ -292,8 +274,8 @@ TEST_F(RestartTest, AReloadAppliesTheLogLevelAndABrokenFileChangesNothing) {
       << agent.output();
 
   writeFile(go, "");
-  ASSERT_EQ(driver.waitExit(60s), 0) << driver.output() << agent.output();
-  EXPECT_TRUE(contains(driver.output(), "job reload SUCCEEDED")) << driver.output();
+  ASSERT_EQ(driver->waitExit(60s), 0) << driver->output() << agent.output();
+  EXPECT_TRUE(contains(driver->output(), "job reload SUCCEEDED")) << driver->output();
   EXPECT_TRUE(contains(agent.output(), " debug agent task_id=2: Got assigned task 2"))
       << agent.output();
 }

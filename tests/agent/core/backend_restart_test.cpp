@@ -27,13 +27,25 @@ std::vector<proto::StatusUpdate> updatesFor(const Harness& h, std::uint64_t task
   return out;
 }
 
-TEST(BackendRestartTest, ARestartedAgentResumesWithItsBlocksInsteadOfRegistering) {
+// A Backend started on a work directory that holds its session, up to its resume.
+struct Restarted {
+  Restarted() : h(options()) {
+    h.connect();
+    h.answerAppConfig();
+  }
+  BackendOptions options() {
+    BackendOptions o = restartedOptions();
+    o.on_resume_refused = [this] { ++refused; };
+    return o;
+  }
   int refused = 0;
-  BackendOptions options = restartedOptions();
-  options.on_resume_refused = [&] { ++refused; };
-  Harness h(options);
-  h.connect();
-  h.answerAppConfig();
+  Harness h;
+};
+
+TEST(BackendRestartTest, ARestartedAgentResumesWithItsBlocksInsteadOfRegistering) {
+  Restarted r;
+  Harness& h = r.h;
+  int& refused = r.refused;
   EXPECT_EQ(h.link.attemptedOfType("RegisterExecutor"), 0u);
   PendingAsk ask = h.link.takeAsk("ResumeExecutor");
   const auto resume = proto::decodeBody<proto::ResumeExecutor>(ask.message.body);
@@ -61,12 +73,9 @@ TEST(BackendRestartTest, ARestartedAgentResumesWithItsBlocksInsteadOfRegistering
 }
 
 TEST(BackendRestartTest, ARefusedResumeAfterARestartRegistersAnewOnANewConnection) {
-  int refused = 0;
-  BackendOptions options = restartedOptions();
-  options.on_resume_refused = [&] { ++refused; };
-  Harness h(options);
-  h.connect();
-  h.answerAppConfig();
+  Restarted r;
+  Harness& h = r.h;
+  const int& refused = r.refused;
   const int connects = h.link.connect_calls;
   h.link.takeAsk("ResumeExecutor")
       .done(errorResult(proto::error_code::kNotResumable, "executor exec-17 is not held"));

@@ -141,11 +141,16 @@ std::vector<std::string> linesStartingWith(const std::string& text, const std::s
 std::string agentBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand"; }
 std::string driverBinary() { return std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver"; }
 
-std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>& extra,
-                                                 const std::filesystem::path& port_file,
-                                                 const std::filesystem::path& log, int& port) {
-  std::vector<std::string> argv = {driverBinary(), "serve",       "--listen",
-                                   "127.0.0.1:0",  "--port-file", port_file.string()};
+namespace {
+
+// dockhand-driver ARGS --listen 127.0.0.1:0 --port-file PORT_FILE EXTRA..., and its port.
+std::unique_ptr<ChildProcess> startDriverWith(std::vector<std::string> argv,
+                                              const std::vector<std::string>& extra,
+                                              const std::filesystem::path& port_file,
+                                              const std::filesystem::path& log, int& port) {
+  argv.insert(argv.begin(), driverBinary());
+  for (const char* arg : {"--listen", "127.0.0.1:0", "--port-file"}) argv.emplace_back(arg);
+  argv.push_back(port_file.string());
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto driver = std::make_unique<ChildProcess>(argv, log.string());
   const bool written =
@@ -153,6 +158,21 @@ std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>&
                 std::chrono::seconds(10));
   port = written ? std::stoi(readFile(port_file)) : 0;
   return driver;
+}
+
+}  // namespace
+
+std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>& extra,
+                                                 const std::filesystem::path& port_file,
+                                                 const std::filesystem::path& log, int& port) {
+  return startDriverWith({"serve"}, extra, port_file, log, port);
+}
+
+std::unique_ptr<ChildProcess> startJobDriver(const std::filesystem::path& job,
+                                             const std::vector<std::string>& extra,
+                                             const std::filesystem::path& port_file,
+                                             const std::filesystem::path& log, int& port) {
+  return startDriverWith({"run", job.string(), "--local-agents", "0"}, extra, port_file, log, port);
 }
 
 int unusedPort() {

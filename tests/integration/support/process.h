@@ -76,6 +76,11 @@ std::string driverBinary();
 std::unique_ptr<ChildProcess> startServingDriver(const std::vector<std::string>& extra,
                                                  const std::filesystem::path& port_file,
                                                  const std::filesystem::path& log, int& port);
+// The same for `dockhand-driver run JOB --local-agents 0 ...`: a job for agents the test starts.
+std::unique_ptr<ChildProcess> startJobDriver(const std::filesystem::path& job,
+                                             const std::vector<std::string>& extra,
+                                             const std::filesystem::path& port_file,
+                                             const std::filesystem::path& log, int& port);
 
 // A TCP port on 127.0.0.1 that nothing listens on right now.
 int unusedPort();
