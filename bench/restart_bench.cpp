@@ -169,9 +169,7 @@ Round restartOnce(const Options& o, int blocks, int round) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int runBench(int argc, char** argv) {
   dockhand::bench::noticeSanitizer();
   Options o;
   const char* tmp = std::getenv("TMPDIR");
@@ -231,4 +229,17 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::remove_all(o.dir, ec);
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return runBench(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "restart bench: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "restart bench: an unknown error\n");
+  }
+  return 1;
 }

@@ -53,7 +53,7 @@ Result<std::optional<AgentSession>> readSession(const std::filesystem::path& pat
     return fileError(path, "not a JSON object (torn or damaged)");
   }
   if (json.value("format", std::string()) != kFormat) {
-    return fileError(path, std::string("\"format\" is not \"") + kFormat + "\"");
+    return fileError(path, std::string(R"("format" is not ")") + kFormat + "\"");
   }
   const auto version = json.find("version");
   if (version == json.end() || !version->is_number_integer()) {

@@ -8,12 +8,17 @@ namespace {
 void compare(const std::string& path, const nlohmann::json& running, const nlohmann::json& wanted,
              ReloadPlan& plan) {
   if (running.is_object() && wanted.is_object()) {
+    const auto below = [&path](const std::string& key) {
+      std::string at = path;
+      at.append("/").append(key);
+      return at;
+    };
     for (const auto& [key, value] : running.items()) {
       const auto other = wanted.find(key);
-      compare(path + "/" + key, value, other == wanted.end() ? nlohmann::json() : *other, plan);
+      compare(below(key), value, other == wanted.end() ? nlohmann::json() : *other, plan);
     }
     for (const auto& [key, value] : wanted.items()) {
-      if (!running.contains(key)) compare(path + "/" + key, nlohmann::json(), value, plan);
+      if (!running.contains(key)) compare(below(key), nlohmann::json(), value, plan);
     }
     return;
   }

@@ -108,7 +108,7 @@ class RestartTest : public ::testing::Test {
   // `version` when given (the same length as the real one): a different build.
   fs::path copyAgent(const std::string& name, const std::string& version = {}) {
     fs::create_directories(dir.path() / "bin");
-    const fs::path to = dir.path() / "bin" / name;
+    fs::path to = dir.path() / "bin" / name;
     if (version.empty()) {
       fs::copy_file(agentBinary(), to, fs::copy_options::overwrite_existing);
       return to;

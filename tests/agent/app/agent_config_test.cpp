@@ -161,6 +161,16 @@ TEST(AgentConfigTest, OutOfRangeValuesAreRefused) {
   EXPECT_NE(errorOf(R"({"connect_tries": 0})").find("/connect_tries"), std::string::npos);
 }
 
+TEST(AgentConfigTest, TheRestartSignalCannotDecommission) {
+  EXPECT_EQ(errorOf(R"({"decommission": {"signal": "SIGUSR1"}})"), "");
+  for (const char* name : {"SIGUSR2", "USR2"}) {
+    const std::string error =
+        errorOf(std::string(R"({"decommission": {"signal": ")") + name + R"("}})");
+    EXPECT_NE(error.find("/decommission/signal"), std::string::npos) << error;
+    EXPECT_NE(error.find("SIGUSR2 is the restart in place"), std::string::npos) << error;
+  }
+}
+
 TEST(AgentConfigTest, InvalidJsonNamesTheLine) {
   std::string error = errorOf("{\n  \"cores\": 2,\n  oops\n}");
   EXPECT_NE(error.find("agent.json: line 3: invalid JSON"), std::string::npos) << error;

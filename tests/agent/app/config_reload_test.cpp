@@ -11,6 +11,7 @@ using nlohmann::json;
 
 std::vector<std::string> paths(const std::vector<ConfigChange>& changes) {
   std::vector<std::string> out;
+  out.reserve(changes.size());
   for (const auto& c : changes) out.push_back(c.path);
   return out;
 }

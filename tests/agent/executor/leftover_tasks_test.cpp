@@ -70,6 +70,7 @@ TEST(LeftoverTasksTest, KillsTheGroupsOfProcessesInTaskDirectoriesOnly) {
 
   const std::vector<LeftoverTask> killed = killLeftoverTasks(work);
   std::vector<pid_t> pids;
+  pids.reserve(killed.size());
   for (const auto& t : killed) pids.push_back(t.pid);
   EXPECT_NE(std::find(pids.begin(), pids.end(), task), pids.end());
   EXPECT_NE(std::find(pids.begin(), pids.end(), deeper), pids.end());
