@@ -27,7 +27,6 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
-#include "executor/leftover_tasks.h"
 #include "resources/resource_status.h"
 #include "resources/resources_file.h"
 #include "rpc/worker_watcher.h"
@@ -518,12 +517,16 @@ BackendOptions Agent::backendOptions() {
   // The status board is made current here, before LaunchedExecutor goes out, so that a
   // reader whose core-thread refresh does not come in time still sees the agent running.
   options.on_running = [this] {
-    recordSession();
+    recordSession({});
     status_board_.set(statusJson());
     notifySystemd("READY=1\nSTATUS=registered with the driver");
   };
   options.on_stopping = [] { notifySystemd("STOPPING=1"); };
   options.resume_after_restart = takeUpSession();
+  options.take_back_tasks = [this] { return takeBackTasks(); };
+  options.on_handed_over = [this](const std::vector<HandedOverTask>& tasks) {
+    recordSession(tasks);
+  };
   options.on_resume_refused = [this] {
     if (auto removed = removeSession(sessionPath(config_.work_dir)); !removed) {
       logger("agent")->warn("{}", removed.error().message);
@@ -659,58 +662,6 @@ int Agent::run() {
   const int code = loop_.run(toInt(ExitCode::kInternalError));
   status_board_.close();  // no core thread makes a status any more: serve the last one
   return shutDown(code);
-}
-
-bool Agent::takeUpSession() {
-  auto log = logger("agent");
-  const std::filesystem::path path = sessionPath(config_.work_dir);
-  Result<std::optional<AgentSession>> read = readSession(path);
-  if (read && !read->has_value()) return false;
-  // A previous process of an agent on this work directory ended without ending its session:
-  // what it ran is over (a service manager ended it with the process, or it is ended here).
-  for (const LeftoverTask& task : killLeftoverTasks(std::filesystem::path(config_.work_dir))) {
-    log->warn(
-        "killed process {} (process group {}) of task directory {}, left running by the "
-        "agent's previous process",
-        task.pid, task.pgid, task.directory);
-  }
-  if (!read) {
-    log->error("{}; registering anew (the driver reruns what it counted here)",
-               read.error().message);
-    setSessionAside(path);
-    return false;
-  }
-  const AgentSession& session = **read;
-  if (!sameSession(session, config_.app_id, config_.executor_id, config_.driver_url)) {
-    log->info(
-        "session file {} is of executor {} of app {} with driver {}, not this agent's: "
-        "registering anew",
-        path.string(), session.executor_id, session.app_id, session.driver_url);
-    return false;
-  }
-  log->info(
-      "executor {} was registered with driver {} by process {} (dockhand {}): resuming "
-      "that session with the {} block(s) kept",
-      session.executor_id, session.driver_url, session.pid, session.agent_version,
-      store_ ? store_->count() : 0);
-  return true;
-}
-
-void Agent::recordSession() {
-  AgentSession session;
-  session.app_id = config_.app_id;
-  session.executor_id = config_.executor_id;
-  session.driver_url = config_.driver_url;
-  session.pid = static_cast<std::uint64_t>(::getpid());
-  session.written_unix_ms =
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  session.agent_version = kVersion;
-  if (auto written = writeSession(sessionPath(config_.work_dir), session); !written) {
-    logger("agent")->error("{}: a restart of this agent will register anew instead of resuming",
-                           written.error().message);
-  }
 }
 
 void Agent::reload() {

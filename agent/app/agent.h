@@ -156,18 +156,25 @@ class Agent {
   // The orderly end after the loop returned; ends the process at once when a plugin call is
   // still in progress.
   int shutDown(int code);
-  // Reads the work directory's session file (agent_session.h): true when this executor's
-  // previous process left a session with this driver to resume. Task processes that process
-  // left running (it crashed outside a service manager that ends them) are killed first.
+  // Restarts (agent_restart.cpp). Reads the work directory's session file (agent_session.h):
+  // true when this executor's previous process left a session with this driver to resume.
+  // Task processes that process left running (it crashed outside a service manager that ends
+  // them) are killed first, but for those it handed over to this program (a restart in place).
   bool takeUpSession();
-  // BackendOptions::on_running: the driver holds this executor now (written at each entry).
-  void recordSession();
+  // BackendOptions::take_back_tasks: the tasks handed over go back to their runners (resources
+  // held again); the processes of those that cannot are killed.
+  std::vector<HandedOverTask> takeBackTasks();
+  // BackendOptions::on_running (no task) and on_handed_over: the driver holds this executor
+  // (written at each entry), and the tasks the next program takes back.
+  void recordSession(const std::vector<HandedOverTask>& tasks);
   // SIGHUP, on the core thread: reads the configuration again and applies what can change
   // live (config_reload.h).
   void reload();
 
   AgentConfig config_;
   ConfigRereader reread_;
+  // The tasks the previous program handed over (session file), until taken back.
+  std::vector<HandedOverTask> handed_over_;
   Settings settings_;
   protocol::auth::RequestSigner signer_;
   EventLoop loop_;

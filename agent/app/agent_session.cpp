@@ -72,6 +72,17 @@ Result<std::optional<AgentSession>> readSession(const std::filesystem::path& pat
     session.pid = json.value("pid", std::uint64_t{0});
     session.written_unix_ms = json.value("written_unix_ms", std::uint64_t{0});
     session.agent_version = json.value("agent_version", std::string());
+    if (const auto tasks = json.find("tasks"); tasks != json.end()) {
+      for (const auto& entry : tasks->get_ref<const nlohmann::json::array_t&>()) {
+        HandedOverTask task;
+        task.task_id = entry.at("task_id").get<std::uint64_t>();
+        task.runner = entry.at("runner").get<std::string>();
+        task.handle = entry.at("handle");
+        task.cpus = entry.value("cpus", 0);
+        task.resources = entry.value("resources", decltype(task.resources){});
+        session.tasks.push_back(std::move(task));
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return fileError(path, std::string("a member is missing or of the wrong type: ") + e.what());
   }
@@ -80,14 +91,24 @@ Result<std::optional<AgentSession>> readSession(const std::filesystem::path& pat
 }
 
 Result<void> writeSession(const std::filesystem::path& path, const AgentSession& session) {
-  const nlohmann::json json = {{"format", kFormat},
-                               {"version", AgentSession::kVersion},
-                               {"app_id", session.app_id},
-                               {"executor_id", session.executor_id},
-                               {"driver_url", session.driver_url},
-                               {"pid", session.pid},
-                               {"written_unix_ms", session.written_unix_ms},
-                               {"agent_version", session.agent_version}};
+  nlohmann::json json = {{"format", kFormat},
+                         {"version", AgentSession::kVersion},
+                         {"app_id", session.app_id},
+                         {"executor_id", session.executor_id},
+                         {"driver_url", session.driver_url},
+                         {"pid", session.pid},
+                         {"written_unix_ms", session.written_unix_ms},
+                         {"agent_version", session.agent_version}};
+  if (!session.tasks.empty()) {
+    auto& tasks = json["tasks"] = nlohmann::json::array();
+    for (const HandedOverTask& task : session.tasks) {
+      tasks.push_back({{"task_id", task.task_id},
+                       {"runner", task.runner},
+                       {"handle", task.handle},
+                       {"cpus", task.cpus},
+                       {"resources", task.resources}});
+    }
+  }
   const std::string text = json.dump(2) + "\n";
   const std::filesystem::path temp = path.string() + ".new";
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

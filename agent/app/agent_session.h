@@ -5,7 +5,8 @@
 //
 // Written once the driver has taken the agent (registered or resumed), removed when the
 // session ends for good (a stop the driver was told of, a decommission, a refused resume).
-// A crash leaves it, which is the point.
+// A crash leaves it, which is the point. A restart in place rewrites it with the tasks it hands
+// over; the next program takes them back and writes it again without them once it runs.
 //
 // The file is versioned: {"format": "dockhand-session", "version": 1, ...}. This agent reads
 // version 1 and ignores members it does not know, so the next minor version may add some;
@@ -18,7 +19,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "core/ports.h"
 #include "dockhand/base/result.h"
 
 namespace dockhand::agent {
@@ -31,6 +34,10 @@ struct AgentSession {
   std::uint64_t pid = 0;              // the process that wrote it
   std::uint64_t written_unix_ms = 0;  // when
   std::string agent_version;          // the agent's version string, for the log
+  // Written by a restart in place: the running tasks handed over to the next program, which
+  // takes them back (member "tasks": [{"task_id", "runner", "handle", "cpus", "resources"}];
+  // absent: none).
+  std::vector<HandedOverTask> tasks;
 };
 
 // <work_dir>/session.json

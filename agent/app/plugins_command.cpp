@@ -57,6 +57,8 @@ json hooksOf(const dh_plugin_descriptor& d) {
     if (t->thread_dump) names.emplace_back("thread_dump");
     if (t->task_stats) names.emplace_back("task_stats");
     if (t->try_launch) names.emplace_back("try_launch");
+    if (t->detach) names.emplace_back("detach");
+    if (t->adopt) names.emplace_back("adopt");
     hooks["task_runner"] = names;
   }
   if (const auto* t = d.block_migration) {

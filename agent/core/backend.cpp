@@ -622,6 +622,15 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
                 status.task_id);
     return;
   }
+  if (orphaned_.count(status.task_id) != 0) {
+    if (proto::isTerminal(status.state)) {
+      log()->info("task {} of the refused session ended ({}); not reported", status.task_id,
+                  proto::toString(status.state));
+      orphaned_.erase(status.task_id);
+      running_.erase(it);
+    }
+    return;
+  }
   proto::StatusUpdate update;
   update.executor_id = options_.executor_id;
   update.task_id = status.task_id;
@@ -681,7 +690,7 @@ void Backend::sendStatus(const proto::StatusUpdate& update) {
 bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
   // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
   // sent while Reconnecting until the driver has taken the agent back.
-  if (outbox_.empty() && state_ != State::kReconnecting && link_.connected() && link_.send(frame)) {
+  if (outbox_.empty() && sendsNow() && link_.connected() && link_.send(frame)) {
     if (final_status) rememberEnd(task_id, std::move(frame));
     return true;
   }
@@ -693,7 +702,7 @@ bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool fin
 }
 
 void Backend::flushOutbox() {
-  if (state_ == State::kReconnecting) return;
+  if (!sendsNow()) return;
   while (!outbox_.empty() && link_.connected()) {
     Outgoing& next = outbox_.front();
     if (!link_.send(next.frame)) return;
@@ -737,6 +746,7 @@ void Backend::onRestartRequested(const std::string& reason) {
               keeps_session ? "the driver holds this executor meanwhile and it resumes"
                             : "not registered yet: it starts anew");
   restarting_ = true;
+  keeps_session_on_restart_ = keeps_session;
   exitExecutor(ExitCode::kRestartInPlace, reason + ": restart in place", /*notify_driver=*/false);
 }
 
@@ -765,6 +775,9 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
   endWaiting(proto::TaskState::kKilled, "executor is stopping");
+  if (code == ExitCode::kRestartInPlace && keeps_session_on_restart_ && options_.on_handed_over) {
+    handOverTasks();
+  }
   if (!running_.empty()) {
     log()->info("stopping {} running task(s)", running_.size());
     executor_.stopAll(options_.stop_grace);

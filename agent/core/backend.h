@@ -47,6 +47,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/decommission_flow.h"
 #include "core/exit_codes.h"
@@ -100,11 +101,20 @@ struct BackendOptions {
   // This agent's previous process was registered with this driver under the same executor id
   // and ended without ending the session (a restart in place, an upgrade, a crash; see
   // app/agent_session.h): after the app config, it resumes (ResumeExecutor, listing the
-  // blocks it kept and no task) instead of registering. The driver's answer names the tasks it
-  // counted as running here; they did not survive the old process and are reported LOST
-  // (rerun elsewhere, no attempt counted). A refused resume (the driver's grace window passed,
-  // or it restarted) is followed by a registration on a new connection.
+  // blocks it kept and the tasks taken back) instead of registering. The driver's answer names
+  // the tasks it counted as running here; those not taken back did not survive the old process
+  // and are reported LOST (rerun elsewhere, no attempt counted). A refused resume (the
+  // driver's grace window passed, or it restarted) stops the tasks taken back, reports nothing
+  // of them, and registers anew on a new connection.
   bool resume_after_restart = false;
+  // Called on the core thread just before that resume: gives the tasks the previous program
+  // handed over back to their runners and returns those that run here again (with their cpus
+  // and resources). May be empty: none.
+  std::function<std::vector<HandedOverTask>()> take_back_tasks;
+  // Called on the core thread by a restart in place that keeps the session, with the tasks
+  // handed over to the next program (Executor::handOver), for the app to keep them on disk.
+  // May be empty: every task is stopped instead.
+  std::function<void(const std::vector<HandedOverTask>&)> on_handed_over;
   // Called when the driver refused that resume (the session on disk is over). May be empty.
   std::function<void()> on_resume_refused;
 
@@ -239,7 +249,15 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // Registering, after a restart (resume_after_restart): ResumeExecutor, then Running, or a
   // registration on a new connection.
   void resumeAfterRestart();
+  // A restart in place that keeps the session: running tasks go to the next program.
+  void handOverTasks();
+  // Statuses leave now, not through the outbox: not while Reconnecting, nor before the driver
+  // took the agent back after a restart.
+  bool sendsNow() const { return state_ != State::kReconnecting && !restart_resume_; }
   void onResumedAfterRestart(const protocol::ResumeAccepted& accepted);
+  // The driver refused the resume after a restart: the tasks taken back are stopped, and
+  // nothing of them is reported.
+  void orphanTakenBack(const std::string& why);
   // A final status written to the link: kept, a bounded number of them, until a resume
   // shows whether the driver had it.
   void rememberEnd(std::uint64_t task_id, protocol::Envelope frame);
@@ -316,6 +334,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   bool decommission_after_resume_ = false;  // the decommission signal came while Reconnecting
   bool restart_resume_ = false;             // options_.resume_after_restart, until tried
   bool restarting_ = false;                 // onRestartRequested: stopped tasks are LOST
+  // Tasks taken back after a restart whose session the driver refused: stopped, and nothing
+  // of them is reported (the driver no longer counts them).
+  std::unordered_set<std::uint64_t> orphaned_;
+  bool keeps_session_on_restart_ = false;  // onRestartRequested: the next program resumes
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;

@@ -4,6 +4,9 @@
 // after the resume, those written just before the connection went (and perhaps lost with it)
 // are sent again when the driver still counts their task as running, and a task the driver
 // counts as running that never arrived here is reported LOST.
+//
+// Also the restart in place (a new program in the same process): the running tasks handed over
+// to it, taken back there and listed in its ResumeExecutor.
 #include <algorithm>
 #include <iterator>
 #include <unordered_set>
@@ -149,11 +152,29 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
 }
 
 void Backend::resumeAfterRestart() {
+  if (options_.take_back_tasks) {
+    for (auto& task : options_.take_back_tasks()) {
+      RunningTask running;
+      running.cpus = task.cpus;
+      running.resources = std::move(task.resources);
+      running.received = timers_.now();
+      running.reported_running = true;  // by the previous program
+      running_.emplace(task.task_id, std::move(running));
+    }
+  }
   proto::ResumeExecutor ask;
   ask.executor_id = options_.executor_id;
+  ask.running.reserve(running_.size());
+  for (const auto& [task_id, task] : running_) ask.running.push_back(task_id);
+  for (const auto& queued : outbox_) {
+    if (queued.final_status) ask.running.push_back(queued.task_id);
+  }
+  std::sort(ask.running.begin(), ask.running.end());
   if (options_.held_blocks) ask.blocks = options_.held_blocks();
-  log()->info("resuming executor {} with driver {} after a restart: {} block(s) kept",
-              options_.executor_id, options_.driver_url, ask.blocks.size());
+  log()->info(
+      "resuming executor {} with driver {} after a restart: {} task(s) taken back, {} block(s) "
+      "kept",
+      options_.executor_id, options_.driver_url, ask.running.size(), ask.blocks.size());
   link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {
     if (state_ != State::kRegistering || exiting_) return;
     if (result.ok) {
@@ -183,6 +204,7 @@ void Backend::resumeAfterRestart() {
         "registering anew",
         options_.driver_url, options_.executor_id, result.error.message, result.error.code);
     restart_resume_ = false;
+    orphanTakenBack(result.error.message);
     if (options_.on_resume_refused) options_.on_resume_refused();
     link_.close();
     connect_attempts_ = 0;
@@ -196,11 +218,33 @@ void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
   ++resumes_;
   last_driver_message_ = timers_.now();
   setState(State::kRunning);
-  log()->info(
-      "resumed as executor {} with driver {} after a restart: {} task(s) the driver "
-      "counted here did not survive it and are reported LOST",
-      options_.executor_id, options_.driver_url, accepted.tasks.size());
+  // Known here: taken back and running, or taken back and ended (its status waits in the
+  // outbox).
+  std::unordered_set<std::uint64_t> known;
+  for (const auto& [task_id, task] : running_) known.insert(task_id);
+  for (const auto& queued : outbox_) {
+    if (queued.final_status) known.insert(queued.task_id);
+  }
+  const std::unordered_set<std::uint64_t> counted(accepted.tasks.begin(), accepted.tasks.end());
+  std::vector<std::uint64_t> lost_ids;
   for (const auto task_id : accepted.tasks) {
+    if (known.count(task_id) == 0) lost_ids.push_back(task_id);
+  }
+  std::vector<std::uint64_t> uncounted;
+  for (const auto& [task_id, task] : running_) {
+    if (counted.count(task_id) == 0) uncounted.push_back(task_id);
+  }
+  log()->info(
+      "resumed as executor {} with driver {} after a restart: {} task(s) taken back run on, "
+      "{} the driver counted here did not survive it and are reported LOST",
+      options_.executor_id, options_.driver_url, running_.size() - uncounted.size(),
+      lost_ids.size());
+  for (const auto task_id : uncounted) {
+    // The driver ran it elsewhere meanwhile (or never launched it here): not twice at once.
+    orphaned_.insert(task_id);
+    executor_.kill(task_id, /*interrupt=*/true, "the driver no longer counts it on this executor");
+  }
+  for (const auto task_id : lost_ids) {
     proto::StatusUpdate lost;
     lost.executor_id = options_.executor_id;
     lost.task_id = task_id;
@@ -211,6 +255,34 @@ void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
   }
   flushOutbox();
   scheduleHeartbeat();
+}
+
+void Backend::handOverTasks() {
+  if (running_.empty()) return;
+  std::vector<HandedOverTask> handed = executor_.handOver();
+  for (auto& task : handed) {
+    auto it = running_.find(task.task_id);
+    if (it == running_.end()) continue;
+    task.cpus = it->second.cpus;
+    task.resources = it->second.resources;
+    running_.erase(it);
+  }
+  log()->info("{} running task(s) go on in the next program; {} cannot and are stopped",
+              handed.size(), running_.size());
+  options_.on_handed_over(handed);
+}
+
+void Backend::orphanTakenBack(const std::string& why) {
+  // Their statuses, and those already queued, belong to the refused session.
+  std::erase_if(outbox_,
+                [](const Outgoing& queued) { return queued.frame.type == "StatusUpdate"; });
+  if (running_.empty()) return;
+  log()->warn("stopping the {} task(s) taken back: the driver would not resume their session ({})",
+              running_.size(), why);
+  for (const auto& [task_id, task] : running_) {
+    orphaned_.insert(task_id);
+    executor_.kill(task_id, /*interrupt=*/true, "the driver would not resume this executor");
+  }
 }
 
 void Backend::rememberEnd(std::uint64_t task_id, proto::Envelope frame) {

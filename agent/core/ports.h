@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,6 +122,17 @@ class DriverEvents {
   virtual void onDriverDisconnected(const std::string& reason) = 0;
 };
 
+// A running task handed over to the agent's next program by a restart in place: the task
+// runs on, and the next program takes it back (plugin.h, detach and adopt).
+struct HandedOverTask {
+  std::uint64_t task_id = 0;
+  std::string runner;
+  Json handle;  // the runner's own, as its detach returned it
+  // What the task holds (the Backend's record), held again by the next program.
+  int cpus = 0;
+  std::map<std::string, std::vector<std::string>> resources;
+};
+
 // Runs tasks through runner plugins. Status reports go to its TaskStatusSink.
 class Executor {
  public:
@@ -136,6 +148,16 @@ class Executor {
   // Stops every task and waits (bounded) until their processes are gone. Blocking; called
   // once, on the exit path.
   virtual void stopAll(Millis grace) = 0;
+  // A restart in place: hands each running task whose runner can let it outlive the program
+  // over to the next program and forgets it (no status follows for it here); returns those,
+  // without cpus and resources. The others are left running here, for stopAll(). Blocking,
+  // bounded by the runners' call timeout; called once, on the exit path, before stopAll().
+  virtual std::vector<HandedOverTask> handOver() { return {}; }
+  // In the next program, before the first launch: takes back a task the previous one handed
+  // over. Running here on success, as if launched; an error says why it cannot be.
+  virtual Result<void> adopt(const HandedOverTask& /*task*/) {
+    return Error("this executor cannot take tasks back");
+  }
 };
 
 // Changes the log level live (spdlog in the real agent).

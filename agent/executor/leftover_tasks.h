@@ -12,7 +12,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,9 @@ struct LeftoverTask {
 // process group (not a session: a shell opened there is no task) and kills each group
 // (SIGKILL). Returns what it killed. Processes it may not look at (another user's, for an
 // agent that is not root) are passed over.
-std::vector<LeftoverTask> killLeftoverTasks(const std::filesystem::path& work_dir);
+// Tasks in `keep` (their directory is tasks/task-<id>) are passed over: those a restart in
+// place handed over to this program.
+std::vector<LeftoverTask> killLeftoverTasks(const std::filesystem::path& work_dir,
+                                            const std::set<std::uint64_t>& keep = {});
 
 }  // namespace dockhand::agent

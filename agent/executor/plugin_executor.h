@@ -107,6 +107,13 @@ class PluginExecutor final : public Executor {
   bool kill(std::uint64_t task_id, bool interrupt, const std::string& reason) override;
   std::optional<Json> threadDump(std::uint64_t task_id) override;
   void stopAll(Millis grace) override;
+  // Restart in place (task_handover.cpp): each task whose runner has detach/adopt (plugin.h)
+  // is handed over; one still fetching its inputs, or whose runner cannot, is not.
+  std::vector<HandedOverTask> handOver() override;
+  // In the next program, before the first launch: gives `task` back to its runner (adopt).
+  // On success the task is running here, as if launched, and its end is reported as any
+  // other's; an error says why it cannot be taken back (the caller reports it LOST).
+  Result<void> adopt(const HandedOverTask& task) override;
 
   // Stops the runners' call threads and destroys the runners (once; stopAll() does it too),
   // waiting at most `grace` for calls in progress. Returns the runners left behind because a

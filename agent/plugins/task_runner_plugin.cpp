@@ -53,4 +53,24 @@ PluginResult TaskRunnerPlugin::taskStats(std::uint64_t task_id) {
   return instance_->result(status, out);
 }
 
+PluginResult TaskRunnerPlugin::detach(std::uint64_t task_id) {
+  if (!canHandOver()) {
+    return PluginResult{DH_UNSUPPORTED, {}, name() + " cannot hand tasks over to a new program"};
+  }
+  const char* out = nullptr;
+  dh_status status = timedCoreHook(
+      *instance_, "detach", [&] { return table_->detach(instance_->handle(), task_id, &out); });
+  return instance_->result(status, out);
+}
+
+PluginResult TaskRunnerPlugin::adopt(std::uint64_t task_id, const std::string& handle_json) {
+  if (!canHandOver()) {
+    return PluginResult{DH_UNSUPPORTED, {}, name() + " cannot take tasks back"};
+  }
+  dh_status status = timedCoreHook(*instance_, "adopt", [&] {
+    return table_->adopt(instance_->handle(), task_id, handle_json.c_str());
+  });
+  return instance_->result(status);
+}
+
 }  // namespace dockhand::agent

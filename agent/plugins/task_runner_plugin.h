@@ -35,6 +35,12 @@ class TaskRunnerPlugin {
   // DH_UNSUPPORTED when the plugin has no task_stats hook (e.g. one built against ABI 1.0).
   PluginResult taskStats(std::uint64_t task_id);
 
+  // detach/adopt (ABI 1.6, plugin.h): a task handed over to the agent's next program and
+  // taken back there. Both DH_UNSUPPORTED when the plugin has not both hooks.
+  bool canHandOver() const { return table_->detach != nullptr && table_->adopt != nullptr; }
+  PluginResult detach(std::uint64_t task_id);
+  PluginResult adopt(std::uint64_t task_id, const std::string& handle_json);
+
   // DH_RUNNER_MAKES_WORK_DIR (ABI 1.4): the runner creates a task's directory when it needs
   // one. The table is a copy, zero beyond the plugin's struct_size: an older plugin says no.
   bool makesWorkDir() const { return (table_->flags & DH_RUNNER_MAKES_WORK_DIR) != 0; }

@@ -19,31 +19,41 @@ void ResourceGuard::setResources(const std::map<std::string, DiscoveredResource>
   for (const auto& [name, r] : resources) owners_[name] = r.owner;
 }
 
-Result<void> ResourceGuard::launch(const protocol::TaskDescription& task) {
-  if (!task.resources.empty()) {
-    if (auto taken = ledger_.acquire(task.task_id, task.resources); !taken) {
-      return Error("resource assignment refused: " + taken.error().message);
-    }
-    auto& done = allocations_[task.task_id];
-    for (const auto& [name, addresses] : task.resources) {
-      Discoverer* owner = owners_[name];
-      if (owner == nullptr) continue;  // from the resources file: no plugin to call
-      const std::string allocation = nlohmann::json{
-          {"task_id", task.task_id},
-          {"name", name},
-          {"addresses", addresses}}.dump();
-      PluginResult result = owner->allocate(allocation);
-      if (!result.ok()) {
-        releaseTask(task.task_id);
-        return Error(fmt::format("plugin '{}' could not allocate {} {}: {}", owner->name(), name,
-                                 allocation, result.error));
-      }
-      done.emplace_back(owner, allocation);
-    }
+Result<void> ResourceGuard::hold(std::uint64_t task_id,
+                                 const std::map<std::string, std::vector<std::string>>& resources) {
+  if (resources.empty()) return {};
+  if (auto taken = ledger_.acquire(task_id, resources); !taken) {
+    return Error("resource assignment refused: " + taken.error().message);
   }
+  auto& done = allocations_[task_id];
+  for (const auto& [name, addresses] : resources) {
+    Discoverer* owner = owners_[name];
+    if (owner == nullptr) continue;  // from the resources file: no plugin to call
+    const std::string allocation =
+        nlohmann::json{{"task_id", task_id}, {"name", name}, {"addresses", addresses}}.dump();
+    PluginResult result = owner->allocate(allocation);
+    if (!result.ok()) {
+      releaseTask(task_id);
+      return Error(fmt::format("plugin '{}' could not allocate {} {}: {}", owner->name(), name,
+                               allocation, result.error));
+    }
+    done.emplace_back(owner, allocation);
+  }
+  return {};
+}
+
+Result<void> ResourceGuard::launch(const protocol::TaskDescription& task) {
+  if (auto held = hold(task.task_id, task.resources); !held) return held;
   auto launched = inner_.launch(task);
   if (!launched) releaseTask(task.task_id);
   return launched;
+}
+
+Result<void> ResourceGuard::adopt(const HandedOverTask& task) {
+  if (auto held = hold(task.task_id, task.resources); !held) return held;
+  auto adopted = inner_.adopt(task);
+  if (!adopted) releaseTask(task.task_id);
+  return adopted;
 }
 
 void ResourceGuard::onTaskStatus(const TaskStatusEvent& status) {

@@ -36,6 +36,14 @@ class ResourceGuard final : public Executor, public TaskStatusSink {
     return inner_.threadDump(task_id);
   }
   void stopAll(Millis grace) override { inner_.stopAll(grace); }
+  std::vector<HandedOverTask> handOver() override { return inner_.handOver(); }
+
+  // A task the agent's previous program handed over (a restart in place) still holds its
+  // resources: they count in the ledger again and are allocated again with their plugins
+  // before the executor takes it back, and are released when it ends, as a launched task's
+  // are. An error when they no longer fit (the agent's resources changed across the restart)
+  // or the executor cannot take it back: nothing is held then.
+  Result<void> adopt(const HandedOverTask& task) override;
 
   // A terminal status releases the task's addresses, then every status goes on to `next`.
   void onTaskStatus(const TaskStatusEvent& status) override;
@@ -43,6 +51,10 @@ class ResourceGuard final : public Executor, public TaskStatusSink {
   const ResourceLedger& ledger() const { return ledger_; }
 
  private:
+  // Counts `resources` for the task in the ledger and allocates them with their plugins; on an
+  // error nothing is held.
+  Result<void> hold(std::uint64_t task_id,
+                    const std::map<std::string, std::vector<std::string>>& resources);
   void releaseTask(std::uint64_t task_id);
 
   Executor& inner_;

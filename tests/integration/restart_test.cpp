@@ -219,6 +219,84 @@ TEST_F(RestartTest, ACrashedAgentStartedAgainReannouncesItsVerifiedBlocks) {
   }
 }
 
+// A restart in place into a new build with 20 process tasks running: each goes on in the same
+// process, is taken back by the new program, and ends FINISHED with its own output, reported
+// once; none is run again.
+TEST_F(RestartTest, ARestartInPlaceKeepsItsRunningProcessTasks) {
+  constexpr int kTasks = 20;
+  const fs::path go = dir.path() / "go";
+  const fs::path job = dir.path() / "job.json";
+  {
+    nlohmann::json tasks = nlohmann::json::array();
+    for (int i = 0; i < kTasks; ++i) {
+      tasks.push_back(
+          {{"name", "t-" + std::to_string(i)},
+           {"shell", "touch '" + (dir.path() / ("started-" + std::to_string(i))).string() +
+                         "'; while [ ! -e '" + go.string() + "' ]; do sleep 0.05; done; echo out-" +
+                         std::to_string(i)}});
+    }
+    writeFile(job, nlohmann::json{{"name", "survive"}, {"tasks", tasks}}.dump());
+  }
+  auto driver = startJobDriver(job, {"--min-agents", "1", "--timeout", "120"}, port_file_,
+                               dir.path() / "driver.log", port_);
+  ASSERT_NE(port_, 0) << driver->output();
+  const fs::path program = copyAgent("dockhand");
+  const fs::path next_build = copyAgent("dockhand.new", "9.9.9");
+  const fs::path config = dir.path() / "agent.json";
+  writeFile(config, R"({"block_port": 0, "reconnect_timeout_ms": 30000, "plugin_dirs": [")" +
+                        (fs::path(agentBinary()).parent_path().parent_path() / "lib" / "dockhand" /
+                         "plugins")
+                            .string() +
+                        R"("]})");
+  AgentCommand command{.config = config,
+                       .driver_url = "ws://127.0.0.1:" + std::to_string(port_) + "/",
+                       .executor_id = "agent-s",
+                       .app_id = "survive-test",
+                       .cores = kTasks,
+                       .work_dir = dir.path() / "work-s"};
+  std::vector<std::string> argv = command.argv();
+  argv[0] = program.string();
+  ChildProcess agent(argv, (dir.path() / "agent-s.log").string());
+  ASSERT_TRUE(waitUntil(
+      [&] {
+        for (int i = 0; i < kTasks; ++i) {
+          if (!fs::exists(dir.path() / ("started-" + std::to_string(i)))) return false;
+        }
+        return true;
+      },
+      60s))
+      << agent.output() << driver->output();
+
+  fs::rename(next_build, program);
+  agent.signal(SIGUSR2);
+  ASSERT_TRUE(waitUntil([&] { return contains(agent.output(), "taken back run on"); }, 30s))
+      << agent.output() << driver->output();
+  const std::string log = agent.output();
+  EXPECT_TRUE(contains(log, "dockhand 9.9.9 starting")) << log;
+  EXPECT_TRUE(contains(log, "20 running task(s) go on in the next program; 0 cannot")) << log;
+  EXPECT_TRUE(contains(log, "20 of 20 task(s) handed over by the previous program taken back"))
+      << log;
+  EXPECT_TRUE(contains(log,
+                       "20 task(s) taken back run on, 0 the driver counted here did not "
+                       "survive it"))
+      << log;
+  EXPECT_TRUE(agent.running()) << "the same process goes on";
+
+  writeFile(go, "");
+  ASSERT_EQ(driver->waitExit(60s), 0) << driver->output() << agent.output();
+  const std::string out = driver->output();
+  EXPECT_TRUE(contains(out, "job survive SUCCEEDED")) << out << agent.output();
+  EXPECT_TRUE(contains(out, "0 retries")) << out;
+  EXPECT_FALSE(contains(out, "LOST")) << out;
+  const auto lines = linesStartingWith(out, "t-");
+  EXPECT_EQ(lines.size(), static_cast<std::size_t>(kTasks)) << out;
+  for (const auto& line : lines) {
+    const std::string name = line.substr(0, line.find(' '));
+    EXPECT_TRUE(contains(line, "FINISHED")) << line;
+    EXPECT_TRUE(contains(line, "out-" + name.substr(2))) << line;
+  }
+}
+
 // A reload (SIGHUP, what `systemctl reload dockhand` sends): a changed log level applies at once,
 // a setting that cannot change live is named and kept, a broken file changes nothing; the agent
 // stays registered throughout.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <string>
 
 namespace dockhand::plugins::process {
@@ -131,6 +132,23 @@ json describeProcessGroup(pid_t pgid) {
     processes.push_back(std::move(process));
   });
   return processes;
+}
+
+std::optional<ProcessIdentity> readProcessIdentity(pid_t pid) {
+  auto content = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!content) return std::nullopt;
+  const auto close = content->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  // After the command name: state (3), ppid (4), then fields 5 to 21, then starttime (22).
+  std::istringstream rest(content->substr(close + 1));
+  std::string state;
+  long ppid = 0;
+  rest >> state >> ppid;
+  std::string skipped;
+  for (int field = 5; field <= 21 && rest; ++field) rest >> skipped;
+  unsigned long long start_ticks = 0;
+  if (!(rest >> start_ticks)) return std::nullopt;
+  return ProcessIdentity{static_cast<pid_t>(ppid), start_ticks};
 }
 
 }  // namespace dockhand::plugins::process

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 namespace dockhand::plugins::process {
@@ -14,5 +16,15 @@ namespace dockhand::plugins::process {
 // "wchan"/"syscall" are omitted where /proc does not let us read them. Processes that vanish
 // while being read are skipped.
 nlohmann::json describeProcessGroup(pid_t pgid);
+
+// Who a process is, from /proc/<pid>/stat: its parent and its start time (clock ticks since
+// boot, field 22), which with the pid names one process for the life of the machine (a pid
+// is reused, a pid and start time are not). nullopt when the process is gone (a zombie is
+// still there).
+struct ProcessIdentity {
+  pid_t ppid = 0;
+  unsigned long long start_ticks = 0;
+};
+std::optional<ProcessIdentity> readProcessIdentity(pid_t pid);
 
 }  // namespace dockhand::plugins::process

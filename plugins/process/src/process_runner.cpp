@@ -272,6 +272,87 @@ std::string ProcessRunner::threadDump(std::uint64_t task_id) {
   return dumpJson(dump);
 }
 
+std::string ProcessRunner::detach(std::uint64_t task_id) {
+  Task task;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end()) {
+      throw sdk::Error(DH_NOT_FOUND, "no running task " + std::to_string(task_id));
+    }
+    if (it->second.kill_requested) {
+      throw sdk::Error(DH_UNSUPPORTED, "task " + std::to_string(task_id) + " is being killed");
+    }
+    task = std::move(it->second);
+    tasks_.erase(it);
+  }
+  // Out of the reaper's sight: an exit it saw already finds no task and is left alone.
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, task.pidfd, nullptr);
+  ::close(task.pidfd);
+  const auto identity = readProcessIdentity(task.pid);
+  const json handle = {{"pid", task.pid},
+                       {"start_ticks", identity ? identity->start_ticks : 0},
+                       {"started_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          task.started.time_since_epoch())
+                                          .count()},
+                       {"work_dir", task.work_dir}};
+  return dumpJson(handle);
+}
+
+void ProcessRunner::adopt(std::uint64_t task_id, std::string_view handle_json) {
+  const json handle = json::parse(handle_json, nullptr, /*allow_exceptions=*/false);
+  if (!handle.is_object() || !handle.contains("pid") || !handle["pid"].is_number_integer() ||
+      !handle.contains("start_ticks") || !handle["start_ticks"].is_number_unsigned() ||
+      !handle.contains("started_ns") || !handle["started_ns"].is_number_integer() ||
+      !handle.contains("work_dir") || !handle["work_dir"].is_string()) {
+    throw sdk::Error(DH_INVALID_ARGUMENT,
+                     "not a process runner's handle (pid, start_ticks, started_ns, work_dir)");
+  }
+  if (task_id == kWakeId) throw sdk::Error(DH_INVALID_ARGUMENT, "task_id: out of range");
+  const auto pid = handle["pid"].get<pid_t>();
+  const std::string what = "process " + std::to_string(pid);
+  const auto identity = pid > 0 ? readProcessIdentity(pid) : std::nullopt;
+  if (!identity) throw sdk::Error(DH_NOT_FOUND, what + " is gone");
+  if (identity->start_ticks != handle["start_ticks"].get<unsigned long long>()) {
+    throw sdk::Error(DH_NOT_FOUND, what + " is another process now (its start time differs)");
+  }
+  // Only the parent learns how a process ended; after a restart in place that is still us.
+  if (identity->ppid != ::getpid()) {
+    throw sdk::Error(DH_UNSUPPORTED, what + " is not a child of this agent (parent " +
+                                         std::to_string(identity->ppid) +
+                                         "): its exit status could not be known");
+  }
+  const int pidfd = pidfdOpen(pid);
+  if (pidfd < 0) throw sdk::Error(DH_ERROR, "cannot watch " + what + ": " + errnoText(errno));
+  Task task;
+  task.id = task_id;
+  task.pid = pid;
+  task.pidfd = pidfd;
+  task.work_dir = handle["work_dir"].get<std::string>();
+  task.started = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::nanoseconds(handle["started_ns"].get<std::int64_t>())));
+  {
+    std::lock_guard lock(mutex_);
+    if (!tasks_.emplace(task_id, task).second) {
+      ::close(pidfd);
+      throw sdk::Error(DH_INVALID_ARGUMENT,
+                       "task " + std::to_string(task_id) + " is already running");
+    }
+  }
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = task_id;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd, &event) != 0) {
+    const int error = errno;
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.erase(task_id);
+    }
+    ::close(pidfd);
+    throw sdk::Error(DH_ERROR, "cannot watch " + what + ": " + errnoText(error));
+  }
+}
+
 void ProcessRunner::wake() {
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);

@@ -16,6 +16,10 @@
 // exactly when the reaper takes its exit, so kill() and threadDump() never signal a group
 // whose leader has been reaped (its pid, and so the group id, cannot have been reused).
 // Host callbacks are made outside the lock.
+//
+// Restart in place: detach (call thread) takes a task out of `tasks_` and the epoll set and
+// closes its pidfd without a signal; the process is left to the next program, which adopts
+// it (a pidfd again, back in `tasks_`) and reaps it as any other.
 #pragma once
 
 #include <sys/types.h>
@@ -47,6 +51,14 @@ class ProcessRunner final : public sdk::TaskRunner {
   void launch(std::string_view task_json) override;
   void kill(std::uint64_t task_id, bool interrupt, std::string_view reason) override;
   std::string threadDump(std::uint64_t task_id) override;
+  // A restart in place (plugin.h, detach/adopt): the task's process group runs on, still a
+  // child of the agent's process, and the new program waits for it again. The handle:
+  //   {"pid": N, "start_ticks": N, "started_ns": N, "work_dir": "..."}
+  // pid and start_ticks (/proc/<pid>/stat) name the process across pid reuse; started_ns is
+  // its start on the steady clock (CLOCK_MONOTONIC, the same in the new program), so that
+  // its duration counts from its launch.
+  std::string detach(std::uint64_t task_id) override;
+  void adopt(std::uint64_t task_id, std::string_view handle_json) override;
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -34,7 +34,7 @@
  *
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
  *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable. 1.4 dh_task_runner_vtable.flags.
- *   1.5 dh_task_runner_vtable.try_launch.
+ *   1.5 dh_task_runner_vtable.try_launch. 1.6 dh_task_runner_vtable.detach and adopt.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -82,7 +82,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 5
+#define DH_ABI_MINOR 6
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -261,6 +261,28 @@ typedef struct dh_task_runner_vtable {
    * is the task's refusal, as from launch. A runner without it gets every task through
    * launch. Saves the call thread's wake-up on each task's way in. */
   dh_status (*try_launch)(dh_plugin* self, const char* task_json);
+
+  /* Since 1.6, optional. The agent is about to replace its program in place (a restart or an
+   * upgrade: the same process executes the new program, so the agent's children stay its
+   * children): let the task run on, stop watching it, and hand over what a new instance of
+   * this plugin, in the new program, needs to take it back: *out_json = a JSON object of the
+   * plugin's own making (a process id and its start time, a directory, ...). The agent keeps
+   * it in its state file and gives it to adopt unchanged. On DH_OK the plugin reports nothing
+   * more for the task and must not end it, not even in destroy. DH_UNSUPPORTED (or no hook):
+   * the task cannot outlive the program; the agent stops it and the driver runs it again. Call
+   * thread; must not block. */
+  dh_status (*detach)(dh_plugin* self, uint64_t task_id, const char** out_json);
+
+  /* Since 1.6, optional. In the new program, before any launch: take back a task that
+   * `detach` of an instance of this plugin (this version or an older one) handed over.
+   * task_id as at launch; handle_json what detach returned. On DH_OK the plugin owns the task
+   * again, as after launch, and reports how it ends (not RUNNING: the driver knows that): a
+   * task that ended while the agent was changing programs is reported at once, with its real
+   * exit status. On an error
+   * (the process is gone, its id now names another process, the handle is not one this
+   * plugin understands) the agent reports the task LOST and the driver runs it again; the
+   * plugin must then leave the task's processes alone. Call thread; must not block. */
+  dh_status (*adopt)(dh_plugin* self, uint64_t task_id, const char* handle_json);
 } dh_task_runner_vtable;
 
 /* The runner creates a task's work_dir itself (mode 0700, its parent exists), and only for a

@@ -164,6 +164,18 @@ class TaskRunner : public virtual Plugin {
   virtual std::string taskStats(std::uint64_t /*task_id*/) {
     throw Error(DH_UNSUPPORTED, "task stats are not supported by this runner");
   }
+  // The agent is replacing its program in place (plugin.h, detach): leave the task running,
+  // stop watching it, and return a JSON object that lets adopt() in the new program find it.
+  // Report nothing more for it. A class that does not declare it (with adopt) gets neither
+  // hook: its tasks are stopped on a restart in place and run again by the driver.
+  virtual std::string detach(std::uint64_t /*task_id*/) {
+    throw Error(DH_UNSUPPORTED, "this runner's tasks cannot outlive the agent's program");
+  }
+  // In the new program: take back a task detach() handed over (handle_json as it returned),
+  // then report its states as after launch(). Throw to refuse it (it is reported LOST).
+  virtual void adopt(std::uint64_t /*task_id*/, std::string_view /*handle_json*/) {
+    throw Error(DH_UNSUPPORTED, "this runner cannot take tasks back");
+  }
 };
 
 // Kind: resource discovery.
@@ -270,6 +282,12 @@ template <class T>
 constexpr bool kDeclaresTryLaunch =
     !std::is_same_v<decltype(&T::tryLaunch), bool (TaskRunner::*)(std::string_view)>;
 
+// Whether T declares detach and adopt itself (a runner whose tasks outlive the program).
+template <class T>
+constexpr bool kDeclaresHandover =
+    !std::is_same_v<decltype(&T::detach), std::string (TaskRunner::*)(std::uint64_t)> &&
+    !std::is_same_v<decltype(&T::adopt), void (TaskRunner::*)(std::uint64_t, std::string_view)>;
+
 template <class T>
 struct Glue {
   static_assert(std::is_base_of_v<Plugin, T>, "a plugin class derives from a dockhand::sdk base");
@@ -334,6 +352,15 @@ struct Glue {
                              const char** out_json) noexcept {
     return guarded([&] { return setOut(runner(self).taskStats(task_id), out_json); });
   }
+  static dh_status detach(dh_plugin* self, std::uint64_t task_id, const char** out_json) noexcept {
+    return guarded([&] { return setOut(runner(self).detach(task_id), out_json); });
+  }
+  static dh_status adopt(dh_plugin* self, std::uint64_t task_id, const char* handle_json) noexcept {
+    return guarded([&] {
+      runner(self).adopt(task_id, handle_json ? handle_json : "");
+      return DH_OK;
+    });
+  }
 
   // --- resource discovery ---
   static dh_status discover(dh_plugin* self, const char* request_json,
@@ -384,7 +411,9 @@ struct Glue {
                                                    &threadDump,
                                                    &taskStats,
                                                    runnerFlags(),
-                                                   kDeclaresTryLaunch<T> ? &tryLaunch : nullptr};
+                                                   kDeclaresTryLaunch<T> ? &tryLaunch : nullptr,
+                                                   kDeclaresHandover<T> ? &detach : nullptr,
+                                                   kDeclaresHandover<T> ? &adopt : nullptr};
       return &kTable;
     } else {
       return nullptr;

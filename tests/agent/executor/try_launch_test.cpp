@@ -78,9 +78,15 @@ dh_status tryLaunch(dh_plugin*, const char* task_json) {
 }
 dh_status launch(dh_plugin*, const char* task_json) { return start("launch", task_json, false); }
 
-const dh_task_runner_vtable kRunner = {
-    sizeof(dh_task_runner_vtable), &launch,   &fixture::killNothing, nullptr, nullptr,
-    DH_RUNNER_MAKES_WORK_DIR,      &tryLaunch};
+const dh_task_runner_vtable kRunner = {sizeof(dh_task_runner_vtable),
+                                       &launch,
+                                       &fixture::killNothing,
+                                       nullptr,
+                                       nullptr,
+                                       DH_RUNNER_MAKES_WORK_DIR,
+                                       &tryLaunch,
+                                       nullptr,
+                                       nullptr};
 
 class TryLaunchTest : public ::testing::Test {
  protected:

@@ -199,6 +199,8 @@ TEST(PluginHostTest, DescriptorChecks) {
       nullptr,
       nullptr,
       0,
+      nullptr,
+      nullptr,
       nullptr};
   dh_plugin_descriptor d{};
   d.struct_size = sizeof d;
