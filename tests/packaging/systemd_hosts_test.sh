@@ -10,6 +10,9 @@
 #   * one host leaves with `systemctl kill --kill-whom=main --signal=SIGPWR dockhand`: it
 #     decommissions (its running task finishes, its blocks move to the peer that stays), exits 0
 #     and systemd does not restart it.
+#   * with DOCKHAND_UPGRADE_DEB set (the package check makes one), the host that stays is
+#     upgraded first with `dpkg -i`: its agent restarts in place (same PID, no unit restart)
+#     and resumes with its blocks.
 # The job must end with the right sum. Then the last host shuts its agent down with `systemctl
 # stop` under the recipe's KillSignal=SIGPWR drop-in: its blocks move to the host that came
 # back. docs/operations.md ("systemd on many hosts") is the recipe this follows.
@@ -341,6 +344,34 @@ read -r cut leaver stay <<<"$(executors \
 say "roles: $cut is cut off, $leaver leaves by SIGPWR, $stay stays"
 cut_blocks="$(executors "by_id['$cut']['blocks']")"
 cut_restarts="$(unit_show "$cut" NRestarts)"
+
+# ---- an upgrade in the middle of the job (DOCKHAND_UPGRADE_DEB, made by the package check) ----
+# The package's maintainer scripts restart the agent in place: the same process runs the new
+# program, keeps its blocks and resumes with the driver; systemd sees no restart.
+if [ -n "${DOCKHAND_UPGRADE_DEB:-}" ]; then
+  cp "$DOCKHAND_UPGRADE_DEB" "$root/upgrade.deb"
+  pid_before="$(unit_show "$stay" MainPID)"
+  restarts_before="$(unit_show "$stay" NRestarts)"
+  stay_blocks_before="$(executors "by_id['$stay']['blocks']")"
+  say "$stay: dpkg -i of a newer package, $stay_blocks_before blocks on it"
+  in_host "$stay" env DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$root/upgrade.deb" \
+    > "$root/upgrade.log" 2>&1 || { cat "$root/upgrade.log"; fail "dpkg -i of the upgrade on $stay"; }
+  wait_for 60 "$stay resumed at the driver after the upgrade" \
+    grep -q "agent '$stay' resumed" "$root/driver.log"
+  stay_journal="$(in_host "$stay" journalctl --no-pager -u dockhand)"
+  grep -q "dockhand ${DOCKHAND_UPGRADE_PROGRAM_VERSION:-} starting" <<<"$stay_journal" \
+    || fail "$stay's journal does not show the upgraded program starting"
+  grep -q "received SIGUSR2: restarting in place" <<<"$stay_journal" \
+    || fail "$stay's agent was not restarted in place"
+  [ "$(unit_show "$stay" MainPID)" = "$pid_before" ] \
+    || fail "$stay's MainPID changed from $pid_before to $(unit_show "$stay" MainPID)"
+  [ "$(unit_show "$stay" NRestarts)" = "$restarts_before" ] \
+    || fail "$stay's unit was restarted (NRestarts $restarts_before -> $(unit_show "$stay" NRestarts))"
+  unit_test "$stay" ActiveState = active || fail "$stay's unit is not active after the upgrade"
+  wait_for 30 "$stay's $stay_blocks_before blocks listed again" executors_say \
+    "by_id['$stay']['connected'] and by_id['$stay']['blocks'] == $stay_blocks_before"
+  say "$stay upgraded in place: MainPID $pid_before, NRestarts $restarts_before, $stay_blocks_before blocks kept"
+fi
 
 # ---- the cut: its link goes down ---------------------------------------------------------
 say "cutting $cut off (its link on the bridge goes down)"

@@ -125,6 +125,15 @@ class FakeExecutor : public Executor {
     return it->second;
   }
   void stopAll(Millis grace) override { stop_all_calls.push_back(grace); }
+  // Hands over the tasks named in `hand_over`, with a handle naming the task.
+  std::vector<HandedOverTask> handOver() override {
+    ++hand_over_calls;
+    std::vector<HandedOverTask> out;
+    for (const auto task_id : hand_over) {
+      out.push_back(HandedOverTask{task_id, "process", Json{{"task", task_id}}, 0, {}});
+    }
+    return out;
+  }
 
   std::size_t launchCount(std::uint64_t task_id) const {
     return static_cast<std::size_t>(
@@ -137,6 +146,8 @@ class FakeExecutor : public Executor {
   std::vector<KillCall> kills;
   std::map<std::uint64_t, Json> dumps;
   std::vector<Millis> stop_all_calls;
+  std::vector<std::uint64_t> hand_over;
+  int hand_over_calls = 0;
 };
 
 // A manual clock: nothing happens until the test calls advance().

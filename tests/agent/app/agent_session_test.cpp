@@ -42,6 +42,15 @@ AgentSession sample() {
   return s;
 }
 
+// A session written by a restart in place: the tasks handed over to the next program.
+AgentSession withTasks() {
+  AgentSession s = sample();
+  s.tasks.push_back(
+      HandedOverTask{7, "process", {{"pid", 100}, {"start_ticks", 5}}, 2, {{"gpu", {"0", "1"}}}});
+  s.tasks.push_back(HandedOverTask{9, "process", {{"pid", 101}}, 1, {}});
+  return s;
+}
+
 TEST_F(AgentSessionTest, RoundTrips) {
   ASSERT_TRUE(writeSession(sessionPath(dir), sample()).ok());
   auto read = readSession(sessionPath(dir));
@@ -63,6 +72,36 @@ TEST_F(AgentSessionTest, RoundTrips) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
+TEST_F(AgentSessionTest, TheTasksHandedOverRoundTripAndNoneIsNoMember) {
+  ASSERT_TRUE(writeSession(sessionPath(dir), withTasks()).ok());
+  auto read = readSession(sessionPath(dir));
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  const auto& tasks = (*read)->tasks;
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].task_id, 7u);
+  EXPECT_EQ(tasks[0].runner, "process");
+  EXPECT_EQ(tasks[0].handle, (nlohmann::json{{"pid", 100}, {"start_ticks", 5}}));
+  EXPECT_EQ(tasks[0].cpus, 2);
+  EXPECT_EQ(tasks[0].resources.at("gpu"), (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(tasks[1].task_id, 9u);
+  EXPECT_TRUE(tasks[1].resources.empty());
+
+  ASSERT_TRUE(writeSession(sessionPath(dir), sample()).ok());
+  std::ifstream in(sessionPath(dir));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("tasks"))) << "read by an agent that knows none";
+}
+
+TEST_F(AgentSessionTest, AMalformedTaskListIsAClearError) {
+  for (const char* tasks : {R"("tasks": 3)", R"("tasks": [{"task_id": 1}])",
+                            R"("tasks": [{"task_id": "x", "runner": "p", "handle": {}}])"}) {
+    write(std::string(R"({"format": "dockhand-session", "version": 1, "app_id": "a",
+                          "executor_id": "e", "driver_url": "ws://h:1/", )") +
+          tasks + "}");
+    EXPECT_THAT(errorOf(), HasSubstr("missing or of the wrong type")) << tasks;
+  }
+}
+
 TEST_F(AgentSessionTest, NoFileIsNoSessionAndRemovingItTwiceIsFine) {
   auto read = readSession(sessionPath(dir));
   ASSERT_TRUE(read.ok());
@@ -75,7 +114,7 @@ TEST_F(AgentSessionTest, NoFileIsNoSessionAndRemovingItTwiceIsFine) {
 
 TEST_F(AgentSessionTest, ALaterMinorVersionsExtraMembersAreIgnored) {
   write(R"({"format": "dockhand-session", "version": 1, "app_id": "a", "executor_id": "e",
-            "driver_url": "ws://h:1/", "tasks": [1, 2], "something_new": {"x": 1}})");
+            "driver_url": "ws://h:1/", "later_list": [1, 2], "something_new": {"x": 1}})");
   auto read = readSession(sessionPath(dir));
   ASSERT_TRUE(read.ok()) << read.error().message;
   EXPECT_EQ((*read)->executor_id, "e");

@@ -2,7 +2,8 @@
 // tasks, reports them LOST and leaves without RemoveExecutor; the next process, told that the
 // work directory holds this executor's session (resume_after_restart), resumes it after the
 // app config instead of registering, and reports LOST every task the driver counted there. A
-// refused resume is followed by a registration on a new connection.
+// refused resume is followed by a registration on a new connection. The running tasks a
+// runner can hand over go to the next program, which takes them back before its resume.
 #include "backend_harness.h"
 
 namespace dockhand::agent::backend_testing {
@@ -28,19 +29,32 @@ std::vector<proto::StatusUpdate> updatesFor(const Harness& h, std::uint64_t task
 }
 
 // A Backend started on a work directory that holds its session, up to its resume.
+// `taken_back`: the tasks the previous program handed over that run here again.
 struct Restarted {
-  Restarted() : h(options()) {
+  explicit Restarted(std::vector<HandedOverTask> tasks = {})
+      : taken_back(std::move(tasks)), h(options()) {
     h.connect();
     h.answerAppConfig();
   }
   BackendOptions options() {
     BackendOptions o = restartedOptions();
     o.on_resume_refused = [this] { ++refused; };
+    o.take_back_tasks = [this] {
+      ++take_back_calls;
+      return taken_back;
+    };
     return o;
   }
+  std::vector<HandedOverTask> taken_back;
   int refused = 0;
+  int take_back_calls = 0;
   Harness h;
 };
+
+HandedOverTask handedOver(std::uint64_t task_id, int cpus = 1,
+                          std::map<std::string, std::vector<std::string>> resources = {}) {
+  return HandedOverTask{task_id, "process", Json{{"task", task_id}}, cpus, std::move(resources)};
+}
 
 TEST(BackendRestartTest, ARestartedAgentResumesWithItsBlocksInsteadOfRegistering) {
   Restarted r;
@@ -131,6 +145,95 @@ TEST(BackendRestartTest, ALaunchThatArrivesWhileRestartingIsLostNotKilled) {
   EXPECT_EQ(five[0].state, TaskState::kLost) << "no attempt counted against the task";
   EXPECT_THAT(five[0].reason, HasSubstr("restarting in place"));
   EXPECT_TRUE(h.executor.launched.empty());
+}
+
+TEST(BackendRestartTest, ARestartInPlaceHandsOverWhatItsRunnersCanAndStopsTheRest) {
+  BackendOptions options = testOptions();
+  options.reconnect_timeout = Millis(10000);
+  std::vector<HandedOverTask> kept;
+  options.on_handed_over = [&](const std::vector<HandedOverTask>& tasks) { kept = tasks; };
+  Harness h(options);
+  h.runToRunning();
+  h.launch(1, 2, {{"gpu", {"0"}}});
+  h.launch(2);
+  h.executor.hand_over = {1};
+  h.backend.onRestartRequested("received SIGUSR2");
+  EXPECT_EQ(h.executor.hand_over_calls, 1);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].task_id, 1u);
+  EXPECT_EQ(kept[0].cpus, 2) << "what it holds goes with it";
+  EXPECT_EQ(kept[0].resources.at("gpu"), (std::vector<std::string>{"0"}));
+  ASSERT_EQ(h.executor.stop_all_calls.size(), 1u) << "task 2 cannot go on: it is stopped";
+  h.report(2, TaskState::kKilled, "killed by the agent");
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kRestartInPlace}));
+  EXPECT_TRUE(updatesFor(h, 1).empty()) << "the next program reports it";
+  ASSERT_EQ(updatesFor(h, 2).size(), 1u);
+  EXPECT_EQ(updatesFor(h, 2)[0].state, TaskState::kLost);
+}
+
+TEST(BackendRestartTest, NoTaskIsHandedOverWhenTheNextProgramCannotResume) {
+  BackendOptions options = testOptions();  // reconnect_timeout 0: this agent does not resume
+  int handed = 0;
+  options.on_handed_over = [&](const std::vector<HandedOverTask>&) { ++handed; };
+  Harness h(options);
+  h.runToRunning();
+  h.launch(1);
+  h.executor.hand_over = {1};
+  h.backend.onRestartRequested("received SIGUSR2");
+  EXPECT_EQ(h.executor.hand_over_calls, 0);
+  EXPECT_EQ(handed, 0);
+  EXPECT_EQ(h.executor.stop_all_calls.size(), 1u);
+}
+
+TEST(BackendRestartTest, TasksTakenBackAreListedInTheResumeAndReportOnlyTheirEnd) {
+  Restarted r({handedOver(4, 2, {{"gpu", {"1"}}}), handedOver(6)});
+  Harness& h = r.h;
+  EXPECT_EQ(r.take_back_calls, 1);
+  PendingAsk ask = h.link.takeAsk("ResumeExecutor");
+  const auto resume = proto::decodeBody<proto::ResumeExecutor>(ask.message.body);
+  EXPECT_EQ(resume.running, (std::vector<std::uint64_t>{4, 6}));
+  // Task 4 ended before the driver answered: held back until it has.
+  h.report(4, TaskState::kFinished);
+  EXPECT_TRUE(updatesFor(h, 4).empty()) << "nothing is sent before the resume is accepted";
+
+  // The driver counts 4 and 9 here; 6 it ran elsewhere meanwhile.
+  ask.done(okResult(proto::toJson(proto::ResumeAccepted{{4, 9}})));
+  EXPECT_EQ(h.backend.state(), State::kRunning);
+  const auto four = updatesFor(h, 4);
+  ASSERT_EQ(four.size(), 1u);
+  EXPECT_EQ(four[0].state, TaskState::kFinished) << "its real end, reported once";
+  EXPECT_EQ(four[0].cpus, 2);
+  const auto nine = updatesFor(h, 9);
+  ASSERT_EQ(nine.size(), 1u);
+  EXPECT_EQ(nine[0].state, TaskState::kLost);
+  ASSERT_EQ(h.executor.kills.size(), 1u);
+  EXPECT_EQ(h.executor.kills[0].task_id, 6u) << "not run twice at once";
+  EXPECT_TRUE(h.executor.kills[0].interrupt);
+  h.report(6, TaskState::kKilled);
+  EXPECT_TRUE(updatesFor(h, 6).empty()) << "the driver does not count it here";
+  EXPECT_EQ(h.backend.runningTasks(), 0u);
+}
+
+TEST(BackendRestartTest, ARefusedResumeStopsTheTasksTakenBackAndReportsNothingOfThem) {
+  Restarted r({handedOver(4), handedOver(6)});
+  Harness& h = r.h;
+  h.report(6, TaskState::kFailed, "exited with code 3");
+  h.link.takeAsk("ResumeExecutor")
+      .done(errorResult(proto::error_code::kNotResumable, "executor exec-17 is not held"));
+  EXPECT_EQ(r.refused, 1);
+  ASSERT_EQ(h.executor.kills.size(), 1u);
+  EXPECT_EQ(h.executor.kills[0].task_id, 4u);
+  h.report(4, TaskState::kKilled);
+
+  h.link.is_connected = true;
+  h.backend.onDriverConnected();
+  h.answerAppConfig();
+  h.acceptRegistration();
+  EXPECT_EQ(h.backend.state(), State::kRunning);
+  EXPECT_TRUE(updatesFor(h, 4).empty());
+  EXPECT_TRUE(updatesFor(h, 6).empty()) << "the refused session's statuses are dropped";
+  EXPECT_EQ(h.backend.runningTasks(), 0u);
 }
 
 }  // namespace
