@@ -521,7 +521,12 @@ BackendOptions Agent::backendOptions() {
     status_board_.set(statusJson());
     notifySystemd("READY=1\nSTATUS=registered with the driver");
   };
-  options.on_stopping = [] { notifySystemd("STOPPING=1"); };
+  // A restart in place is a reload to systemd: STOPPING=1 would leave the unit deactivating for
+  // good, while the same process goes on and says READY=1 once it resumed.
+  options.on_stopping = [](bool restarting_in_place) {
+    notifySystemd(restarting_in_place ? "RELOADING=1\nSTATUS=restarting in place"
+                                      : "STOPPING=1");
+  };
   options.resume_after_restart = takeUpSession();
   options.take_back_tasks = [this] { return takeBackTasks(); };
   options.on_handed_over = [this](const std::vector<HandedOverTask>& tasks) {

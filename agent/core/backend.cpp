@@ -133,7 +133,7 @@ void Backend::setState(State next) {
   bool stopping = next == State::kStopping && state_ != State::kStopping;
   state_ = next;
   if (next == State::kRunning && options_.on_running) options_.on_running();
-  if (stopping && options_.on_stopping) options_.on_stopping();
+  if (stopping && options_.on_stopping) options_.on_stopping(restarting_);
 }
 
 void Backend::start() {

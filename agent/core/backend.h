@@ -123,9 +123,11 @@ struct BackendOptions {
   std::function<std::vector<protocol::BlockInfo>()> held_blocks;
 
   // Called on the core thread when the agent has registered and runs (the program tells the
-  // service manager it is ready), and once when it begins to stop. Either may be empty.
+  // service manager it is ready), and once when it begins to stop, with whether it restarts in
+  // place (then the service manager is told it reloads, not that it stops: the same process
+  // goes on and says it is ready again). Either may be empty.
   std::function<void()> on_running;
-  std::function<void()> on_stopping;
+  std::function<void(bool restarting_in_place)> on_stopping;
 
   DecommissionOptions decommission;
 };
@@ -171,10 +173,11 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void onStopRequested(const std::string& reason);
   // The decommission signal (SIGPWR by default): ask the driver, then decommission.
   void onDecommissionSignal();
-  // A restart in place (SIGUSR2): stop the tasks and report them LOST (they do not survive
-  // the process yet), send what is queued, close the connection without RemoveExecutor (the
-  // driver holds the agent for its grace window) and exit with kRestartInPlace, on which the
-  // program executes itself anew and resumes (resume_after_restart).
+  // A restart in place (SIGUSR2): hand the running tasks over to the next program where
+  // their runners can (on_handed_over), stop the others and report them LOST, send what is
+  // queued, close the connection without RemoveExecutor (the driver holds the agent for its
+  // grace window) and exit with kRestartInPlace, on which the program executes itself anew
+  // and resumes (resume_after_restart).
   void onRestartRequested(const std::string& reason);
 
   // The single exit path. Runs once; later calls only log. notify_driver sends

@@ -8,8 +8,10 @@
 // * A crash (SIGKILL) and a start of the agent again on the same work directory: the blocks
 //   on disk are verified and re-announced; one truncated while the agent was down is
 //   quarantined, and the driver reruns only the map that made it.
-// The task the agent was running when its process ended does not survive (yet): it is reported
-// LOST and run again, with no attempt counted.
+// * A restart in place with 20 process tasks running: they go on in the same process and are
+//   taken back by the new program, each reported once with its own end; none runs again.
+// After a crash, the task the agent was running does not survive: it is reported LOST and run
+// again, with no attempt counted.
 #include <sys/stat.h>
 
 #include <filesystem>
