@@ -509,6 +509,7 @@ BackendOptions Agent::backendOptions() {
   };
   options.ask_timeout = Millis(config_.ask_timeout_ms);
   options.stop_grace = Millis(config_.stop_grace_ms);
+  options.restart_wait = Millis(config_.restart_wait_ms);
   options.discover_resources = [this](const protocol::ResourceProfile& profile,
                                       std::map<std::string, protocol::ResourceInfo>& resources) {
     return discoverResources(profile, resources);
@@ -524,8 +525,7 @@ BackendOptions Agent::backendOptions() {
   // A restart in place is a reload to systemd: STOPPING=1 would leave the unit deactivating for
   // good, while the same process goes on and says READY=1 once it resumed.
   options.on_stopping = [](bool restarting_in_place) {
-    notifySystemd(restarting_in_place ? "RELOADING=1\nSTATUS=restarting in place"
-                                      : "STOPPING=1");
+    notifySystemd(restarting_in_place ? "RELOADING=1\nSTATUS=restarting in place" : "STOPPING=1");
   };
   options.resume_after_restart = takeUpSession();
   options.take_back_tasks = [this] { return takeBackTasks(); };

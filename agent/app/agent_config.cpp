@@ -40,6 +40,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "reconnect_timeout_ms",
     "ask_timeout_ms",
     "stop_grace_ms",
+    "restart_wait_ms",
     "max_frame_bytes",
     "plugin_manifest_dir",
     "allow_insecure_plugins",
@@ -209,6 +210,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalInt("reconnect_timeout_ms", config.reconnect_timeout_ms, 0, 86400000);
     config.ask_timeout_ms = r.optionalInt("ask_timeout_ms", config.ask_timeout_ms, 1, 3600000);
     config.stop_grace_ms = r.optionalInt("stop_grace_ms", config.stop_grace_ms, 0, 3600000);
+    config.restart_wait_ms = r.optionalInt("restart_wait_ms", config.restart_wait_ms, 0, 86400000);
     config.max_frame_bytes =
         r.optionalInt("max_frame_bytes", config.max_frame_bytes, 4096, 1LL << 30);
     config.plugin_manifest_dir =

@@ -94,6 +94,9 @@ struct AgentConfig {
   std::int64_t reconnect_timeout_ms = 60000;
   std::int64_t ask_timeout_ms = 30000;
   std::int64_t stop_grace_ms = 5000;
+  // How long a restart in place waits for running tasks that cannot outlive the program
+  // (library tasks on threads) to end before it stops them; 0: at once (the driver reruns them).
+  std::int64_t restart_wait_ms = 0;
   std::int64_t max_frame_bytes = std::int64_t{16} * 1024 * 1024;
 
   // Blocks and decommission.

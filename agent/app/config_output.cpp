@@ -46,6 +46,7 @@ json configToJson(const AgentConfig& config) {
       {"reconnect_timeout_ms", config.reconnect_timeout_ms},
       {"ask_timeout_ms", config.ask_timeout_ms},
       {"stop_grace_ms", config.stop_grace_ms},
+      {"restart_wait_ms", config.restart_wait_ms},
       {"max_frame_bytes", config.max_frame_bytes},
       {"plugin_manifest_dir", config.plugin_manifest_dir},
       {"allow_insecure_plugins", config.allow_insecure_plugins},

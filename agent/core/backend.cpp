@@ -440,7 +440,7 @@ void Backend::handleLaunchTask(const proto::Envelope& frame) {
     sendStatus(update);
     return;
   }
-  if (exiting_) {
+  if (exiting_ || restarting_) {
     // A restart in place: the driver runs it elsewhere (or here, once resumed), no attempt
     // counted.
     update.state = restarting_ ? proto::TaskState::kLost : proto::TaskState::kKilled;
@@ -672,6 +672,12 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     sendInOrder(proto::makeMessage(info), status.task_id);
   }
   sendStatus(update);
+  if (restarting_ && !exiting_ && running_.empty()) {
+    // A restart in place waited for the tasks that cannot outlive the program: they ended.
+    exitExecutor(ExitCode::kRestartInPlace, restart_reason_ + ": restart in place",
+                 /*notify_driver=*/false);
+    return;
+  }
   if (proto::isTerminal(status.state) && !waiting_.empty()) {
     // The driver hears of the freed cores before the next task's launch work holds the
     // status back: with tasks sent ahead, it sends the next ones meanwhile.
@@ -738,18 +744,6 @@ void Backend::onPluginUnrecoverable(const std::string& plugin, const std::string
                /*notify_driver=*/true);
 }
 
-void Backend::onRestartRequested(const std::string& reason) {
-  if (exiting_) return;
-  const bool keeps_session =
-      resumable() && (state_ == State::kRunning || state_ == State::kReconnecting);
-  log()->info("{}: restarting in place ({})", reason,
-              keeps_session ? "the driver holds this executor meanwhile and it resumes"
-                            : "not registered yet: it starts anew");
-  restarting_ = true;
-  keeps_session_on_restart_ = keeps_session;
-  exitExecutor(ExitCode::kRestartInPlace, reason + ": restart in place", /*notify_driver=*/false);
-}
-
 void Backend::onStopRequested(const std::string& reason) {
   exitExecutor(ExitCode::kSuccess, reason, /*notify_driver=*/true);
 }
@@ -775,7 +769,8 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
     link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
   }
   endWaiting(proto::TaskState::kKilled, "executor is stopping");
-  if (code == ExitCode::kRestartInPlace && keeps_session_on_restart_ && options_.on_handed_over) {
+  if (code == ExitCode::kRestartInPlace) {
+    if (restart_timer_) timers_.cancel(*restart_timer_);
     handOverTasks();
   }
   if (!running_.empty()) {

@@ -115,6 +115,11 @@ struct BackendOptions {
   // handed over to the next program (Executor::handOver), for the app to keep them on disk.
   // May be empty: every task is stopped instead.
   std::function<void(const std::vector<HandedOverTask>&)> on_handed_over;
+  // How long a restart in place that keeps the session waits for the running tasks that cannot
+  // be handed over (a library task on a thread, one fetching its inputs) to end by themselves
+  // before it stops them (they are LOST then); launches that arrive meanwhile are LOST. 0:
+  // stopped at once.
+  Millis restart_wait{0};
   // Called when the driver refused that resume (the session on disk is over). May be empty.
   std::function<void()> on_resume_refused;
 
@@ -341,6 +346,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // of them is reported (the driver no longer counts them).
   std::unordered_set<std::uint64_t> orphaned_;
   bool keeps_session_on_restart_ = false;  // onRestartRequested: the next program resumes
+  bool handed_over_ = false;               // handOverTasks ran (once per restart)
+  std::string restart_reason_;
+  std::optional<Timers::TimerId> restart_timer_;  // restart_wait running out
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;

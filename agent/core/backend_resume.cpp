@@ -257,7 +257,43 @@ void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
   scheduleHeartbeat();
 }
 
+void Backend::onRestartRequested(const std::string& reason) {
+  if (exiting_ || restarting_) return;
+  keeps_session_on_restart_ =
+      resumable() && (state_ == State::kRunning || state_ == State::kReconnecting);
+  log()->info("{}: restarting in place ({})", reason,
+              keeps_session_on_restart_ ? "the driver holds this executor meanwhile and it resumes"
+                                        : "not registered yet: it starts anew");
+  restarting_ = true;
+  restart_reason_ = reason;
+  if (keeps_session_on_restart_ && options_.restart_wait.count() > 0) {
+    // What can go on goes now; what cannot gets up to restart_wait to end by itself. The
+    // driver's next launches are answered LOST meanwhile.
+    endWaiting(proto::TaskState::kLost,
+               "executor " + options_.executor_id + " is restarting in place");
+    handOverTasks();
+    if (!running_.empty()) {
+      log()->info(
+          "waiting up to {} ms for {} task(s) that cannot outlive the program to end "
+          "(restart_wait_ms)",
+          options_.restart_wait.count(), running_.size());
+      restart_timer_ = timers_.schedule(options_.restart_wait, [this] {
+        restart_timer_.reset();
+        if (exiting_) return;
+        log()->info("{} task(s) still running after {} ms: stopping them", running_.size(),
+                    options_.restart_wait.count());
+        exitExecutor(ExitCode::kRestartInPlace, restart_reason_ + ": restart in place",
+                     /*notify_driver=*/false);
+      });
+      return;
+    }
+  }
+  exitExecutor(ExitCode::kRestartInPlace, reason + ": restart in place", /*notify_driver=*/false);
+}
+
 void Backend::handOverTasks() {
+  if (handed_over_ || !keeps_session_on_restart_ || !options_.on_handed_over) return;
+  handed_over_ = true;
   if (running_.empty()) return;
   std::vector<HandedOverTask> handed = executor_.handOver();
   for (auto& task : handed) {

@@ -124,7 +124,10 @@ class FakeExecutor : public Executor {
     if (it == dumps.end()) return std::nullopt;
     return it->second;
   }
-  void stopAll(Millis grace) override { stop_all_calls.push_back(grace); }
+  void stopAll(Millis grace) override {
+    stop_all_calls.push_back(grace);
+    if (on_stop_all) on_stop_all();  // e.g. the runners' reports of the tasks it stopped
+  }
   // Hands over the tasks named in `hand_over`, with a handle naming the task.
   std::vector<HandedOverTask> handOver() override {
     ++hand_over_calls;
@@ -146,6 +149,7 @@ class FakeExecutor : public Executor {
   std::vector<KillCall> kills;
   std::map<std::uint64_t, Json> dumps;
   std::vector<Millis> stop_all_calls;
+  std::function<void()> on_stop_all;
   std::vector<std::uint64_t> hand_over;
   int hand_over_calls = 0;
 };

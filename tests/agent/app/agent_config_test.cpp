@@ -34,7 +34,7 @@ TEST(AgentConfigTest, ReadsEveryKey) {
     "worker_url": "tcp://w:2", "resource_profile_id": 3, "work_dir": "/w",
     "log_level": "debug", "plugin_dirs": ["/p"], "connect_tries": 5,
     "connect_retry_delay_ms": 10, "ask_timeout_ms": 20, "stop_grace_ms": 30,
-    "max_frame_bytes": 65536, "keep_task_dirs": 7,
+    "restart_wait_ms": 40, "max_frame_bytes": 65536, "keep_task_dirs": 7,
     "plugins": [{"name": "process", "config": {"kill_grace_ms": 1}},
                 {"path": "/x/dockhand-y.so", "required": false}]})",
                  "agent.json", config);
@@ -54,6 +54,7 @@ TEST(AgentConfigTest, ReadsEveryKey) {
   EXPECT_EQ(config.connect_retry_delay_ms, 10);
   EXPECT_EQ(config.ask_timeout_ms, 20);
   EXPECT_EQ(config.stop_grace_ms, 30);
+  EXPECT_EQ(config.restart_wait_ms, 40);
   EXPECT_EQ(config.max_frame_bytes, 65536);
   EXPECT_EQ(config.keep_task_dirs, 7);
   ASSERT_EQ(config.plugins.size(), 2u);

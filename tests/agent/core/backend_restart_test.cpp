@@ -236,5 +236,61 @@ TEST(BackendRestartTest, ARefusedResumeStopsTheTasksTakenBackAndReportsNothingOf
   EXPECT_EQ(h.backend.runningTasks(), 0u);
 }
 
+// restart_wait: the tasks that cannot be handed over (a library task on a thread) get that long
+// to end by themselves; the restart goes on as soon as they have.
+struct WaitingRestart {
+  WaitingRestart() : h(options()) {
+    h.runToRunning();
+    h.launch(1);
+    h.launch(2);
+    h.executor.hand_over = {1};
+    h.backend.onRestartRequested("received SIGUSR2");
+  }
+  BackendOptions options() {
+    BackendOptions o = testOptions();
+    o.reconnect_timeout = Millis(10000);
+    o.restart_wait = Millis(1000);
+    o.on_handed_over = [this](const std::vector<HandedOverTask>& tasks) {
+      handed.push_back(tasks.size());
+    };
+    return o;
+  }
+  std::vector<std::size_t> handed;  // sizes of each on_handed_over call
+  Harness h;
+};
+
+TEST(BackendRestartTest, ARestartWaitsForTheTasksThatCannotBeHandedOver) {
+  WaitingRestart w;
+  Harness& h = w.h;
+  EXPECT_EQ(w.handed, (std::vector<std::size_t>{1})) << "what can go on is handed over at once";
+  EXPECT_TRUE(h.exiter.codes.empty()) << "task 2 gets its time";
+  EXPECT_TRUE(h.executor.stop_all_calls.empty());
+  h.launch(3);
+  ASSERT_EQ(updatesFor(h, 3).size(), 1u);
+  EXPECT_EQ(updatesFor(h, 3)[0].state, TaskState::kLost) << "no new work meanwhile";
+  EXPECT_TRUE(h.executor.launchCount(3) == 0);
+
+  h.report(2, TaskState::kFinished);
+  ASSERT_EQ(updatesFor(h, 2).size(), 1u);
+  EXPECT_EQ(updatesFor(h, 2)[0].state, TaskState::kFinished) << "it ended by itself";
+  h.timers.advance(Millis(0));
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kRestartInPlace}));
+  EXPECT_EQ(w.handed.size(), 1u) << "handed over once: the session file keeps task 1";
+}
+
+TEST(BackendRestartTest, WhatIsStillRunningWhenTheWaitRunsOutIsStoppedAndLost) {
+  WaitingRestart w;
+  Harness& h = w.h;
+  h.executor.on_stop_all = [&h] { h.report(2, TaskState::kKilled, "killed by the agent"); };
+  h.timers.advance(Millis(999));
+  EXPECT_TRUE(h.executor.stop_all_calls.empty());
+  h.timers.advance(Millis(1));
+  ASSERT_EQ(h.executor.stop_all_calls.size(), 1u);
+  EXPECT_EQ(h.exiter.codes, exitCodes({ExitCode::kRestartInPlace}));
+  ASSERT_EQ(updatesFor(h, 2).size(), 1u);
+  EXPECT_EQ(updatesFor(h, 2)[0].state, TaskState::kLost);
+  EXPECT_EQ(w.handed.size(), 1u);
+}
+
 }  // namespace
 }  // namespace dockhand::agent::backend_testing
