@@ -12,7 +12,7 @@
 #     and systemd does not restart it.
 #   * with DOCKHAND_UPGRADE_DEB set (the package check makes one), the host that stays is
 #     upgraded first with `dpkg -i`: its agent restarts in place (same PID, no unit restart)
-#     and resumes with its blocks.
+#     and resumes with its blocks and its running task, which goes on in the new program.
 # The job must end with the right sum. Then the last host shuts its agent down with `systemctl
 # stop` under the recipe's KillSignal=SIGPWR drop-in: its blocks move to the host that came
 # back. docs/operations.md ("systemd on many hosts") is the recipe this follows.
@@ -215,6 +215,7 @@ for h in "${hosts[@]}"; do
   "bind_address": "${ip_of[$h]}",
   "hostname": "${ip_of[$h]}",
   "block_port": 7337,
+  "reconnect_timeout_ms": 8000,
   "decommission": {"enabled": true, "migration": ["peer"], "deadline_ms": 60000}
 }
 JSON
@@ -310,9 +311,10 @@ json.dump({"name": "hosts", "max_attempts": 3, "aggregate": "sum", "tasks": task
           open(job + "/job.json", "w"), indent=2)
 PY
 chmod -R a+rX "$job"
-# A host is lost after 4 s of silence (the defaults: 60 s either way).
+# A host is lost after 4 s of silence and 5 s held (the defaults: 60 s and 30 s); its agent gives
+# up after 8 s of trying to resume (reconnect_timeout_ms above; 60 s by default).
 cat > "$root/driver.json" <<'JSON'
-{"agent_timeout_ms": 4000, "heartbeat_interval_ms": 500,
+{"agent_timeout_ms": 4000, "heartbeat_interval_ms": 500, "agent_reconnect_grace_ms": 5000,
  "properties": {"dockhand.driver.timeout_ms": "4000"}}
 JSON
 # The hosts come up before their driver: each agent tries to reach it (connect_tries), exits 3
@@ -367,10 +369,16 @@ if [ -n "${DOCKHAND_UPGRADE_DEB:-}" ]; then
     || fail "$stay's MainPID changed from $pid_before to $(unit_show "$stay" MainPID)"
   [ "$(unit_show "$stay" NRestarts)" = "$restarts_before" ] \
     || fail "$stay's unit was restarted (NRestarts $restarts_before -> $(unit_show "$stay" NRestarts))"
-  unit_test "$stay" ActiveState = active || fail "$stay's unit is not active after the upgrade"
+  wait_for 10 "$stay's unit active after the upgrade" unit_test "$stay" ActiveState = active
+  # Its running tasks went on in the new program: none was stopped.
+  handed="$(grep -o "[0-9]* running task(s) go on in the next program; [0-9]* cannot" \
+    <<<"$stay_journal" || true)"
+  if [ -n "$handed" ]; then
+    [[ "$handed" == *"; 0 cannot" ]] || fail "the upgrade stopped running tasks of $stay: $handed"
+  fi
   wait_for 30 "$stay's $stay_blocks_before blocks listed again" executors_say \
     "by_id['$stay']['connected'] and by_id['$stay']['blocks'] == $stay_blocks_before"
-  say "$stay upgraded in place: MainPID $pid_before, NRestarts $restarts_before, $stay_blocks_before blocks kept"
+  say "$stay upgraded in place: MainPID $pid_before, NRestarts $restarts_before, $stay_blocks_before blocks kept, ${handed:-no task running}"
 fi
 
 # ---- the cut: its link goes down ---------------------------------------------------------

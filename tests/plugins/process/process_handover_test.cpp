@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/plugin_host.h"
+#include "process_task_json.h"
 #include "status_recorder.h"
 #include "test_processes.h"
 
@@ -29,19 +30,7 @@ class ProcessHandoverTest : public ::testing::Test {
   }
 
   std::string task(std::uint64_t id, const std::string& script) {
-    auto dir = tmp_.path() / ("task-" + std::to_string(id));
-    std::filesystem::create_directories(dir);
-    return json{{"task_id", id},
-                {"attempt", 0},
-                {"name", "t"},
-                {"partition", 0},
-                {"cpus", 1},
-                {"resources", json::object()},
-                {"properties", json::object()},
-                {"payload", {{"shell", script}}},
-                {"work_dir", dir.string()},
-                {"env", json::object()}}
-        .dump();
+    return processTaskJson(tmp_.path(), id, {{"shell", script}});
   }
 
   // Launches `script` as task `id` on `runner` and hands it over; returns the handle.

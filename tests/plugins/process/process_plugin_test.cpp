@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plugins/plugin_host.h"
+#include "process_task_json.h"
 #include "status_recorder.h"
 #include "test_processes.h"
 
@@ -47,19 +48,7 @@ class ProcessPluginTest : public ::testing::Test {
 
   // A task_json for `payload`, with its own work directory.
   std::string task(std::uint64_t id, json payload, json env = json::object()) {
-    auto dir = tmp_.path() / ("task-" + std::to_string(id));
-    std::filesystem::create_directories(dir);
-    return json{{"task_id", id},
-                {"attempt", 0},
-                {"name", "t"},
-                {"partition", 0},
-                {"cpus", 1},
-                {"resources", json::object()},
-                {"properties", json::object()},
-                {"payload", std::move(payload)},
-                {"work_dir", dir.string()},
-                {"env", std::move(env)}}
-        .dump();
+    return processTaskJson(tmp_.path(), id, std::move(payload), std::move(env));
   }
   static json shell(const std::string& script) { return json{{"shell", script}}; }
 
