@@ -69,6 +69,36 @@ dev_deb="$(ls "$build"/packages/dockhand-dev_*.deb)"
 [ -n "$deb" ] && [ -n "$dev_deb" ] || fail "cpack made no .deb"
 ls -l "$build"/packages/
 
+step "an upgrade package: the same one as a newer version, with another version string"
+# What an upgrade installs, made from this build: the package's version raised, and the agent's
+# version string changed in its program (the same length), so that the hosts test below can
+# tell the new program from the old one once it runs in place.
+upgrade_root="$work/upgrade-root"
+rm -rf "$upgrade_root"
+dpkg-deb -R "$deb" "$upgrade_root"
+old_version="$(dpkg-deb -f "$deb" Version)"
+upgrade_version="${old_version}+upgrade1"
+sed -i "s/^Version: .*/Version: $upgrade_version/" "$upgrade_root/DEBIAN/control"
+program_version="${old_version%-*}"
+python3 - "$upgrade_root/usr/bin/dockhand" "$program_version" <<'PY'
+import sys
+path, version = sys.argv[1], sys.argv[2]
+data = open(path, "rb").read()
+old = version.encode() + b"\0"
+new = bytes(b if not chr(b).isdigit() else ord("9") for b in old)
+count = data.count(old)
+if count == 0:
+    sys.exit("no version string %s in %s" % (version, path))
+open(path, "wb").write(data.replace(old, new))
+print("upgrade program: %d version string(s) %s -> %s" % (count, version, new[:-1].decode()))
+PY
+(cd "$upgrade_root" && find usr -type f -exec md5sum {} + > DEBIAN/md5sums)
+upgrade_deb="$work/dockhand_${upgrade_version}_upgrade.deb"
+dpkg-deb --root-owner-group -b "$upgrade_root" "$upgrade_deb" >/dev/null
+export DOCKHAND_UPGRADE_DEB="$upgrade_deb"
+export DOCKHAND_UPGRADE_PROGRAM_VERSION="${program_version//[0-9]/9}"
+ls -l "$upgrade_deb"
+
 step "package contents"
 dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
 dpkg-deb --contents "$deb"
