@@ -1,7 +1,8 @@
 // dockhand-restart-bench: how long a restart in place (SIGUSR2, what a package upgrade sends)
 // keeps an agent away from its driver and its readers, by the number of blocks it holds.
 //
-//   dockhand-restart-bench [--blocks N,N,...] [--block-kib K] [--rounds R] [--dir DIR]
+//   dockhand-restart-bench [--blocks N,N,...] [--block-kib K] [--tasks T] [--rounds R]
+//                          [--dir DIR]
 //
 // For each count N (default 0,100,1000): the real `dockhand` under a scripted driver that holds
 // it across connections runs one task that leaves N blocks of K KiB (default 64), then gets
@@ -12,9 +13,10 @@
 //     listed again; the new process read and verified each block first);
 //   * serving: SIGUSR2 -> the first block (for N = 0: /readyz) answered again;
 //   * fetches: how many the reader made during the restart, how many failed for good (goal 0),
-//     and the slowest.
-// Each figure is the median of R rounds (default 3). Running tasks are not measured: a restart
-// in place stops them and reports them LOST (docs/operations.md, "Upgrade").
+//     and the slowest;
+//   * tasks kept: of T process tasks (default 20) running across the restart, how many ended
+//     FINISHED once let go after it (goal: all; each one lost would run again).
+// Each figure is the median of R rounds (default 3).
 #include <signal.h>
 #include <unistd.h>
 
@@ -53,6 +55,7 @@ struct Options {
   std::vector<int> counts = {0, 100, 1000};
   int block_kib = 64;
   int rounds = 3;
+  int tasks = 20;
 };
 
 struct Round {
@@ -61,6 +64,7 @@ struct Round {
   std::size_t fetches = 0;
   std::size_t failed = 0;
   double slowest_fetch_ms = 0;
+  int tasks_kept = 0;
   std::string problem;
 };
 
@@ -78,8 +82,9 @@ Round restartOnce(const Options& o, int blocks, int round) {
   dockhand::testing::writeFile(dir / "agent.json", R"({"reconnect_timeout_ms": 60000})");
   ChildProcess agent(
       {dockhand::testing::agentBinary(), "--driver-url", driver.url(), "--executor-id", "bench",
-       "--app-id", "restart-bench", "--cores", "2", "--hostname", "127.0.0.1", "--work-dir",
-       (dir / "work").string(), "--config", (dir / "agent.json").string(), "--log-level", "warn"},
+       "--app-id", "restart-bench", "--cores", std::to_string(std::max(2, o.tasks)), "--hostname",
+       "127.0.0.1", "--work-dir", (dir / "work").string(), "--config",
+       (dir / "agent.json").string(), "--log-level", "warn"},
       (dir / "agent.log").string());
   if (!driver.waitForRegistration(30s)) {
     out.problem = "the agent did not register:\n" + agent.output();
@@ -99,6 +104,23 @@ Round restartOnce(const Options& o, int blocks, int round) {
     return out;
   }
   const std::string block_url = driver.agentBlockUrl();
+  // The tasks that run across the restart: each waits for `go`.
+  const fs::path go = dir / "go";
+  for (int t = 0; t < o.tasks; ++t) {
+    proto::LaunchTask running;
+    running.task.task_id = 100 + static_cast<std::uint64_t>(t);
+    running.task.name = "runs-across";
+    running.task.payload = {
+        {"shell", "while [ ! -e '" + go.string() + "' ]; do sleep 0.02; done; echo kept"}};
+    driver.send(proto::makeMessage(running));
+  }
+  for (int t = 0; t < o.tasks; ++t) {
+    if (!driver.waitForStatus(100 + static_cast<std::uint64_t>(t), proto::TaskState::kRunning,
+                              std::chrono::seconds(60))) {
+      out.problem = "task " + std::to_string(100 + t) + " did not start:\n" + agent.output();
+      return out;
+    }
+  }
 
   // The reader: the blocks in turn, as long as the restart lasts, with the agents' own fetch.
   std::atomic<bool> stop{false};
@@ -156,6 +178,13 @@ Round restartOnce(const Options& o, int blocks, int round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   out.serving_ms = millis(Clock::now() - signalled);
+  dockhand::testing::writeFile(go, "");
+  for (int t = 0; t < o.tasks; ++t) {
+    if (driver.waitForStatus(100 + static_cast<std::uint64_t>(t), proto::TaskState::kFinished,
+                             std::chrono::seconds(30))) {
+      ++out.tasks_kept;
+    }
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   stop = true;
   if (reader.joinable()) reader.join();
@@ -185,11 +214,14 @@ int runBench(int argc, char** argv) {
         o.counts.push_back(std::max(0, std::atoi(n.c_str())));
     } else if (flag == "--block-kib") {
       o.block_kib = std::max(1, std::atoi(argv[i + 1]));
+    } else if (flag == "--tasks") {
+      o.tasks = std::max(0, std::atoi(argv[i + 1]));
     } else if (flag == "--rounds") {
       o.rounds = std::max(1, std::atoi(argv[i + 1]));
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--blocks N,N,...] [--block-kib K] [--rounds R] [--dir DIR]\n",
+                   "usage: %s [--blocks N,N,...] [--block-kib K] [--tasks T] [--rounds R] "
+                   "[--dir DIR]\n",
                    argv[0]);
       return 64;
     }
@@ -201,14 +233,16 @@ int runBench(int argc, char** argv) {
   o.dir = base / ("dockhand-restart-bench-" + std::to_string(::getpid()));
   fs::create_directories(o.dir);
   std::printf(
-      "restart bench: restart in place (SIGUSR2) with N blocks of %d KiB, %d round(s), in %s\n",
-      o.block_kib, o.rounds, o.dir.c_str());
-  std::printf("%8s  %12s  %12s  %9s  %7s  %14s\n", "blocks", "resumed ms", "serving ms", "fetches",
-              "failed", "slowest fetch");
+      "restart bench: restart in place (SIGUSR2) with N blocks of %d KiB and %d running process "
+      "tasks, %d round(s), in %s\n",
+      o.block_kib, o.tasks, o.rounds, o.dir.c_str());
+  std::printf("%8s  %12s  %12s  %9s  %7s  %14s  %11s\n", "blocks", "resumed ms", "serving ms",
+              "fetches", "failed", "slowest fetch", "tasks kept");
   int status = 0;
   for (int n : o.counts) {
     std::vector<double> resumed, serving, slowest;
     std::size_t fetches = 0, failed = 0;
+    int kept = o.tasks;  // the fewest of any round
     for (int r = 0; r < o.rounds; ++r) {
       const Round round = restartOnce(o, n, r);
       if (!round.problem.empty()) {
@@ -221,10 +255,12 @@ int runBench(int argc, char** argv) {
       slowest.push_back(round.slowest_fetch_ms);
       fetches += round.fetches;
       failed += round.failed;
+      kept = std::min(kept, round.tasks_kept);
     }
-    std::printf("%8d  %12.1f  %12.1f  %9zu  %7zu  %11.1f ms\n", n, SampleStats(resumed).median(),
-                SampleStats(serving).median(), fetches, failed, SampleStats(slowest).median());
-    if (failed > 0) status = 1;
+    std::printf("%8d  %12.1f  %12.1f  %9zu  %7zu  %11.1f ms  %7d/%-3d\n", n,
+                SampleStats(resumed).median(), SampleStats(serving).median(), fetches, failed,
+                SampleStats(slowest).median(), kept, o.tasks);
+    if (failed > 0 || kept < o.tasks) status = 1;
   }
   std::error_code ec;
   fs::remove_all(o.dir, ec);

@@ -161,7 +161,12 @@ void FakeDriver::serve(WebSocket& ws) {
             if (at != std::string::npos) block_url_ = url.substr(0, at);
           }
         }
-        send(proto::makeReply(env.id, proto::toJson(proto::ResumeAccepted{})));
+        // It counts there what the agent says runs there (as a driver that launched them).
+        proto::ResumeAccepted accepted;
+        for (const auto& id : env.body.value("running", proto::Json::array())) {
+          accepted.tasks.push_back(id.get<std::uint64_t>());
+        }
+        send(proto::makeReply(env.id, proto::toJson(accepted)));
       } else if (env.type == "ResumeExecutor") {
         // A fake holds no agent across connections, as a restarted driver would not.
         send(proto::makeErrorReply(env.id, proto::error_code::kNotResumable,

@@ -36,8 +36,9 @@ class FakeDriver {
     std::optional<std::string> secret;
     // The resource profile of the app config the agent retrieves.
     protocol::ResourceProfile resource_profile;
-    // Set: a ResumeExecutor is accepted (counting no task as running there), as a driver that
-    // held the agent would; otherwise refused with not_resumable, as a restarted driver would.
+    // Set: a ResumeExecutor is accepted (counting as running there the tasks it lists), as a
+    // driver that held the agent would; otherwise refused with not_resumable, as a restarted
+    // driver would.
     bool accept_resume = false;
   };
 
