@@ -221,18 +221,32 @@ TEST_F(RestartTest, ACrashedAgentStartedAgainReannouncesItsVerifiedBlocks) {
   }
 }
 
-// A restart in place into a new build with 20 process tasks running: each goes on in the same
-// process, is taken back by the new program, and ends FINISHED with its own output, reported
-// once; none is run again.
+// A restart in place into a new build with 20 process tasks running and 200 blocks held: each
+// task goes on in the same process, is taken back by the new program, and ends FINISHED with its
+// own output, reported once; none is run again, and no block is made again.
 TEST_F(RestartTest, ARestartInPlaceKeepsItsRunningProcessTasks) {
   constexpr int kTasks = 20;
+  constexpr int kBlocksPerMaker = 10;
   const fs::path go = dir.path() / "go";
   const fs::path job = dir.path() / "job.json";
   {
+    // 20 makers leave 10 blocks each; 20 waiters, each reading one of them, then wait for `go`.
     nlohmann::json tasks = nlohmann::json::array();
+    for (int m = 0; m < kTasks; ++m) {
+      nlohmann::json outputs = nlohmann::json::array();
+      std::string script;
+      for (int r = 0; r < kBlocksPerMaker; ++r) {
+        const std::string id = "shuffle_0_" + std::to_string(m) + "_" + std::to_string(r);
+        outputs.push_back(id);
+        script += "echo " + id + " > \"$DOCKHAND_OUTPUT_DIR/" + id + "\"; ";
+      }
+      tasks.push_back(
+          {{"name", "make-" + std::to_string(m)}, {"shell", script}, {"outputs", outputs}});
+    }
     for (int i = 0; i < kTasks; ++i) {
       tasks.push_back(
           {{"name", "t-" + std::to_string(i)},
+           {"inputs", {"shuffle_0_" + std::to_string(i) + "_0"}},
            {"shell", "touch '" + (dir.path() / ("started-" + std::to_string(i))).string() +
                          "'; while [ ! -e '" + go.string() + "' ]; do sleep 0.05; done; echo out-" +
                          std::to_string(i)}});
@@ -283,12 +297,16 @@ TEST_F(RestartTest, ARestartInPlaceKeepsItsRunningProcessTasks) {
                        "survive it"))
       << log;
   EXPECT_TRUE(agent.running()) << "the same process goes on";
+  EXPECT_TRUE(contains(log, std::to_string(kTasks * kBlocksPerMaker) +
+                                " block(s) from an earlier run adopted, 0 quarantined"))
+      << log;
 
   writeFile(go, "");
   ASSERT_EQ(driver->waitExit(60s), 0) << driver->output() << agent.output();
   const std::string out = driver->output();
   EXPECT_TRUE(contains(out, "job survive SUCCEEDED")) << out << agent.output();
   EXPECT_TRUE(contains(out, "0 retries")) << out;
+  EXPECT_TRUE(contains(out, "0 map tasks rerun for lost blocks, 0 failed fetches")) << out;
   EXPECT_FALSE(contains(out, "LOST")) << out;
   const auto lines = linesStartingWith(out, "t-");
   EXPECT_EQ(lines.size(), static_cast<std::size_t>(kTasks)) << out;
