@@ -115,20 +115,6 @@ StartupError configError(const std::string& what) {
   return {ExitCode::kConfigError, what, /*config_error=*/true};
 }
 
-// A discovery plugin's describe() answer as JSON, or {"error": why} (logged at warn).
-nlohmann::json describeForStatus(Discoverer& discoverer) {
-  PluginResult described = discoverer.describe();
-  std::string why = described.error;
-  if (described.ok()) {
-    nlohmann::json details = nlohmann::json::parse(described.json, nullptr, false);
-    if (!details.is_discarded()) return details;
-    why = "describe() answered with malformed JSON";
-  }
-  logger("agent")->warn("discovery plugin '{}': {}; its details are left out of the status",
-                        discoverer.name(), why);
-  return {{"error", why}};
-}
-
 // An agent setting a block-migration plugin may take in its config: the key, where it comes
 // from in the agent's config (for the error when a plugin needs one that is not set), and its
 // value (null: not set, not offered).
@@ -167,38 +153,6 @@ void blockAgentSignals(const AgentConfig& config) {
   sigset_t signals = handledSignals(decommissionSignalNumber(config.decommission.signal));
   sigaddset(&signals, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-}
-
-void Agent::StatusBoard::set(nlohmann::json status) {
-  {
-    std::lock_guard lock(mutex_);
-    status_ = std::move(status);
-    requested_ = false;
-    ++generation_;
-  }
-  changed_.notify_all();
-}
-
-nlohmann::json Agent::StatusBoard::fresh(const std::function<void()>& request, Millis wait) {
-  std::unique_lock lock(mutex_);
-  if (closed_) return status_;
-  const std::uint64_t seen = generation_;
-  if (!requested_) {
-    requested_ = true;
-    lock.unlock();
-    request();
-    lock.lock();
-  }
-  changed_.wait_for(lock, wait, [&] { return generation_ != seen || closed_; });
-  return status_;
-}
-
-void Agent::StatusBoard::close() {
-  {
-    std::lock_guard lock(mutex_);
-    closed_ = true;
-  }
-  changed_.notify_all();
 }
 
 Agent::Agent(AgentConfig config, ConfigRereader reread)
@@ -294,20 +248,6 @@ PluginCallbacks Agent::pluginCallbacks() {
   return callbacks;
 }
 
-void Agent::loadScriptStep() {
-  const PluginSpec spec = *script_step_spec_;
-  script_step_spec_.reset();  // tried once: a plugin that did not load is not tried again
-  for (LoadedPlugin& plugin : loadPlugins(host_, {spec}, /*create=*/true, pluginCallbacks())) {
-    if (plugin.ok()) {
-      logger("agent")->info("{} {} loaded from {} (resource_discovery)", plugin.library->label(),
-                            plugin.library->version(), plugin.spec.origin);
-      discoverers_.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
-      script_step_ = discoverers_.back().get();
-    }
-    plugins_.push_back(std::move(plugin));
-  }
-}
-
 std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
   auto log = logger("agent");
   PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(config_.plugin_call_warn_ms));
@@ -339,16 +279,6 @@ std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
                         std::make_unique<TaskRunnerPlugin>(std::move(instance)));
   }
   return plugins;
-}
-
-std::vector<std::unique_ptr<PluginDiscoverer>> Agent::makeDiscoverers() {
-  std::vector<std::unique_ptr<PluginDiscoverer>> out;
-  for (const LoadedPlugin& plugin : plugins_) {
-    if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
-    out.push_back(std::make_unique<PluginDiscoverer>(plugin.instance));
-    if (isScriptStep(plugin)) script_step_ = out.back().get();
-  }
-  return out;
 }
 
 std::unique_ptr<BlockStore> Agent::openBlockStore() {
@@ -543,92 +473,6 @@ BackendOptions Agent::backendOptions() {
   return options;
 }
 
-std::string Agent::discoverResources(const protocol::ResourceProfile& profile,
-                                     std::map<std::string, protocol::ResourceInfo>& resources) {
-  auto log = logger("agent");
-  std::vector<Discoverer*> chain_order;
-  for (auto& d : discoverers_) {
-    if (d.get() != script_step_) chain_order.push_back(d.get());
-  }
-  ResourceRequests requested = profile.executor_resources;
-  if (!config_.allow_profile_discovery_scripts) {
-    for (auto& [name, request] : requested) {
-      if (request.discovery_script.empty()) continue;
-      log->warn(
-          "resource {}: the app's discovery script {} is not run (allow_profile_discovery_scripts "
-          "is false)",
-          name, request.discovery_script);
-      request.discovery_script.clear();
-    }
-  }
-  try {
-    const ResourceRequests wanted = mergeRequests(requested, config_.resources);
-    const bool names_a_script = std::any_of(wanted.begin(), wanted.end(), [](const auto& request) {
-      return !request.second.discovery_script.empty();
-    });
-    if (names_a_script && script_step_ == nullptr && script_step_spec_) loadScriptStep();
-    DiscoveryChain chain(chain_order, script_step_);
-    auto found = chain.discoverAll(wanted, settings_.given_resources,
-                                   "resources file " + config_.resources_file);
-    guard_.setResources(found, profile.task_resources);
-    // What each discovery plugin describes (an nvidia GPU's name, the host's cgroup limits),
-    // asked once: a describe() may run a program, too slow for every status refresh.
-    discovery_.chain.clear();
-    discovery_.described.clear();
-    if (script_step_ != nullptr) chain_order.push_back(script_step_);
-    for (Discoverer* d : chain_order) {
-      discovery_.chain.push_back(d->name());
-      discovery_.described[d->name()] = describeForStatus(*d);
-    }
-    discovery_.found = found;
-    discovery_.amount_per_task = profile.task_resources;
-    discovery_.done = true;
-    resources.clear();
-    for (const auto& [name, r] : found) {
-      log->info("resource {}: [{}] found by {} ({} requested)", name,
-                fmt::join(r.info.addresses, ", "), r.source, r.requested);
-      resources[name] = r.info;
-    }
-    return {};
-  } catch (const ResourceError& e) {
-    return e.what();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-}
-
-nlohmann::json Agent::servedStatus() {
-  // Made on the core thread when asked for (an idle agent makes none); a core thread busy
-  // for longer than this gets the last one.
-  nlohmann::json status = status_board_.fresh(
-      [this] { loop_.post([this] { status_board_.set(statusJson()); }); }, Millis(500));
-  status["blocks"] = {{"count", store_->count()}, {"bytes", store_->totalBytes()}};
-  status["auth"] = {{"required", settings_.secret.has_value()},
-                    {"refused_requests", server_ ? server_->authRefusals() : 0}};
-  return status;
-}
-
-std::string Agent::servedMetrics() {
-  gauges_.update(servedStatus());
-  return metrics::defaultRegistry().expose();
-}
-
-nlohmann::json Agent::statusJson() const {
-  nlohmann::json status = backend_.statusJson();
-  nlohmann::json discovery = nullptr;
-  if (discovery_.done) {
-    nlohmann::json plugins = nlohmann::json::object();
-    for (const auto& [name, details] : discovery_.described) plugins[name] = details;
-    discovery = {{"chain", discovery_.chain}, {"plugins", std::move(plugins)}};
-  }
-  status.update({{"resources", resourceStatusJson(discovery_.found, discovery_.amount_per_task,
-                                                  guard_.ledger(), discovery_.described)},
-                 {"discovery", std::move(discovery)},
-                 {"plugins", pluginReport(plugins_)},
-                 {"stuck_runners", executor_.stuckRunners()}});
-  return status;
-}
-
 void Agent::logStart() const {
   auto log = logger("agent");
   log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
@@ -667,51 +511,6 @@ int Agent::run() {
   const int code = loop_.run(toInt(ExitCode::kInternalError));
   status_board_.close();  // no core thread makes a status any more: serve the last one
   return shutDown(code);
-}
-
-void Agent::reload() {
-  auto log = logger("agent");
-  // The service manager hears of a reload only once it was told the agent is ready.
-  const bool ready = backend_.state() == Backend::State::kRunning;
-  if (ready) notifySystemd("RELOADING=1\nSTATUS=reloading the configuration");
-  const auto done = [ready] {
-    if (ready) notifySystemd("READY=1\nSTATUS=registered with the driver");
-  };
-  if (!reread_) {
-    log->warn("reload: this agent was not started from configuration sources it can read again");
-    done();
-    return;
-  }
-  Result<AgentConfig> read = reread_();
-  if (!read) {
-    log->error("reload: {}; nothing changed", read.error().message);
-    done();
-    return;
-  }
-  AgentConfig& wanted = *read;
-  if (wanted.cores <= 0) wanted.cores = config_.cores;  // resolved from the host, as at start
-  const ReloadPlan plan = planReload(configToJson(config_), configToJson(wanted));
-  for (const ConfigChange& change : plan.live) {
-    if (change.path == "/log_level") {
-      if (!log_control_.setLevel(wanted.log_level)) continue;  // checked by the reader already
-      config_.log_level = wanted.log_level;
-    } else if (change.path == "/keep_task_dirs") {
-      executor_.keepTaskDirs(static_cast<std::size_t>(wanted.keep_task_dirs));
-      config_.keep_task_dirs = wanted.keep_task_dirs;
-    }
-    log->info("reload: {} changed from {} to {}", change.path, change.from.dump(),
-              change.to.dump());
-  }
-  for (const ConfigChange& change : plan.at_restart) {
-    log->warn(
-        "reload: {} cannot change while the agent runs; kept as it was (a restart in place "
-        "applies it)",
-        change.path);
-  }
-  if (plan.live.empty() && plan.at_restart.empty()) {
-    log->info("reload: the configuration is unchanged");
-  }
-  done();
 }
 
 int Agent::shutDown(int code) {

@@ -1,5 +1,6 @@
-// Agent: what its next process takes up from this one: the session file (agent_session.h),
-// and the running tasks a restart in place hands over (docs/architecture.md, "Restarts").
+// Agent: what changes while its process goes on. A reload (SIGHUP) reads the configuration
+// again; a restart in place (SIGUSR2) leaves its next program the session file
+// (agent_session.h) and the running tasks it hands over (docs/architecture.md, "Restarts").
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,8 @@
 
 #include "app/agent.h"
 #include "app/agent_session.h"
+#include "app/config_reload.h"
+#include "app/systemd_notify.h"
 #include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 #include "executor/leftover_tasks.h"
@@ -104,6 +107,51 @@ void Agent::recordSession(const std::vector<HandedOverTask>& tasks) {
     logger("agent")->error("{}: a restart of this agent will register anew instead of resuming",
                            written.error().message);
   }
+}
+
+void Agent::reload() {
+  auto log = logger("agent");
+  // The service manager hears of a reload only once it was told the agent is ready.
+  const bool ready = backend_.state() == Backend::State::kRunning;
+  if (ready) notifySystemd("RELOADING=1\nSTATUS=reloading the configuration");
+  const auto done = [ready] {
+    if (ready) notifySystemd("READY=1\nSTATUS=registered with the driver");
+  };
+  if (!reread_) {
+    log->warn("reload: this agent was not started from configuration sources it can read again");
+    done();
+    return;
+  }
+  Result<AgentConfig> read = reread_();
+  if (!read) {
+    log->error("reload: {}; nothing changed", read.error().message);
+    done();
+    return;
+  }
+  AgentConfig& wanted = *read;
+  if (wanted.cores <= 0) wanted.cores = config_.cores;  // resolved from the host, as at start
+  const ReloadPlan plan = planReload(configToJson(config_), configToJson(wanted));
+  for (const ConfigChange& change : plan.live) {
+    if (change.path == "/log_level") {
+      if (!log_control_.setLevel(wanted.log_level)) continue;  // checked by the reader already
+      config_.log_level = wanted.log_level;
+    } else if (change.path == "/keep_task_dirs") {
+      executor_.keepTaskDirs(static_cast<std::size_t>(wanted.keep_task_dirs));
+      config_.keep_task_dirs = wanted.keep_task_dirs;
+    }
+    log->info("reload: {} changed from {} to {}", change.path, change.from.dump(),
+              change.to.dump());
+  }
+  for (const ConfigChange& change : plan.at_restart) {
+    log->warn(
+        "reload: {} cannot change while the agent runs; kept as it was (a restart in place "
+        "applies it)",
+        change.path);
+  }
+  if (plan.live.empty() && plan.at_restart.empty()) {
+    log->info("reload: the configuration is unchanged");
+  }
+  done();
 }
 
 }  // namespace dockhand::agent

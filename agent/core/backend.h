@@ -252,6 +252,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void connectionLost(const std::string& why);
   void scheduleReconnect();
   void onReconnectFailed(const std::string& reason, bool retryable);
+  // What ResumeExecutor lists as running here: the tasks running or waiting for cores, and
+  // those whose final status waits in the outbox (sorted).
+  std::vector<std::uint64_t> tasksHere() const;
   void resume();
   void onResumed(const protocol::ResumeAccepted& accepted);
   // Registering, after a restart (resume_after_restart): ResumeExecutor, then Running, or a

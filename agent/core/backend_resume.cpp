@@ -63,16 +63,22 @@ void Backend::onReconnectFailed(const std::string& reason, bool retryable) {
   scheduleReconnect();
 }
 
+std::vector<std::uint64_t> Backend::tasksHere() const {
+  std::vector<std::uint64_t> ids;
+  ids.reserve(running_.size() + waiting_.size());
+  for (const auto& [task_id, task] : running_) ids.push_back(task_id);
+  for (const auto& waiting : waiting_) ids.push_back(waiting.task.task_id);
+  for (const auto& queued : outbox_) {
+    if (queued.final_status) ids.push_back(queued.task_id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 void Backend::resume() {
   proto::ResumeExecutor ask;
   ask.executor_id = options_.executor_id;
-  ask.running.reserve(running_.size() + waiting_.size());
-  for (const auto& [task_id, task] : running_) ask.running.push_back(task_id);
-  for (const auto& waiting : waiting_) ask.running.push_back(waiting.task.task_id);
-  for (const auto& queued : outbox_) {
-    if (queued.final_status) ask.running.push_back(queued.task_id);
-  }
-  std::sort(ask.running.begin(), ask.running.end());
+  ask.running = tasksHere();
   if (options_.held_blocks) ask.blocks = options_.held_blocks();
   link_.ask(proto::makeMessage(ask), options_.ask_timeout, [this](AskResult result) {
     if (state_ != State::kReconnecting || exiting_) return;
@@ -164,12 +170,7 @@ void Backend::resumeAfterRestart() {
   }
   proto::ResumeExecutor ask;
   ask.executor_id = options_.executor_id;
-  ask.running.reserve(running_.size());
-  for (const auto& [task_id, task] : running_) ask.running.push_back(task_id);
-  for (const auto& queued : outbox_) {
-    if (queued.final_status) ask.running.push_back(queued.task_id);
-  }
-  std::sort(ask.running.begin(), ask.running.end());
+  ask.running = tasksHere();
   if (options_.held_blocks) ask.blocks = options_.held_blocks();
   log()->info(
       "resuming executor {} with driver {} after a restart: {} task(s) taken back, {} block(s) "
@@ -220,11 +221,8 @@ void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
   setState(State::kRunning);
   // Known here: taken back and running, or taken back and ended (its status waits in the
   // outbox).
-  std::unordered_set<std::uint64_t> known;
-  for (const auto& [task_id, task] : running_) known.insert(task_id);
-  for (const auto& queued : outbox_) {
-    if (queued.final_status) known.insert(queued.task_id);
-  }
+  const std::vector<std::uint64_t> here = tasksHere();
+  const std::unordered_set<std::uint64_t> known(here.begin(), here.end());
   const std::unordered_set<std::uint64_t> counted(accepted.tasks.begin(), accepted.tasks.end());
   std::vector<std::uint64_t> lost_ids;
   for (const auto task_id : accepted.tasks) {

@@ -1,0 +1,220 @@
+// PluginExecutor's task directories (plugin_executor.h): each task's <work_dir>/tasks/task-<id>/
+// made (or a spare one renamed), ended ones kept up to keep_task_dirs and then cleared for reuse
+// or removed on an I/O thread, and the stdout/stderr in them opened for the block server.
+// Apart from plugin_executor.cpp, which runs the tasks, because this is file work of its own.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "dockhand/base/log_format.h"
+#include "dockhand/base/logging.h"
+#include "executor/plugin_executor.h"
+#include "executor/task_files.h"
+
+namespace dockhand::agent {
+namespace {
+
+std::shared_ptr<spdlog::logger> log() { return logger("executor"); }
+
+constexpr std::size_t kMaxRememberedEnded = 100000;
+// Cleared directories kept for new tasks: enough for the tasks that start while as many end.
+constexpr std::size_t kMaxSpareDirs = 64;
+
+}  // namespace
+
+std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
+  return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
+}
+
+std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir,
+                                                       bool make_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto failed = [&](const fs::path& path) {
+    return "cannot create task directory '" + path.string() + "': " + ec.message();
+  };
+  // tasks/ can be passed through but not listed (0711): a task that runs as another user
+  // reaches its own directory, and cannot find the others'. Each task's directory is 0700:
+  // its runner may give it to the task's user.
+  if (!tasks_dir_ready_) {
+    fs::create_directories(task_dir.parent_path(), ec);
+    if (!ec) {
+      fs::permissions(task_dir.parent_path(),
+                      fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
+    }
+    if (ec) return failed(task_dir.parent_path());
+    tasks_dir_ready_ = true;
+  }
+  if (!make_dir) return std::nullopt;
+  if (takeSpareDir(task_dir)) return std::nullopt;
+  fs::create_directory(task_dir, ec);
+  if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
+  if (ec) return failed(task_dir);
+  for (const char* sub : {"output", "input"}) {
+    fs::create_directory(task_dir / sub, ec);
+    if (ec) return failed(task_dir / sub);
+  }
+  return std::nullopt;
+}
+
+bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
+  std::filesystem::path spare;
+  {
+    std::lock_guard lock(live_->mutex);
+    if (live_->spares.empty()) return false;
+    spare = std::move(live_->spares.back());
+    live_->spares.pop_back();
+  }
+  // One rename, where a new directory costs three inodes (and a removed one frees three).
+  if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
+    return true;
+  }
+  const int error = errno;
+  if (error == EEXIST) {
+    // The task's directory is there already (left by an earlier agent): used as it is.
+    std::lock_guard lock(live_->mutex);
+    live_->spares.push_back(std::move(spare));
+  } else {
+    log()->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));
+  }
+  return false;
+}
+
+void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
+                                   const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool room = false;
+  {
+    std::lock_guard lock(live.mutex);
+    room = live.spares.size() < kMaxSpareDirs;
+  }
+  if (room && !live.spare_dir_usable) {
+    // Spares an earlier agent left are not known to this one.
+    fs::remove_all(spare_root, ec);
+    fs::create_directory(spare_root, ec);
+    if (!ec) fs::permissions(spare_root, fs::perms::owner_all, ec);
+    if (ec) {
+      log()->warn("cannot make {}: {}; ended tasks' directories are removed instead",
+                  spare_root.string(), ec.message());
+    }
+    live.spare_dir_usable = !ec;
+  }
+  if (room && live.spare_dir_usable.value_or(false)) {
+    if (auto why = clearForReuse(dir)) {
+      log()->debug("an ended task's directory is removed, not reused: {}", *why);
+    } else {
+      fs::path spare = spare_root / std::to_string(live.spares_made++);
+      if (::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE) == 0) {
+        std::lock_guard lock(live.mutex);
+        live.spares.push_back(std::move(spare));
+        return;
+      }
+    }
+  }
+  fs::remove_all(dir, ec);
+  if (ec) {
+    log()->warn("cannot remove the directory of an ended task {}: {}", dir.string(), ec.message());
+  }
+}
+
+void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
+  live_->no_dir[task_id] = reclaimed;
+  live_->no_dir_order.push_back(task_id);
+  if (live_->no_dir_order.size() > kMaxRememberedEnded) {
+    live_->no_dir.erase(live_->no_dir_order.front());
+    live_->no_dir_order.pop_front();
+  }
+}
+
+bool PluginExecutor::hasTaskDir(std::uint64_t task_id) const {
+  return ::access(taskDir(task_id).c_str(), F_OK) == 0;
+}
+
+void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir) {
+  // A runner that makes directories made none for a task that wrote nothing.
+  const bool has_dir = known_has_dir ? *known_has_dir : hasTaskDir(task_id);
+  {
+    std::lock_guard lock(live_->mutex);
+    if (!has_dir) {
+      rememberNoDir(task_id, /*reclaimed=*/false);
+      return;
+    }
+    auto& ended = live_->ended_dirs;
+    ended.push_back(task_id);
+    while (ended.size() > keep_task_dirs_) {
+      live_->doomed.push_back(taskDir(ended.front()));
+      rememberNoDir(ended.front(), /*reclaimed=*/true);
+      ended.pop_front();
+    }
+    // One removal job at a time takes whatever is doomed by then: under load, one I/O
+    // thread wake-up removes many directories.
+    if (live_->doomed.empty() || live_->removing) return;
+    live_->removing = true;
+  }
+  io_->submit([live = live_, spare_root = work_dir_ / "tasks" / "spare"] {
+    for (;;) {
+      std::vector<std::filesystem::path> doomed;
+      {
+        std::lock_guard lock(live->mutex);
+        doomed.swap(live->doomed);
+        if (doomed.empty()) {
+          live->removing = false;
+          return;
+        }
+      }
+      for (const auto& dir : doomed) reuseOrRemove(*live, spare_root, dir);
+    }
+  });
+}
+
+void PluginExecutor::keepTaskDirs(std::size_t count) {
+  std::lock_guard lock(live_->mutex);
+  keep_task_dirs_ = count;
+}
+
+LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& stream) const {
+  const std::string task = "task " + std::to_string(task_id);
+  if (stream != "stdout" && stream != "stderr") {
+    return LogFile{-1, 404, "no such stream '" + stream + "' (a task has stdout and stderr)"};
+  }
+  bool known = false;
+  {
+    std::lock_guard lock(live_->mutex);
+    auto no_dir = live_->no_dir.find(task_id);
+    known = live_->tasks.count(task_id) > 0 || no_dir != live_->no_dir.end() ||
+            std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
+                live_->ended_dirs.end();
+    if (no_dir != live_->no_dir.end() && no_dir->second) {
+      return LogFile{-1, 404,
+                     task + "'s directory was reclaimed: this agent keeps the directories of its " +
+                         std::to_string(keep_task_dirs_) +
+                         " most recently ended tasks (keep_task_dirs)"};
+    }
+  }
+  const std::filesystem::path dir = taskDir(task_id);
+  const std::filesystem::path file = dir / stream;
+  // O_NOFOLLOW: a task cannot make its stdout a link to a file only the agent may read.
+  // O_NONBLOCK: nor a FIFO that blocks the open (the server refuses what is not regular).
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0) return LogFile{fd, 200, {}};
+  const int error = errno;
+  if (error == ENOENT) {
+    std::error_code ec;
+    if (known || std::filesystem::is_directory(dir, ec)) {
+      return LogFile{-1, 404,
+                     task + " has no " + stream +
+                         " file (its runner does not write one, or it has not started yet)"};
+    }
+    return LogFile{-1, 404,
+                   "unknown task " + std::to_string(task_id) +
+                       ": it has not run on this executor since the agent started"};
+  }
+  if (error == ELOOP) return LogFile{-1, 404, task + "'s " + stream + " is not a regular file"};
+  return LogFile{-1, 404, task + "'s " + stream + " cannot be opened: " + std::strerror(error)};
+}
+
+}  // namespace dockhand::agent
