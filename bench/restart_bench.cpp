@@ -79,7 +79,11 @@ Round restartOnce(const Options& o, int blocks, int round) {
   FakeDriver::Options driver_options;
   driver_options.accept_resume = true;
   FakeDriver driver(driver_options);
-  dockhand::testing::writeFile(dir / "agent.json", R"({"reconnect_timeout_ms": 60000})");
+  // A fixed block port, as a deployed agent has (7337): readers keep their URLs across the
+  // restart. With port 0 the new process would listen elsewhere and every reader would fail.
+  dockhand::testing::writeFile(dir / "agent.json",
+                               R"({"reconnect_timeout_ms": 60000, "block_port": )" +
+                                   std::to_string(dockhand::testing::unusedPort()) + "}");
   ChildProcess agent(
       {dockhand::testing::agentBinary(), "--driver-url", driver.url(), "--executor-id", "bench",
        "--app-id", "restart-bench", "--cores", std::to_string(std::max(2, o.tasks)), "--hostname",
@@ -167,7 +171,6 @@ Round restartOnce(const Options& o, int blocks, int round) {
   }
   out.resumed_ms = millis(Clock::now() - signalled);
   for (;;) {
-    // The block server's port changes with the process (port 0): the driver learns the new one.
     const std::string url = blocks > 0 ? driver.agentBlockUrl() + "/blocks/" + blockId(0)
                                        : driver.agentBlockUrl() + "/readyz";
     if (dockhand::testing::httpGet(url).status == 200) break;
