@@ -36,10 +36,6 @@ using nlohmann::json;
 using std::chrono_literals::operator""ms;
 using std::chrono_literals::operator""s;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // True when no process (zombies aside) is left in process group `pgid`.
 bool groupGone(pid_t pgid) {
   DIR* proc = ::opendir("/proc");

@@ -21,10 +21,6 @@ namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
 using std::chrono_literals::operator""ms;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 class ReconnectTest : public ::testing::Test {
  protected:
   fs::path writeJob(int map_seconds) {

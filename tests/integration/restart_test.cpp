@@ -33,16 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::size_t count(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 std::string readBytes(const fs::path& path) {
   std::string bytes(fs::file_size(path), '\0');
   std::ifstream in(path, std::ios::binary);

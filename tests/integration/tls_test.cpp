@@ -29,10 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono_literals::operator""s;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

@@ -65,6 +65,9 @@ std::string readFile(const std::filesystem::path& path);
 void writeFile(const std::filesystem::path& path, const std::string& text);
 // The lines of `text` that start with `prefix` (a driver's task lines, say), in order.
 std::vector<std::string> linesStartingWith(const std::string& text, const std::string& prefix);
+// Whether `part` occurs in `text`, and how many times (overlaps counted).
+bool contains(const std::string& text, const std::string& part);
+std::size_t count(const std::string& text, const std::string& part);
 
 // Paths of the built programs.
 std::string agentBinary();
