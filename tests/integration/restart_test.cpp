@@ -228,7 +228,11 @@ TEST_F(RestartTest, ARestartInPlaceKeepsItsRunningProcessTasks) {
       for (int r = 0; r < kBlocksPerMaker; ++r) {
         const std::string id = "shuffle_0_" + std::to_string(m) + "_" + std::to_string(r);
         outputs.push_back(id);
-        script += "echo " + id + " > \"$DOCKHAND_OUTPUT_DIR/" + id + "\"; ";
+        script.append("echo ")
+            .append(id)
+            .append(" > \"$DOCKHAND_OUTPUT_DIR/")
+            .append(id)
+            .append("\"; ");
       }
       tasks.push_back(
           {{"name", "make-" + std::to_string(m)}, {"shell", script}, {"outputs", outputs}});
