@@ -28,7 +28,7 @@ BODY_KEYS = {
     "Authenticate": {"proof"},
     "RetrieveAppConfig": {"resource_profile_id"},
     "RegisterExecutor": {"executor_id", "hostname", "cores", "log_urls", "attributes",
-                         "resources", "block_url"},
+                         "resources", "block_url", "waits_for_cores", "resumes"},
     "LaunchedExecutor": {"executor_id"},
     "LaunchTask": {"task"},
     "KillTask": {"task_id", "interrupt", "reason"},
@@ -44,9 +44,11 @@ BODY_KEYS = {
     "Heartbeat": {"running_tasks", "sent_at_ms", "decommission"},
     "GetPeers": {"executor_id"},
     "UpdateBlockInfo": {"added", "removed"},
+    "ResumeExecutor": {"executor_id", "running", "blocks"},
     "AppConfig": {"properties", "log_level", "resource_profile", "delegation_tokens"},
     "ResourceProfile": {"executor_resources", "task_resources"},
     "BlockInfo": {"id", "size", "checksum", "url"},
+    "ResumeAccepted": {"tasks"},
     "Peers": {"peers"},
 }
 

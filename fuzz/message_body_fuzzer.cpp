@@ -95,10 +95,12 @@ const std::map<std::string, std::function<void(const Json&)>, std::less<>>& deco
       {"Heartbeat", message<proto::Heartbeat>},
       {"GetPeers", message<proto::GetPeers>},
       {"UpdateBlockInfo", message<proto::UpdateBlockInfo>},
+      {"ResumeExecutor", message<proto::ResumeExecutor>},
       // Reply bodies and the values inside messages.
       {"AppConfig", [](const Json& b) { roundTrip<proto::AppConfig>(b); }},
       {"ResourceProfile", [](const Json& b) { roundTrip<proto::ResourceProfile>(b); }},
       {"BlockInfo", [](const Json& b) { roundTrip<proto::BlockInfo>(b); }},
+      {"ResumeAccepted", [](const Json& b) { roundTrip<proto::ResumeAccepted>(b); }},
       {"Peers", peers},
   };
   return kTable;
