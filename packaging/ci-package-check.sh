@@ -9,6 +9,8 @@
 # Runs as root on Debian 12: it installs packages and adds/removes the dockhand user. CI runs
 # it after the tests (.ci/run); it is safe to run by hand on a machine you can do that on.
 set -euo pipefail
+# No `cmd | grep -q`: grep -q exits at its first match, the writer then dies of SIGPIPE and
+# pipefail fails the check at random (it did, on rpm -qlp). `grep ... >/dev/null` reads it all.
 cd "$(dirname "$0")/.."
 src="$PWD"
 build="${1:-build/package}"
@@ -31,7 +33,7 @@ step "tools"
 tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2 util-linux)
 missing=()
 for p in "${tools[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
@@ -103,13 +105,13 @@ step "package contents"
 dpkg-deb --info "$deb" | sed -n '/Package:/,$p'
 dpkg-deb --contents "$deb"
 dpkg-deb --contents "$dev_deb"
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/dockhand/agent.json \
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -x /etc/dockhand/agent.json >/dev/null \
   || fail "/etc/dockhand/agent.json is not a conffile"
 if ls "$build"/packages/*.rpm >/dev/null 2>&1; then
   for r in "$build"/packages/*.rpm; do
     rpm -qp --qf '%{NAME} %{VERSION}-%{RELEASE} %{ARCH} %{LICENSE}\n' "$r"
   done
-  rpm -qp --configfiles "$build"/packages/dockhand-[0-9]*.rpm | grep -qx /etc/dockhand/agent.json \
+  rpm -qp --configfiles "$build"/packages/dockhand-[0-9]*.rpm | grep -x /etc/dockhand/agent.json >/dev/null \
     || fail "the rpm does not mark /etc/dockhand/agent.json as %config"
 fi
 
@@ -159,7 +161,7 @@ step "the TLS module"
 # must find it: with certificate files that do not exist, the error must come from the module's
 # checks of those files, not from the loading of the module.
 [ -f /usr/lib/dockhand/libdockhand-tls.so ] || fail "/usr/lib/dockhand/libdockhand-tls.so is not installed"
-if ldd /usr/lib/dockhand/libdockhand-tls.so | grep -q "not found"; then
+if ldd /usr/lib/dockhand/libdockhand-tls.so | grep "not found" >/dev/null; then
   ldd /usr/lib/dockhand/libdockhand-tls.so
   fail "the TLS module needs a library the package does not depend on"
 fi
@@ -174,7 +176,7 @@ tls_rc=$?
 set -e
 echo "$tls_out" | tail -n 3
 [ "$tls_rc" = 2 ] || fail "the agent with an unusable tls section exited $tls_rc, expected 2 (config error)"
-echo "$tls_out" | grep -q "tls.certificate_file $work/no-such.crt: cannot open" \
+echo "$tls_out" | grep "tls.certificate_file $work/no-such.crt: cannot open" >/dev/null \
   || fail "the installed agent did not load its TLS module"
 
 step "monitoring files"
@@ -188,7 +190,7 @@ if command -v promtool >/dev/null; then
 fi
 if ls "$build"/packages/dockhand-[0-9]*.rpm >/dev/null 2>&1; then
   for f in /usr/share/dockhand/grafana/dockhand.json /usr/share/dockhand/prometheus/dockhand.yml; do
-    rpm -qlp "$build"/packages/dockhand-[0-9]*.rpm | grep -qx "$f" || fail "the rpm lacks $f"
+    rpm -qlp "$build"/packages/dockhand-[0-9]*.rpm | grep -x "$f" >/dev/null || fail "the rpm lacks $f"
   done
 fi
 
@@ -263,7 +265,7 @@ if [ -d sdk/examples ] && ls sdk/examples/*/CMakeLists.txt >/dev/null 2>&1; then
     cmake -S "$work/example-$name" -B "$work/example-$name/build" -G Ninja >/dev/null
     cmake --build "$work/example-$name/build"
     ls "$work/example-$name/build"/*.so >/dev/null 2>&1 \
-      || find "$work/example-$name/build" -name '*.so' | grep -q . \
+      || find "$work/example-$name/build" -name '*.so' | grep . >/dev/null \
       || fail "SDK example $name built no plugin"
     echo "built SDK example $name"
   done

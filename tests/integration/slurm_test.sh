@@ -217,7 +217,7 @@ echo "slurm: slurmctld on 127.0.0.1:$ctld_port, slurmd on :$slurmd_port, node id
 # The end's check for strays finds the cluster's processes by their environment: it must see
 # the daemons.
 for pid in "${daemon_pids[@]}"; do
-  cluster_pids | grep -qx "$pid" || fail "daemon $pid is not found by its environment ($mark)"
+  cluster_pids | grep -x "$pid" >/dev/null || fail "daemon $pid is not found by its environment ($mark)"
 done
 
 # --- jobs ---------------------------------------------------------------------------------
