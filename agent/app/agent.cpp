@@ -35,8 +35,6 @@ namespace dockhand::agent {
 
 namespace {
 
-constexpr const char* kVersion = DOCKHAND_VERSION;
-
 // Wakes the signal thread when the agent ends, so that it need not wait out its timeout.
 // (SIGRTMIN + 6 is the library runner's stack sampler.)
 int wakeSignal() { return SIGRTMIN + 7; }
@@ -173,7 +171,7 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
       backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
-  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", kVersion, DOCKHAND_BUILD);
+  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", DOCKHAND_VERSION, DOCKHAND_BUILD);
   // The executor's settings, before the first launch.
   executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
   executor_.setRequestSigner(signer_);
@@ -402,7 +400,7 @@ WebSocketLink::Options Agent::linkOptions() const {
                                 Millis(5000),
                                 Millis(10000),
                                 static_cast<std::size_t>(config_.max_frame_bytes),
-                                std::string("dockhand ") + kVersion,
+                                std::string("dockhand ") + DOCKHAND_VERSION,
                                 settings_.secret,
                                 settings_.tls_client};
 }
@@ -475,7 +473,7 @@ BackendOptions Agent::backendOptions() {
 
 void Agent::logStart() const {
   auto log = logger("agent");
-  log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", kVersion,
+  log->info("dockhand {} starting: executor {} of app {}, {} cores, work dir {}", DOCKHAND_VERSION,
             config_.executor_id, config_.app_id, config_.cores, config_.work_dir);
   if (config_.tls.enabled) {
     log->info(

@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kUsage =
+constexpr const char* kConfigUsage =
     "usage: dockhand config validate [FILE]... [--no-env]\n"
     "       dockhand config show [--config FILE]... [--json] [--no-env] [--OPTION VALUE]...\n"
     "FILE defaults to " DOCKHAND_DEFAULT_CONFIG " (with its fragments in agent.d/).\n";
@@ -30,7 +30,7 @@ std::vector<std::string> environmentEntries(bool use) {
 }
 
 int usageError(std::ostream& err, const std::string& what) {
-  err << "dockhand config: " << what << "\n" << kUsage;
+  err << "dockhand config: " << what << "\n" << kConfigUsage;
   return toInt(ExitCode::kUsage);
 }
 
@@ -162,7 +162,7 @@ int show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 
 int runConfigCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    (args.empty() ? err : out) << kUsage;
+    (args.empty() ? err : out) << kConfigUsage;
     return toInt(args.empty() ? ExitCode::kUsage : ExitCode::kSuccess);
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());

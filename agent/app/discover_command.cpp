@@ -18,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kUsage =
+constexpr const char* kDiscoverUsage =
     "usage: dockhand discover [--config FILE]... [--resourcesFile FILE] [--json]\n";
 
 }  // namespace
@@ -35,10 +35,10 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
     } else if (args[i] == "--resourcesFile" && i + 1 < args.size()) {
       resources_file = args[++i];
     } else if (args[i] == "--help" || args[i] == "-h") {
-      out << kUsage;
+      out << kDiscoverUsage;
       return toInt(ExitCode::kSuccess);
     } else {
-      err << "dockhand discover: unexpected argument '" << args[i] << "'\n" << kUsage;
+      err << "dockhand discover: unexpected argument '" << args[i] << "'\n" << kDiscoverUsage;
       return toInt(ExitCode::kUsage);
     }
   }

@@ -17,12 +17,12 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kUsage =
+constexpr const char* kPluginsUsage =
     "usage: dockhand plugins list [--config FILE]... [--json]\n"
     "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n";
 
 int usage(std::ostream& err, const std::string& problem) {
-  err << "dockhand plugins: " << problem << "\n" << kUsage;
+  err << "dockhand plugins: " << problem << "\n" << kPluginsUsage;
   return toInt(ExitCode::kUsage);
 }
 
@@ -201,7 +201,7 @@ int inspect(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args.front() == "--help" || args.front() == "-h") {
-    (args.empty() ? err : out) << kUsage;
+    (args.empty() ? err : out) << kPluginsUsage;
     return toInt(args.empty() ? ExitCode::kUsage : ExitCode::kSuccess);
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());

@@ -37,27 +37,23 @@ std::vector<std::string_view> splitUnderscore(std::string_view text) {
   }
 }
 
-bool startsWith(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 }  // namespace
 
 std::optional<BlockKind> parseBlockId(std::string_view id) {
   if (id.empty() || id.size() > kMaxIdLength) return std::nullopt;
-  if (startsWith(id, "shuffle_")) {
+  if (id.starts_with("shuffle_")) {
     auto parts = splitUnderscore(id.substr(8));
     if (parts.size() == 3 && isNumber(parts[0]) && isNumber(parts[1]) && isNumber(parts[2])) {
       return BlockKind::kShuffle;
     }
     return std::nullopt;
   }
-  if (startsWith(id, "rdd_")) {
+  if (id.starts_with("rdd_")) {
     auto parts = splitUnderscore(id.substr(4));
     if (parts.size() == 2 && isNumber(parts[0]) && isNumber(parts[1])) return BlockKind::kRdd;
     return std::nullopt;
   }
-  if (startsWith(id, "task_")) {
+  if (id.starts_with("task_")) {
     std::string_view rest = id.substr(5);
     std::size_t sep = rest.find('_');
     if (sep == std::string_view::npos || !isNumber(rest.substr(0, sep))) return std::nullopt;

@@ -13,10 +13,6 @@ constexpr std::string_view kAgentLogsPrefix = "/v1/logs/";
 constexpr std::string_view kTasksPrefix = "/v1/tasks/";
 constexpr std::size_t kMaxStreamName = 64;
 
-bool startsWith(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 // A stream name: 1 to 64 of [a-z0-9_]. Nothing else ever reaches a file name.
 bool validStreamName(std::string_view name) {
   if (name.empty() || name.size() > kMaxStreamName) return false;
@@ -34,10 +30,10 @@ bool parseNumber(std::string_view text, std::uint64_t& out) {
 void routeLog(std::string_view uri, RoutedRequest& out) {
   out.route = BlockRoute::kBadLogPath;
   std::string_view stream;
-  if (startsWith(uri, kAgentLogsPrefix)) {
+  if (uri.starts_with(kAgentLogsPrefix)) {
     std::string_view rest = uri.substr(kAgentLogsPrefix.size());
     constexpr std::string_view kAgent = "agent/";
-    if (!startsWith(rest, kAgent)) {
+    if (!rest.starts_with(kAgent)) {
       out.error = "expected /v1/logs/agent/<stream> (stdout or stderr)";
       return;
     }
@@ -48,7 +44,7 @@ void routeLog(std::string_view uri, RoutedRequest& out) {
     const auto slash = rest.find('/');
     std::string_view id = rest.substr(0, slash);
     constexpr std::string_view kLogs = "/logs/";
-    if (slash == std::string_view::npos || !startsWith(rest.substr(slash), kLogs)) {
+    if (slash == std::string_view::npos || !rest.substr(slash).starts_with(kLogs)) {
       out.error = "expected /v1/tasks/<task id>/logs/<stream> (stdout or stderr)";
       return;
     }
@@ -95,7 +91,7 @@ RoutedRequest routeBlockRequest(std::string_view uri) {
   } else if (uri.substr(0, kBlocksPrefix.size()) == kBlocksPrefix) {
     out.id = std::string(uri.substr(kBlocksPrefix.size()));
     out.route = isValidBlockId(out.id) ? BlockRoute::kBlock : BlockRoute::kInvalidId;
-  } else if (startsWith(uri, kAgentLogsPrefix) || startsWith(uri, kTasksPrefix)) {
+  } else if (uri.starts_with(kAgentLogsPrefix) || uri.starts_with(kTasksPrefix)) {
     routeLog(uri, out);
   }
   return out;

@@ -13,7 +13,7 @@ namespace proto = dockhand::protocol;
 namespace {
 
 // The Backend's logger: decommission is part of the agent's story in the log.
-std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
+std::shared_ptr<spdlog::logger> drainLog() { return logger("agent"); }
 
 }  // namespace
 
@@ -61,10 +61,10 @@ bool DecommissionFlow::isLegalMove(Phase from, Phase to) {
 
 bool DecommissionFlow::moveTo(Phase next) {
   if (!isLegalMove(phase_, next)) {
-    log()->error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
+    drainLog()->error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
     return false;
   }
-  log()->debug("decommission {} -> {}", toString(phase_), toString(next));
+  drainLog()->debug("decommission {} -> {}", toString(phase_), toString(next));
   phase_ = next;
   return true;
 }
@@ -84,25 +84,25 @@ void DecommissionFlow::onTaskEnded() { ++task_ends_; }
 
 void DecommissionFlow::onSignal() {
   if (!options_.enabled) {
-    log()->warn(
+    drainLog()->warn(
         "received the decommission signal, but decommission is disabled on this agent "
         "(decommission.enabled is false); ignoring it");
     return;
   }
   if (phase_ != Phase::kInactive) {
-    log()->warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
+    drainLog()->warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
     return;
   }
   if (host_.stopping()) {
-    log()->info("decommission signal ignored: the executor is stopping");
+    drainLog()->info("decommission signal ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    log()->warn("decommission signal before executor {} registered; ignoring it", executor_id_);
+    drainLog()->warn("decommission signal before executor {} registered; ignoring it", executor_id_);
     return;
   }
   if (!moveTo(Phase::kAskingDriver)) return;
-  log()->info("decommission signal received: telling the driver that executor {} decommissions",
+  drainLog()->info("decommission signal received: telling the driver that executor {} decommissions",
               executor_id_);
   link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
             [this](const AskResult& result) { onDriverAnswer(result); });
@@ -117,7 +117,7 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     return;
   }
   if (!result.ok) {
-    log()->error(
+    drainLog()->error(
         "cannot tell the driver that executor {} starts decommissioning ({}); not "
         "decommissioning",
         executor_id_, result.error.message);
@@ -131,7 +131,7 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
   }
   if (!accepted) {
-    log()->warn("the driver did not accept the decommissioning of executor {}", executor_id_);
+    drainLog()->warn("the driver did not accept the decommissioning of executor {}", executor_id_);
     if (asking) moveTo(Phase::kInactive);
     return;
   }
@@ -142,26 +142,26 @@ void DecommissionFlow::onDriverRequest(const std::string& reason) { begin(reason
 
 void DecommissionFlow::begin(const std::string& reason) {
   if (!options_.enabled) {
-    log()->warn("received a decommission request ({}), but decommission is disabled; ignoring it",
+    drainLog()->warn("received a decommission request ({}), but decommission is disabled; ignoring it",
                 reason);
     return;
   }
   if (decommissioning()) {
-    log()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
+    drainLog()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
     return;
   }
   if (host_.stopping()) {
-    log()->info("decommission request ignored: the executor is stopping");
+    drainLog()->info("decommission request ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    log()->warn("decommission request before executor {} registered; ignoring it", executor_id_);
+    drainLog()->warn("decommission request before executor {} registered; ignoring it", executor_id_);
     return;
   }
   if (!moveTo(Phase::kDecommissioning)) return;
   host_.decommissionBegan();
   const bool migrate = migrationEnabled();
-  log()->info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
+  drainLog()->info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
               reason, host_.runningTasks(), migrate ? "on" : "off");
   if (decommissioner_ != nullptr) decommissioner_->begin();
   if (options_.deadline.count() > 0) {
@@ -170,7 +170,7 @@ void DecommissionFlow::begin(const std::string& reason) {
   // As in the seed, blocks start moving at once, while running tasks go on.
   if (migrate) startPass();
   scheduleCheck();
-  log()->info("Will exit when finished decommissioning");
+  drainLog()->info("Will exit when finished decommissioning");
 }
 
 // ---- The wait loop -------------------------------------------------------------------------
@@ -196,16 +196,16 @@ void DecommissionFlow::check() {
       finish("No running tasks, all blocks migrated, stopping.");
       return;
     }
-    log()->debug("No running tasks; blocks not yet all migrated");
+    drainLog()->debug("No running tasks; blocks not yet all migrated");
   } else {
-    log()->debug("Blocked from shutdown by {} running task(s)", running);
+    drainLog()->debug("Blocked from shutdown by {} running task(s)", running);
   }
   if (migrate && !pass_running_ && !conclusive) startPass();
   scheduleCheck();
 }
 
 void DecommissionFlow::finish(std::string_view why) {
-  log()->info("{}", why);
+  drainLog()->info("{}", why);
   if (!moveTo(Phase::kFinished)) return;
   host_.exit(ExitCode::kSuccess, "decommission finished");
 }
@@ -215,10 +215,10 @@ void DecommissionFlow::deadlinePassed() {
   if (host_.stopping()) return;
   std::vector<std::string> left;
   if (migrationEnabled()) left = decommissioner_->blocksLeft();
-  for (const auto& id : left) log()->error("block {} was not migrated before the deadline", id);
+  for (const auto& id : left) drainLog()->error("block {} was not migrated before the deadline", id);
   const std::size_t running = host_.runningTasks();
   if (running > 0) {
-    log()->error("{} task(s) still running at the decommission deadline", running);
+    drainLog()->error("{} task(s) still running at the decommission deadline", running);
   }
   if (!moveTo(Phase::kDeadlinePassed)) return;
   host_.exit(ExitCode::kDecommissionIncomplete,
@@ -257,13 +257,13 @@ void DecommissionFlow::startPass() {
                 try {
                   peers = proto::parsePeers(result.body);
                 } catch (const proto::BodyError& e) {
-                  log()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
+                  drainLog()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
                               e.detail());
                 }
               } else {
-                log()->warn("cannot get peers from the driver: {}", result.error.message);
+                drainLog()->warn("cannot get peers from the driver: {}", result.error.message);
               }
-              log()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              drainLog()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
               pass_progress_ = MigrationPassProgress{};
               decommissioner_->startPass(
                   std::move(peers),
@@ -293,17 +293,17 @@ void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64
       blocks_migrated_ += result.moved.size();
       bytes_migrated_ += result.bytes_moved;
     } else {
-      log()->warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
+      drainLog()->warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
                   result.moved.size());
     }
   }
-  for (const auto& [id, why] : result.failed) log()->warn("block {} not migrated: {}", id, why);
+  for (const auto& [id, why] : result.failed) drainLog()->warn("block {} not migrated: {}", id, why);
   blocks_failed_ = result.failed.size();
   blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
   bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
   last_pass_conclusive_ = result.complete && told;
   last_pass_ends_ = ends_at_start;
-  log()->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
+  drainLog()->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
               result.moved.size(), result.failed.size(), blocks_left_);
 }
 

@@ -10,7 +10,7 @@ namespace dockhand::agent {
 
 namespace {
 
-std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
+std::shared_ptr<spdlog::logger> handoverLog() { return logger("agent"); }
 
 }  // namespace
 
@@ -23,7 +23,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     Runner* runner = registry_->tasks.at(task_id);
     const TaskLogScope scope(task_id);
     if (!runner->plugin->canHandOver()) {
-      log()->info("task {}: runner '{}' cannot let it outlive the program; it is stopped", task_id,
+      handoverLog()->info("task {}: runner '{}' cannot let it outlive the program; it is stopped", task_id,
                   runner->name);
       continue;
     }
@@ -33,7 +33,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!result.ok()) {
       // DH_NOT_FOUND: it ended just now, and its status is on its way.
       if (result.status != DH_NOT_FOUND) {
-        log()->info("task {}: runner '{}' kept it ({}); it is stopped", task_id, runner->name,
+        handoverLog()->info("task {}: runner '{}' kept it ({}); it is stopped", task_id, runner->name,
                     result.error);
       }
       continue;
@@ -42,7 +42,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!handle.is_object()) {
       // The runner let go of it already: nothing here can take it back, so it ends as a
       // crashed agent's leftover would (the next program kills it and reports it LOST).
-      log()->error("task {}: runner '{}' handed it over with a handle that is not a JSON object",
+      handoverLog()->error("task {}: runner '{}' handed it over with a handle that is not a JSON object",
                    task_id, runner->name);
       handle = Json::object();
     }
@@ -55,7 +55,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
   }
   live_->ended.notify_all();
   if (!handed.empty()) {
-    log()->info("{} running task(s) handed over to the next program", handed.size());
+    handoverLog()->info("{} running task(s) handed over to the next program", handed.size());
   }
   return handed;
 }

@@ -80,8 +80,8 @@ class PluginDiscoverer final : public Discoverer {
     return plugin_.discover(request_json);
   }
   PluginResult describe() override { return plugin_.describe(); }
-  PluginResult allocate(const std::string& json) override { return plugin_.allocate(json); }
-  PluginResult release(const std::string& json) override { return plugin_.release(json); }
+  PluginResult allocate(const std::string& request) override { return plugin_.allocate(request); }
+  PluginResult release(const std::string& request) override { return plugin_.release(request); }
 
  private:
   ResourceDiscoveryPlugin plugin_;

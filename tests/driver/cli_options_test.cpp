@@ -8,7 +8,7 @@
 namespace dockhand::driver {
 namespace {
 
-CliOptions parse(std::vector<std::string> args) {
+CliOptions parseArgs(std::vector<std::string> args) {
   args.insert(args.begin(), "dockhand-driver");
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
@@ -18,7 +18,7 @@ CliOptions parse(std::vector<std::string> args) {
 
 std::string usageErrorOf(std::vector<std::string> args) {
   try {
-    parse(std::move(args));
+    parseArgs(std::move(args));
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -26,7 +26,7 @@ std::string usageErrorOf(std::vector<std::string> args) {
 }
 
 TEST(CliOptionsTest, RunTakesItsJobFileAndOptionsInBothSpellings) {
-  CliOptions o = parse({"run", "job.json", "--local-agents", "3", "--cores=4", "--listen",
+  CliOptions o = parseArgs({"run", "job.json", "--local-agents", "3", "--cores=4", "--listen",
                         "[::1]:7077", "--timeout", "30", "-q"});
   EXPECT_EQ(o.command, "run");
   EXPECT_EQ(o.job_file, "job.json");
@@ -41,7 +41,7 @@ TEST(CliOptionsTest, RunTakesItsJobFileAndOptionsInBothSpellings) {
 }
 
 TEST(CliOptionsTest, DefaultsWithoutOptions) {
-  CliOptions o = parse({"serve"});
+  CliOptions o = parseArgs({"serve"});
   EXPECT_EQ(o.command, "serve");
   EXPECT_EQ(o.listen.host, "127.0.0.1");
   EXPECT_EQ(o.listen.port, 0);
@@ -51,14 +51,14 @@ TEST(CliOptionsTest, DefaultsWithoutOptions) {
 }
 
 TEST(CliOptionsTest, HelpAndVersionSkipEveryOtherCheck) {
-  EXPECT_TRUE(parse({"--help"}).help);
-  EXPECT_TRUE(parse({"-h", "bogus-command"}).help);
-  EXPECT_TRUE(parse({"--version"}).version);
+  EXPECT_TRUE(parseArgs({"--help"}).help);
+  EXPECT_TRUE(parseArgs({"-h", "bogus-command"}).help);
+  EXPECT_TRUE(parseArgs({"--version"}).version);
 }
 
 TEST(CliOptionsTest, DecommissionNeedsAnIdAndTheDriver) {
   CliOptions o =
-      parse({"decommission", "exec-1", "--driver", "127.0.0.1:9000", "--reason", "maintenance"});
+      parseArgs({"decommission", "exec-1", "--driver", "127.0.0.1:9000", "--reason", "maintenance"});
   EXPECT_EQ(o.command, "decommission");
   EXPECT_EQ(o.decommission_id, "exec-1");
   EXPECT_EQ(o.driver, "127.0.0.1:9000");
@@ -94,11 +94,11 @@ TEST(CliOptionsTest, BadValuesAreUsageErrors) {
 }
 
 TEST(CliOptionsTest, LogFormatIsTextUnlessAsked) {
-  EXPECT_EQ(parse({"serve"}).log_format, "text");
-  EXPECT_FALSE(parse({"serve"}).log_format_given);
-  EXPECT_TRUE(parse({"run", "job.json", "--log-format", "text"}).log_format_given);
-  EXPECT_EQ(parse({"serve", "--log-format", "json"}).log_format, "json");
-  EXPECT_EQ(parse({"run", "job.json", "--log-format=JSON"}).log_format, "JSON");
+  EXPECT_EQ(parseArgs({"serve"}).log_format, "text");
+  EXPECT_FALSE(parseArgs({"serve"}).log_format_given);
+  EXPECT_TRUE(parseArgs({"run", "job.json", "--log-format", "text"}).log_format_given);
+  EXPECT_EQ(parseArgs({"serve", "--log-format", "json"}).log_format, "json");
+  EXPECT_EQ(parseArgs({"run", "job.json", "--log-format=JSON"}).log_format, "JSON");
 }
 
 TEST(CliOptionsTest, MissingOrUnknownCommand) {
@@ -110,7 +110,7 @@ TEST(CliOptionsTest, MissingOrUnknownCommand) {
 }
 
 TEST(CliOptionsTest, FetchTakesOneUrlAndTheClustersSettings) {
-  const CliOptions o = parse({"fetch", "http://10.0.0.7:7337/v1/logs/agent/stderr", "--config",
+  const CliOptions o = parseArgs({"fetch", "http://10.0.0.7:7337/v1/logs/agent/stderr", "--config",
                               "driver.json", "--auth-secret-file", "secret"});
   EXPECT_EQ(o.command, "fetch");
   EXPECT_EQ(o.fetch_url, "http://10.0.0.7:7337/v1/logs/agent/stderr");
@@ -138,9 +138,9 @@ namespace dockhand::driver {
 namespace {
 
 TEST(CliOptionsTest, LaunchAheadIsANumberOfCores) {
-  EXPECT_FALSE(parse({"run", "job.json"}).launch_ahead.has_value());
-  EXPECT_EQ(parse({"run", "job.json", "--launch-ahead", "4"}).launch_ahead, 4);
-  EXPECT_EQ(parse({"serve", "--launch-ahead", "0"}).launch_ahead, 0);
+  EXPECT_FALSE(parseArgs({"run", "job.json"}).launch_ahead.has_value());
+  EXPECT_EQ(parseArgs({"run", "job.json", "--launch-ahead", "4"}).launch_ahead, 4);
+  EXPECT_EQ(parseArgs({"serve", "--launch-ahead", "0"}).launch_ahead, 0);
   EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "-1"}).find("--launch-ahead"),
             std::string::npos);
 }

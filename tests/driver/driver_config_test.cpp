@@ -45,7 +45,7 @@ TEST(DriverConfigTest, ReadsEveryKey) {
   EXPECT_EQ(c.max_result_bytes, 4096u);
 }
 
-std::string errorOf(const std::string& text) {
+std::string configErrorOf(const std::string& text) {
   try {
     parseDriverConfig(Json::parse(text), "conf/driver.json");
   } catch (const ConfigError& e) {
@@ -56,19 +56,19 @@ std::string errorOf(const std::string& text) {
 
 TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
   EXPECT_EQ(
-      errorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
+      configErrorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
       0u);
-  EXPECT_NE(errorOf(R"({"max_attempts": 0})").find("/max_attempts"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"log_level": "loud"})").find("/log_level"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})")
+  EXPECT_NE(configErrorOf(R"({"max_attempts": 0})").find("/max_attempts"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"log_level": "loud"})").find("/log_level"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})")
                 .find("/resource_profile/executor_resources/gpu/amount"),
             std::string::npos)
-      << errorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})");
-  EXPECT_NE(errorOf(R"({"heartbeat_interval_ms": 9000, "agent_timeout_ms": 5000})")
+      << configErrorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})");
+  EXPECT_NE(configErrorOf(R"({"heartbeat_interval_ms": 9000, "agent_timeout_ms": 5000})")
                 .find("/heartbeat_interval_ms"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"agent_reconnect_grace_ms": -1})").find("/agent_reconnect_grace_ms"),
+  EXPECT_NE(configErrorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"agent_reconnect_grace_ms": -1})").find("/agent_reconnect_grace_ms"),
             std::string::npos);
 }
 
@@ -92,18 +92,18 @@ TEST(DriverConfigTest, TlsSectionIsReadAndChecked) {
     EXPECT_NE(std::string(e.what()).find("tls.certificate_file /c: cannot open"), std::string::npos)
         << e.what();
   }
-  EXPECT_NE(errorOf(R"({"tls": {"ca_file": "/ca"}})")
+  EXPECT_NE(configErrorOf(R"({"tls": {"ca_file": "/ca"}})")
                 .find("conf/driver.json: /tls/certificate_file: is required with TLS on"),
             std::string::npos)
-      << errorOf(R"({"tls": {"ca_file": "/ca"}})");
-  EXPECT_NE(errorOf(R"({"tls": {"certificate_file": "/c", "private_key_file": "/k"}})")
+      << configErrorOf(R"({"tls": {"ca_file": "/ca"}})");
+  EXPECT_NE(configErrorOf(R"({"tls": {"certificate_file": "/c", "private_key_file": "/k"}})")
                 .find("/tls/ca_file: is required"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tls": {"cert": "/c"}})").find("/tls/cert: unknown key"),
+  EXPECT_NE(configErrorOf(R"({"tls": {"cert": "/c"}})").find("/tls/cert: unknown key"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tls": {"verify_hostname": 1}})").find("/tls/verify_hostname"),
+  EXPECT_NE(configErrorOf(R"({"tls": {"verify_hostname": 1}})").find("/tls/verify_hostname"),
             std::string::npos);
-  EXPECT_EQ(errorOf(R"({"tls": {"enabled": false}})"), "no error");
+  EXPECT_EQ(configErrorOf(R"({"tls": {"enabled": false}})"), "no error");
 }
 
 TEST(DriverConfigTest, ShippedExampleConfigParses) {
@@ -139,8 +139,8 @@ TEST(DriverConfigTest, AuthSecretFileIsReadAndCheckedWhenLoaded) {
     EXPECT_NE(std::string(e.what()).find("group or others"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("a-driver-config-test-secret"), std::string::npos);
   }
-  EXPECT_NE(errorOf(R"({"auth_secret_file": ""})").find("/auth_secret_file"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"auth_secret_file": 3})").find("/auth_secret_file"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"auth_secret_file": ""})").find("/auth_secret_file"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"auth_secret_file": 3})").find("/auth_secret_file"), std::string::npos);
   DriverConfig none = parseDriverConfig(Json::object(), "driver.json");
   loadClusterSecret(none);
   EXPECT_FALSE(none.secret.has_value());

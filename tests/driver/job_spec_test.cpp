@@ -5,13 +5,13 @@
 namespace dockhand::driver {
 namespace {
 
-JobSpec parse(const std::string& text) {
+JobSpec parseJobText(const std::string& text) {
   return parseJob(Json::parse(text), "jobs/test.json", "/abs/jobs");
 }
 
-std::string errorOf(const std::string& text) {
+std::string jobErrorOf(const std::string& text) {
   try {
-    parse(text);
+    parseJobText(text);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -19,7 +19,7 @@ std::string errorOf(const std::string& text) {
 }
 
 TEST(JobSpecTest, ShellAndCommandBecomePayloadWithJobDirSubstituted) {
-  JobSpec job = parse(R"({"name": "wc", "aggregate": "sum", "max_attempts": 2,
+  JobSpec job = parseJobText(R"({"name": "wc", "aggregate": "sum", "max_attempts": 2,
     "properties": {"k": "v"},
     "tasks": [{"name": "a", "shell": "wc -w < ${JOB_DIR}/data/a.txt"},
               {"command": ["${JOB_DIR}/bin/x", "--in=${JOB_DIR}"], "env": {"D": "${JOB_DIR}"},
@@ -41,34 +41,34 @@ TEST(JobSpecTest, ShellAndCommandBecomePayloadWithJobDirSubstituted) {
 }
 
 TEST(JobSpecTest, NameDefaultsToTheFileStem) {
-  EXPECT_EQ(parse(R"({"tasks": [{"shell": "true"}]})").name, "test");
+  EXPECT_EQ(parseJobText(R"({"tasks": [{"shell": "true"}]})").name, "test");
 }
 
 TEST(JobSpecTest, ErrorsNameTheFileAndJsonPath) {
-  EXPECT_EQ(errorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})")
+  EXPECT_EQ(jobErrorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})")
                 .rfind("jobs/test.json: /tasks/0/cpu: unknown key", 0),
             0u)
-      << errorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})");
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "true", "cpus": 0}]})").find("/tasks/0/cpus"),
+      << jobErrorOf(R"({"tasks": [{"shell": "true", "cpu": 1}]})");
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "true", "cpus": 0}]})").find("/tasks/0/cpus"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": []})").find("/tasks: must be a non-empty array"),
+  EXPECT_NE(jobErrorOf(R"({"tasks": []})").find("/tasks: must be a non-empty array"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"name": "x"}]})").find("exactly one of"), std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "command": ["b"]}]})").find("exactly one of"),
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"name": "x"}]})").find("exactly one of"), std::string::npos);
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "command": ["b"]}]})").find("exactly one of"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"aggregate": "avg", "tasks": [{"shell": "a"}]})").find("/aggregate"),
+  EXPECT_NE(jobErrorOf(R"({"aggregate": "avg", "tasks": [{"shell": "a"}]})").find("/aggregate"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"name": "a", "shell": "a"}, {"name": "a", "shell": "b"}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"name": "a", "shell": "a"}, {"name": "a", "shell": "b"}]})")
                 .find("/tasks/1/name: duplicate task name 'a'"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": "1"}}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": "1"}}]})")
                 .find("/tasks/0/resources/gpu"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"([1])").find("jobs/test.json: /: expected an object"), std::string::npos);
+  EXPECT_NE(jobErrorOf(R"([1])").find("jobs/test.json: /: expected an object"), std::string::npos);
 }
 
 TEST(JobSpecTest, LibraryShorthandBecomesALibraryRunnerPayload) {
-  JobSpec job = parse(R"({"tasks": [
+  JobSpec job = parseJobText(R"({"tasks": [
     {"name": "count", "library": "words", "function": "count",
      "args": {"file": "${JOB_DIR}/data/a.txt", "n": [1, 2]}},
     {"library": "${JOB_DIR}/lib/libwords.so", "function": "ns.split-2", "runner": "library",
@@ -91,7 +91,7 @@ TEST(JobSpecTest, LibraryShorthandBecomesALibraryRunnerPayload) {
 
 TEST(JobSpecTest, LibraryTaskErrorsNameTheirPath) {
   auto expect = [](const std::string& text, const std::string& wanted) {
-    const std::string error = errorOf(text);
+    const std::string error = jobErrorOf(text);
     EXPECT_NE(error.find(wanted), std::string::npos) << text << "\n  gave: " << error;
   };
   expect(R"({"tasks": [{"library": "w"}]})",
@@ -118,19 +118,19 @@ TEST(JobSpecTest, LibraryTaskErrorsNameTheirPath) {
 }
 
 TEST(JobSpecTest, ResourceAmountsAreWholeOrAFractionBelowOne) {
-  JobSpec job = parse(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
+  JobSpec job = parseJobText(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
   EXPECT_EQ(job.tasks[0].resources.at("gpu"), 0.25);
   EXPECT_EQ(job.tasks[0].resources.at("fpga"), 2);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 1.5}}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 1.5}}]})")
                 .find("/tasks/0/resources/gpu: 1.5 is above 1 but not a whole number"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0}}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0}}]})")
                 .find("/tasks/0/resources/gpu: 0 is out of range"),
             std::string::npos);
 }
 
 TEST(JobSpecTest, ServedTaskAmountsComeFromTheTasksWhenTheConfigNamesNone) {
-  JobSpec job = parse(R"({"name": "j", "tasks": [
+  JobSpec job = parseJobText(R"({"name": "j", "tasks": [
       {"shell": "a", "resources": {"gpu": 0.25, "fpga": 1}},
       {"shell": "b", "resources": {"gpu": 0.25}},
       {"shell": "c"}]})");
@@ -140,7 +140,7 @@ TEST(JobSpecTest, ServedTaskAmountsComeFromTheTasksWhenTheConfigNamesNone) {
 }
 
 TEST(JobSpecTest, TheConfigsTaskAmountWinsWithAWarningWhenItDiffers) {
-  JobSpec job = parse(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.25}},
+  JobSpec job = parseJobText(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.25}},
                                                  {"shell": "b", "resources": {"fpga": 1}}]})");
   protocol::ResourceProfile profile;
   profile.task_resources = {{"gpu", 1}, {"fpga", 1}, {"licence", 0.5}};
@@ -155,7 +155,7 @@ TEST(JobSpecTest, TheConfigsTaskAmountWinsWithAWarningWhenItDiffers) {
 }
 
 TEST(JobSpecTest, MixedTaskAmountsServeTheSmallestWithAWarning) {
-  JobSpec job = parse(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.5}},
+  JobSpec job = parseJobText(R"({"name": "j", "tasks": [{"shell": "a", "resources": {"gpu": 0.5}},
                                                  {"shell": "b", "resources": {"gpu": 0.25}},
                                                  {"shell": "c", "resources": {"gpu": 2}}]})");
   TaskResourceAmounts amounts = taskResourceAmounts(job);
@@ -169,7 +169,7 @@ TEST(JobSpecTest, MixedTaskAmountsServeTheSmallestWithAWarning) {
 }
 
 TEST(JobSpecTest, InputsAndOutputsNameBlocks) {
-  JobSpec job = parse(R"({"tasks": [
+  JobSpec job = parseJobText(R"({"tasks": [
     {"name": "map-0", "shell": "x", "outputs": ["shuffle_0_0_0", "shuffle_0_0_1"]},
     {"name": "reduce-0", "shell": "y", "inputs": ["shuffle_0_0_0"]},
     {"name": "reduce-1", "shell": "y", "inputs": ["shuffle_0_0_1"]}]})");
@@ -179,24 +179,24 @@ TEST(JobSpecTest, InputsAndOutputsNameBlocks) {
 }
 
 TEST(JobSpecTest, BlockErrorsNameTheirPath) {
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
                                   {"shell": "b", "inputs": ["rdd_1_1", "rdd_9_9"]}]})")
                 .find("jobs/test.json: /tasks/1/inputs/1: no task lists block 'rdd_9_9'"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1"]},
                                   {"shell": "b", "outputs": ["rdd_1_1"]}]})")
                 .find("/tasks/1/outputs/0: block 'rdd_1_1' is already an output of task 'task-0'"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["../x"]}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "outputs": ["../x"]}]})")
                 .find("/tasks/0/outputs/0: '../x' is not a block id"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1", "rdd_1_1"]}]})")
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1", "rdd_1_1"]}]})")
                 .find("/tasks/0/outputs/1: 'rdd_1_1' is listed twice"),
             std::string::npos);
-  EXPECT_NE(errorOf(R"({"tasks": [{"shell": "a", "inputs": "rdd_1_1"}]})").find("/tasks/0/inputs"),
+  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "inputs": "rdd_1_1"}]})").find("/tasks/0/inputs"),
             std::string::npos);
   EXPECT_NE(
-      errorOf(
+      jobErrorOf(
           R"({"tasks": [{"name": "p", "shell": "a", "inputs": ["rdd_2_2"], "outputs": ["rdd_1_1"]},
                             {"name": "q", "shell": "b", "inputs": ["rdd_1_1"], "outputs": ["rdd_2_2"]}]})")
           .find("a cycle"),

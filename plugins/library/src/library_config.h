@@ -2,6 +2,7 @@
 // name the JSON path of the offending field. Plain data; no threads, no state.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -22,6 +23,12 @@ struct LibraryConfig {
   // (worker_pool.h), one task at a time each; a crash costs a worker, not the agent.
   std::uint32_t worker_processes = 0;
   std::string worker_program;  // the worker executable; "" = next to this plugin
+
+  // How long shutting the runner down waits for its tasks to return after their kill, before
+  // it gives them up: the kill timeout, but at most 2 s, so an agent's stop is not held up.
+  std::chrono::milliseconds shutdownWait() const {
+    return std::min<std::chrono::milliseconds>(kill_timeout, std::chrono::seconds(2));
+  }
 };
 
 // Throws dockhand::sdk::Error(DH_INVALID_ARGUMENT) naming the key ("config/libraries/x: ...").

@@ -18,7 +18,6 @@ namespace {
 using nlohmann::json;
 
 constexpr auto kIdleKeepAlive = std::chrono::seconds(60);  // Spark's cached thread pool
-constexpr auto kShutdownWait = std::chrono::seconds(2);
 constexpr auto kPoolStopWait = std::chrono::milliseconds(500);
 constexpr auto kSampleTimeout = std::chrono::milliseconds(1000);
 
@@ -87,8 +86,7 @@ LibraryRunner::~LibraryRunner() {
   {
     std::unique_lock lock(state_->mutex);
     state_->ended.wait_for(
-        lock, std::min<std::chrono::milliseconds>(state_->config.kill_timeout, kShutdownWait),
-        [&] { return state_->tasks.empty(); });
+        lock, state_->config.shutdownWait(), [&] { return state_->tasks.empty(); });
     for (auto& [id, task] : state_->tasks) running.push_back(task);
   }
   for (auto& task : running) {

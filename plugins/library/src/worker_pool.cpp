@@ -28,7 +28,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kMaxStartFailures = 3;
-constexpr auto kShutdownWait = std::chrono::seconds(2);
 constexpr auto kDumpWait = std::chrono::milliseconds(2000);
 constexpr auto kExitWait = std::chrono::milliseconds(200);
 
@@ -129,9 +128,7 @@ WorkerPool::~WorkerPool() {
   deliver(events);
   {
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock,
-                      std::min<std::chrono::milliseconds>(config_.kill_timeout, kShutdownWait),
-                      [&] { return tasks_.empty(); });
+    changed_.wait_for(lock, config_.shutdownWait(), [&] { return tasks_.empty(); });
     for (auto& [id, task] : tasks_) {
       events.push_back({task, DH_TASK_KILLED,
                         reasonJson(describeTask(task->spec, task->label) +
