@@ -108,6 +108,10 @@ install(FILES "${_gen}/changelog.Debian.gz" DESTINATION "${_doc}" COMPONENT dock
 # Debian: every package has its own doc directory with copyright and changelog.
 install(FILES packaging/debian/copyright "${_gen}/changelog.Debian.gz"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/dockhand-dev" COMPONENT dev)
+# What a plugin or job library author reads, with the SDK they build against (the man pages
+# name them).
+install(FILES docs/plugins.md docs/jobs.md docs/blocks.md docs/resources.md docs/protocol.md
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/dockhand-dev" COMPONENT dev)
 add_custom_target(dockhand-packaging-files ALL DEPENDS ${_generated})
 
 # ---- the SDK, when sdk/ installs nothing itself ---------------------------------------------

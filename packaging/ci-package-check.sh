@@ -128,6 +128,9 @@ lintian --fail-on error,warning --no-tag-display-limit "$deb" "$dev_deb"
 step "install with dpkg"
 dpkg -i "$deb" "$dev_deb" || { apt-get install -f -y -qq; dpkg -i "$deb" "$dev_deb"; }
 getent passwd dockhand >/dev/null || fail "no dockhand user after install"
+for f in plugins.md jobs.md blocks.md resources.md protocol.md; do
+  [ -f "/usr/share/doc/dockhand-dev/$f" ] || fail "dockhand-dev lacks /usr/share/doc/dockhand-dev/$f"
+done
 [ "$(stat -c '%U:%G %a' /var/lib/dockhand)" = "dockhand:dockhand 711" ] \
   || fail "/var/lib/dockhand is $(stat -c '%U:%G %a' /var/lib/dockhand), expected dockhand:dockhand 711"
 
