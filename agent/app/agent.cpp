@@ -171,7 +171,8 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
       backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
-  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", DOCKHAND_VERSION, DOCKHAND_BUILD);
+  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", DOCKHAND_VERSION,
+                               DOCKHAND_BUILD);
   // The executor's settings, before the first launch.
   executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
   executor_.setRequestSigner(signer_);
@@ -362,9 +363,16 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
   auto log = logger("decommission");
   const std::vector<MigrationSetting> offered = migrationSettings(config_);
   std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
-  for (const std::string& name : config_.decommission.migration) {
+  for (const MigrationEntry& entry : config_.decommission.migration) {
+    const std::string& name = entry.name;
     // The plugin's config is what it declares of the agent's settings, and nothing it does
-    // not: the host knows no plugin by name.
+    // not (the host knows no plugin by name), under what the config gives it: the `plugins`
+    // entry of that name, then the migration entry's own.
+    nlohmann::json given = nlohmann::json::object();
+    for (const PluginEntry& plugin : config_.plugins) {
+      if (plugin.name == name && plugin.config.is_object()) given.update(plugin.config);
+    }
+    if (entry.config.is_object()) given.update(entry.config);
     const nlohmann::json& schema = host_.load(name)->configSchema();
     const nlohmann::json properties = schema.is_object()
                                           ? schema.value("properties", nlohmann::json::object())
@@ -374,15 +382,20 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
                                         : nlohmann::json::array();
     nlohmann::json plugin_config = nlohmann::json::object();
     for (const MigrationSetting& s : offered) {
-      if (!properties.is_object() || !properties.contains(s.key)) continue;
+      if (!properties.is_object() || !properties.contains(s.key) || given.contains(s.key)) {
+        continue;
+      }
       if (!s.value.is_null()) {
         plugin_config[s.key] = s.value;
       } else if (required.is_array() &&
                  std::find(required.begin(), required.end(), s.key) != required.end()) {
         throw PluginLoadError(
-            fmt::format("decommission.migration names '{}' but {} is not set", name, s.setting));
+            fmt::format("decommission.migration names '{}' but {} is not set (or give the "
+                        "plugin's {} in its config)",
+                        name, s.setting, s.key));
       }
     }
+    plugin_config.update(given);
     out.push_back(host_.createBlockMigration(
         name, plugin_config.dump(),
         [log, name, progress](std::string_view report) {

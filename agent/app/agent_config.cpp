@@ -73,6 +73,7 @@ const std::set<std::string, std::less<>> kDecommissionKeys = {
 const std::set<std::string, std::less<>> kResourceKeys = {"amount", "discovery_script", "vendor"};
 
 const std::set<std::string, std::less<>> kPluginKeys = {"name", "path", "required", "config"};
+const std::set<std::string, std::less<>> kMigrationKeys = {"name", "config"};
 
 // A JsonReader that, instead of stopping at the first bad value, records each problem and
 // goes on with the value it had (so that one pass over a file reports all of its problems).
@@ -141,6 +142,44 @@ class ConfigReader {
   const json& object_;
   std::vector<JsonPathError>& problems_;
 };
+
+// "decommission.migration": plugin names, or {"name", "config"} objects.
+std::vector<MigrationEntry> readMigration(const json& list, ConfigReader& decommission,
+                                          std::vector<JsonPathError>& problems) {
+  std::vector<MigrationEntry> out;
+  if (!list.is_array()) {
+    decommission.fail("migration", fmt::format("expected an array of plugin names or "
+                                               "{{\"name\", \"config\"}} objects, got {}",
+                                               list.type_name()));
+    return out;
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const json& item = list[i];
+    const std::string at = decommission.path() + "/migration/" + std::to_string(i);
+    if (item.is_string() && !item.get<std::string>().empty()) {
+      out.push_back(MigrationEntry{item.get<std::string>()});
+      continue;
+    }
+    if (!item.is_object()) {
+      problems.emplace_back(at,
+                            fmt::format("expected a plugin name or a {{\"name\", \"config\"}} "
+                                        "object, got {}",
+                                        item.is_string() ? "an empty string" : item.type_name()));
+      continue;
+    }
+    ConfigReader e(item, at, problems);
+    e.rejectUnknown(kMigrationKeys);
+    MigrationEntry entry{e.optionalString("name")};
+    if (!e.has("name")) {
+      problems.emplace_back(at, "a migration entry needs a name");
+    } else if (entry.name.empty() && item["name"].is_string()) {
+      e.fail("name", "must not be empty");
+    }
+    if (const json* c = e.object("config")) entry.config = *c;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
 
 // Records in `origins` each value `value` sets, under `path`: objects member by member (they
 // merge), anything else (arrays included: they replace) as one value.
@@ -240,7 +279,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
                                      "SIGUSR2 is the restart in place)",
                                      dc.signal));
       }
-      if (q.has("migration")) dc.migration = q.optionalStringList("migration", dc.migration);
+      if (const json* m = q.find("migration")) dc.migration = readMigration(*m, q, problems);
       dc.shuffle_blocks = q.optionalBool("shuffle_blocks", dc.shuffle_blocks);
       dc.rdd_blocks = q.optionalBool("rdd_blocks", dc.rdd_blocks);
       dc.task_blocks = q.optionalBool("task_blocks", dc.task_blocks);

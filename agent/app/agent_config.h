@@ -34,12 +34,19 @@ struct PluginEntry {
   nlohmann::json config = nlohmann::json::object();
 };
 
+// One entry of "decommission.migration": a plugin name ("peer"), or {"name", "config"} to give
+// the plugin a config of its own (docs/blocks.md, "Migration plugins").
+struct MigrationEntry {
+  std::string name;
+  nlohmann::json config = nullptr;  // null: none given here
+};
+
 // "decommission": {...}: how the agent leaves (docs/blocks.md).
 struct DecommissionConfig {
   bool enabled = true;
-  std::string signal = "SIGPWR";                  // the signal that starts a decommission
-  std::vector<std::string> migration = {"peer"};  // block-migration plugins, tried in order
-  bool shuffle_blocks = true;                     // which kinds of blocks migrate
+  std::string signal = "SIGPWR";  // the signal that starts a decommission
+  std::vector<MigrationEntry> migration = {MigrationEntry{"peer"}};  // tried in order
+  bool shuffle_blocks = true;  // which kinds of blocks migrate
   bool rdd_blocks = true;
   bool task_blocks = true;
   std::int64_t deadline_ms = 0;  // 0: wait for tasks and migration as long as it takes

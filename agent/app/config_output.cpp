@@ -9,6 +9,23 @@ namespace dockhand::agent {
 
 using nlohmann::json;
 
+namespace {
+
+// Each entry as it would be written: a name, or {"name", "config"} when it has a config.
+json migrationToJson(const std::vector<MigrationEntry>& entries) {
+  json out = json::array();
+  for (const MigrationEntry& entry : entries) {
+    if (entry.config.is_null()) {
+      out.push_back(entry.name);
+    } else {
+      out.push_back({{"name", entry.name}, {"config", entry.config}});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 json configToJson(const AgentConfig& config) {
   json resources = json::object();
   for (const auto& [name, request] : config.resources) {
@@ -62,7 +79,7 @@ json configToJson(const AgentConfig& config) {
       {"decommission",
        {{"enabled", config.decommission.enabled},
         {"signal", config.decommission.signal},
-        {"migration", config.decommission.migration},
+        {"migration", migrationToJson(config.decommission.migration)},
         {"shuffle_blocks", config.decommission.shuffle_blocks},
         {"rdd_blocks", config.decommission.rdd_blocks},
         {"task_blocks", config.decommission.task_blocks},

@@ -30,7 +30,7 @@ void Backend::connectionLost(const std::string& why) {
     return;
   }
   resumeLog()->warn("{}; {} task(s) go on, reconnecting for up to {} ms", why, running_.size(),
-              options_.reconnect_timeout.count());
+                    options_.reconnect_timeout.count());
   lost_because_ = why;
   setState(State::kReconnecting);
   if (heartbeat_timer_) {
@@ -59,7 +59,7 @@ void Backend::onReconnectFailed(const std::string& reason, bool retryable) {
     return;
   }
   resumeLog()->info("reconnecting to driver {}: {}; next try in {} ms", options_.driver_url, reason,
-              reconnect_wait_.count());
+                    reconnect_wait_.count());
   scheduleReconnect();
 }
 
@@ -260,8 +260,9 @@ void Backend::onRestartRequested(const std::string& reason) {
   keeps_session_on_restart_ =
       resumable() && (state_ == State::kRunning || state_ == State::kReconnecting);
   resumeLog()->info("{}: restarting in place ({})", reason,
-              keeps_session_on_restart_ ? "the driver holds this executor meanwhile and it resumes"
-                                        : "not registered yet: it starts anew");
+                    keeps_session_on_restart_
+                        ? "the driver holds this executor meanwhile and it resumes"
+                        : "not registered yet: it starts anew");
   restarting_ = true;
   restart_reason_ = reason;
   if (keeps_session_on_restart_ && options_.restart_wait.count() > 0) {
@@ -279,7 +280,7 @@ void Backend::onRestartRequested(const std::string& reason) {
         restart_timer_.reset();
         if (exiting_) return;
         resumeLog()->info("{} task(s) still running after {} ms: stopping them", running_.size(),
-                    options_.restart_wait.count());
+                          options_.restart_wait.count());
         exitExecutor(ExitCode::kRestartInPlace, restart_reason_ + ": restart in place",
                      /*notify_driver=*/false);
       });
@@ -302,7 +303,7 @@ void Backend::handOverTasks() {
     running_.erase(it);
   }
   resumeLog()->info("{} running task(s) go on in the next program; {} cannot and are stopped",
-              handed.size(), running_.size());
+                    handed.size(), running_.size());
   options_.on_handed_over(handed);
 }
 
@@ -311,8 +312,9 @@ void Backend::orphanTakenBack(const std::string& why) {
   std::erase_if(outbox_,
                 [](const Outgoing& queued) { return queued.frame.type == "StatusUpdate"; });
   if (running_.empty()) return;
-  resumeLog()->warn("stopping the {} task(s) taken back: the driver would not resume their session ({})",
-              running_.size(), why);
+  resumeLog()->warn(
+      "stopping the {} task(s) taken back: the driver would not resume their session ({})",
+      running_.size(), why);
   for (const auto& [task_id, task] : running_) {
     orphaned_.insert(task_id);
     executor_.kill(task_id, /*interrupt=*/true, "the driver would not resume this executor");

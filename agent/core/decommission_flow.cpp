@@ -90,7 +90,8 @@ void DecommissionFlow::onSignal() {
     return;
   }
   if (phase_ != Phase::kInactive) {
-    drainLog()->warn("executor {} already started decommissioning; ignoring the signal", executor_id_);
+    drainLog()->warn("executor {} already started decommissioning; ignoring the signal",
+                     executor_id_);
     return;
   }
   if (host_.stopping()) {
@@ -98,12 +99,14 @@ void DecommissionFlow::onSignal() {
     return;
   }
   if (!host_.registered()) {
-    drainLog()->warn("decommission signal before executor {} registered; ignoring it", executor_id_);
+    drainLog()->warn("decommission signal before executor {} registered; ignoring it",
+                     executor_id_);
     return;
   }
   if (!moveTo(Phase::kAskingDriver)) return;
-  drainLog()->info("decommission signal received: telling the driver that executor {} decommissions",
-              executor_id_);
+  drainLog()->info(
+      "decommission signal received: telling the driver that executor {} decommissions",
+      executor_id_);
   link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
             [this](const AskResult& result) { onDriverAnswer(result); });
 }
@@ -142,12 +145,13 @@ void DecommissionFlow::onDriverRequest(const std::string& reason) { begin(reason
 
 void DecommissionFlow::begin(const std::string& reason) {
   if (!options_.enabled) {
-    drainLog()->warn("received a decommission request ({}), but decommission is disabled; ignoring it",
-                reason);
+    drainLog()->warn(
+        "received a decommission request ({}), but decommission is disabled; ignoring it", reason);
     return;
   }
   if (decommissioning()) {
-    drainLog()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_, reason);
+    drainLog()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_,
+                     reason);
     return;
   }
   if (host_.stopping()) {
@@ -155,14 +159,15 @@ void DecommissionFlow::begin(const std::string& reason) {
     return;
   }
   if (!host_.registered()) {
-    drainLog()->warn("decommission request before executor {} registered; ignoring it", executor_id_);
+    drainLog()->warn("decommission request before executor {} registered; ignoring it",
+                     executor_id_);
     return;
   }
   if (!moveTo(Phase::kDecommissioning)) return;
   host_.decommissionBegan();
   const bool migrate = migrationEnabled();
-  drainLog()->info("Decommission executor {} ({}); {} running task(s), block migration {}", executor_id_,
-              reason, host_.runningTasks(), migrate ? "on" : "off");
+  drainLog()->info("Decommission executor {} ({}); {} running task(s), block migration {}",
+                   executor_id_, reason, host_.runningTasks(), migrate ? "on" : "off");
   if (decommissioner_ != nullptr) decommissioner_->begin();
   if (options_.deadline.count() > 0) {
     deadline_timer_ = timers_.schedule(options_.deadline, [this] { deadlinePassed(); });
@@ -215,7 +220,8 @@ void DecommissionFlow::deadlinePassed() {
   if (host_.stopping()) return;
   std::vector<std::string> left;
   if (migrationEnabled()) left = decommissioner_->blocksLeft();
-  for (const auto& id : left) drainLog()->error("block {} was not migrated before the deadline", id);
+  for (const auto& id : left)
+    drainLog()->error("block {} was not migrated before the deadline", id);
   const std::size_t running = host_.runningTasks();
   if (running > 0) {
     drainLog()->error("{} task(s) still running at the decommission deadline", running);
@@ -258,7 +264,7 @@ void DecommissionFlow::startPass() {
                   peers = proto::parsePeers(result.body);
                 } catch (const proto::BodyError& e) {
                   drainLog()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
-                              e.detail());
+                                   e.detail());
                 }
               } else {
                 drainLog()->warn("cannot get peers from the driver: {}", result.error.message);
@@ -293,18 +299,20 @@ void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64
       blocks_migrated_ += result.moved.size();
       bytes_migrated_ += result.bytes_moved;
     } else {
-      drainLog()->warn("cannot tell the driver where {} block(s) went yet; keeping the local copies",
-                  result.moved.size());
+      drainLog()->warn(
+          "cannot tell the driver where {} block(s) went yet; keeping the local copies",
+          result.moved.size());
     }
   }
-  for (const auto& [id, why] : result.failed) drainLog()->warn("block {} not migrated: {}", id, why);
+  for (const auto& [id, why] : result.failed)
+    drainLog()->warn("block {} not migrated: {}", id, why);
   blocks_failed_ = result.failed.size();
   blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
   bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
   last_pass_conclusive_ = result.complete && told;
   last_pass_ends_ = ends_at_start;
   drainLog()->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
-              result.moved.size(), result.failed.size(), blocks_left_);
+                   result.moved.size(), result.failed.size(), blocks_left_);
 }
 
 // ---- Progress ------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
     std::lock_guard lock(live_->mutex);
     live_->spares.push_back(std::move(spare));
   } else {
-    dirsLog()->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));
+    dirsLog()->warn("cannot reuse the spare directory {}: {}", spare.string(),
+                    std::strerror(error));
   }
   return false;
 }
@@ -99,7 +100,7 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
     if (!ec) fs::permissions(spare_root, fs::perms::owner_all, ec);
     if (ec) {
       dirsLog()->warn("cannot make {}: {}; ended tasks' directories are removed instead",
-                  spare_root.string(), ec.message());
+                      spare_root.string(), ec.message());
     }
     live.spare_dir_usable = !ec;
   }
@@ -117,7 +118,8 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
   }
   fs::remove_all(dir, ec);
   if (ec) {
-    dirsLog()->warn("cannot remove the directory of an ended task {}: {}", dir.string(), ec.message());
+    dirsLog()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
+                    ec.message());
   }
 }
 

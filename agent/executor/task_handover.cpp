@@ -23,8 +23,8 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     Runner* runner = registry_->tasks.at(task_id);
     const TaskLogScope scope(task_id);
     if (!runner->plugin->canHandOver()) {
-      handoverLog()->info("task {}: runner '{}' cannot let it outlive the program; it is stopped", task_id,
-                  runner->name);
+      handoverLog()->info("task {}: runner '{}' cannot let it outlive the program; it is stopped",
+                          task_id, runner->name);
       continue;
     }
     if (runner->calls->stuck()) continue;
@@ -33,8 +33,8 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!result.ok()) {
       // DH_NOT_FOUND: it ended just now, and its status is on its way.
       if (result.status != DH_NOT_FOUND) {
-        handoverLog()->info("task {}: runner '{}' kept it ({}); it is stopped", task_id, runner->name,
-                    result.error);
+        handoverLog()->info("task {}: runner '{}' kept it ({}); it is stopped", task_id,
+                            runner->name, result.error);
       }
       continue;
     }
@@ -42,8 +42,9 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!handle.is_object()) {
       // The runner let go of it already: nothing here can take it back, so it ends as a
       // crashed agent's leftover would (the next program kills it and reports it LOST).
-      handoverLog()->error("task {}: runner '{}' handed it over with a handle that is not a JSON object",
-                   task_id, runner->name);
+      handoverLog()->error(
+          "task {}: runner '{}' handed it over with a handle that is not a JSON object", task_id,
+          runner->name);
       handle = Json::object();
     }
     registry_->tasks.erase(task_id);

@@ -27,7 +27,7 @@ std::string usageErrorOf(std::vector<std::string> args) {
 
 TEST(CliOptionsTest, RunTakesItsJobFileAndOptionsInBothSpellings) {
   CliOptions o = parseArgs({"run", "job.json", "--local-agents", "3", "--cores=4", "--listen",
-                        "[::1]:7077", "--timeout", "30", "-q"});
+                            "[::1]:7077", "--timeout", "30", "-q"});
   EXPECT_EQ(o.command, "run");
   EXPECT_EQ(o.job_file, "job.json");
   EXPECT_EQ(o.local_agents, 3);
@@ -57,8 +57,8 @@ TEST(CliOptionsTest, HelpAndVersionSkipEveryOtherCheck) {
 }
 
 TEST(CliOptionsTest, DecommissionNeedsAnIdAndTheDriver) {
-  CliOptions o =
-      parseArgs({"decommission", "exec-1", "--driver", "127.0.0.1:9000", "--reason", "maintenance"});
+  CliOptions o = parseArgs(
+      {"decommission", "exec-1", "--driver", "127.0.0.1:9000", "--reason", "maintenance"});
   EXPECT_EQ(o.command, "decommission");
   EXPECT_EQ(o.decommission_id, "exec-1");
   EXPECT_EQ(o.driver, "127.0.0.1:9000");
@@ -111,7 +111,7 @@ TEST(CliOptionsTest, MissingOrUnknownCommand) {
 
 TEST(CliOptionsTest, FetchTakesOneUrlAndTheClustersSettings) {
   const CliOptions o = parseArgs({"fetch", "http://10.0.0.7:7337/v1/logs/agent/stderr", "--config",
-                              "driver.json", "--auth-secret-file", "secret"});
+                                  "driver.json", "--auth-secret-file", "secret"});
   EXPECT_EQ(o.command, "fetch");
   EXPECT_EQ(o.fetch_url, "http://10.0.0.7:7337/v1/logs/agent/stderr");
   EXPECT_EQ(o.config_file, "driver.json");

@@ -55,9 +55,9 @@ std::string configErrorOf(const std::string& text) {
 }
 
 TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
-  EXPECT_EQ(
-      configErrorOf(R"({"agent_timeout": 1})").rfind("conf/driver.json: /agent_timeout: unknown key", 0),
-      0u);
+  EXPECT_EQ(configErrorOf(R"({"agent_timeout": 1})")
+                .rfind("conf/driver.json: /agent_timeout: unknown key", 0),
+            0u);
   EXPECT_NE(configErrorOf(R"({"max_attempts": 0})").find("/max_attempts"), std::string::npos);
   EXPECT_NE(configErrorOf(R"({"log_level": "loud"})").find("/log_level"), std::string::npos);
   EXPECT_NE(configErrorOf(R"({"resource_profile": {"executor_resources": {"gpu": {}}}})")
@@ -139,8 +139,10 @@ TEST(DriverConfigTest, AuthSecretFileIsReadAndCheckedWhenLoaded) {
     EXPECT_NE(std::string(e.what()).find("group or others"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("a-driver-config-test-secret"), std::string::npos);
   }
-  EXPECT_NE(configErrorOf(R"({"auth_secret_file": ""})").find("/auth_secret_file"), std::string::npos);
-  EXPECT_NE(configErrorOf(R"({"auth_secret_file": 3})").find("/auth_secret_file"), std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"auth_secret_file": ""})").find("/auth_secret_file"),
+            std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"auth_secret_file": 3})").find("/auth_secret_file"),
+            std::string::npos);
   DriverConfig none = parseDriverConfig(Json::object(), "driver.json");
   loadClusterSecret(none);
   EXPECT_FALSE(none.secret.has_value());

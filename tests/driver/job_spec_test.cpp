@@ -118,7 +118,8 @@ TEST(JobSpecTest, LibraryTaskErrorsNameTheirPath) {
 }
 
 TEST(JobSpecTest, ResourceAmountsAreWholeOrAFractionBelowOne) {
-  JobSpec job = parseJobText(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
+  JobSpec job =
+      parseJobText(R"({"tasks": [{"shell": "a", "resources": {"gpu": 0.25, "fpga": 2}}]})");
   EXPECT_EQ(job.tasks[0].resources.at("gpu"), 0.25);
   EXPECT_EQ(job.tasks[0].resources.at("fpga"), 2);
   EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "resources": {"gpu": 1.5}}]})")
@@ -193,8 +194,9 @@ TEST(JobSpecTest, BlockErrorsNameTheirPath) {
   EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "outputs": ["rdd_1_1", "rdd_1_1"]}]})")
                 .find("/tasks/0/outputs/1: 'rdd_1_1' is listed twice"),
             std::string::npos);
-  EXPECT_NE(jobErrorOf(R"({"tasks": [{"shell": "a", "inputs": "rdd_1_1"}]})").find("/tasks/0/inputs"),
-            std::string::npos);
+  EXPECT_NE(
+      jobErrorOf(R"({"tasks": [{"shell": "a", "inputs": "rdd_1_1"}]})").find("/tasks/0/inputs"),
+      std::string::npos);
   EXPECT_NE(
       jobErrorOf(
           R"({"tasks": [{"name": "p", "shell": "a", "inputs": ["rdd_2_2"], "outputs": ["rdd_1_1"]},

@@ -235,6 +235,39 @@ TEST_F(DecommissionTest, FallbackPluginCopiesToTheFallbackDirectory) {
   (void)checksum;
 }
 
+TEST_F(DecommissionTest, AMigrationPluginTakesItsOwnConfigFromItsEntry) {
+  // No fallback_dir: the store is the fallback plugin's own config, in decommission.migration.
+  fs::path store = dir.path() / "store";
+  const proto::Json entry = {{"name", "fallback"}, {"config", {{"dir", store.string()}}}};
+  FakeDriver driver;
+  auto agent = startAgent(
+      driver.url(), "a1",
+      {{"decommission",
+        {{"check_interval_ms", 100}, {"migration", proto::Json::array({"peer", entry})}}}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  driver.send(launch(1, writeOutput("task_1_data", 64)));
+  ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
+  driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));  // no peers: the store
+  auto code = agent->waitExit(20s);
+  ASSERT_TRUE(code) << agent->output();
+  EXPECT_EQ(*code, 0) << agent->output();
+  ASSERT_TRUE(fs::exists(store / "task_1_data")) << agent->output();
+  EXPECT_EQ(fs::file_size(store / "task_1_data"), 64u * 1024);
+  EXPECT_EQ(announced(driver)["task_1_data"].url, "fallback:task_1_data");
+  EXPECT_TRUE(storedBlocks(workDir("a1")).empty());
+}
+
+TEST_F(DecommissionTest, AMigrationConfigItsSchemaRefusesStopsTheAgentWithThePath) {
+  const proto::Json entry = {{"name", "fallback"}, {"config", {{"dir", 5}}}};
+  FakeDriver driver;
+  auto agent = startAgent(driver.url(), "a1",
+                          {{"decommission", {{"migration", proto::Json::array({entry})}}}});
+  auto code = agent->waitExit(20s);
+  ASSERT_TRUE(code) << agent->output();
+  EXPECT_EQ(*code, 8) << agent->output();  // a required plugin failed to start
+  EXPECT_TRUE(contains(agent->output(), "/dir")) << agent->output();
+}
+
 TEST_F(DecommissionTest, DisabledDecommissionOnlyWarns) {
   FakeDriver driver;
   auto agent = startAgent(driver.url(), "a1", {{"decommission", {{"enabled", false}}}});

@@ -85,8 +85,8 @@ LibraryRunner::~LibraryRunner() {
   running.clear();
   {
     std::unique_lock lock(state_->mutex);
-    state_->ended.wait_for(
-        lock, state_->config.shutdownWait(), [&] { return state_->tasks.empty(); });
+    state_->ended.wait_for(lock, state_->config.shutdownWait(),
+                           [&] { return state_->tasks.empty(); });
     for (auto& [id, task] : state_->tasks) running.push_back(task);
   }
   for (auto& task : running) {

@@ -217,6 +217,40 @@ TEST(AgentConfigTest, PluginEntryNeedsNameOrPath) {
             std::string::npos);
 }
 
+TEST(AgentConfigTest, MigrationEntriesAreNamesOrNamesWithAConfig) {
+  AgentConfig config;
+  loadConfigJson(
+      R"({"decommission": {"migration": ["peer", {"name": "dav", "config": {"url": "http://s/"}}]}})",
+      "agent.json", config);
+  ASSERT_EQ(config.decommission.migration.size(), 2u);
+  EXPECT_EQ(config.decommission.migration[0].name, "peer");
+  EXPECT_TRUE(config.decommission.migration[0].config.is_null());
+  EXPECT_EQ(config.decommission.migration[1].name, "dav");
+  EXPECT_EQ(config.decommission.migration[1].config, nlohmann::json({{"url", "http://s/"}}));
+  // The default is the peer plugin alone.
+  EXPECT_EQ(AgentConfig{}.decommission.migration.size(), 1u);
+}
+
+TEST(AgentConfigTest, BadMigrationEntriesNameTheirPath) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"decommission": {"migration": "peer"}})", "/decommission/migration: expected an array"},
+      {R"({"decommission": {"migration": [""]}})", "/decommission/migration/0: expected a plugin"},
+      {R"({"decommission": {"migration": [7]}})", "/decommission/migration/0: expected a plugin"},
+      {R"({"decommission": {"migration": [{"config": {}}]}})",
+       "/decommission/migration/0: a migration entry needs a name"},
+      {R"({"decommission": {"migration": [{"name": ""}]}})",
+       "/decommission/migration/0/name: must not be empty"},
+      {R"({"decommission": {"migration": [{"name": "x", "config": 1}]}})",
+       "/decommission/migration/0/config: expected an object"},
+      {R"({"decommission": {"migration": [{"name": "x", "path": "/x.so"}]}})",
+       "/decommission/migration/0/path: unknown key"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string error = errorOf(text);
+    EXPECT_NE(error.find(expected), std::string::npos) << text << " -> " << error;
+  }
+}
+
 TEST(AgentConfigTest, MissingFileIsAClearError) {
   AgentConfig config;
   try {
