@@ -622,7 +622,7 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
                 status.task_id);
     return;
   }
-  if (!orphaned_.empty() && orphaned_.count(status.task_id) != 0) {
+  if (orphaned_.count(status.task_id) != 0) {
     if (proto::isTerminal(status.state)) {
       log()->info("task {} of the refused session ended ({}); not reported", status.task_id,
                   proto::toString(status.state));

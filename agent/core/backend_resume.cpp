@@ -18,19 +18,13 @@ namespace dockhand::agent {
 
 namespace proto = dockhand::protocol;
 
-namespace {
-
-std::shared_ptr<spdlog::logger> resumeLog() { return logger("agent"); }
-
-}  // namespace
-
 void Backend::connectionLost(const std::string& why) {
   if (!resumable() || state_ != State::kRunning) {
     exitExecutor(ExitCode::kDriverLost, why, /*notify_driver=*/false);
     return;
   }
-  resumeLog()->warn("{}; {} task(s) go on, reconnecting for up to {} ms", why, running_.size(),
-                    options_.reconnect_timeout.count());
+  logger("agent")->warn("{}; {} task(s) go on, reconnecting for up to {} ms", why, running_.size(),
+                        options_.reconnect_timeout.count());
   lost_because_ = why;
   setState(State::kReconnecting);
   if (heartbeat_timer_) {
@@ -58,8 +52,8 @@ void Backend::onReconnectFailed(const std::string& reason, bool retryable) {
         /*notify_driver=*/false);
     return;
   }
-  resumeLog()->info("reconnecting to driver {}: {}; next try in {} ms", options_.driver_url, reason,
-                    reconnect_wait_.count());
+  logger("agent")->info("reconnecting to driver {}: {}; next try in {} ms", options_.driver_url,
+                        reason, reconnect_wait_.count());
   scheduleReconnect();
 }
 
@@ -135,7 +129,7 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
     }
   }
   setState(State::kRunning);
-  resumeLog()->info(
+  logger("agent")->info(
       "resumed with driver {} as executor {} ({}): {} task(s) running here, {} final status(es) "
       "sent again, {} launch(es) never received reported LOST",
       options_.driver_url, options_.executor_id, lost_because_, running_.size() + waiting_.size(),
@@ -172,7 +166,7 @@ void Backend::resumeAfterRestart() {
   ask.executor_id = options_.executor_id;
   ask.running = tasksHere();
   if (options_.held_blocks) ask.blocks = options_.held_blocks();
-  resumeLog()->info(
+  logger("agent")->info(
       "resuming executor {} with driver {} after a restart: {} task(s) taken back, {} block(s) "
       "kept",
       options_.executor_id, options_.driver_url, ask.running.size(), ask.blocks.size());
@@ -200,7 +194,7 @@ void Backend::resumeAfterRestart() {
     // not_resumable (the grace window passed, or a new driver process), or unknown_type: the
     // driver already ran elsewhere what it had here. Register anew on a new connection (the
     // driver closes this one).
-    resumeLog()->warn(
+    logger("agent")->warn(
         "driver {} would not take executor {} back after the restart: {} ({}); "
         "registering anew",
         options_.driver_url, options_.executor_id, result.error.message, result.error.code);
@@ -232,7 +226,7 @@ void Backend::onResumedAfterRestart(const proto::ResumeAccepted& accepted) {
   for (const auto& [task_id, task] : running_) {
     if (counted.count(task_id) == 0) uncounted.push_back(task_id);
   }
-  resumeLog()->info(
+  logger("agent")->info(
       "resumed as executor {} with driver {} after a restart: {} task(s) taken back run on, "
       "{} the driver counted here did not survive it and are reported LOST",
       options_.executor_id, options_.driver_url, running_.size() - uncounted.size(),
@@ -259,10 +253,10 @@ void Backend::onRestartRequested(const std::string& reason) {
   if (exiting_ || restarting_) return;
   keeps_session_on_restart_ =
       resumable() && (state_ == State::kRunning || state_ == State::kReconnecting);
-  resumeLog()->info("{}: restarting in place ({})", reason,
-                    keeps_session_on_restart_
-                        ? "the driver holds this executor meanwhile and it resumes"
-                        : "not registered yet: it starts anew");
+  logger("agent")->info("{}: restarting in place ({})", reason,
+                        keeps_session_on_restart_
+                            ? "the driver holds this executor meanwhile and it resumes"
+                            : "not registered yet: it starts anew");
   restarting_ = true;
   restart_reason_ = reason;
   if (keeps_session_on_restart_ && options_.restart_wait.count() > 0) {
@@ -272,15 +266,15 @@ void Backend::onRestartRequested(const std::string& reason) {
                "executor " + options_.executor_id + " is restarting in place");
     handOverTasks();
     if (!running_.empty()) {
-      resumeLog()->info(
+      logger("agent")->info(
           "waiting up to {} ms for {} task(s) that cannot outlive the program to end "
           "(restart_wait_ms)",
           options_.restart_wait.count(), running_.size());
       restart_timer_ = timers_.schedule(options_.restart_wait, [this] {
         restart_timer_.reset();
         if (exiting_) return;
-        resumeLog()->info("{} task(s) still running after {} ms: stopping them", running_.size(),
-                          options_.restart_wait.count());
+        logger("agent")->info("{} task(s) still running after {} ms: stopping them",
+                              running_.size(), options_.restart_wait.count());
         exitExecutor(ExitCode::kRestartInPlace, restart_reason_ + ": restart in place",
                      /*notify_driver=*/false);
       });
@@ -302,8 +296,8 @@ void Backend::handOverTasks() {
     task.resources = it->second.resources;
     running_.erase(it);
   }
-  resumeLog()->info("{} running task(s) go on in the next program; {} cannot and are stopped",
-                    handed.size(), running_.size());
+  logger("agent")->info("{} running task(s) go on in the next program; {} cannot and are stopped",
+                        handed.size(), running_.size());
   options_.on_handed_over(handed);
 }
 
@@ -312,7 +306,7 @@ void Backend::orphanTakenBack(const std::string& why) {
   std::erase_if(outbox_,
                 [](const Outgoing& queued) { return queued.frame.type == "StatusUpdate"; });
   if (running_.empty()) return;
-  resumeLog()->warn(
+  logger("agent")->warn(
       "stopping the {} task(s) taken back: the driver would not resume their session ({})",
       running_.size(), why);
   for (const auto& [task_id, task] : running_) {

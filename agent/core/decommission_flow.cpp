@@ -10,13 +10,6 @@ namespace dockhand::agent {
 
 namespace proto = dockhand::protocol;
 
-namespace {
-
-// The Backend's logger: decommission is part of the agent's story in the log.
-std::shared_ptr<spdlog::logger> drainLog() { return logger("agent"); }
-
-}  // namespace
-
 std::string_view toString(DecommissionPhase phase) {
   switch (phase) {
     case DecommissionPhase::kInactive:
@@ -61,10 +54,11 @@ bool DecommissionFlow::isLegalMove(Phase from, Phase to) {
 
 bool DecommissionFlow::moveTo(Phase next) {
   if (!isLegalMove(phase_, next)) {
-    drainLog()->error("illegal decommission transition {} -> {}", toString(phase_), toString(next));
+    logger("agent")->error("illegal decommission transition {} -> {}", toString(phase_),
+                           toString(next));
     return false;
   }
-  drainLog()->debug("decommission {} -> {}", toString(phase_), toString(next));
+  logger("agent")->debug("decommission {} -> {}", toString(phase_), toString(next));
   phase_ = next;
   return true;
 }
@@ -84,27 +78,27 @@ void DecommissionFlow::onTaskEnded() { ++task_ends_; }
 
 void DecommissionFlow::onSignal() {
   if (!options_.enabled) {
-    drainLog()->warn(
+    logger("agent")->warn(
         "received the decommission signal, but decommission is disabled on this agent "
         "(decommission.enabled is false); ignoring it");
     return;
   }
   if (phase_ != Phase::kInactive) {
-    drainLog()->warn("executor {} already started decommissioning; ignoring the signal",
-                     executor_id_);
+    logger("agent")->warn("executor {} already started decommissioning; ignoring the signal",
+                          executor_id_);
     return;
   }
   if (host_.stopping()) {
-    drainLog()->info("decommission signal ignored: the executor is stopping");
+    logger("agent")->info("decommission signal ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    drainLog()->warn("decommission signal before executor {} registered; ignoring it",
-                     executor_id_);
+    logger("agent")->warn("decommission signal before executor {} registered; ignoring it",
+                          executor_id_);
     return;
   }
   if (!moveTo(Phase::kAskingDriver)) return;
-  drainLog()->info(
+  logger("agent")->info(
       "decommission signal received: telling the driver that executor {} decommissions",
       executor_id_);
   link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
@@ -120,7 +114,7 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     return;
   }
   if (!result.ok) {
-    drainLog()->error(
+    logger("agent")->error(
         "cannot tell the driver that executor {} starts decommissioning ({}); not "
         "decommissioning",
         executor_id_, result.error.message);
@@ -134,7 +128,8 @@ void DecommissionFlow::onDriverAnswer(const AskResult& result) {
     if (it != result.body.end() && it->is_boolean()) accepted = it->get<bool>();
   }
   if (!accepted) {
-    drainLog()->warn("the driver did not accept the decommissioning of executor {}", executor_id_);
+    logger("agent")->warn("the driver did not accept the decommissioning of executor {}",
+                          executor_id_);
     if (asking) moveTo(Phase::kInactive);
     return;
   }
@@ -145,29 +140,29 @@ void DecommissionFlow::onDriverRequest(const std::string& reason) { begin(reason
 
 void DecommissionFlow::begin(const std::string& reason) {
   if (!options_.enabled) {
-    drainLog()->warn(
+    logger("agent")->warn(
         "received a decommission request ({}), but decommission is disabled; ignoring it", reason);
     return;
   }
   if (decommissioning()) {
-    drainLog()->warn("executor {} already started decommissioning; ignoring ({})", executor_id_,
-                     reason);
+    logger("agent")->warn("executor {} already started decommissioning; ignoring ({})",
+                          executor_id_, reason);
     return;
   }
   if (host_.stopping()) {
-    drainLog()->info("decommission request ignored: the executor is stopping");
+    logger("agent")->info("decommission request ignored: the executor is stopping");
     return;
   }
   if (!host_.registered()) {
-    drainLog()->warn("decommission request before executor {} registered; ignoring it",
-                     executor_id_);
+    logger("agent")->warn("decommission request before executor {} registered; ignoring it",
+                          executor_id_);
     return;
   }
   if (!moveTo(Phase::kDecommissioning)) return;
   host_.decommissionBegan();
   const bool migrate = migrationEnabled();
-  drainLog()->info("Decommission executor {} ({}); {} running task(s), block migration {}",
-                   executor_id_, reason, host_.runningTasks(), migrate ? "on" : "off");
+  logger("agent")->info("Decommission executor {} ({}); {} running task(s), block migration {}",
+                        executor_id_, reason, host_.runningTasks(), migrate ? "on" : "off");
   if (decommissioner_ != nullptr) decommissioner_->begin();
   if (options_.deadline.count() > 0) {
     deadline_timer_ = timers_.schedule(options_.deadline, [this] { deadlinePassed(); });
@@ -175,7 +170,7 @@ void DecommissionFlow::begin(const std::string& reason) {
   // As in the seed, blocks start moving at once, while running tasks go on.
   if (migrate) startPass();
   scheduleCheck();
-  drainLog()->info("Will exit when finished decommissioning");
+  logger("agent")->info("Will exit when finished decommissioning");
 }
 
 // ---- The wait loop -------------------------------------------------------------------------
@@ -201,16 +196,16 @@ void DecommissionFlow::check() {
       finish("No running tasks, all blocks migrated, stopping.");
       return;
     }
-    drainLog()->debug("No running tasks; blocks not yet all migrated");
+    logger("agent")->debug("No running tasks; blocks not yet all migrated");
   } else {
-    drainLog()->debug("Blocked from shutdown by {} running task(s)", running);
+    logger("agent")->debug("Blocked from shutdown by {} running task(s)", running);
   }
   if (migrate && !pass_running_ && !conclusive) startPass();
   scheduleCheck();
 }
 
 void DecommissionFlow::finish(std::string_view why) {
-  drainLog()->info("{}", why);
+  logger("agent")->info("{}", why);
   if (!moveTo(Phase::kFinished)) return;
   host_.exit(ExitCode::kSuccess, "decommission finished");
 }
@@ -221,10 +216,10 @@ void DecommissionFlow::deadlinePassed() {
   std::vector<std::string> left;
   if (migrationEnabled()) left = decommissioner_->blocksLeft();
   for (const auto& id : left)
-    drainLog()->error("block {} was not migrated before the deadline", id);
+    logger("agent")->error("block {} was not migrated before the deadline", id);
   const std::size_t running = host_.runningTasks();
   if (running > 0) {
-    drainLog()->error("{} task(s) still running at the decommission deadline", running);
+    logger("agent")->error("{} task(s) still running at the decommission deadline", running);
   }
   if (!moveTo(Phase::kDeadlinePassed)) return;
   host_.exit(ExitCode::kDecommissionIncomplete,
@@ -263,13 +258,13 @@ void DecommissionFlow::startPass() {
                 try {
                   peers = proto::parsePeers(result.body);
                 } catch (const proto::BodyError& e) {
-                  drainLog()->warn("the driver's GetPeers reply is invalid at {}: {}", e.path(),
-                                   e.detail());
+                  logger("agent")->warn("the driver's GetPeers reply is invalid at {}: {}",
+                                        e.path(), e.detail());
                 }
               } else {
-                drainLog()->warn("cannot get peers from the driver: {}", result.error.message);
+                logger("agent")->warn("cannot get peers from the driver: {}", result.error.message);
               }
-              drainLog()->debug("migration pass {} with {} peer(s)", passes_, peers.size());
+              logger("agent")->debug("migration pass {} with {} peer(s)", passes_, peers.size());
               pass_progress_ = MigrationPassProgress{};
               decommissioner_->startPass(
                   std::move(peers),
@@ -299,20 +294,20 @@ void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64
       blocks_migrated_ += result.moved.size();
       bytes_migrated_ += result.bytes_moved;
     } else {
-      drainLog()->warn(
+      logger("agent")->warn(
           "cannot tell the driver where {} block(s) went yet; keeping the local copies",
           result.moved.size());
     }
   }
   for (const auto& [id, why] : result.failed)
-    drainLog()->warn("block {} not migrated: {}", id, why);
+    logger("agent")->warn("block {} not migrated: {}", id, why);
   blocks_failed_ = result.failed.size();
   blocks_left_ = result.blocks_left + (told ? 0 : result.moved.size());
   bytes_left_ = result.bytes_left + (told ? 0 : result.bytes_moved);
   last_pass_conclusive_ = result.complete && told;
   last_pass_ends_ = ends_at_start;
-  drainLog()->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
-                   result.moved.size(), result.failed.size(), blocks_left_);
+  logger("agent")->info("migration pass {}: {} block(s) moved, {} failed, {} left", passes_,
+                        result.moved.size(), result.failed.size(), blocks_left_);
 }
 
 // ---- Progress ------------------------------------------------------------------------------

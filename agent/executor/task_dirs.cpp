@@ -17,8 +17,6 @@
 namespace dockhand::agent {
 namespace {
 
-std::shared_ptr<spdlog::logger> dirsLog() { return logger("executor"); }
-
 constexpr std::size_t kMaxRememberedEnded = 100000;
 // Cleared directories kept for new tasks: enough for the tasks that start while as many end.
 constexpr std::size_t kMaxSpareDirs = 64;
@@ -78,8 +76,8 @@ bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
     std::lock_guard lock(live_->mutex);
     live_->spares.push_back(std::move(spare));
   } else {
-    dirsLog()->warn("cannot reuse the spare directory {}: {}", spare.string(),
-                    std::strerror(error));
+    logger("executor")
+        ->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));
   }
   return false;
 }
@@ -99,14 +97,15 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
     fs::create_directory(spare_root, ec);
     if (!ec) fs::permissions(spare_root, fs::perms::owner_all, ec);
     if (ec) {
-      dirsLog()->warn("cannot make {}: {}; ended tasks' directories are removed instead",
-                      spare_root.string(), ec.message());
+      logger("executor")
+          ->warn("cannot make {}: {}; ended tasks' directories are removed instead",
+                 spare_root.string(), ec.message());
     }
     live.spare_dir_usable = !ec;
   }
   if (room && live.spare_dir_usable.value_or(false)) {
     if (auto why = clearForReuse(dir)) {
-      dirsLog()->debug("an ended task's directory is removed, not reused: {}", *why);
+      logger("executor")->debug("an ended task's directory is removed, not reused: {}", *why);
     } else {
       fs::path spare = spare_root / std::to_string(live.spares_made++);
       if (::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE) == 0) {
@@ -118,8 +117,8 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
   }
   fs::remove_all(dir, ec);
   if (ec) {
-    dirsLog()->warn("cannot remove the directory of an ended task {}: {}", dir.string(),
-                    ec.message());
+    logger("executor")
+        ->warn("cannot remove the directory of an ended task {}: {}", dir.string(), ec.message());
   }
 }
 

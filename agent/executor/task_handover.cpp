@@ -8,12 +8,6 @@
 
 namespace dockhand::agent {
 
-namespace {
-
-std::shared_ptr<spdlog::logger> handoverLog() { return logger("agent"); }
-
-}  // namespace
-
 std::vector<HandedOverTask> PluginExecutor::handOver() {
   std::vector<HandedOverTask> handed;
   std::vector<std::uint64_t> ids;
@@ -23,8 +17,8 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     Runner* runner = registry_->tasks.at(task_id);
     const TaskLogScope scope(task_id);
     if (!runner->plugin->canHandOver()) {
-      handoverLog()->info("task {}: runner '{}' cannot let it outlive the program; it is stopped",
-                          task_id, runner->name);
+      logger("agent")->info("task {}: runner '{}' cannot let it outlive the program; it is stopped",
+                            task_id, runner->name);
       continue;
     }
     if (runner->calls->stuck()) continue;
@@ -33,8 +27,8 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!result.ok()) {
       // DH_NOT_FOUND: it ended just now, and its status is on its way.
       if (result.status != DH_NOT_FOUND) {
-        handoverLog()->info("task {}: runner '{}' kept it ({}); it is stopped", task_id,
-                            runner->name, result.error);
+        logger("agent")->info("task {}: runner '{}' kept it ({}); it is stopped", task_id,
+                              runner->name, result.error);
       }
       continue;
     }
@@ -42,7 +36,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
     if (!handle.is_object()) {
       // The runner let go of it already: nothing here can take it back, so it ends as a
       // crashed agent's leftover would (the next program kills it and reports it LOST).
-      handoverLog()->error(
+      logger("agent")->error(
           "task {}: runner '{}' handed it over with a handle that is not a JSON object", task_id,
           runner->name);
       handle = Json::object();
@@ -56,7 +50,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
   }
   live_->ended.notify_all();
   if (!handed.empty()) {
-    handoverLog()->info("{} running task(s) handed over to the next program", handed.size());
+    logger("agent")->info("{} running task(s) handed over to the next program", handed.size());
   }
   return handed;
 }

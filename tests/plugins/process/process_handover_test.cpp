@@ -135,11 +135,8 @@ TEST_F(ProcessHandoverTest, ATaskBeingKilledIsNotHandedOver) {
   // and a task that has ended is not found rather than refused.
   const std::string armed = (tmp_.path() / "armed").string();
   ASSERT_TRUE(runner->launch(task(1, "trap '' TERM; touch " + armed + "; sleep 60")).ok());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::access(armed.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(::access(armed.c_str(), F_OK), 0) << "the task did not start within 10 s";
+  ASSERT_TRUE(dockhand::testing::eventually([&] { return ::access(armed.c_str(), F_OK) == 0; }))
+      << "the task did not start within 10 s";
   ASSERT_TRUE(runner->kill(1, false, "stop").ok());
   auto detached = runner->detach(1);
   EXPECT_EQ(detached.status, DH_UNSUPPORTED) << detached.error;
