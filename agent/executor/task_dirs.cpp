@@ -108,8 +108,10 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
       logger("executor")->debug("an ended task's directory is removed, not reused: {}", *why);
     } else {
       fs::path spare = spare_root / std::to_string(live.spares_made++);
+      // Renamed under the lock: a launch that follows a directory parked on disk (another
+      // thread saw it there) is offered it, rather than a new one made beside it.
+      std::lock_guard lock(live.mutex);
       if (::renameat2(AT_FDCWD, dir.c_str(), AT_FDCWD, spare.c_str(), RENAME_NOREPLACE) == 0) {
-        std::lock_guard lock(live.mutex);
         live.spares.push_back(std::move(spare));
         return;
       }
