@@ -30,7 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 step "tools"
-tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2 util-linux)
+tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2 util-linux
+  needrestart)
 missing=()
 for p in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")

@@ -379,6 +379,34 @@ if [ -n "${DOCKHAND_UPGRADE_DEB:-}" ]; then
   wait_for 30 "$stay's $stay_blocks_before blocks listed again" executors_say \
     "by_id['$stay']['connected'] and by_id['$stay']['blocks'] == $stay_blocks_before"
   say "$stay upgraded in place: MainPID $pid_before, NRestarts $restarts_before, $stay_blocks_before blocks kept, ${handed:-no task running}"
+
+  # ---- needrestart (Debian's package, installed by the package check) after the upgrade ------
+  # The upgrade replaced the program and plugins that $leaver's agent still runs: needrestart
+  # sees its service as outdated and, told to restart services automatically, defers it as the
+  # package's /etc/needrestart/conf.d/dockhand.conf says, so the agent and its work stay. The
+  # agent restarted in place maps the new files: needrestart has nothing against it.
+  if command -v needrestart >/dev/null; then
+    nr() { in_host "$1" env DEBIAN_FRONTEND=noninteractive needrestart "${@:2}" 2>&1; }
+    leaver_pid="$(unit_show "$leaver" MainPID)"
+    leaver_restarts="$(unit_show "$leaver" NRestarts)"
+    listed="$(nr "$leaver" -b -l)" || fail "needrestart -b -l on $leaver: $listed"
+    grep -qx "NEEDRESTART-SVC: dockhand.service" <<<"$listed" \
+      || fail "needrestart does not see $leaver's agent as running replaced files: $listed"
+    listed="$(nr "$stay" -b -l)" || fail "needrestart -b -l on $stay: $listed"
+    if grep -qx "NEEDRESTART-SVC: dockhand.service" <<<"$listed"; then
+      fail "$stay's agent restarted in place still runs replaced files: $(nr "$stay" -v -b -l)"
+    fi
+    auto="$(nr "$leaver" -r a -l -u NeedRestart::UI::stdio)" \
+      || fail "needrestart -r a -l on $leaver: $auto"
+    grep -A3 "Service restarts being deferred:" <<<"$auto" | grep -q "dockhand.service" \
+      || fail "needrestart on $leaver did not defer dockhand.service: $auto"
+    [ "$(unit_show "$leaver" MainPID)" = "$leaver_pid" ] \
+      && [ "$(unit_show "$leaver" NRestarts)" = "$leaver_restarts" ] \
+      || fail "needrestart restarted $leaver's agent (MainPID $leaver_pid -> $(unit_show "$leaver" MainPID))"
+    say "needrestart -r a on $leaver: dockhand.service outdated, deferred, MainPID $leaver_pid kept"
+  else
+    say "(needrestart is not installed here: its step is skipped)"
+  fi
 fi
 
 # ---- the cut: its link goes down ---------------------------------------------------------
