@@ -154,11 +154,10 @@ dockhand --version
 dockhand-driver --version
 man -w dockhand >/dev/null && man -w dockhand-driver >/dev/null || fail "man pages not found"
 dockhand config validate /etc/dockhand/agent.json
-if dockhand plugins list >/dev/null 2>&1; then
-  dockhand plugins list
-else
-  echo "(dockhand plugins list: not in this version)"
-fi
+dockhand plugins list
+# Each installed plugin the shipped config names, its hooks called once (a task launched and
+# killed, a block migrated to a scratch peer and read back).
+dockhand plugins check --config /etc/dockhand/agent.json || fail "dockhand plugins check failed"
 
 step "the TLS module"
 # OpenSSL is in /usr/lib/dockhand/libdockhand-tls.so, loaded only with TLS on. The installed agent

@@ -113,37 +113,6 @@ StartupError configError(const std::string& what) {
   return {ExitCode::kConfigError, what, /*config_error=*/true};
 }
 
-// An agent setting a block-migration plugin may take in its config: the key, where it comes
-// from in the agent's config (for the error when a plugin needs one that is not set), and its
-// value (null: not set, not offered).
-struct MigrationSetting {
-  const char* key;
-  const char* setting;
-  nlohmann::json value;
-};
-
-// A plugin is given each setting its config schema declares (a plugin without a schema gets an
-// empty config).
-std::vector<MigrationSetting> migrationSettings(const AgentConfig& config) {
-  const DecommissionConfig& d = config.decommission;
-  nlohmann::json tls = nullptr;
-  if (config.tls.enabled) {
-    // Migration over https:// with the agent's own TLS files (docs/plugins.md).
-    tls = {{"ca_file", config.tls.ca_file},
-           {"certificate_file", config.tls.certificate_file},
-           {"private_key_file", config.tls.private_key_file},
-           {"verify_hostname", config.tls.verify_hostname}};
-  }
-  return {
-      {"max_concurrent", "decommission.max_concurrent", d.max_concurrent},
-      {"bandwidth_bytes_per_s", "decommission.bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
-      {"max_failures_per_block", "decommission.max_failures_per_block", d.max_failures_per_block},
-      {"tls", "tls", std::move(tls)},
-      {"dir", "fallback_dir",
-       config.fallback_dir.empty() ? nlohmann::json(nullptr)
-                                   : nlohmann::json(config.fallback_dir)}};
-}
-
 }  // namespace
 
 void blockAgentSignals(const AgentConfig& config) {
@@ -361,43 +330,13 @@ std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
 std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
     const MigrationProgressCallback& progress) {
   auto log = logger("decommission");
-  const std::vector<MigrationSetting> offered = migrationSettings(config_);
   std::vector<std::unique_ptr<BlockMigrationPlugin>> out;
   for (const MigrationEntry& entry : config_.decommission.migration) {
     const std::string& name = entry.name;
-    // The plugin's config is what it declares of the agent's settings, and nothing it does
-    // not (the host knows no plugin by name), under what the config gives it: the `plugins`
-    // entry of that name, then the migration entry's own.
-    nlohmann::json given = nlohmann::json::object();
-    for (const PluginEntry& plugin : config_.plugins) {
-      if (plugin.name == name && plugin.config.is_object()) given.update(plugin.config);
-    }
-    if (entry.config.is_object()) given.update(entry.config);
-    const nlohmann::json& schema = host_.load(name)->configSchema();
-    const nlohmann::json properties = schema.is_object()
-                                          ? schema.value("properties", nlohmann::json::object())
-                                          : nlohmann::json::object();
-    const nlohmann::json required = schema.is_object()
-                                        ? schema.value("required", nlohmann::json::array())
-                                        : nlohmann::json::array();
-    nlohmann::json plugin_config = nlohmann::json::object();
-    for (const MigrationSetting& s : offered) {
-      if (!properties.is_object() || !properties.contains(s.key) || given.contains(s.key)) {
-        continue;
-      }
-      if (!s.value.is_null()) {
-        plugin_config[s.key] = s.value;
-      } else if (required.is_array() &&
-                 std::find(required.begin(), required.end(), s.key) != required.end()) {
-        throw PluginLoadError(
-            fmt::format("decommission.migration names '{}' but {} is not set (or give the "
-                        "plugin's {} in its config)",
-                        name, s.setting, s.key));
-      }
-    }
-    plugin_config.update(given);
+    auto plugin_config = migrationPluginConfig(config_, entry, host_.load(name)->configSchema());
+    if (!plugin_config) throw PluginLoadError(plugin_config.error().message);
     out.push_back(host_.createBlockMigration(
-        name, plugin_config.dump(),
+        name, plugin_config->dump(),
         [log, name, progress](std::string_view report) {
           log->debug("{}: {}", name, report);
           progress(report);

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "app/agent_config.h"
+#include "app/plugin_loader.h"
 #include "core/exit_codes.h"
 
 extern char** environ;
@@ -18,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kConfigUsage =
-    "usage: dockhand config validate [FILE]... [--no-env]\n"
+    "usage: dockhand config validate [FILE]... [--no-env] [--no-plugins]\n"
     "       dockhand config show [--config FILE]... [--json] [--no-env] [--OPTION VALUE]...\n"
     "FILE defaults to " DOCKHAND_DEFAULT_CONFIG " (with its fragments in agent.d/).\n";
 
@@ -56,11 +58,38 @@ std::string originOf(const ConfigOrigins& origins, std::string path) {
   return "default";
 }
 
+// The problems of the plugins' configs, each plugin (decommission.migration's included) loaded
+// as the agent loads it but not created: its config against its schema, in the words the agent
+// stops with; a required plugin that cannot be loaded is one too.
+std::vector<std::string> pluginProblems(const AgentConfig& config) {
+  std::vector<std::string> problems;
+  std::vector<PluginSpec> specs;
+  try {
+    specs = pluginSpecs(config);
+  } catch (const ConfigError& e) {
+    problems.emplace_back(e.what());
+  }
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins);
+  for (const LoadedPlugin& plugin : loadEveryPlugin(host, config, specs, /*create=*/false)) {
+    if (!plugin.ok()) {
+      if (plugin.spec.required) problems.push_back(loadFailure(plugin));
+      continue;
+    }
+    if (auto checked = PluginInstance::checkConfig(*plugin.library, plugin.spec.config); !checked) {
+      problems.push_back(fmt::format("{} (from {})", checked.error().message, plugin.spec.origin));
+    }
+  }
+  return problems;
+}
+
 int validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ConfigSources sources;
   bool use_env = true;
+  bool check_plugins = true;
   for (const std::string& arg : args) {
-    if (arg == "--no-env") {
+    if (arg == "--no-plugins") {
+      check_plugins = false;
+    } else if (arg == "--no-env") {
       use_env = false;
     } else if (arg.rfind('-', 0) == 0) {
       return usageError(err, "unknown option '" + arg + "'");
@@ -83,7 +112,18 @@ int validate(const std::vector<std::string>& args, std::ostream& out, std::ostre
                        e.problems().size() == 1 ? "" : "s", fmt::join(read, ", "));
     return toInt(ExitCode::kConfigError);
   }
-  out << fmt::format("valid: {}\n", fmt::join(read, ", "));
+  if (check_plugins) {
+    spdlog::set_level(spdlog::level::warn);  // not a line per plugin loaded
+    const auto problems = pluginProblems(config);
+    for (const auto& problem : problems) err << problem << "\n";
+    if (!problems.empty()) {
+      err << fmt::format("{} plugin problem{} found with {}\n", problems.size(),
+                         problems.size() == 1 ? "" : "s", fmt::join(read, ", "));
+      return toInt(ExitCode::kPluginError);
+    }
+  }
+  out << fmt::format("valid: {}{}\n", fmt::join(read, ", "),
+                     check_plugins ? " (and the plugins' configs)" : "");
   return toInt(ExitCode::kSuccess);
 }
 

@@ -13,6 +13,71 @@ namespace dockhand::agent {
 
 using nlohmann::json;
 
+namespace {
+
+// An agent setting a block-migration plugin may take in its config: the key, where it comes
+// from in the agent's config (for the error when a plugin needs one that is not set), and its
+// value (null: not set, not offered).
+struct MigrationSetting {
+  const char* key;
+  const char* setting;
+  json value;
+};
+
+// A plugin is given each setting its config schema declares (a plugin without a schema gets an
+// empty config).
+std::vector<MigrationSetting> migrationSettings(const AgentConfig& config) {
+  const DecommissionConfig& d = config.decommission;
+  json tls = nullptr;
+  if (config.tls.enabled) {
+    // Migration over https:// with the agent's own TLS files (docs/plugins.md).
+    tls = {{"ca_file", config.tls.ca_file},
+           {"certificate_file", config.tls.certificate_file},
+           {"private_key_file", config.tls.private_key_file},
+           {"verify_hostname", config.tls.verify_hostname}};
+  }
+  return {
+      {"max_concurrent", "decommission.max_concurrent", d.max_concurrent},
+      {"bandwidth_bytes_per_s", "decommission.bandwidth_bytes_per_s", d.bandwidth_bytes_per_s},
+      {"max_failures_per_block", "decommission.max_failures_per_block", d.max_failures_per_block},
+      {"tls", "tls", std::move(tls)},
+      {"dir", "fallback_dir",
+       config.fallback_dir.empty() ? json(nullptr) : json(config.fallback_dir)}};
+}
+
+}  // namespace
+
+Result<json> migrationPluginConfig(const AgentConfig& config, const MigrationEntry& entry,
+                                   const json& schema) {
+  const std::string& name = entry.name;
+  // What it declares of the agent's settings, and nothing it does not (the host knows no
+  // plugin by name), under what the config gives it.
+  json given = json::object();
+  for (const PluginEntry& plugin : config.plugins) {
+    if (plugin.name == name && plugin.config.is_object()) given.update(plugin.config);
+  }
+  if (entry.config.is_object()) given.update(entry.config);
+  const json properties =
+      schema.is_object() ? schema.value("properties", json::object()) : json::object();
+  const json required =
+      schema.is_object() ? schema.value("required", json::array()) : json::array();
+  json plugin_config = json::object();
+  for (const MigrationSetting& s : migrationSettings(config)) {
+    if (!properties.is_object() || !properties.contains(s.key) || given.contains(s.key)) continue;
+    if (!s.value.is_null()) {
+      plugin_config[s.key] = s.value;
+    } else if (required.is_array() &&
+               std::find(required.begin(), required.end(), s.key) != required.end()) {
+      return Error(fmt::format(
+          "decommission.migration names '{}' but {} is not set (or give the plugin's {} in its "
+          "config)",
+          name, s.setting, s.key));
+    }
+  }
+  plugin_config.update(given);
+  return plugin_config;
+}
+
 std::vector<std::filesystem::path> manifestFiles(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> files;
   std::error_code ec;
@@ -118,26 +183,69 @@ std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config) {
   return dirs;
 }
 
+LoadedPlugin loadPlugin(PluginHost& host, const PluginSpec& spec, bool create,
+                        const PluginCallbacks& callbacks) {
+  LoadedPlugin plugin;
+  plugin.spec = spec;
+  try {
+    plugin.path = host.locate(spec.target);
+    plugin.library = host.load(spec.target);
+    if (create) {
+      plugin.instance =
+          PluginInstance::create(plugin.library, spec.config.dump(), callbacks, host.callTimeout());
+    }
+  } catch (const PluginLoadError& e) {
+    plugin.error = e.what();
+    plugin.instance.reset();
+  }
+  return plugin;
+}
+
+std::string loadFailure(const LoadedPlugin& plugin) {
+  return fmt::format("{} ({}, from {})", plugin.error,
+                     plugin.spec.required ? "required" : "optional: left out", plugin.spec.origin);
+}
+
 std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
                                       bool create, const PluginCallbacks& callbacks) {
-  auto log = logger("agent");
   std::vector<LoadedPlugin> loaded;
   for (const PluginSpec& spec : specs) {
+    LoadedPlugin plugin = loadPlugin(host, spec, create, callbacks);
+    if (!plugin.ok()) {
+      if (spec.required) throw PluginLoadError(loadFailure(plugin));
+      logger("agent")->warn("plugin {}", loadFailure(plugin));
+    }
+    loaded.push_back(std::move(plugin));
+  }
+  return loaded;
+}
+
+std::vector<LoadedPlugin> loadEveryPlugin(PluginHost& host, const AgentConfig& config,
+                                          const std::vector<PluginSpec>& specs, bool create,
+                                          const PluginCallbacks& callbacks) {
+  std::vector<LoadedPlugin> loaded;
+  for (const PluginSpec& spec : specs) loaded.push_back(loadPlugin(host, spec, create, callbacks));
+  const auto& entries = config.decommission.migration;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    PluginSpec spec;
+    spec.target = entries[i].name;
+    spec.required = true;
+    spec.origin = fmt::format("config /decommission/migration/{}", i);
+    spec.migration = true;
     LoadedPlugin plugin;
-    plugin.spec = spec;
     try {
-      plugin.path = host.locate(spec.target);
-      plugin.library = host.load(spec.target);
-      if (create)
-        plugin.instance = PluginInstance::create(plugin.library, spec.config.dump(), callbacks,
-                                                 host.callTimeout());
-    } catch (const PluginLoadError& e) {
-      plugin.error = e.what();
-      plugin.instance.reset();
-      if (spec.required) {
-        throw PluginLoadError(fmt::format("{} (required, from {})", e.what(), spec.origin));
+      auto composed =
+          migrationPluginConfig(config, entries[i], host.load(spec.target)->configSchema());
+      if (composed) {
+        spec.config = std::move(*composed);
+        plugin = loadPlugin(host, spec, create, callbacks);
+      } else {
+        plugin.spec = spec;
+        plugin.error = composed.error().message;
       }
-      log->warn("optional plugin left out: {} (from {})", e.what(), spec.origin);
+    } catch (const PluginLoadError& e) {
+      plugin.spec = spec;
+      plugin.error = e.what();
     }
     loaded.push_back(std::move(plugin));
   }
@@ -151,6 +259,7 @@ json pluginReport(const std::vector<LoadedPlugin>& plugins) {
                   {"origin", p.spec.origin},
                   {"required", p.spec.required},
                   {"status", p.ok() ? "loaded" : "failed"}};
+    if (p.spec.migration) entry["role"] = "decommission.migration";
     if (!p.path.empty()) entry["path"] = p.path.string();
     if (p.library) {
       entry["name"] = p.library->name();

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/agent_config.h"
+#include "dockhand/base/result.h"
 #include "plugins/plugin_host.h"
 
 namespace dockhand::agent {
@@ -28,6 +29,9 @@ struct PluginSpec {
   bool required = true;
   nlohmann::json config = nlohmann::json::object();
   std::string origin;  // where it was asked for: "config /plugins/0" or a manifest's path
+  // Named in decommission.migration: the agent's block-migration instance of that plugin, with
+  // the config migrationPluginConfig() composes (separate from a `plugins` entry's instance).
+  bool migration = false;
 };
 
 // The *.json files of a manifest directory, in name order (none when it does not exist).
@@ -47,12 +51,29 @@ struct LoadedPlugin {
   bool ok() const { return error.empty(); }
 };
 
+// Loads one spec (and, with `create`, creates its instance); never throws: a failure is the
+// result's error, in the words the agent logs, and nothing is logged.
+LoadedPlugin loadPlugin(PluginHost& host, const PluginSpec& spec, bool create = true,
+                        const PluginCallbacks& callbacks = {});
+// What the agent says of a plugin that failed to load: "<error> (required, from <origin>)",
+// or "(optional: left out, from <origin>)".
+std::string loadFailure(const LoadedPlugin& plugin);
+
 // Loads every spec in order; with `create`, also creates its instance, whose host callbacks
 // forward to `callbacks` (a runner's task_status: the executor's runnerReports()). Throws
 // PluginLoadError (the first required plugin that failed, with its origin); optional failures
 // are logged as warnings and returned with their error.
 std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<PluginSpec>& specs,
                                       bool create = true, const PluginCallbacks& callbacks = {});
+
+// Every plugin an agent with `config` loads, in its order, each created (with `create`) with
+// the config the agent gives it: `specs` (pluginSpecs(config)), then one instance per
+// decommission.migration entry, required, as the agent makes it when it decommissions (origin
+// "config /decommission/migration/N"). Never throws and logs nothing: a failure is that
+// plugin's error (`dockhand plugins list` and `check` report them all).
+std::vector<LoadedPlugin> loadEveryPlugin(PluginHost& host, const AgentConfig& config,
+                                          const std::vector<PluginSpec>& specs, bool create,
+                                          const PluginCallbacks& callbacks = {});
 
 // The `script` plugin as the discovery chain's last step, for a resource profile that names a
 // discovery script (docs/resources.md): its spec when the config allows profile scripts
@@ -63,6 +84,15 @@ std::optional<PluginSpec> scriptStepSpec(const AgentConfig& config,
                                          const std::vector<LoadedPlugin>& loaded);
 // Whether `plugin` was loaded from scriptStepSpec().
 bool isScriptStep(const LoadedPlugin& plugin);
+
+// The config a block-migration plugin named in decommission.migration is created with, as
+// docs/plugins.md (section 8) gives it: each agent setting its `schema` declares
+// (decommission.max_concurrent, bandwidth_bytes_per_s, max_failures_per_block, the agent's
+// tls, fallback_dir as "dir"), under the `plugins` entry of the same name's config, under the
+// entry's own config. An error names the setting when the schema requires one that is neither
+// set nor given. Checking the result against the schema is PluginInstance::create's.
+Result<nlohmann::json> migrationPluginConfig(const AgentConfig& config, const MigrationEntry& entry,
+                                             const nlohmann::json& schema);
 
 // The directories searched for plugins, in order: the config's plugin_dirs, the build or
 // install tree next to the program (<bin>/../lib/dockhand/plugins), then the installed default.

@@ -10,6 +10,7 @@
 
 #include "app/agent_config.h"
 #include "app/plugin_loader.h"
+#include "app/plugins_check.h"
 #include "core/exit_codes.h"
 
 namespace dockhand::agent {
@@ -19,6 +20,8 @@ using nlohmann::json;
 
 constexpr const char* kPluginsUsage =
     "usage: dockhand plugins list [--config FILE]... [--json]\n"
+    "       dockhand plugins check [--config FILE]... [--json] [--resource NAME]...\n"
+    "                              [--payload [RUNNER=]JSON]...\n"
     "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n";
 
 int usage(std::ostream& err, const std::string& problem) {
@@ -91,19 +94,15 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     return toInt(ExitCode::kConfigError);
   }
   quietLogging();
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins);
-  std::vector<LoadedPlugin> loaded;
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  std::chrono::milliseconds(config.plugin_call_timeout_ms));
+  // Every plugin, required or not, to report on all of them.
+  const std::vector<LoadedPlugin> loaded = loadEveryPlugin(host, config, specs, /*create=*/true);
   std::string required_failure;
-  // Load every plugin, required or not, to report on all of them.
-  for (auto spec : specs) {
-    const bool required = spec.required;
-    spec.required = false;
-    auto one = loadPlugins(host, {spec});
-    one.front().spec.required = required;
-    if (required && !one.front().ok() && required_failure.empty()) {
-      required_failure = one.front().error;
+  for (const auto& plugin : loaded) {
+    if (!plugin.ok() && plugin.spec.required && required_failure.empty()) {
+      required_failure = loadFailure(plugin);
     }
-    loaded.push_back(std::move(one.front()));
   }
   json report = pluginReport(loaded);
   if (as_json) {
@@ -130,7 +129,8 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
                            p["required"].get<bool>() ? "required" : "optional");
         out << fmt::format("    error: {}\n", p["error"].get<std::string>());
       }
-      out << fmt::format("    from {}\n", p["origin"].get<std::string>());
+      out << fmt::format("    from {}{}\n", p["origin"].get<std::string>(),
+                         p.contains("role") ? " (its block-migration instance)" : "");
     }
   }
   if (!required_failure.empty()) {
@@ -138,6 +138,48 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     return toInt(ExitCode::kPluginError);
   }
   return toInt(ExitCode::kSuccess);
+}
+
+int check(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> given;
+  PluginCheckOptions options;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--json") {
+      options.as_json = true;
+    } else if (args[i] == "--config" && has_value) {
+      given.push_back(args[++i]);
+    } else if (args[i] == "--resource" && has_value) {
+      options.resources.push_back(args[++i]);
+    } else if (args[i] == "--payload" && has_value) {
+      // [RUNNER=]JSON: a JSON object starts with '{', a runner's name never does.
+      const std::string& value = args[++i];
+      const std::size_t eq = value.find('=');
+      const bool named = !value.empty() && value.front() != '{' && eq != std::string::npos;
+      json payload = json::parse(named ? value.substr(eq + 1) : value, nullptr, false);
+      if (!payload.is_object()) return usage(err, "--payload takes [RUNNER=]JSON-OBJECT");
+      options.payloads[named ? value.substr(0, eq) : std::string()] = std::move(payload);
+    } else {
+      return usage(err, "unexpected argument '" + args[i] + "'");
+    }
+  }
+  AgentConfig config;
+  std::vector<PluginSpec> specs;
+  try {
+    for (const auto& file : configFiles(given)) loadConfigFile(file, config);
+    applyDefaults(config);  // the scratch peer serves TLS at the agent's hostname
+    specs = pluginSpecs(config);
+  } catch (const ConfigError& e) {
+    err << "dockhand: config error: " << e.what() << "\n";
+    return toInt(ExitCode::kConfigError);
+  }
+  quietLogging();
+  try {
+    return checkPlugins(config, specs, options, out);
+  } catch (const std::exception& e) {
+    err << "dockhand: plugins check: " << e.what() << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
 }
 
 int inspect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -207,6 +249,7 @@ int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, s
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args.front() == "list") return list(rest, out, err);
   if (args.front() == "inspect") return inspect(rest, out, err);
+  if (args.front() == "check") return check(rest, out, err);
   return usage(err, "unknown subcommand '" + args.front() + "'");
 }
 

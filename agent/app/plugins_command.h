@@ -4,7 +4,13 @@
 //       Resolves the plugins the config (and the drop-in manifests) ask for, loads and
 //       creates each one exactly as the agent would (then destroys it again), and prints
 //       for each: its name, version, ABI, kinds, the file it came from, where it was asked
-//       for, and, for one that failed, why. Exits 0, or 8 when a required plugin failed.
+//       for, and, for one that failed, why. decommission.migration's instances are listed
+//       too, made with the config the agent composes for them. Exits 0, or 8 when a required
+//       plugin failed.
+//   dockhand plugins check [--config FILE]... [--json] [--resource NAME]...
+//                          [--payload [RUNNER=]JSON]...
+//       As list, then each hook of each plugin's kind called once (app/plugins_check.h).
+//       Exits 0 when every plugin passed, 8 otherwise.
 //   dockhand plugins inspect FILE [--json] [--allow-insecure]
 //       Loads one plugin file and prints its descriptor: name, version, description, ABI,
 //       kinds, the hooks it implements and its config schema. Never calls create().

@@ -9,7 +9,8 @@ BlockMigrationPlugin::BlockMigrationPlugin(std::shared_ptr<PluginInstance> insta
   }
 }
 
-PluginResult BlockMigrationPlugin::migrate(const std::string& request_json) {
+PluginResult BlockMigrationPlugin::migrate(const std::string& request_json,
+                                           std::chrono::milliseconds bound) {
   return instance_->calls().call(
       {"migrate"},
       [instance = instance_.get(), table = table_, request_json] {
@@ -17,7 +18,7 @@ PluginResult BlockMigrationPlugin::migrate(const std::string& request_json) {
         dh_status status = table->migrate(instance->handle(), request_json.c_str(), &out);
         return instance->result(status, out);
       },
-      std::chrono::milliseconds(0));
+      bound);
 }
 
 void BlockMigrationPlugin::cancel() {

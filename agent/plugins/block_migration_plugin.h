@@ -4,6 +4,7 @@
 // reach a migrate() in progress.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -18,10 +19,12 @@ class BlockMigrationPlugin {
 
   const std::string& name() const { return instance_->name(); }
 
-  // DH_OK with json = {"migrated": [...], "failed": [...]}, or an error. The one call not
-  // bounded by plugin_call_timeout_ms: a migration takes as long as its blocks need, and the
-  // decommission deadline (then cancel() and stop_grace_ms at exit) bounds it instead.
-  PluginResult migrate(const std::string& request_json);
+  // DH_OK with json = {"migrated": [...], "failed": [...]}, or an error. By default the one
+  // call not bounded by plugin_call_timeout_ms: a migration takes as long as its blocks need,
+  // and the decommission deadline (then cancel() and stop_grace_ms at exit) bounds it instead.
+  // A non-zero `bound` bounds it as other calls are (`dockhand plugins check`'s one block).
+  PluginResult migrate(const std::string& request_json,
+                       std::chrono::milliseconds bound = std::chrono::milliseconds(0));
   void cancel();
   PluginInstance& instance() const { return *instance_; }
 

@@ -43,24 +43,28 @@ spdlog::level::level_enum levelOf(std::int32_t level) {
 
 }  // namespace
 
+Result<void> PluginInstance::checkConfig(const PluginLibrary& library,
+                                         const nlohmann::json& config) {
+  const std::string label = library.label();
+  if (!config.is_object()) return Error(label + ": config must be a JSON object");
+  const auto& schema = library.configSchema();
+  if (schema.is_null()) return {};
+  std::string text;
+  for (const auto& p : checkAgainstSchema(config, schema)) {
+    text += (text.empty() ? "" : "; ") + std::string("config ") + (p.path.empty() ? "/" : p.path) +
+            ": " + p.message;
+  }
+  if (!text.empty()) return Error(label + ": " + text);
+  return {};
+}
+
 std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const PluginLibrary> library,
                                                        const std::string& config_json,
                                                        PluginCallbacks callbacks,
                                                        std::chrono::milliseconds call_timeout) {
-  const std::string label = library->label();
-  auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object()) throw PluginLoadError(label + ": config must be a JSON object");
-
-  if (const auto& schema = library->configSchema(); !schema.is_null()) {
-    auto problems = checkAgainstSchema(parsed, schema);
-    if (!problems.empty()) {
-      std::string text;
-      for (const auto& p : problems) {
-        text += (text.empty() ? "" : "; ") + std::string("config ") +
-                (p.path.empty() ? "/" : p.path) + ": " + p.message;
-      }
-      throw PluginLoadError(label + ": " + text);
-    }
+  const auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (auto checked = checkConfig(*library, parsed); !checked) {
+    throw PluginLoadError(checked.error().message);
   }
   std::shared_ptr<PluginInstance> instance(
       new PluginInstance(std::move(library), config_json, std::move(callbacks), call_timeout),
@@ -86,7 +90,9 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
     return failed;
   });
   // A create() that never returned is named in the error; the instance is then left behind.
-  if (!created.ok()) throw PluginLoadError(label + ": create failed: " + created.error);
+  if (!created.ok()) {
+    throw PluginLoadError(instance->library().label() + ": create failed: " + created.error);
+  }
   instance->logger_->debug("created ({} {})", instance->name(), instance->library().version());
   return instance;
 }

@@ -25,6 +25,7 @@
 
 #include <spdlog/logger.h>
 
+#include "dockhand/base/result.h"
 #include "dockhand/plugin.h"
 #include "dockhand/protocol/auth.h"
 #include "plugins/plugin_calls.h"
@@ -61,6 +62,10 @@ class PluginInstance {
   // config_schema: "<label>: config /path: <problem>" (every problem, joined by "; ").
   // Throws PluginLoadError "<label>: create failed: <plugin's message>" (or the call that
   // never returned). Every call is bounded by `call_timeout` (plugin_call_timeout_ms).
+  // The check create() makes before calling the plugin: `config` is a JSON object that
+  // matches the library's config schema; else "<label>: config /path: <problem>" (every
+  // problem, joined by "; "). `dockhand config validate` makes it without creating anything.
+  static Result<void> checkConfig(const PluginLibrary& library, const nlohmann::json& config);
   static std::shared_ptr<PluginInstance> create(
       std::shared_ptr<const PluginLibrary> library, const std::string& config_json,
       PluginCallbacks callbacks, std::chrono::milliseconds call_timeout = kDefaultCallTimeout);

@@ -386,6 +386,33 @@ TEST_F(FaultInjectionTest, DiscoveryThatNeverReturnsFailsStartupNamingThePlugin)
   EXPECT_FALSE(driver.waitForRegistration(10ms)) << "the agent must not register";
 }
 
+// `dockhand plugins check` calls each hook once and reports every plugin that fails, each in
+// the words the agent would use, bounded by plugin_call_timeout_ms; non-zero at the end.
+TEST_F(FaultInjectionTest, PluginsCheckReportsEachPluginThatHangsOrIsMissing) {
+  const auto config = writeJson(
+      "agent.json", {{"plugins",
+                      {{{"name", "process"}},
+                       {{"path", DOCKHAND_HANG_DISCOVERY}},
+                       {{"path", DOCKHAND_HANG_KILL}},
+                       {{"name", "not-installed"}, {"required", false}}}},
+                     {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                     {"plugin_call_timeout_ms", 1000},
+                     {"decommission", {{"migration", {{{"name", DOCKHAND_HANG_MIGRATION}}}}}}});
+  ChildProcess check(
+      {agentBinary(), "plugins", "check", "--config", config.string(), "--resource", "widget"},
+      (dir.path() / "check.log").string());
+  EXPECT_EQ(check.waitExit(30s), toInt(ExitCode::kPluginError)) << check.output();
+  const std::string out = check.output();
+  EXPECT_TRUE(contains(out, "process          OK")) << out;
+  EXPECT_TRUE(contains(out, "FAILED: discover(widget): discover() did not return within 1000 ms"))
+      << out;
+  EXPECT_TRUE(contains(out, "FAILED: kill(): kill() of task 2 did not return within 1000 ms"))
+      << out;
+  EXPECT_TRUE(contains(out, "not-installed    FAILED")) << out;
+  EXPECT_TRUE(contains(out, "(optional: left out, from config /plugins/3)")) << out;
+  EXPECT_TRUE(contains(out, "FAILED: migrate(): migrate() did not return within 1000 ms")) << out;
+}
+
 // allocate() runs on the core thread when a task with the resource starts: a call that never
 // returns fails that task after the timeout, later tasks with the resource fail at once (the
 // core thread never waits for the stuck plugin again), and the agent goes on serving.

@@ -133,5 +133,43 @@ TEST(SdkExamplesTest, InspectDescribesEachExampleWithoutCreatingIt) {
   }
 }
 
+// `dockhand plugins check` makes each example as the agent would and calls its hooks once:
+// discover, launch and kill, migrate one block (read back where readers would look: the
+// copy-to-dir example's directory is the fallback store here), plus the built-in peer plugin
+// migrating to a scratch peer.
+TEST(SdkExamplesTest, PluginsCheckPassesEachExample) {
+  TempDir dir;
+  const auto fallback = dir.path() / "fallback";
+  std::filesystem::create_directories(fallback);
+  const json config = {{"fallback_dir", fallback.string()},
+                       {"plugins",
+                        {{{"path", examplePlugin("echo-runner", "echo")}},
+                         {{"path", examplePlugin("listed-addresses", "listed-addresses")},
+                          {"config", {{"resource", "fpga"}, {"addresses", {"f0", "f1"}}}}}}},
+                       {"decommission",
+                        {{"migration",
+                          {"peer",
+                           {{"name", examplePlugin("copy-to-dir", "copy-to-dir")},
+                            {"config", {{"directory", fallback.string()}}}}}}}}};
+  const auto config_file = dir.path() / "agent.json";
+  writeFile(config_file, config.dump());
+  const auto out = dir.path() / "check.json";
+  ChildProcess check({agentBinary(), "plugins", "check", "--config", config_file.string(),
+                      "--resource", "fpga", "--payload", R"(echo={"message": "hi"})", "--json"},
+                     out.string());
+  ASSERT_EQ(check.waitExit(60s), 0) << check.output();
+  const json report = json::parse(readFile(out));
+  ASSERT_EQ(report["plugins"].size(), 4u) << report.dump(2);
+  EXPECT_EQ(report["ok"], true);
+  auto checksOf = [&](std::size_t i) { return report["plugins"][i]["checks"].dump(); };
+  EXPECT_THAT(checksOf(0), HasSubstr("launch() and kill(): the task ended FINISHED"));
+  EXPECT_THAT(checksOf(1), HasSubstr("discover(fpga): 2 address(es) [f0, f1]"));
+  EXPECT_THAT(checksOf(2), HasSubstr("to the scratch peer http://127.0.0.1:"));
+  EXPECT_THAT(checksOf(3), HasSubstr("to the fallback store " + fallback.string()));
+  EXPECT_EQ(report["plugins"][3]["origin"], "config /decommission/migration/1");
+  // Nothing of the check is left in the fallback store.
+  EXPECT_TRUE(std::filesystem::is_empty(fallback));
+}
+
 }  // namespace
 }  // namespace dockhand::testing

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "app/agent_config.h"
@@ -160,8 +161,32 @@ TEST_F(ConfigLayersTest, ValidateCommandPrintsEveryProblemAndExits2) {
   std::string good = write("good.json", kBase);
   std::ostringstream out2;
   EXPECT_EQ(runConfigCommand({"validate", "--no-env", good}, out2, err), 0);
-  EXPECT_EQ(out2.str(), "valid: " + good + "\n");
+  EXPECT_EQ(out2.str(), "valid: " + good + " (and the plugins' configs)\n");
   EXPECT_EQ(runConfigCommand({"frobnicate"}, out, err), 64);
+}
+
+// The plugins' configs are checked against their schemas as the agent would check them, the
+// migration entries' composed configs included; nothing is created.
+TEST_F(ConfigLayersTest, ValidateChecksThePluginsConfigsWithTheAgentsWords) {
+  nlohmann::json config = nlohmann::json::parse(kBase);
+  config["plugins"] = {{{"name", "process"}, {"config", {{"kill_grace_ms", "soon"}}}},
+                       {{"name", "no-such-plugin"}, {"required", false}}};
+  config["decommission"] = {{"migration", {"fallback"}}};
+  std::string file = write("plugins.json", config.dump());
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(runConfigCommand({"validate", "--no-env", file}, out, err), 8);
+  EXPECT_THAT(err.str(), ::testing::HasSubstr(
+                             "config /kill_grace_ms: expected integer, got string (from config "
+                             "/plugins/0)"));
+  EXPECT_THAT(
+      err.str(),
+      ::testing::HasSubstr("decommission.migration names 'fallback' but fallback_dir is not set"));
+  EXPECT_THAT(err.str(), ::testing::Not(::testing::HasSubstr("no-such-plugin")));  // optional
+  EXPECT_THAT(err.str(), ::testing::HasSubstr("2 plugin problems found with " + file));
+  std::ostringstream out2;
+  EXPECT_EQ(runConfigCommand({"validate", "--no-env", "--no-plugins", file}, out2, err), 0);
+  EXPECT_EQ(out2.str(), "valid: " + file + "\n");
 }
 
 TEST_F(ConfigLayersTest, ShowCommandPrintsValuesWithTheirOrigin) {
