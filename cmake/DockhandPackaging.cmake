@@ -45,6 +45,25 @@ install(PROGRAMS packaging/systemd/dockhand-restart-in-place
 install(FILES packaging/needrestart/dockhand.conf
         DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/needrestart/conf.d" COMPONENT dockhand)
 
+# ---- the catalog of the package's own plugins (plugin_trust, docs/plugins.md "Trust") ------
+# Written when the package is made, from the plugin files as installed, so that it pins exactly
+# the bytes the package ships: an agent with "plugin_trust": {"policy": "verified"} loads them
+# with no more setup.
+set(_dockhand_catalog "${CMAKE_INSTALL_FULL_DATADIR}/dockhand/plugins.sha256")
+set(_dockhand_plugin_dir "${CMAKE_INSTALL_PREFIX}/${DOCKHAND_PLUGIN_INSTALL_DIR}")
+install(CODE "
+  file(GLOB _plugins \"\$ENV{DESTDIR}${_dockhand_plugin_dir}/*.so\")
+  list(SORT _plugins)
+  set(_text \"# SHA-256 of each plugin the dockhand package installs (plugin_trust).\\n\")
+  foreach(_plugin IN LISTS _plugins)
+    file(SHA256 \"\${_plugin}\" _hash)
+    get_filename_component(_name \"\${_plugin}\" NAME)
+    string(APPEND _text \"\${_hash}  ${_dockhand_plugin_dir}/\${_name}\\n\")
+  endforeach()
+  message(STATUS \"Installing: \$ENV{DESTDIR}${_dockhand_catalog}\")
+  file(WRITE \"\$ENV{DESTDIR}${_dockhand_catalog}\" \"\${_text}\")
+" COMPONENT dockhand)
+
 # ---- Kubernetes and the container image ---------------------------------------------------
 # The manifests and the scripts the image runs (docs/operations.md#kubernetes): the image
 # installs this package, so the paths in the manifests are these.

@@ -129,7 +129,7 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
                                : protocol::auth::RequestSigner{}),
       host_(pluginSearchPath(config_), config_.allow_insecure_plugins,
-            Millis(config_.plugin_call_timeout_ms)),
+            Millis(config_.plugin_call_timeout_ms), pluginTrust(config_)),
       executor_(loop_, guard_, config_.work_dir, config_.executor_id),
       plugins_(loadAgentPlugins()),
       discoverers_(makeDiscoverers()),

@@ -44,6 +44,7 @@ const std::set<std::string, std::less<>> kKeys = {
     "max_frame_bytes",
     "plugin_manifest_dir",
     "allow_insecure_plugins",
+    "plugin_trust",
     "allow_profile_discovery_scripts",
     "plugin_call_warn_ms",
     "plugin_call_timeout_ms",
@@ -55,6 +56,8 @@ const std::set<std::string, std::less<>> kKeys = {
     "auth_secret_file",
     "tls",
 };
+
+const std::set<std::string, std::less<>> kPluginTrustKeys = {"policy", "catalogs", "keys_dir"};
 
 const std::set<std::string, std::less<>> kDecommissionKeys = {
     "enabled",
@@ -202,6 +205,13 @@ void recordOrigins(const json& value, const std::string& path, const std::string
 
 }  // namespace
 
+PluginTrust defaultPluginTrust() {
+  PluginTrust trust;
+  trust.catalogs = {DOCKHAND_PLUGIN_CATALOG, "/etc/dockhand/plugins.sha256"};
+  trust.keys_dir = "/etc/dockhand/trusted-keys";
+  return trust;
+}
+
 int decommissionSignalNumber(const std::string& name) {
   std::string_view n(name);
   if (n.substr(0, 3) == "SIG") n.remove_prefix(3);
@@ -256,6 +266,22 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
         r.optionalString("plugin_manifest_dir", config.plugin_manifest_dir);
     config.allow_insecure_plugins =
         r.optionalBool("allow_insecure_plugins", config.allow_insecure_plugins);
+    if (const json* t = r.object("plugin_trust")) {
+      ConfigReader q(*t, "/plugin_trust", problems);
+      q.rejectUnknown(kPluginTrustKeys);
+      PluginTrust& trust = config.plugin_trust;
+      const std::string policy = q.optionalString("policy", std::string(toString(trust.policy)));
+      if (policy == "any" || policy == "verified") {
+        trust.policy = policy == "any" ? PluginTrust::Policy::kAny : PluginTrust::Policy::kVerified;
+      } else {
+        q.fail("policy", fmt::format("expected \"any\" or \"verified\", got '{}'", policy));
+      }
+      if (q.has("catalogs")) {
+        const auto catalogs = q.optionalStringList("catalogs");
+        trust.catalogs.assign(catalogs.begin(), catalogs.end());
+      }
+      trust.keys_dir = q.optionalString("keys_dir", trust.keys_dir.string());
+    }
     config.allow_profile_discovery_scripts =
         r.optionalBool("allow_profile_discovery_scripts", config.allow_profile_discovery_scripts);
     config.plugin_call_warn_ms =

@@ -22,6 +22,7 @@
 #include "dockhand/base/config_error.h"
 #include "dockhand/protocol/messages.h"
 #include "dockhand/tls/tls.h"
+#include "plugins/plugin_trust.h"
 
 namespace dockhand::agent {
 
@@ -60,6 +61,10 @@ struct DecommissionConfig {
 // name is unknown or names a signal the agent uses otherwise (TERM, INT, HUP, KILL, STOP, ...).
 int decommissionSignalNumber(const std::string& name);
 
+// The default plugin_trust: policy "any"; the package's catalog of its own plugins, then
+// /etc/dockhand/plugins.sha256; keys in /etc/dockhand/trusted-keys.
+PluginTrust defaultPluginTrust();
+
 struct AgentConfig {
   // The seed's options.
   std::string driver_url;
@@ -82,6 +87,9 @@ struct AgentConfig {
   // order. A missing directory holds no manifests.
   std::string plugin_manifest_dir = "/etc/dockhand/plugins.d";
   bool allow_insecure_plugins = false;  // load plugins writable by group/others (development)
+  // Which plugin files may load (plugins/plugin_trust.h, docs/plugins.md "Trust"): any file
+  // by default; under "verified" only one pinned in a catalog or signed by a trusted key.
+  PluginTrust plugin_trust = defaultPluginTrust();
   // Run the discovery scripts an application's resource profile names (the `script` plugin as
   // the discovery chain's last step, docs/resources.md). False: a profile's script never runs.
   bool allow_profile_discovery_scripts = true;

@@ -67,6 +67,15 @@ json configToJson(const AgentConfig& config) {
       {"max_frame_bytes", config.max_frame_bytes},
       {"plugin_manifest_dir", config.plugin_manifest_dir},
       {"allow_insecure_plugins", config.allow_insecure_plugins},
+      {"plugin_trust",
+       {{"policy", toString(config.plugin_trust.policy)},
+        {"catalogs",
+         [&config] {
+           std::vector<std::string> paths;
+           for (const auto& c : config.plugin_trust.catalogs) paths.push_back(c.string());
+           return paths;
+         }()},
+        {"keys_dir", config.plugin_trust.keys_dir.string()}}},
       {"allow_profile_discovery_scripts", config.allow_profile_discovery_scripts},
       {"plugin_call_warn_ms", config.plugin_call_warn_ms},
       {"plugin_call_timeout_ms", config.plugin_call_timeout_ms},

@@ -62,7 +62,7 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   spdlog::set_level(as_json ? spdlog::level::err : spdlog::level::warn);
 
   PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
-                  std::chrono::milliseconds(config.plugin_call_timeout_ms));
+                  std::chrono::milliseconds(config.plugin_call_timeout_ms), pluginTrust(config));
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers;
   PluginDiscoverer* script_step = nullptr;
   try {

@@ -174,6 +174,12 @@ std::vector<std::string> kindNames(std::uint32_t kinds) {
   return names;
 }
 
+PluginTrust pluginTrust(const AgentConfig& config) {
+  PluginTrust trust = config.plugin_trust;
+  trust.allow_insecure = config.allow_insecure_plugins;
+  return trust;
+}
+
 std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config) {
   std::vector<std::filesystem::path> dirs(config.plugin_dirs.begin(), config.plugin_dirs.end());
   std::error_code ec;
@@ -266,6 +272,7 @@ json pluginReport(const std::vector<LoadedPlugin>& plugins) {
       entry["version"] = p.library->version();
       entry["abi"] = p.library->abiVersion();
       entry["kinds"] = kindNames(p.library->descriptor().kinds);
+      entry["trusted_by"] = p.library->trustedBy();
     }
     if (!p.library) entry["name"] = p.spec.target;  // what was asked for: a name or a path
     if (!p.ok()) entry["error"] = p.error;

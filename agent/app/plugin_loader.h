@@ -98,6 +98,10 @@ Result<nlohmann::json> migrationPluginConfig(const AgentConfig& config, const Mi
 // install tree next to the program (<bin>/../lib/dockhand/plugins), then the installed default.
 std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config);
 
+// The plugin_trust policy of `config`, as a PluginHost takes it (allow_insecure_plugins lifts
+// the owner-and-mode check of its catalogs and keys too).
+PluginTrust pluginTrust(const AgentConfig& config);
+
 // "task_runner,resource_discovery" for a descriptor's kinds.
 std::vector<std::string> kindNames(std::uint32_t kinds);
 // A report of what was loaded from where, for `dockhand plugins list --json`, the agent's

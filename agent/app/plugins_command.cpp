@@ -1,7 +1,13 @@
 #include "app/plugins_command.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+
+#include <Poco/Base64Encoder.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +18,8 @@
 #include "app/plugin_loader.h"
 #include "app/plugins_check.h"
 #include "core/exit_codes.h"
+#include "dockhand/tls/tls.h"
+#include "plugins/plugin_trust.h"
 
 namespace dockhand::agent {
 namespace {
@@ -22,7 +30,9 @@ constexpr const char* kPluginsUsage =
     "usage: dockhand plugins list [--config FILE]... [--json]\n"
     "       dockhand plugins check [--config FILE]... [--json] [--resource NAME]...\n"
     "                              [--payload [RUNNER=]JSON]...\n"
-    "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n";
+    "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n"
+    "       dockhand plugins sign --key PRIVATE_KEY FILE\n"
+    "       dockhand plugins trust FILE [--catalog CATALOG]\n";
 
 int usage(std::ostream& err, const std::string& problem) {
   err << "dockhand plugins: " << problem << "\n" << kPluginsUsage;
@@ -95,7 +105,7 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   }
   quietLogging();
   PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
-                  std::chrono::milliseconds(config.plugin_call_timeout_ms));
+                  std::chrono::milliseconds(config.plugin_call_timeout_ms), pluginTrust(config));
   // Every plugin, required or not, to report on all of them.
   const std::vector<LoadedPlugin> loaded = loadEveryPlugin(host, config, specs, /*create=*/true);
   std::string required_failure;
@@ -124,6 +134,9 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
                            p["version"].get<std::string>(), p["abi"].get<std::string>(),
                            fmt::join(p["kinds"].get<std::vector<std::string>>(), ","));
         out << fmt::format("    file {}\n", p["path"].get<std::string>());
+        if (p.value("trusted_by", std::string("any")) != "any") {
+          out << fmt::format("    trusted by {}\n", p["trusted_by"].get<std::string>());
+        }
       } else {
         out << fmt::format("{:<16} FAILED ({})\n", p["target"].get<std::string>(),
                            p["required"].get<bool>() ? "required" : "optional");
@@ -180,6 +193,96 @@ int check(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     err << "dockhand: plugins check: " << e.what() << "\n";
     return toInt(ExitCode::kPluginError);
   }
+}
+
+// The whole of a file, or why not.
+Result<std::string> readWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot be read: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `plugins sign --key KEY FILE`: FILE.sig, the base64 Ed25519 signature of FILE's bytes.
+int sign(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string key_file;
+  std::string file;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--key" && i + 1 < args.size()) {
+      key_file = args[++i];
+    } else if (file.empty() && args[i].rfind("--", 0) != 0) {
+      file = args[i];
+    } else {
+      return usage(err, "unexpected argument '" + args[i] + "'");
+    }
+  }
+  if (key_file.empty() || file.empty()) return usage(err, "sign needs --key PRIVATE_KEY and FILE");
+  auto key = readWhole(key_file);
+  auto bytes = readWhole(file);
+  for (const auto* read : {&key, &bytes}) {
+    if (!*read) {
+      err << "dockhand: plugins sign: " << read->error().message << "\n";
+      return toInt(ExitCode::kPluginError);
+    }
+  }
+  std::string signature;
+  try {
+    signature = tls::signEd25519(*key, *bytes);
+  } catch (const tls::TlsError& e) {
+    err << "dockhand: plugins sign: " << key_file << ": " << e.what() << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  std::ostringstream encoded;
+  Poco::Base64Encoder encoder(encoded);
+  encoder.rdbuf()->setLineLength(0);
+  encoder << signature;
+  encoder.close();
+  const auto sig_file = signatureFile(file);
+  std::ofstream(sig_file) << encoded.str() << "\n";
+  if (!std::filesystem::exists(sig_file)) {
+    err << "dockhand: plugins sign: cannot write " << sig_file.string() << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  out << "signed " << file << " (SHA-256 " << sha256Hex(*bytes) << "): " << sig_file.string()
+      << "\n";
+  return toInt(ExitCode::kSuccess);
+}
+
+// `plugins trust FILE [--catalog CATALOG]`: pins FILE's SHA-256 in the operator's catalog.
+int trust(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string catalog = "/etc/dockhand/plugins.sha256";
+  std::string file;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--catalog" && i + 1 < args.size()) {
+      catalog = args[++i];
+    } else if (file.empty() && args[i].rfind("--", 0) != 0) {
+      file = args[i];
+    } else {
+      return usage(err, "unexpected argument '" + args[i] + "'");
+    }
+  }
+  if (file.empty()) return usage(err, "trust needs a plugin FILE");
+  auto bytes = readWhole(file);
+  if (!bytes) {
+    err << "dockhand: plugins trust: " << bytes.error().message << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  const std::string hash = sha256Hex(*bytes);
+  const std::string absolute = std::filesystem::absolute(file).lexically_normal().string();
+  if (auto existing = readWhole(catalog); existing && existing->find(hash) != std::string::npos) {
+    out << "already pinned in " << catalog << ": " << hash << "  " << absolute << "\n";
+    return toInt(ExitCode::kSuccess);
+  }
+  std::ofstream append(catalog, std::ios::app);
+  append << hash << "  " << absolute << "\n";
+  if (!append.flush()) {
+    err << "dockhand: plugins trust: cannot write " << catalog << ": " << std::strerror(errno)
+        << "\n";
+    return toInt(ExitCode::kPluginError);
+  }
+  out << "pinned in " << catalog << ": " << hash << "  " << absolute << "\n";
+  return toInt(ExitCode::kSuccess);
 }
 
 int inspect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -250,6 +353,8 @@ int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (args.front() == "list") return list(rest, out, err);
   if (args.front() == "inspect") return inspect(rest, out, err);
   if (args.front() == "check") return check(rest, out, err);
+  if (args.front() == "sign") return sign(rest, out, err);
+  if (args.front() == "trust") return trust(rest, out, err);
   return usage(err, "unknown subcommand '" + args.front() + "'");
 }
 

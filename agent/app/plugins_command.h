@@ -11,6 +11,11 @@
 //                          [--payload [RUNNER=]JSON]...
 //       As list, then each hook of each plugin's kind called once (app/plugins_check.h).
 //       Exits 0 when every plugin passed, 8 otherwise.
+//   dockhand plugins sign --key PRIVATE_KEY FILE
+//       Writes FILE.sig: the base64 Ed25519 signature of FILE's bytes by the PEM private key
+//       (for plugin_trust "verified", plugins/plugin_trust.h).
+//   dockhand plugins trust FILE [--catalog CATALOG]
+//       Pins FILE's SHA-256 in CATALOG (default /etc/dockhand/plugins.sha256).
 //   dockhand plugins inspect FILE [--json] [--allow-insecure]
 //       Loads one plugin file and prints its descriptor: name, version, description, ABI,
 //       kinds, the hooks it implements and its config schema. Never calls create().

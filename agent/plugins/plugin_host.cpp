@@ -13,9 +13,10 @@ bool isPath(const std::string& name_or_path) {
 }  // namespace
 
 PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure,
-                       std::chrono::milliseconds call_timeout)
+                       std::chrono::milliseconds call_timeout, PluginTrust trust)
     : plugin_dirs_(std::move(plugin_dirs)),
       allow_insecure_(allow_insecure),
+      trust_(std::move(trust)),
       call_timeout_(call_timeout) {}
 
 std::filesystem::path PluginHost::locate(const std::string& name_or_path) const {
@@ -56,7 +57,7 @@ std::shared_ptr<const PluginLibrary> PluginHost::load(const std::string& name_or
 
   std::lock_guard lock(mutex_);
   if (auto it = by_path_.find(key); it != by_path_.end()) return it->second;
-  auto library = PluginLibrary::open(path, allow_insecure_);
+  auto library = PluginLibrary::open(path, allow_insecure_, trust_);
   if (!isPath(name_or_path) && library->name() != name_or_path) {
     throw PluginLoadError("plugin '" + path.string() + "': declares the name '" + library->name() +
                           "', expected '" + name_or_path + "'");

@@ -1,16 +1,20 @@
 #include "plugins/plugin_library.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <type_traits>
 
 #include <boost/dll/shared_library_load_mode.hpp>
+
+#include "dockhand/metrics/metrics.h"
 
 namespace dockhand::agent {
 namespace {
@@ -95,14 +99,27 @@ std::string checkTable(const dh_plugin_descriptor& d, std::uint32_t kind, const 
   return {};
 }
 
-bool looksLikeElf(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
+bool looksLikeElf(int fd) {
   char magic[4] = {};
-  in.read(magic, sizeof magic);
-  return in.gcount() == 4 && std::memcmp(magic,
-                                         "\x7f"
-                                         "ELF",
-                                         4) == 0;
+  return ::pread(fd, magic, sizeof magic, 0) == 4 && std::memcmp(magic,
+                                                                 "\x7f"
+                                                                 "ELF",
+                                                                 4) == 0;
+}
+
+// The whole file behind `fd`, read once: the bytes the trust policy checks are the bytes
+// loaded.
+Result<std::string> readAll(int fd) {
+  std::string bytes;
+  char buffer[1 << 16];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer, sizeof buffer, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error(std::string("cannot be read: ") + std::strerror(errno));
+    if (n == 0) return bytes;
+    bytes.append(buffer, static_cast<std::size_t>(n));
+    at += n;
+  }
 }
 
 }  // namespace
@@ -178,7 +195,8 @@ Result<void> checkFileSecurity(const std::filesystem::path& path) {
 }
 
 std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path,
-                                                         bool allow_insecure) {
+                                                         bool allow_insecure,
+                                                         const PluginTrust& trust) {
   auto fail = [&](const std::string& why) -> PluginLoadError {
     return PluginLoadError("plugin '" + path.string() + "': " + why);
   };
@@ -186,25 +204,56 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
   if (!std::filesystem::is_regular_file(path, fs_error)) {
     throw fail(std::filesystem::exists(path, fs_error) ? "not a regular file" : "no such file");
   }
+  std::shared_ptr<PluginLibrary> library(new PluginLibrary());
+  library->path_ = path;
+  // Opened once: the checks below and the loader see this one file, whatever the path names
+  // by the time the loader runs.
+  library->fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const int fd = library->fd_.get();
+  if (fd < 0) throw fail(std::string("cannot open: ") + std::strerror(errno));
   if (!allow_insecure) {
     if (auto secure = checkFileSecurity(path); !secure) {
       throw fail("refused: " + secure.error().message);
     }
+    struct stat opened {};
+    struct stat named {};
+    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
+        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
+      throw fail("refused: the file was replaced while it was being checked");
+    }
   }
-  if (!looksLikeElf(path)) throw fail("not a shared library (no ELF header)");
-
-  std::shared_ptr<PluginLibrary> library(new PluginLibrary());
-  library->path_ = path;
+  if (!looksLikeElf(fd)) throw fail("not a shared library (no ELF header)");
+  if (trust.policy != PluginTrust::Policy::kAny) {
+    auto bytes = readAll(fd);
+    if (!bytes) throw fail(bytes.error().message);
+    auto trusted = checkTrust(trust, path, *bytes);
+    if (!trusted) {
+      metrics::defaultRegistry()
+          .counter("dockhand_plugin_refusals_total",
+                   "Plugin files the plugin_trust policy refused to load (docs/plugins.md, "
+                   "\"Trust\").",
+                   {"policy"})
+          .labels({std::string(toString(trust.policy))})
+          .inc();
+      throw fail(trusted.error().message);
+    }
+    library->trusted_by_ = std::move(*trusted);
+  } else {
+    library->trusted_by_ = "any";
+  }
+  // The loader maps the descriptor checked above, by its /proc name (unique while it is open).
+  const std::string loaded_name = "/proc/self/fd/" + std::to_string(fd);
   boost::dll::fs::error_code ec;
-  library->library_.load(boost::dll::fs::path(path.string()),
+  library->library_.load(boost::dll::fs::path(loaded_name),
                          boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec || !library->library_.is_loaded()) {
     // Boost.DLL drops dlerror()'s text; ask the loader once more for it.
     std::string reason = ec ? ec.message() : "unknown error";
-    if (void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    if (void* handle = ::dlopen(loaded_name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       ::dlclose(handle);
     } else if (const char* text = ::dlerror()) {
       reason = text;
+      if (reason.rfind(loaded_name + ": ", 0) == 0) reason.erase(0, loaded_name.size() + 2);
     }
     throw fail("cannot load: " + reason);
   }

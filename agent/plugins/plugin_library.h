@@ -8,6 +8,8 @@
 // is unloaded only after the last instance created from it was destroyed.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -18,6 +20,7 @@
 #include "dockhand/base/result.h"
 #include "dockhand/plugin.h"
 #include "plugins/plugin_error.h"
+#include "plugins/plugin_trust.h"
 
 namespace dockhand::agent {
 
@@ -27,7 +30,8 @@ class PluginLibrary {
   // directory that group or others may write (or that belongs to neither root nor this
   // user) is refused before it is loaded, as sshd refuses such key files.
   static std::shared_ptr<const PluginLibrary> open(const std::filesystem::path& path,
-                                                   bool allow_insecure = false);
+                                                   bool allow_insecure = false,
+                                                   const PluginTrust& trust = {});
 
   // A plugin whose descriptor is in this process (no file, no dlopen), checked like a loaded
   // one: the seam tests use to give the host a plugin written in the test itself. `origin`
@@ -51,6 +55,8 @@ class PluginLibrary {
   const nlohmann::json& configSchema() const { return config_schema_; }
   bool implements(std::uint32_t kind) const { return (descriptor_.kinds & kind) != 0; }
 
+  // How the trust policy let the file load: "any", "catalog FILE", "signature F by KEY".
+  const std::string& trustedBy() const { return trusted_by_; }
   // "plugin 'process' (/usr/lib/dockhand/plugins/dockhand-process.so)", for messages.
   std::string label() const;
 
@@ -59,6 +65,23 @@ class PluginLibrary {
   // Checks `descriptor` and copies it and its tables; throws PluginLoadError.
   void adopt(const dh_plugin_descriptor* descriptor);
 
+  // Closes a descriptor on destruction.
+  struct Descriptor {
+    Descriptor() = default;
+    Descriptor(const Descriptor&) = delete;
+    Descriptor& operator=(const Descriptor&) = delete;
+    ~Descriptor() {
+      if (fd >= 0) ::close(fd);
+    }
+    void reset(int value) { fd = value; }
+    int get() const { return fd; }
+    int fd = -1;
+  };
+
+  // The file as opened once (open()); declared before library_ so that it closes after the
+  // library is unloaded: the loader knows the library by this descriptor's /proc name.
+  Descriptor fd_;
+  std::string trusted_by_;  // how plugin_trust let it load (checkTrust)
   boost::dll::shared_library library_;
   std::filesystem::path path_;
   dh_plugin_descriptor descriptor_{};

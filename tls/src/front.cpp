@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "dockhand/base/loaded_object.h"
 #include "dockhand/tls/tls.h"
 #include "tls_module.h"
 
@@ -35,10 +36,9 @@ std::vector<std::string> candidates() {
   if (forced != nullptr && *forced != '\0') return {forced};
   out.emplace_back(kModuleName);  // only as the copy already loaded (RTLD_NOLOAD)
   std::vector<std::filesystem::path> dirs;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&candidates), &info) != 0 && info.dli_fname != nullptr &&
-      std::strchr(info.dli_fname, '/') != nullptr) {
-    dirs.push_back(std::filesystem::path(info.dli_fname).parent_path());
+  if (const auto self = loadedObjectPath(reinterpret_cast<const void*>(&candidates));
+      self.has_parent_path()) {
+    dirs.push_back(self.parent_path());
   }
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -119,6 +119,15 @@ Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address,
                                         const Poco::Net::Context::Ptr& context) {
   if (!context) return Poco::Net::ServerSocket(address, backlog);
   return module::api().server_socket(address, backlog, context);
+}
+
+std::string signEd25519(const std::string& private_key_pem, std::string_view data) {
+  return module::api().sign_ed25519(private_key_pem, data);
+}
+
+bool verifyEd25519(const std::string& public_key_pem, std::string_view data,
+                   std::string_view signature) {
+  return module::api().verify_ed25519(public_key_pem, data, signature);
 }
 
 }  // namespace dockhand::tls

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -296,8 +297,72 @@ Poco::Net::TCPServerConnectionFactory* handshakeFirstFactory(
   return new HandshakeFirstFactory(params, factory, std::move(log));
 }
 
-constexpr Api kApi = {kApiVersion,    DOCKHAND_VERSION, &checkFiles,           &newContext,
-                      &clientSession, &serverSocket,    &handshakeFirstFactory};
+// OpenSSL's queued error, as one line ("" when there is none).
+std::string opensslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no detail";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof text);
+  return text;
+}
+
+// An Ed25519 key from PEM text: a private key (`private_key`) or a public one.
+KeyPtr ed25519Key(const std::string& pem, bool private_key) {
+  ERR_clear_error();
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  KeyPtr key(private_key ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
+                         : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+  const char* what = private_key ? "private" : "public";
+  if (!key) throw TlsError(fmt::format("not a PEM {} key: {}", what, opensslError()));
+  if (EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_ED25519) {
+    throw TlsError(
+        fmt::format("a {} key, but not an Ed25519 one (openssl genpkey -algorithm "
+                    "ed25519 makes one)",
+                    what));
+  }
+  return key;
+}
+
+struct MdContextDeleter {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+
+std::string signEd25519(const std::string& private_key_pem, std::string_view data) {
+  KeyPtr key = ed25519Key(private_key_pem, /*private_key=*/true);
+  std::unique_ptr<EVP_MD_CTX, MdContextDeleter> context(EVP_MD_CTX_new());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  std::size_t size = 0;
+  if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
+      EVP_DigestSign(context.get(), nullptr, &size, bytes, data.size()) != 1) {
+    throw TlsError("cannot sign: " + opensslError());
+  }
+  std::string signature(size, '\0');
+  if (EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &size,
+                     bytes, data.size()) != 1) {
+    throw TlsError("cannot sign: " + opensslError());
+  }
+  signature.resize(size);
+  return signature;
+}
+
+bool verifyEd25519(const std::string& public_key_pem, std::string_view data,
+                   std::string_view signature) {
+  KeyPtr key = ed25519Key(public_key_pem, /*private_key=*/false);
+  std::unique_ptr<EVP_MD_CTX, MdContextDeleter> context(EVP_MD_CTX_new());
+  if (!context || EVP_DigestVerifyInit(context.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
+    throw TlsError("cannot verify: " + opensslError());
+  }
+  const int verified = EVP_DigestVerify(
+      context.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
+      reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  ERR_clear_error();
+  return verified == 1;
+}
+
+constexpr Api kApi = {
+    kApiVersion,   DOCKHAND_VERSION,       &checkFiles,  &newContext,   &clientSession,
+    &serverSocket, &handshakeFirstFactory, &signEd25519, &verifyEd25519};
 
 }  // namespace
 

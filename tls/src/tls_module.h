@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPClientSession.h>
@@ -29,7 +30,7 @@
 namespace dockhand::tls::module {
 
 // Raised when a field of Api changes meaning or a field is added.
-inline constexpr int kApiVersion = 1;
+inline constexpr int kApiVersion = 2;
 
 struct Api {
   int api_version;
@@ -43,6 +44,10 @@ struct Api {
   Poco::Net::TCPServerConnectionFactory* (*handshake_first_factory)(
       const Poco::Net::HTTPServerParams::Ptr& params,
       const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory, HandshakeLog log);
+  // Since 2: Ed25519 signatures (tls.h).
+  std::string (*sign_ed25519)(const std::string& private_key_pem, std::string_view data);
+  bool (*verify_ed25519)(const std::string& public_key_pem, std::string_view data,
+                         std::string_view signature);
 };
 
 // The implementations, in openssl.cpp.

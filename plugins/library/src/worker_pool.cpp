@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <system_error>
 
+#include "dockhand/base/loaded_object.h"
 #include "dockhand/plugin.hpp"
 #include "task_end.h"
 
@@ -62,15 +64,12 @@ void waitFor(pid_t pid, std::chrono::milliseconds grace) {
 }  // namespace
 
 std::string WorkerPool::defaultProgram() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&WorkerPool::defaultProgram), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return {};
-  }
-  std::string path = info.dli_fname;
-  const auto slash = path.find_last_of('/');
-  return (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
-         "/dockhand-library-worker";
+  const std::filesystem::path self =
+      loadedObjectPath(reinterpret_cast<const void*>(&WorkerPool::defaultProgram));
+  if (self.empty()) return {};
+  return (self.has_parent_path() ? self.parent_path() : std::filesystem::path("."))
+      .append("dockhand-library-worker")
+      .string();
 }
 
 WorkerPool::WorkerPool(std::shared_ptr<HostGate> gate, const LibraryConfig& config,

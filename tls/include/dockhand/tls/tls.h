@@ -22,6 +22,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <Poco/Net/Context.h>
@@ -104,6 +105,15 @@ std::unique_ptr<Poco::Net::HTTPClientSession> newClientSession(
 // is null. Throws TlsError as newClientSession does, Poco's exceptions when it cannot bind.
 Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog,
                                         const Poco::Net::Context::Ptr& context);
+
+// Ed25519 signatures (signed plugins, docs/plugins.md "Trust"), in the TLS module too: the raw
+// 64-byte signature of `data` by a PEM private key (`openssl genpkey -algorithm ed25519`), and
+// whether `signature` is one by a PEM public key. Throw TlsError for a key that is not an
+// Ed25519 key of that kind (or a module that cannot be loaded); a signature that does not
+// verify is false, not an error.
+std::string signEd25519(const std::string& private_key_pem, std::string_view data);
+bool verifyEd25519(const std::string& public_key_pem, std::string_view data,
+                   std::string_view signature);
 
 // True for Poco's TLS exceptions (Poco::Net::SSLException and its subclasses). Code outside the
 // TLS module catches Poco::Exception and asks this, since catching by those types would link
