@@ -159,6 +159,17 @@ dockhand plugins list
 # killed, a block migrated to a scratch peer and read back).
 dockhand plugins check --config /etc/dockhand/agent.json || fail "dockhand plugins check failed"
 
+step "signed plugins: the package's catalog pins its own plugins as installed"
+catalog=/usr/share/dockhand/plugins.sha256
+[ -s "$catalog" ] || fail "the package ships no $catalog"
+grep -v '^#' "$catalog" | sha256sum --check --strict || fail "$catalog does not match the installed plugins"
+[ "$(grep -vc '^#' "$catalog")" -eq "$(ls /usr/lib/dockhand/plugins/*.so | wc -l)" ] \
+  || fail "$catalog does not list every installed plugin"
+# The strict policy is one line: the shipped plugins load under it with no more setup.
+echo '{"plugin_trust": {"policy": "verified"}}' > "$work/verified.json"
+dockhand plugins check --config /etc/dockhand/agent.json --config "$work/verified.json" \
+  || fail "the shipped plugins do not load under plugin_trust verified"
+
 step "the TLS module"
 # OpenSSL is in /usr/lib/dockhand/libdockhand-tls.so, loaded only with TLS on. The installed agent
 # must find it: with certificate files that do not exist, the error must come from the module's

@@ -219,7 +219,7 @@ std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<Plugin
     LoadedPlugin plugin = loadPlugin(host, spec, create, callbacks);
     if (!plugin.ok()) {
       if (spec.required) throw PluginLoadError(loadFailure(plugin));
-      logger("agent")->warn("plugin {}", loadFailure(plugin));
+      logger("agent")->warn("{}", loadFailure(plugin));
     }
     loaded.push_back(std::move(plugin));
   }

@@ -413,6 +413,57 @@ TEST_F(FaultInjectionTest, PluginsCheckReportsEachPluginThatHangsOrIsMissing) {
   EXPECT_TRUE(contains(out, "FAILED: migrate(): migrate() did not return within 1000 ms")) << out;
 }
 
+// plugin_trust "verified" with the real agent: the process plugin, pinned with `dockhand plugins
+// trust`, loads; an optional plugin nobody pinned or signed is refused, the agent registers
+// without it and counts the refusal in /metrics; made required, it stops the agent (exit 8)
+// with the refusal's words.
+TEST_F(FaultInjectionTest, PluginTrustRefusesAnUnverifiedPluginAndTheAgentOtherwiseRuns) {
+  const fs::path keys = dir.path() / "keys";
+  fs::create_directories(keys);
+  const fs::path catalog = dir.path() / "plugins.sha256";
+  // The runner, and the peer plugin the agent makes for decommission.migration at start.
+  for (const char* plugin : {"dockhand-process.so", "dockhand-peer.so"}) {
+    ChildProcess pin({agentBinary(), "plugins", "trust",
+                      (fs::path(DOCKHAND_PLUGIN_DIR) / plugin).string(), "--catalog",
+                      catalog.string()},
+                     (dir.path() / "pin.log").string());
+    ASSERT_EQ(pin.waitExit(10s), 0) << pin.output();
+  }
+  const json trust = {
+      {"policy", "verified"}, {"catalogs", {catalog.string()}}, {"keys_dir", keys.string()}};
+  FakeDriver driver;
+  const int block_port = unusedPort();
+  const auto config = writeJson(
+      "agent.json", {{"plugins",
+                      {{{"name", "process"}}, {{"path", DOCKHAND_INSTANT_RUNNER}, {"required", false}}}},
+                     {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                     {"plugin_trust", trust},
+                     {"block_port", block_port}});
+  {
+    ChildProcess agent(faultsAgent(config, driver, "t1", 1), (dir.path() / "agent.log").string());
+    ASSERT_TRUE(driver.waitForRegistration(15s)) << agent.output();
+    const std::string metrics =
+        httpGet("http://127.0.0.1:" + std::to_string(block_port) + "/metrics").body;
+    EXPECT_TRUE(contains(metrics, "dockhand_plugin_refusals_total{policy=\"verified\"} 1"))
+        << metrics;
+    EXPECT_TRUE(contains(agent.output(), "refused by plugin_trust (policy verified)"))
+        << agent.output();
+    EXPECT_TRUE(contains(agent.output(), "(optional: left out, from config /plugins/1)"))
+        << agent.output();
+  }
+  FakeDriver second;
+  const auto strict = writeJson(
+      "strict.json", {{"plugins", {{{"name", "process"}}, {{"path", DOCKHAND_INSTANT_RUNNER}}}},
+                      {"plugin_manifest_dir", (dir.path() / "no-manifests").string()},
+                      {"plugin_trust", trust}});
+  ChildProcess agent(faultsAgent(strict, second, "t2", 1), (dir.path() / "strict.log").string());
+  EXPECT_EQ(agent.waitExit(15s), toInt(ExitCode::kPluginError)) << agent.output();
+  EXPECT_TRUE(contains(agent.output(), "refused by plugin_trust (policy verified): its SHA-256"))
+      << agent.output();
+  EXPECT_TRUE(contains(agent.output(), "dockhand plugins trust " DOCKHAND_INSTANT_RUNNER))
+      << agent.output();
+}
+
 // allocate() runs on the core thread when a task with the resource starts: a call that never
 // returns fails that task after the timeout, later tasks with the resource fail at once (the
 // core thread never waits for the stuck plugin again), and the agent goes on serving.
