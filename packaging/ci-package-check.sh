@@ -30,8 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 step "tools"
-tools=(lintian rpm python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2 util-linux
-  needrestart)
+tools=(lintian rpm cpio python3-jsonschema python3-yaml adduser man-db gzip systemd iproute2
+  util-linux needrestart)
 missing=()
 for p in "${tools[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
@@ -100,6 +100,11 @@ upgrade_deb="$work/dockhand_${upgrade_version}_upgrade.deb"
 dpkg-deb --root-owner-group -b "$upgrade_root" "$upgrade_deb" >/dev/null
 export DOCKHAND_UPGRADE_DEB="$upgrade_deb"
 export DOCKHAND_UPGRADE_PROGRAM_VERSION="${program_version//[0-9]/9}"
+# And the rpm, for the hosts test's upgrade as an rpm system makes it (its %post, $1 = 2).
+if ls "$build"/packages/dockhand-[0-9]*.rpm >/dev/null 2>&1; then
+  export DOCKHAND_UPGRADE_RPM
+  DOCKHAND_UPGRADE_RPM="$(realpath "$build"/packages/dockhand-[0-9]*.rpm)"
+fi
 ls -l "$upgrade_deb"
 
 step "package contents"

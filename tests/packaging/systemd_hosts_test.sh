@@ -407,6 +407,43 @@ if [ -n "${DOCKHAND_UPGRADE_DEB:-}" ]; then
   else
     say "(needrestart is not installed here: its step is skipped)"
   fi
+
+  # ---- the upgrade as an rpm system makes it (DOCKHAND_UPGRADE_RPM, made by the package check):
+  # dnf puts the package's files in place, then runs its %post with $1 = 2 (an upgrade). There
+  # is no dnf on this machine: the files are unpacked from the rpm and its own %post is run.
+  if [ -n "${DOCKHAND_UPGRADE_RPM:-}" ]; then
+    for tool in rpm rpm2cpio cpio; do
+      command -v "$tool" >/dev/null || fail "$tool is needed for the rpm upgrade step"
+    done
+    rpm_file="$(realpath "$DOCKHAND_UPGRADE_RPM")"
+    rpm_root="$root/rpm-root"
+    mkdir -p "$rpm_root"
+    (cd "$rpm_root" && rpm2cpio "$rpm_file" | cpio -idm --quiet) || fail "cannot unpack $rpm_file"
+    rpm -qp --qf '%{POSTIN}' "$rpm_file" > "$root/rpm-post.sh"
+    grep -q dockhand-restart-in-place "$root/rpm-post.sh" \
+      || fail "the rpm's %post does not restart the agents in place: $(cat "$root/rpm-post.sh")"
+    pid_before="$(unit_show "$stay" MainPID)"
+    restarts_before="$(unit_show "$stay" NRestarts)"
+    resumed_before="$(grep -c "agent '$stay' resumed" "$root/driver.log" || true)"
+    stay_blocks_before="$(executors "by_id['$stay']['blocks']")"
+    say "$stay: the rpm's files in place, then its %post with \$1 = 2, as dnf upgrade runs it"
+    # Replaced, not written over: running programs keep their files, as under rpm.
+    (cd "$rpm_root" && find usr -type f) | while read -r f; do
+      cp -a --remove-destination "$rpm_root/$f" "/$f"
+    done
+    in_host "$stay" sh "$root/rpm-post.sh" 2 > "$root/rpm-post.log" 2>&1 \
+      || { cat "$root/rpm-post.log"; fail "the rpm's %post on $stay"; }
+    resumed_more_than() { [ "$(grep -c "agent '$1' resumed" "$root/driver.log")" -gt "$2" ]; }
+    wait_for 60 "$stay resumed at the driver after the rpm upgrade" \
+      resumed_more_than "$stay" "$resumed_before"
+    [ "$(unit_show "$stay" MainPID)" = "$pid_before" ] \
+      || fail "$stay's MainPID changed from $pid_before on the rpm upgrade"
+    [ "$(unit_show "$stay" NRestarts)" = "$restarts_before" ] \
+      || fail "$stay's unit was restarted by the rpm upgrade"
+    wait_for 30 "$stay's $stay_blocks_before blocks listed again after the rpm upgrade" \
+      executors_say "by_id['$stay']['connected'] and by_id['$stay']['blocks'] == $stay_blocks_before"
+    say "$stay upgraded in place by the rpm's %post: MainPID $pid_before, NRestarts $restarts_before, $stay_blocks_before blocks kept"
+  fi
 fi
 
 # ---- the cut: its link goes down ---------------------------------------------------------
