@@ -53,6 +53,24 @@ std::vector<std::string> configFiles(const std::vector<std::string>& given) {
   return files;
 }
 
+// The agent's config as it would read it from `given` (see configFiles), with its defaults
+// (the scratch peer of `check` serves TLS at the agent's hostname), and the plugins it asks for.
+struct ReadConfig {
+  AgentConfig config;
+  std::vector<PluginSpec> specs;
+};
+Result<ReadConfig> readConfig(const std::vector<std::string>& given) {
+  ReadConfig read;
+  try {
+    for (const auto& file : configFiles(given)) loadConfigFile(file, read.config);
+    applyDefaults(read.config);
+    read.specs = pluginSpecs(read.config);
+  } catch (const ConfigError& e) {
+    return Error(e.what());
+  }
+  return read;
+}
+
 // Plugin log lines would interleave with the listing; keep only warnings and worse on stderr.
 void quietLogging() { spdlog::set_level(spdlog::level::warn); }
 
@@ -94,15 +112,12 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       return usage(err, "unexpected argument '" + args[i] + "'");
     }
   }
-  AgentConfig config;
-  std::vector<PluginSpec> specs;
-  try {
-    for (const auto& file : configFiles(given)) loadConfigFile(file, config);
-    specs = pluginSpecs(config);
-  } catch (const ConfigError& e) {
-    err << "dockhand: config error: " << e.what() << "\n";
+  auto read = readConfig(given);
+  if (!read) {
+    err << "dockhand: config error: " << read.error().message << "\n";
     return toInt(ExitCode::kConfigError);
   }
+  const auto& [config, specs] = *read;
   quietLogging();
   PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
                   std::chrono::milliseconds(config.plugin_call_timeout_ms), pluginTrust(config));
@@ -176,19 +191,14 @@ int check(const std::vector<std::string>& args, std::ostream& out, std::ostream&
       return usage(err, "unexpected argument '" + args[i] + "'");
     }
   }
-  AgentConfig config;
-  std::vector<PluginSpec> specs;
-  try {
-    for (const auto& file : configFiles(given)) loadConfigFile(file, config);
-    applyDefaults(config);  // the scratch peer serves TLS at the agent's hostname
-    specs = pluginSpecs(config);
-  } catch (const ConfigError& e) {
-    err << "dockhand: config error: " << e.what() << "\n";
+  auto read = readConfig(given);
+  if (!read) {
+    err << "dockhand: config error: " << read.error().message << "\n";
     return toInt(ExitCode::kConfigError);
   }
   quietLogging();
   try {
-    return checkPlugins(config, specs, options, out);
+    return checkPlugins(read->config, read->specs, options, out);
   } catch (const std::exception& e) {
     err << "dockhand: plugins check: " << e.what() << "\n";
     return toInt(ExitCode::kPluginError);
