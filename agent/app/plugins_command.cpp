@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <Poco/Base64Encoder.h>
@@ -59,14 +60,16 @@ struct ReadConfig {
   AgentConfig config;
   std::vector<PluginSpec> specs;
 };
-Result<ReadConfig> readConfig(const std::vector<std::string>& given) {
+// A config error is said on `err`, and nullopt returned.
+std::optional<ReadConfig> readConfig(const std::vector<std::string>& given, std::ostream& err) {
   ReadConfig read;
   try {
     for (const auto& file : configFiles(given)) loadConfigFile(file, read.config);
     applyDefaults(read.config);
     read.specs = pluginSpecs(read.config);
   } catch (const ConfigError& e) {
-    return Error(e.what());
+    err << "dockhand: config error: " << e.what() << "\n";
+    return std::nullopt;
   }
   return read;
 }
@@ -112,11 +115,8 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       return usage(err, "unexpected argument '" + args[i] + "'");
     }
   }
-  auto read = readConfig(given);
-  if (!read) {
-    err << "dockhand: config error: " << read.error().message << "\n";
-    return toInt(ExitCode::kConfigError);
-  }
+  auto read = readConfig(given, err);
+  if (!read) return toInt(ExitCode::kConfigError);
   const auto& [config, specs] = *read;
   quietLogging();
   PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
@@ -191,11 +191,8 @@ int check(const std::vector<std::string>& args, std::ostream& out, std::ostream&
       return usage(err, "unexpected argument '" + args[i] + "'");
     }
   }
-  auto read = readConfig(given);
-  if (!read) {
-    err << "dockhand: config error: " << read.error().message << "\n";
-    return toInt(ExitCode::kConfigError);
-  }
+  auto read = readConfig(given, err);
+  if (!read) return toInt(ExitCode::kConfigError);
   quietLogging();
   try {
     return checkPlugins(read->config, read->specs, options, out);
