@@ -274,7 +274,7 @@ void loadConfigJson(const std::string& text, const std::string& origin, AgentCon
       if (policy == "any" || policy == "verified") {
         trust.policy = policy == "any" ? PluginTrust::Policy::kAny : PluginTrust::Policy::kVerified;
       } else {
-        q.fail("policy", fmt::format("expected \"any\" or \"verified\", got '{}'", policy));
+        q.fail("policy", fmt::format(R"(expected "any" or "verified", got '{}')", policy));
       }
       if (q.has("catalogs")) {
         const auto catalogs = q.optionalStringList("catalogs");

@@ -229,9 +229,10 @@ std::vector<LoadedPlugin> loadPlugins(PluginHost& host, const std::vector<Plugin
 std::vector<LoadedPlugin> loadEveryPlugin(PluginHost& host, const AgentConfig& config,
                                           const std::vector<PluginSpec>& specs, bool create,
                                           const PluginCallbacks& callbacks) {
-  std::vector<LoadedPlugin> loaded;
-  for (const PluginSpec& spec : specs) loaded.push_back(loadPlugin(host, spec, create, callbacks));
   const auto& entries = config.decommission.migration;
+  std::vector<LoadedPlugin> loaded;
+  loaded.reserve(specs.size() + entries.size());
+  for (const PluginSpec& spec : specs) loaded.push_back(loadPlugin(host, spec, create, callbacks));
   for (std::size_t i = 0; i < entries.size(); ++i) {
     PluginSpec spec;
     spec.target = entries[i].name;

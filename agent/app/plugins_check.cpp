@@ -34,7 +34,7 @@ using nlohmann::json;
 using Millis = std::chrono::milliseconds;
 namespace fs = std::filesystem;
 
-constexpr std::size_t kScratchBlockBytes = 64 * 1024;
+constexpr std::size_t kScratchBlockBytes = std::size_t{64} * 1024;
 constexpr std::string_view kPeerId = "plugins-check-peer";
 
 // What one plugin's check found: a line per hook, and whether every one passed.
@@ -370,7 +370,7 @@ int checkPlugins(const AgentConfig& config, const std::vector<PluginSpec>& specs
   ScratchDir scratch;
   std::vector<LoadedPlugin> loaded =
       loadEveryPlugin(host, config, specs, /*create=*/true, callbacks);
-  auto payloadFor = [&options](const std::string& runner) {
+  auto payload_for = [&options](const std::string& runner) {
     for (const std::string& key : {runner, std::string()}) {
       if (auto it = options.payloads.find(key); it != options.payloads.end()) return it->second;
     }
@@ -391,7 +391,7 @@ int checkPlugins(const AgentConfig& config, const std::vector<PluginSpec>& specs
         checkDiscovery(plugin, resourcesToDiscover(config, options), report);
       }
       if (!plugin.spec.migration && (kinds & DH_KIND_TASK_RUNNER) != 0) {
-        checkRunner(plugin, next_task_id++, payloadFor(plugin.library->name()), scratch.path(),
+        checkRunner(plugin, next_task_id++, payload_for(plugin.library->name()), scratch.path(),
                     *reports, bound, report);
       }
       if (plugin.spec.migration) {

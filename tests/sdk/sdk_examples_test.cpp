@@ -161,11 +161,11 @@ TEST(SdkExamplesTest, PluginsCheckPassesEachExample) {
   const json report = json::parse(readFile(out));
   ASSERT_EQ(report["plugins"].size(), 4u) << report.dump(2);
   EXPECT_EQ(report["ok"], true);
-  auto checksOf = [&](std::size_t i) { return report["plugins"][i]["checks"].dump(); };
-  EXPECT_THAT(checksOf(0), HasSubstr("launch() and kill(): the task ended FINISHED"));
-  EXPECT_THAT(checksOf(1), HasSubstr("discover(fpga): 2 address(es) [f0, f1]"));
-  EXPECT_THAT(checksOf(2), HasSubstr("to the scratch peer http://127.0.0.1:"));
-  EXPECT_THAT(checksOf(3), HasSubstr("to the fallback store " + fallback.string()));
+  auto checks_of = [&](std::size_t i) { return report["plugins"][i]["checks"].dump(); };
+  EXPECT_THAT(checks_of(0), HasSubstr("launch() and kill(): the task ended FINISHED"));
+  EXPECT_THAT(checks_of(1), HasSubstr("discover(fpga): 2 address(es) [f0, f1]"));
+  EXPECT_THAT(checks_of(2), HasSubstr("to the scratch peer http://127.0.0.1:"));
+  EXPECT_THAT(checks_of(3), HasSubstr("to the fallback store " + fallback.string()));
   EXPECT_EQ(report["plugins"][3]["origin"], "config /decommission/migration/1");
   // Nothing of the check is left in the fallback store.
   EXPECT_TRUE(std::filesystem::is_empty(fallback));

@@ -15,7 +15,7 @@ namespace dockhand {
 inline std::filesystem::path loadedObjectPath(const void* address) {
   Dl_info info{};
   if (::dladdr(address, &info) == 0 || info.dli_fname == nullptr) return {};
-  const std::filesystem::path name = info.dli_fname;
+  std::filesystem::path name = info.dli_fname;
   if (std::string_view(info.dli_fname).rfind("/proc/self/fd/", 0) == 0) {
     std::error_code ec;
     auto target = std::filesystem::read_symlink(name, ec);
