@@ -95,6 +95,8 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
     }
   }
   Json peer_list = protocol::toJson(peers)["peers"];
+  std::set<std::string> offered;  // the only agents an answer may name (docs/plugins.md)
+  for (const auto& peer : peers) offered.insert(peer.executor_id);
   for (auto& plugin : plugins_) {
     if (remaining.empty() || cancelled_) break;
     Json blocks = Json::array();
@@ -128,6 +130,14 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
         info.checksum = found->second.checksum;
         info.executor_id = item.value("executor_id", std::string());
         info.url = item.value("location", std::string());
+        if (!info.executor_id.empty() && offered.count(info.executor_id) == 0) {
+          // Not announced: the driver would send readers to an agent that does not hold it.
+          std::string why = plugin->name() + ": answered executor_id '" + info.executor_id +
+                            "', which is not a peer it was offered; the block stays here";
+          logger("decommission")->warn("block {}: {}", info.id, why);
+          reasons[info.id] = std::move(why);
+          continue;
+        }
         result.bytes_moved += info.size;
         result.moved.push_back(std::move(info));
         reasons.erase(found->first);

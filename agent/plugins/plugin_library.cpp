@@ -265,6 +265,16 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
   return library;
 }
 
+PluginLibrary::~PluginLibrary() {
+  if (fd_.get() < 0 || !library_.is_loaded()) return;
+  const std::string loaded_name = "/proc/self/fd/" + std::to_string(fd_.get());
+  library_.unload();
+  if (void* still = ::dlopen(loaded_name.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    ::dlclose(still);
+    fd_.release();
+  }
+}
+
 std::shared_ptr<const PluginLibrary> PluginLibrary::fromDescriptor(
     const dh_plugin_descriptor* descriptor, const std::filesystem::path& origin) {
   std::shared_ptr<PluginLibrary> library(new PluginLibrary());

@@ -41,6 +41,10 @@ class PluginLibrary {
 
   PluginLibrary(const PluginLibrary&) = delete;
   PluginLibrary& operator=(const PluginLibrary&) = delete;
+  // Unloads the library. When the loader keeps it all the same (a library it cannot unload),
+  // the descriptor it is known by stays open: a later file opened on that number would
+  // otherwise be taken for it by name.
+  ~PluginLibrary();
 
   const std::filesystem::path& path() const { return path_; }
   const std::string& name() const { return name_; }
@@ -74,6 +78,7 @@ class PluginLibrary {
       if (fd >= 0) ::close(fd);
     }
     void reset(int value) { fd = value; }
+    void release() { fd = -1; }
     int get() const { return fd; }
     int fd = -1;
   };

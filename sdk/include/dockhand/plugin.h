@@ -300,10 +300,15 @@ typedef struct dh_block_migration_vtable {
   /* REQUIRED. Moves blocks off this machine. request_json:
    * {"blocks": [{"id": "shuffle_0_1_2", "path": "/...", "size": N, "checksum": "..."}],
    *  "peers": [{"executor_id": "...", "block_url": "http://..."}]}
-   * On DH_OK, *out_json = {"migrated": [{"id": "...", "location": "..."}],
+   * On DH_OK, *out_json = {"migrated": [{"id": "...", "executor_id": "...", "location": "..."}],
    *                        "failed": [{"id": "...", "reason": "..."}]}.
-   * The plugin must only report a block migrated once a complete, verified copy exists
-   * at the destination. Call thread; may block; reports progress through the host. */
+   * "executor_id" names the peer (one of "peers") that now holds the block; readers are sent
+   * there. Left out or "": the block is in the shared fallback store, where readers look it
+   * up by id ("location" is then "fallback:<id>"). A block answered as migrated to an
+   * executor_id that was not offered is not announced: it stays on this agent with that
+   * reason, for the next plugin. The plugin must only report a block migrated once a
+   * complete, verified copy exists at the destination. Call thread; may block; reports
+   * progress through the host. */
   dh_status (*migrate)(dh_plugin* self, const char* request_json, const char** out_json);
 
   /* Optional. Asks a running migrate() to return early. Any thread. */

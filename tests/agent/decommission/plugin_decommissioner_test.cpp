@@ -30,6 +30,7 @@
 #include <Poco/StreamCopier.h>
 #include <gtest/gtest.h>
 
+#include "fixture_common.h"
 #include "plugins/plugin_host.h"
 
 namespace dockhand::agent {
@@ -147,9 +148,32 @@ class FakePeer {
 constexpr const char* kDecommissioningText =
     "this agent is decommissioning and takes no new blocks; push it to another peer";
 
+// A migration plugin written here (in process): it answers every block it is asked for as
+// migrated to executor "exec-elsewhere", an agent it was never offered.
+dh_status migrateElsewhere(dh_plugin*, const char* request_json, const char** out) {
+  static std::string answer;
+  nlohmann::json migrated = nlohmann::json::array();
+  const nlohmann::json request = nlohmann::json::parse(request_json);
+  for (const auto& block : request["blocks"]) {
+    migrated.push_back(
+        {{"id", block["id"]},
+         {"executor_id", "exec-elsewhere"},
+         {"location", "http://elsewhere:7337/blocks/" + block["id"].get<std::string>()}});
+  }
+  answer = nlohmann::json{{"migrated", migrated}, {"failed", nlohmann::json::array()}}.dump();
+  *out = answer.c_str();
+  return DH_OK;
+}
+dh_block_migration_vtable gElsewhere{sizeof(dh_block_migration_vtable), &migrateElsewhere, nullptr};
+
 class PluginDecommissionerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    elsewhere_ = fixture::runnerDescriptor("elsewhere");
+    elsewhere_.kinds = DH_KIND_BLOCK_MIGRATION;
+    elsewhere_.task_runner = nullptr;
+    elsewhere_.block_migration = &gElsewhere;
+    host.add(PluginLibrary::fromDescriptor(&elsewhere_));
     char tmpl[] = "/tmp/dockhand-decommissioner-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root = tmpl;
@@ -218,6 +242,7 @@ class PluginDecommissionerTest : public ::testing::Test {
   }
 
   int peer_max_failures = 1;
+  dh_plugin_descriptor elsewhere_{};
   fs::path root;
   RecordingSink sink;
   PluginHost host{{DOCKHAND_PLUGIN_DIR}};
@@ -385,6 +410,29 @@ TEST_F(PluginDecommissionerTest, ReportsThatAreNotAboutThisPassChangeNothing) {
   EXPECT_EQ(after.blocks_moved, before.blocks_moved);
   EXPECT_EQ(after.bytes_moved, before.bytes_moved);
   EXPECT_EQ(after.blocks_moved, 3u);
+}
+
+// An answer that names an agent the plugin was not offered is not announced (readers would be
+// sent where the block is not): the block stays here with the reason, and the next plugin in
+// the list gets it.
+TEST_F(PluginDecommissionerTest, AnAnswerNamingAnAgentNotOfferedIsNotAnnounced) {
+  make({"elsewhere"});
+  ClosedPort nobody;
+  MigrationPassResult alone = pass({{"exec-9", nobody.url()}});
+  EXPECT_FALSE(alone.complete);
+  EXPECT_TRUE(alone.moved.empty());
+  ASSERT_EQ(alone.failed.size(), 3u);
+  for (const auto& [id, why] : alone.failed) {
+    EXPECT_EQ(why,
+              "elsewhere: answered executor_id 'exec-elsewhere', which is not a peer it was "
+              "offered; the block stays here")
+        << id;
+  }
+  make({"elsewhere", "fallback"});
+  MigrationPassResult next = pass({{"exec-9", nobody.url()}});
+  EXPECT_TRUE(next.complete);
+  ASSERT_EQ(next.moved.size(), 3u);
+  for (const auto& info : next.moved) EXPECT_EQ(info.url, "fallback:" + info.id);
 }
 
 }  // namespace

@@ -180,5 +180,16 @@ TEST_F(PluginTrustTest, TheLoaderMapsTheOpenedFileNotWhatThePathNamesLater) {
   EXPECT_THAT(refusal(), HasSubstr("is in no catalog"));
 }
 
+// A library the loader does not unload (the peer plugin, for one) keeps the /proc name it was
+// loaded by; the next file opened on the same descriptor number must not be taken for it.
+TEST(PluginLibraryTest, EachFileLoadsAsItselfAfterOthersWereUnloaded) {
+  for (int round = 0; round < 3; ++round) {
+    for (const char* name : {"peer", "fallback", "process"}) {
+      auto library = PluginLibrary::open(kPluginDir / ("dockhand-" + std::string(name) + ".so"));
+      EXPECT_EQ(library->name(), name) << "round " << round;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dockhand::agent
