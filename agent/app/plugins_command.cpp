@@ -8,8 +8,6 @@
 #include <optional>
 #include <sstream>
 
-#include <Poco/Base64Encoder.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/sinks/null_sink.h>
@@ -240,14 +238,10 @@ int sign(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << "dockhand: plugins sign: " << key_file << ": " << e.what() << "\n";
     return toInt(ExitCode::kPluginError);
   }
-  std::ostringstream encoded;
-  Poco::Base64Encoder encoder(encoded);
-  encoder.rdbuf()->setLineLength(0);
-  encoder << signature;
-  encoder.close();
   const auto sig_file = signatureFile(file);
-  std::ofstream(sig_file) << encoded.str() << "\n";
-  if (!std::filesystem::exists(sig_file)) {
+  std::ofstream written(sig_file);
+  written << signatureFileText(signature);
+  if (!written.flush()) {
     err << "dockhand: plugins sign: cannot write " << sig_file.string() << "\n";
     return toInt(ExitCode::kPluginError);
   }
@@ -258,7 +252,8 @@ int sign(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
 
 // `plugins trust FILE [--catalog CATALOG]`: pins FILE's SHA-256 in the operator's catalog.
 int trust(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string catalog = "/etc/dockhand/plugins.sha256";
+  // The operator's catalog: the last of the default catalogs (the package's comes first).
+  std::string catalog = defaultPluginTrust().catalogs.back().string();
   std::string file;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--catalog" && i + 1 < args.size()) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <Poco/Base64Decoder.h>
+#include <Poco/Base64Encoder.h>
 #include <Poco/SHA2Engine.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,6 +69,15 @@ std::string sha256Hex(std::string_view bytes) {
 }
 
 fs::path signatureFile(const fs::path& plugin) { return fs::path(plugin.string() + ".sig"); }
+
+std::string signatureFileText(std::string_view signature) {
+  std::ostringstream encoded;
+  Poco::Base64Encoder encoder(encoded);
+  encoder.rdbuf()->setLineLength(0);
+  encoder.write(signature.data(), static_cast<std::streamsize>(signature.size()));
+  encoder.close();
+  return encoded.str() + "\n";
+}
 
 Result<std::string> checkTrust(const PluginTrust& trust, const fs::path& path,
                                std::string_view bytes) {

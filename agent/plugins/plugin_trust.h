@@ -47,5 +47,8 @@ Result<std::string> checkTrust(const PluginTrust& trust, const std::filesystem::
 
 // The signature file of a plugin file: <file>.sig.
 std::filesystem::path signatureFile(const std::filesystem::path& plugin);
+// What a signature file holds for a raw Ed25519 `signature`: its base64 text and a newline
+// (the format checkTrust reads).
+std::string signatureFileText(std::string_view signature);
 
 }  // namespace dockhand::agent

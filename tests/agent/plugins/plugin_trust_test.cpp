@@ -10,7 +10,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <Poco/Base64Encoder.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -52,15 +51,6 @@ void writeAll(const fs::path& path, const std::string& text) {
   fs::permissions(path, fs::perms(0644));
 }
 
-std::string base64(const std::string& bytes) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(0);
-  encoder << bytes;
-  encoder.close();
-  return out.str();
-}
-
 // A directory of the test's own: a copy of the process plugin, a keys directory holding key A,
 // a catalog; the "verified" policy over them.
 class PluginTrustTest : public ::testing::Test {
@@ -90,7 +80,7 @@ class PluginTrustTest : public ::testing::Test {
     return "loaded";
   }
   void sign(const char* private_key, const std::string& bytes) {
-    writeAll(signatureFile(plugin_), base64(tls::signEd25519(private_key, bytes)) + "\n");
+    writeAll(signatureFile(plugin_), signatureFileText(tls::signEd25519(private_key, bytes)));
   }
 
   fs::path dir_;
