@@ -24,6 +24,7 @@
 #include "app/config_reload.h"
 #include "app/readiness.h"
 #include "app/systemd_notify.h"
+#include "blocks/block_fetcher.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/tls/tls.h"
@@ -321,7 +322,8 @@ std::unique_ptr<PluginDecommissioner> Agent::makeDecommissioner() {
         },
         MigrationKinds{d.shuffle_blocks, d.rdd_blocks, d.task_blocks},
         [server = server_.get()] { server->setAcceptingWrites(false); },
-        [server = server_.get()] { return server->writesInFlight(); });
+        [server = server_.get()] { return server->writesInFlight(); },
+        readersCanGet(config_.fallback_dir, kFetchTimeout, signer_, settings_.tls_client));
   } catch (const PluginLoadError& e) {
     throw StartupError(ExitCode::kPluginError, e.what(), /*config_error=*/false);
   }

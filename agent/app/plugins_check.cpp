@@ -15,10 +15,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "blocks/block_fetcher.h"
 #include "blocks/block_server.h"
 #include "blocks/block_store.h"
 #include "blocks/checksum.h"
 #include "core/exit_codes.h"
+#include "decommission/migrate_answer.h"
 #include "dockhand/protocol/messages.h"
 #include "dockhand/tls/tls.h"
 #include "executor/task_files.h"
@@ -245,28 +247,6 @@ struct ScratchPeer {
   std::string url;
 };
 
-// Where readers will look for a migrated block, as the driver tells them (docs/protocol.md):
-// on the peer it names, or, with no executor_id, in the fallback store (fallback_dir); why
-// there is no such place.
-Result<fs::path> whereReadersLook(const AgentConfig& config, const ScratchPeer& peer,
-                                  const std::string& id, const json& item) {
-  const std::string executor = item.value("executor_id", std::string());
-  if (executor == kPeerId) return peer.store.pathOf(id);
-  if (!executor.empty()) {
-    return Error(
-        fmt::format("it answered executor_id '{}', which is not the peer it was offered "
-                    "({}): readers would be sent to an agent that does not hold it",
-                    executor, kPeerId));
-  }
-  if (config.fallback_dir.empty()) {
-    return Error(
-        fmt::format("it answered no executor_id (location '{}'): readers are sent to the "
-                    "fallback store, but fallback_dir is not set",
-                    item.value("location", std::string())));
-  }
-  return fs::path(config.fallback_dir) / id;
-}
-
 void checkMigration(const AgentConfig& config, const LoadedPlugin& plugin, const fs::path& scratch,
                     Millis bound, CheckReport& report) {
   BlockMigrationPlugin migration(plugin.instance);
@@ -310,36 +290,56 @@ void checkMigration(const AgentConfig& config, const LoadedPlugin& plugin, const
       return;
     }
   }
+  // Placed and checked as the agent would (migrate_answer.h), then read back where readers
+  // would read it: the peer's store, the fallback store, or the external store's URL.
+  const Poco::Net::Context::Ptr tls_client =
+      config.tls.enabled ? tls::makeContext(config.tls, tls::Role::kClient) : nullptr;
+  const protocol::BlockInfo stored{id, bytes.size(), checksum, {}, {}};
   for (const auto& item : out.value("migrated", json::array())) {
     if (!item.is_object() || item.value("id", std::string()) != id) continue;
-    auto copy = whereReadersLook(config, *peer, id, item);
-    if (!copy) {
-      report.fail("migrate(): " + copy.error().message);
+    auto info = migratedBlock(item, stored, {std::string(kPeerId)},
+                              readersCanGet(config.fallback_dir, bound, {}, tls_client));
+    if (!info) {
+      report.fail("migrate(): " + info.error().message);
       return;
     }
+    const bool at_peer = !info->executor_id.empty();
+    const bool external = !at_peer && protocol::isExternalStoreUrl(info->url);
+    if (!at_peer && !external && config.fallback_dir.empty()) {
+      report.fail(fmt::format(
+          "migrate(): it answered the fallback store (location '{}'), but fallback_dir is not "
+          "set: the check cannot read it back where readers would",
+          item.value("location", std::string())));
+      return;
+    }
+    fs::path copy = at_peer    ? peer->store.pathOf(id)
+                    : external ? scratch / "read-back"
+                               : fs::path(config.fallback_dir) / id;
     std::string found;
     try {
-      found = checksumOfFile(*copy);
+      if (external) {
+        const std::atomic<bool> never{false};
+        fetchBlock(protocol::InputBlock{id, info->url, 0, ""}, copy, never, bound, {}, tls_client);
+      }
+      found = checksumOfFile(copy);
     } catch (const std::exception& e) {
       found = e.what();
     }
-    const bool at_peer = item.value("executor_id", std::string()) == kPeerId;
     // The check's own block out of the store again, and out of where the plugin says it put it
-    // (a file of the check's unique name only).
+    // (a file of the check's unique name only). An external store keeps it: no DELETE is owed.
     const fs::path location = item.value("location", std::string());
-    if (!at_peer) fs::remove(*copy, ec);
+    if (!at_peer) fs::remove(copy, ec);
     if (location.is_absolute() && location.filename() == id) fs::remove(location, ec);
+    const std::string where = at_peer    ? "the scratch peer " + peer->url
+                              : external ? info->url
+                                         : "the fallback store " + config.fallback_dir;
     if (found != checksum) {
-      report.fail(
-          fmt::format("migrate(): readers would look for the block at {} (answered "
-                      "location '{}'): {}",
-                      copy->string(), location.string(),
-                      found.rfind("xxh64:", 0) == 0 ? "other bytes are there" : found));
+      report.fail(fmt::format("migrate(): readers would get the block from {}: {}", where,
+                              found.rfind("xxh64:", 0) == 0 ? "other bytes are there" : found));
       return;
     }
-    report.pass(fmt::format(
-        "migrate(): one {}-byte block to {}, read back there", bytes.size(),
-        at_peer ? "the scratch peer " + peer->url : "the fallback store " + config.fallback_dir));
+    report.pass(
+        fmt::format("migrate(): one {}-byte block to {}, read back there", bytes.size(), where));
     return;
   }
   report.fail("migrate(): the answer has the block neither migrated nor failed: " +

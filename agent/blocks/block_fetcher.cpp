@@ -18,6 +18,93 @@
 
 namespace dockhand::agent {
 
+namespace {
+
+// The URL a reader of this agent can GET: https:// with TLS, else http://; why not.
+Result<Poco::URI> readableUri(const std::string& url, const Poco::Net::Context::Ptr& tls) {
+  Poco::URI uri;
+  try {
+    uri = Poco::URI(url);
+  } catch (const Poco::Exception& e) {
+    return Error("not a URL: " + e.displayText());
+  }
+  if (tls && uri.getScheme() == "http") {
+    return Error(
+        "refusing a plain http:// fetch: this agent uses TLS (every block server and store of "
+        "a TLS cluster serves https://)");
+  }
+  if (uri.getScheme() != (tls ? "https" : "http") || uri.getHost().empty()) {
+    return Error(tls ? "expected an https://HOST[:PORT]/PATH URL"
+                     : "expected an http://HOST[:PORT]/PATH URL (https:// needs the tls section)");
+  }
+  return uri;
+}
+
+// Sends `method` for `uri` (signed when `signer` is set) and returns the response's stream;
+// throws FetchError through `fail` for an answer other than 200, Poco's exceptions for the rest.
+template <typename Fail>
+std::istream& request(Poco::Net::HTTPClientSession& session, const std::string& method,
+                      const Poco::URI& uri, const protocol::auth::RequestSigner& signer,
+                      Poco::Net::HTTPResponse& response, const Fail& fail) {
+  Poco::Net::HTTPRequest request(method, uri.getPathEtc(), Poco::Net::HTTPMessage::HTTP_1_1);
+  if (signer) {
+    std::string header = signer(method, uri.getPath(), "");
+    if (!header.empty()) request.set("Authorization", header);
+  }
+  session.sendRequest(request);
+  std::istream& in = session.receiveResponse(response);
+  if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) {
+    std::string body;
+    if (method != Poco::Net::HTTPRequest::HTTP_HEAD) {
+      body.resize(512);
+      in.read(body.data(), static_cast<std::streamsize>(body.size()));
+      body.resize(static_cast<std::size_t>(in.gcount()));
+    }
+    while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+    throw fail("HTTP " + std::to_string(static_cast<int>(response.getStatus())) + " " +
+                   response.getReason() + (body.empty() ? "" : ": " + body),
+               response.getStatus() == Poco::Net::HTTPResponse::HTTP_SERVICE_UNAVAILABLE);
+  }
+  return in;
+}
+
+std::unique_ptr<Poco::Net::HTTPClientSession> session(const Poco::URI& uri,
+                                                      std::chrono::milliseconds timeout,
+                                                      const Poco::Net::Context::Ptr& tls) {
+  auto out = tls::newClientSession(uri.getHost(), uri.getPort(), tls);
+  out->setTimeout(Poco::Timespan(static_cast<long>(timeout.count() / 1000),
+                                 static_cast<long>((timeout.count() % 1000) * 1000)));
+  return out;
+}
+
+}  // namespace
+
+Result<void> probeBlock(const protocol::InputBlock& input, std::chrono::milliseconds timeout,
+                        const protocol::auth::RequestSigner& signer,
+                        const Poco::Net::Context::Ptr& tls) {
+  auto fail = [](const std::string& why, bool retryable = false) {
+    return FetchError(why, retryable);
+  };
+  auto uri = readableUri(input.url, tls);
+  if (!uri) return uri.error();
+  try {
+    auto client = session(*uri, timeout, tls);
+    Poco::Net::HTTPResponse response;
+    request(*client, Poco::Net::HTTPRequest::HTTP_HEAD, *uri, signer, response, fail);
+    if (input.size > 0 && response.hasContentLength() &&
+        static_cast<std::uint64_t>(response.getContentLength64()) != input.size) {
+      return Error("it is " + std::to_string(response.getContentLength64()) +
+                   " bytes there, expected " + std::to_string(input.size));
+    }
+    return {};
+  } catch (const FetchError& e) {
+    return Error(e.what());
+  } catch (const Poco::Exception& e) {
+    if (tls::isTlsException(e)) return Error("TLS: " + tls::explainFailure(e));
+    return Error(e.displayText());
+  }
+}
+
 void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& dest,
                 const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
                 const protocol::auth::RequestSigner& signer, const Poco::Net::Context::Ptr& tls) {
@@ -28,41 +115,12 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
   std::filesystem::path part = dest;
   part += ".part";
   try {
-    Poco::URI uri(input.url);
-    if (tls && uri.getScheme() == "http") {
-      throw fail(
-          "refusing a plain http:// fetch: this agent uses TLS (every block server of a "
-          "TLS cluster serves https://)");
-    }
-    if (uri.getScheme() != (tls ? "https" : "http") || uri.getHost().empty()) {
-      throw fail(tls ? "expected an https://HOST:PORT/blocks/<id> URL"
-                     : "expected an http://HOST:PORT/blocks/<id> URL (https:// needs the tls "
-                       "section)");
-    }
-    std::unique_ptr<Poco::Net::HTTPClientSession> session_ptr =
-        tls::newClientSession(uri.getHost(), uri.getPort(), tls);
-    Poco::Net::HTTPClientSession& session = *session_ptr;
-    session.setTimeout(Poco::Timespan(static_cast<long>(timeout.count() / 1000),
-                                      static_cast<long>((timeout.count() % 1000) * 1000)));
-    Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, uri.getPathEtc(),
-                                   Poco::Net::HTTPMessage::HTTP_1_1);
-    if (signer) {
-      std::string header = signer(Poco::Net::HTTPRequest::HTTP_GET, uri.getPath(), "");
-      if (!header.empty()) request.set("Authorization", header);
-    }
-    session.sendRequest(request);
+    auto uri = readableUri(input.url, tls);
+    if (!uri) throw fail(uri.error().message);
+    auto client = session(*uri, timeout, tls);
     Poco::Net::HTTPResponse response;
-    std::istream& in = session.receiveResponse(response);
-    if (response.getStatus() != Poco::Net::HTTPResponse::HTTP_OK) {
-      std::string body;
-      body.resize(512);
-      in.read(body.data(), static_cast<std::streamsize>(body.size()));
-      body.resize(static_cast<std::size_t>(in.gcount()));
-      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
-      throw fail("HTTP " + std::to_string(static_cast<int>(response.getStatus())) + " " +
-                     response.getReason() + (body.empty() ? "" : ": " + body),
-                 response.getStatus() == Poco::Net::HTTPResponse::HTTP_SERVICE_UNAVAILABLE);
-    }
+    std::istream& in =
+        request(*client, Poco::Net::HTTPRequest::HTTP_GET, *uri, signer, response, fail);
     std::ofstream out(part, std::ios::binary | std::ios::trunc);
     if (!out) throw fail("cannot create " + part.string());
     Xxh64 hash;

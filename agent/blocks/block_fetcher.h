@@ -1,4 +1,5 @@
-// fetchBlock: copies a block another agent serves (GET <url>) into a local file, verified.
+// fetchBlock: copies a block another agent (or an external store) serves (GET <url>) into a
+// local file, verified; probeBlock: whether it could.
 #pragma once
 
 #include <atomic>
@@ -8,10 +9,14 @@
 
 #include <Poco/Net/Context.h>
 
+#include "dockhand/base/result.h"
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
+
+// How long one read or write of a fetch may wait on the serving side.
+constexpr std::chrono::milliseconds kFetchTimeout{30000};
 
 class FetchError : public std::runtime_error {
  public:
@@ -44,6 +49,12 @@ void fetchBlock(const protocol::InputBlock& input, const std::filesystem::path& 
 void fetchBlockRetrying(const protocol::InputBlock& input, const std::filesystem::path& dest,
                         const std::atomic<bool>& cancelled, std::chrono::milliseconds timeout,
                         std::chrono::milliseconds window,
+                        const protocol::auth::RequestSigner& signer = {},
+                        const Poco::Net::Context::Ptr& tls = {});
+
+// Whether a reader of this agent could GET input.url now (same URL rule, signer and TLS as
+// fetchBlock): a HEAD answered 200, with input.size bytes when both are known. Blocking.
+Result<void> probeBlock(const protocol::InputBlock& input, std::chrono::milliseconds timeout,
                         const protocol::auth::RequestSigner& signer = {},
                         const Poco::Net::Context::Ptr& tls = {});
 

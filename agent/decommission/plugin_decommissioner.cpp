@@ -24,12 +24,14 @@ bool MigrationKinds::includes(BlockKind kind) const {
 PluginDecommissioner::PluginDecommissioner(EventSink& events, BlockStore& store,
                                            const MigrationPluginFactory& make_plugins,
                                            MigrationKinds kinds, std::function<void()> on_begin,
-                                           std::function<std::size_t()> writes_in_flight)
+                                           std::function<std::size_t()> writes_in_flight,
+                                           ReadableCheck readable)
     : events_(events),
       store_(store),
       kinds_(kinds),
       on_begin_(std::move(on_begin)),
-      writes_in_flight_(std::move(writes_in_flight)) {
+      writes_in_flight_(std::move(writes_in_flight)),
+      readable_(std::move(readable)) {
   plugins_ = make_plugins([this](std::string_view progress) { pluginProgress(progress); });
 }
 
@@ -95,7 +97,7 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
     }
   }
   Json peer_list = protocol::toJson(peers)["peers"];
-  std::set<std::string> offered;  // the only agents an answer may name (docs/plugins.md)
+  std::set<std::string> offered;  // the only agents an answer may name (migrate_answer.h)
   for (const auto& peer : peers) offered.insert(peer.executor_id);
   for (auto& plugin : plugins_) {
     if (remaining.empty() || cancelled_) break;
@@ -124,22 +126,20 @@ MigrationPassResult PluginDecommissioner::runPass(const std::vector<protocol::Pe
         if (!item.is_object() || !item.contains("id") || !item["id"].is_string()) continue;
         auto found = remaining.find(item["id"].get<std::string>());
         if (found == remaining.end()) continue;
-        protocol::BlockInfo info;
-        info.id = found->first;
-        info.size = found->second.size;
-        info.checksum = found->second.checksum;
-        info.executor_id = item.value("executor_id", std::string());
-        info.url = item.value("location", std::string());
-        if (!info.executor_id.empty() && offered.count(info.executor_id) == 0) {
-          // Not announced: the driver would send readers to an agent that does not hold it.
-          std::string why = plugin->name() + ": answered executor_id '" + info.executor_id +
-                            "', which is not a peer it was offered; the block stays here";
-          logger("decommission")->warn("block {}: {}", info.id, why);
-          reasons[info.id] = std::move(why);
+        protocol::BlockInfo stored;
+        stored.id = found->first;
+        stored.size = found->second.size;
+        stored.checksum = found->second.checksum;
+        auto info = migratedBlock(item, stored, offered, readable_);
+        if (!info) {
+          // Not announced: the driver would send readers where they cannot get it.
+          std::string why = plugin->name() + ": " + info.error().message + "; the block stays here";
+          logger("decommission")->warn("block {}: {}", stored.id, why);
+          reasons[stored.id] = std::move(why);
           continue;
         }
-        result.bytes_moved += info.size;
-        result.moved.push_back(std::move(info));
+        result.bytes_moved += info->size;
+        result.moved.push_back(std::move(*info));
         reasons.erase(found->first);
         remaining.erase(found);
       }

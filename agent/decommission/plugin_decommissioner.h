@@ -4,7 +4,8 @@
 // store holds, hands them to the first plugin in the configured order (with the peers the
 // Backend got from the driver), then what that plugin could not move to the next one, and so
 // on ("peer" first, "fallback" for the rest). A plugin reports a block migrated only once a
-// complete, verified copy exists at the destination. The result is posted to the core
+// complete, verified copy exists at the destination; the agent announces it only where a
+// reader can get it (migrate_answer.h). The result is posted to the core
 // thread; local copies are deleted only when the Backend calls release() after telling the
 // driver where they went.
 //
@@ -36,6 +37,7 @@
 #include "blocks/block_id.h"
 #include "blocks/block_store.h"
 #include "core/ports.h"
+#include "decommission/migrate_answer.h"
 #include "plugins/block_migration_plugin.h"
 
 namespace dockhand::agent {
@@ -58,11 +60,14 @@ class PluginDecommissioner final : public Decommissioner {
   // on_begin runs (on the core thread) when decommissioning starts: the agent stops the block
   // server from taking new blocks there. writes_in_flight counts the block writes (PUTs) that
   // were let in before that and have not ended: a pass that ends while one runs proves
-  // nothing (the block may land after the pass looked). Throws what `make_plugins` throws.
+  // nothing (the block may land after the pass looked). `readable` checks each place an
+  // answer names before it is announced (migrate_answer.h; empty: not checked). Throws what
+  // `make_plugins` throws.
   PluginDecommissioner(EventSink& events, BlockStore& store,
                        const MigrationPluginFactory& make_plugins, MigrationKinds kinds,
                        std::function<void()> on_begin,
-                       std::function<std::size_t()> writes_in_flight = {});
+                       std::function<std::size_t()> writes_in_flight = {},
+                       ReadableCheck readable = {});
   ~PluginDecommissioner() override;
   PluginDecommissioner(const PluginDecommissioner&) = delete;
   PluginDecommissioner& operator=(const PluginDecommissioner&) = delete;
@@ -100,6 +105,7 @@ class PluginDecommissioner final : public Decommissioner {
   MigrationKinds kinds_;
   std::function<void()> on_begin_;
   std::function<std::size_t()> writes_in_flight_;
+  ReadableCheck readable_;
   std::atomic<bool> cancelled_{false};
   std::thread pass_thread_;
   bool stopped_ = false;

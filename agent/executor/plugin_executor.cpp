@@ -62,7 +62,6 @@ bool mayHoldEntries(const std::filesystem::path& dir) {
   return found;
 }
 
-constexpr std::chrono::milliseconds kFetchTimeout{30000};
 // How long an input fetch that failed for a reason that may pass (the serving agent restarting
 // in place, a connection reset) is tried again before the task fails with fetch_failed.
 constexpr std::chrono::milliseconds kFetchRetryWindow{15000};

@@ -51,10 +51,18 @@ std::size_t BlockMap::heldBy(const std::string& holder) const {
                     [&](const auto& entry) { return entry.second.holders.count(holder) > 0; }));
 }
 
-std::map<std::string, std::size_t> BlockMap::countByHolder() const {
-  std::map<std::string, std::size_t> counts;
+BlockMap::HolderCounts BlockMap::countByHolder() const {
+  HolderCounts counts;
   for (const auto& [id, block] : blocks_) {
-    for (const auto& [holder, location] : block.holders) ++counts[holder];
+    for (const auto& [holder, location] : block.holders) {
+      if (!holder.empty()) {
+        ++counts.agents[holder];
+      } else if (protocol::isExternalStoreUrl(location)) {
+        ++counts.external;
+      } else {
+        ++counts.fallback;
+      }
+    }
   }
   return counts;
 }

@@ -51,20 +51,17 @@ Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks,
 Json DriverService::executorsJson() const {
   std::lock_guard lock(mutex_);
   const auto held = scheduler_.blocks().countByHolder();
-  auto count = [&](const std::string& holder) {
-    auto it = held.find(holder);
-    return it == held.end() ? std::size_t{0} : it->second;
-  };
   const TimePoint now = now_();
   Json list = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id), now);
+    Json entry = agentSummaryJson(agent, held.of(id), now);
     entry["decommission"] = agent.decommission;
     list.push_back(std::move(entry));
   }
   return Json{
       {"executors", std::move(list)},
-      {"fallback_blocks", count("")},
+      {"fallback_blocks", held.fallback},
+      {"external_blocks", held.external},
       {"blocks", scheduler_.blocks().size()},
       {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
 }

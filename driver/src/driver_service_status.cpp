@@ -126,13 +126,9 @@ Json DriverService::clusterJson() const {
   const TimePoint now = now_();
   // One pass over the blocks for every agent, not one per agent (1,000 agents poll-listed).
   const auto held = scheduler_.blocks().countByHolder();
-  auto count = [&](const std::string& holder) {
-    auto it = held.find(holder);
-    return it == held.end() ? std::size_t{0} : it->second;
-  };
   Json agents = Json::array();
   for (const auto& [id, agent] : scheduler_.agents()) {
-    Json entry = agentSummaryJson(agent, count(id), now);
+    Json entry = agentSummaryJson(agent, held.of(id), now);
     entry.update({{"resources", resourcesJson(agent)},
                   {"tasks_finished", agent.tasks_finished},
                   {"tasks_failed", agent.tasks_failed},
@@ -192,7 +188,8 @@ Json DriverService::clusterJson() const {
   return Json{{"driver", {{"software", driverSoftware()}}},
               {"executors", std::move(agents)},
               {"blocks", scheduler_.blocks().size()},
-              {"fallback_blocks", count("")},
+              {"fallback_blocks", held.fallback},
+      {"external_blocks", held.external},
               {"job", std::move(job)},
               {"auth", {{"required", config_.secret.has_value()}}}};
 }

@@ -281,8 +281,8 @@ bool Scheduler::onFetchFailed(std::size_t index, const std::string& reader,
   const int times = ++t.fetch_failures[failure.block_id];
   bool lost = false;
   if (const BlockLocation* block = blocks_.find(failure.block_id)) {
-    // The holder the launch read from: the one with that URL, else the fallback store (read
-    // through an agent's block server, so its URL is no holder's).
+    // The holder the launch read from: the one with that URL (an external store's too), else
+    // the fallback store (read through an agent's block server, so its URL is no holder's).
     std::optional<std::string> holder;
     for (const auto& [id, url] : block->holders) {
       if (url == failure.url) holder = id;
@@ -335,8 +335,9 @@ bool Scheduler::inputsReady(const TaskSpec& spec) const {
 
 std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& target) const {
   // A decommissioning holder is about to leave: its blocks are read once they have moved
-  // (to a peer or the fallback store), or recomputed if they never do. A disconnected one may
-  // never come back: its blocks are read once it has resumed.
+  // (to a peer or a store), or recomputed if they never do. A disconnected one may never come
+  // back: its blocks are read once it has resumed. An agent's copy is read first, then an
+  // external store's (readers GET it there), then the fallback store's.
   const std::string* on_active = nullptr;
   bool in_fallback = false;
   for (const auto& [holder, url] : block.holders) {
@@ -352,6 +353,9 @@ std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& tar
     if (on_active == nullptr || holder == target.id) on_active = &url;  // its own copy wins
   }
   if (on_active != nullptr) return *on_active;
+  if (in_fallback && protocol::isExternalStoreUrl(block.holders.at(""))) {
+    return block.holders.at("");
+  }
   if (in_fallback) {
     if (const AgentInfo* reader = fallbackReader(&target)) {
       std::string base = reader->block_url;

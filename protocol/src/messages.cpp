@@ -434,6 +434,10 @@ Heartbeat fromJson(const Json& j, Tag<Heartbeat>) {
 }
 
 // ---- Blocks ----
+bool isExternalStoreUrl(std::string_view url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
 Json toJson(const BlockInfo& m) {
   return {{"id", m.id},
           {"size", m.size},

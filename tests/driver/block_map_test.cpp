@@ -116,17 +116,25 @@ TEST(BlockMapTest, DropHolderExceptKeepsTheListedBlocksOnly) {
   EXPECT_EQ(blocks.find("b9"), nullptr) << "a kept id that was never there is not made up";
 }
 
-TEST(BlockMapTest, HeldByCountsEachHolderAndTheFallbackStoreApart) {
+TEST(BlockMapTest, HeldByCountsEachHolderAndTheStoresApart) {
   BlockMap blocks;
   blocks.add(info("b0", "a"));
   blocks.add(info("b1", "a"));
   blocks.add(info("b1", ""));
   blocks.add(info("b2", ""));
+  protocol::BlockInfo external = info("b3", "");
+  external.url = "https://store.example/dockhand/b3";
+  blocks.add(external);
   EXPECT_EQ(blocks.heldBy("a"), 2u);
-  EXPECT_EQ(blocks.heldBy(""), 2u);
+  EXPECT_EQ(blocks.heldBy(""), 3u) << "out of the agents: the fallback store and external ones";
   EXPECT_EQ(blocks.heldBy("b"), 0u);
-  const std::map<std::string, std::size_t> expected{{"", 2u}, {"a", 2u}};
-  EXPECT_EQ(blocks.countByHolder(), expected) << "the same counts in one pass";
+  const BlockMap::HolderCounts counts = blocks.countByHolder();
+  const std::map<std::string, std::size_t> agents{{"a", 2u}};
+  EXPECT_EQ(counts.agents, agents) << "the same counts in one pass";
+  EXPECT_EQ(counts.of("a"), 2u);
+  EXPECT_EQ(counts.of("b"), 0u);
+  EXPECT_EQ(counts.fallback, 2u);
+  EXPECT_EQ(counts.external, 1u);
 }
 
 TEST(BlockMapTest, AtThrowsForABlockNoHolderHas) {

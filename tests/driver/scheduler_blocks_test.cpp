@@ -245,6 +245,37 @@ TEST_F(FetchFailureTest, AFallbackBlockThatCannotBeReadIsLost) {
   EXPECT_NE(launchOf(after, "map-0"), nullptr);
 }
 
+// A block a migration put in an external store (no holder agent, an http(s) URL): readers
+// GET that URL, whichever agent they run on; a reader that cannot makes the block lost there
+// and its map runs again, as for any other holder.
+TEST_F(FetchFailureTest, AnExternalStoresBlockIsReadAtItsUrlAndRerunWhenItCannotBe) {
+  TwoStageRun run = runToReduce();
+  Actions moved;
+  protocol::BlockInfo external = block("b0", "");
+  external.url = "https://store.example:8443/dockhand/b0";
+  report("a", {external}, {"b0"}, moved);  // a moved b0 out to the store
+  EXPECT_EQ(scheduler_.blocks().countByHolder().external, 1u);
+  EXPECT_EQ(scheduler_.blocks().countByHolder().fallback, 0u);
+
+  Actions after;
+  scheduler_.onStatusUpdate(run.reduce.agent_id, fetchFailed(run.reduce, "b1"), now_, after);
+  Actions again;
+  const Action* map1 = launchOf(after, "map-1");
+  ASSERT_NE(map1, nullptr);
+  scheduler_.onStatusUpdate(map1->agent_id, status(*map1, TaskState::kFinished), now_, again);
+  report(map1->agent_id, {block("b1", map1->agent_id)}, {}, again);
+  const Action* reduce = launchOf(again, "reduce");
+  ASSERT_NE(reduce, nullptr);
+  EXPECT_EQ(reduce->task.inputs[0].url, "https://store.example:8443/dockhand/b0")
+      << "read at the store, not through a block server";
+
+  Actions lost;
+  scheduler_.onStatusUpdate(reduce->agent_id, fetchFailed(*reduce, "b0"), now_, lost);
+  EXPECT_EQ(scheduler_.blocks().find("b0"), nullptr);
+  EXPECT_NE(launchOf(lost, "map-0"), nullptr) << "the map that made b0 runs again";
+  EXPECT_EQ(scheduler_.jobState(), JobState::kRunning);
+}
+
 TEST_F(FetchFailureTest, TheSameBlockFailingMaxAttemptsTimesFailsTheJob) {
   TwoStageRun run = runToReduce(2);
   Action reduce = run.reduce;

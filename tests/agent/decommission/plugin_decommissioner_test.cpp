@@ -121,7 +121,7 @@ class FakePeer {
         std::lock_guard lock(peer->mutex_);
         if (request.getMethod() == "PUT") ++peer->puts_[uri.substr(uri.rfind('/') + 1)];
       }
-      response.setStatus(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(peer->status_));
+      response.setStatusAndReason(static_cast<Poco::Net::HTTPResponse::HTTPStatus>(peer->status_));
       response.setContentLength(static_cast<std::streamsize>(peer->text_.size()));
       response.send() << peer->text_;
     }
@@ -148,17 +148,23 @@ class FakePeer {
 constexpr const char* kDecommissioningText =
     "this agent is decommissioning and takes no new blocks; push it to another peer";
 
+// Where the in-process plugin below says each block went: these fields, with "id" added and
+// the block's id appended to "url" (a test sets it; by default an agent never offered).
+nlohmann::json gPlace = {{"executor_id", "exec-elsewhere"}};
+
 // A migration plugin written here (in process): it answers every block it is asked for as
-// migrated to executor "exec-elsewhere", an agent it was never offered.
+// migrated to gPlace, without moving anything.
 dh_status migrateElsewhere(dh_plugin*, const char* request_json, const char** out) {
   static std::string answer;
   nlohmann::json migrated = nlohmann::json::array();
   const nlohmann::json request = nlohmann::json::parse(request_json);
   for (const auto& block : request["blocks"]) {
-    migrated.push_back(
-        {{"id", block["id"]},
-         {"executor_id", "exec-elsewhere"},
-         {"location", "http://elsewhere:7337/blocks/" + block["id"].get<std::string>()}});
+    nlohmann::json item = gPlace;
+    const std::string id = block["id"].get<std::string>();
+    item["id"] = id;
+    item["location"] = "http://elsewhere:7337/blocks/" + id;
+    if (item.contains("url")) item["url"] = item["url"].get<std::string>() + "/" + id;
+    migrated.push_back(std::move(item));
   }
   answer = nlohmann::json{{"migrated", migrated}, {"failed", nlohmann::json::array()}}.dump();
   *out = answer.c_str();
@@ -182,6 +188,7 @@ class PluginDecommissionerTest : public ::testing::Test {
     for (const char* id : {"rdd_1_0", "shuffle_2_0_0", "task_3_result"}) addBlock(id, 1000);
   }
   void TearDown() override {
+    gPlace = {{"executor_id", "exec-elsewhere"}};
     decommissioner.reset();
     store.reset();
     fs::remove_all(root);
@@ -206,7 +213,7 @@ class PluginDecommissionerTest : public ::testing::Test {
   }
 
   void make(std::vector<std::string> names, MigrationKinds kinds = {},
-            std::function<std::size_t()> writes_in_flight = {}) {
+            std::function<std::size_t()> writes_in_flight = {}, ReadableCheck readable = {}) {
     decommissioner.reset();
     decommissioner = std::make_unique<PluginDecommissioner>(
         sink, *store,
@@ -217,7 +224,7 @@ class PluginDecommissionerTest : public ::testing::Test {
           for (const auto& n : names) plugins.push_back(plugin(n, progress));
           return plugins;
         },
-        kinds, nullptr, std::move(writes_in_flight));
+        kinds, nullptr, std::move(writes_in_flight), std::move(readable));
     progress_seen.clear();
   }
 
@@ -425,7 +432,8 @@ TEST_F(PluginDecommissionerTest, AnAnswerNamingAnAgentNotOfferedIsNotAnnounced) 
   for (const auto& [id, why] : alone.failed) {
     EXPECT_EQ(why,
               "elsewhere: answered executor_id 'exec-elsewhere', which is not a peer it was "
-              "offered; the block stays here")
+              "offered: readers would be sent to an agent that does not hold it; the block stays "
+              "here")
         << id;
   }
   make({"elsewhere", "fallback"});
@@ -433,6 +441,71 @@ TEST_F(PluginDecommissionerTest, AnAnswerNamingAnAgentNotOfferedIsNotAnnounced) 
   EXPECT_TRUE(next.complete);
   ASSERT_EQ(next.moved.size(), 3u);
   for (const auto& info : next.moved) EXPECT_EQ(info.url, "fallback:" + info.id);
+}
+
+// An external store (an answer with a URL): announced with that URL once a reader's HEAD there
+// finds the block whole, so the driver sends readers to it; refused, with what the HEAD got,
+// when it does not.
+TEST_F(PluginDecommissionerTest, AnExternalStoreIsAnnouncedOnlyWhereReadersFindTheBlock) {
+  FakePeer dav(200, std::string(1000, 'a'));  // every block here has 1,000 bytes
+  gPlace = {{"url", dav.url() + "/dav"}};
+  make({"elsewhere"}, {}, {}, readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {}));
+  MigrationPassResult result = pass({});
+  EXPECT_TRUE(result.complete);
+  ASSERT_EQ(result.moved.size(), 3u);
+  for (const auto& info : result.moved) {
+    EXPECT_EQ(info.executor_id, "");
+    EXPECT_EQ(info.url, dav.url() + "/dav/" + info.id);
+  }
+
+  FakePeer missing(404, "no such file");
+  gPlace = {{"url", missing.url() + "/dav"}};
+  make({"elsewhere"}, {}, {}, readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {}));
+  MigrationPassResult refused = pass({});
+  EXPECT_FALSE(refused.complete);
+  EXPECT_TRUE(refused.moved.empty());
+  ASSERT_EQ(refused.failed.size(), 3u);
+  for (const auto& [id, why] : refused.failed) {
+    EXPECT_EQ(why, "elsewhere: answered url " + missing.url() + "/dav/" + id +
+                       ", where readers cannot get it: HTTP 404 Not Found; the block stays here");
+  }
+
+  FakePeer short_copy(200, "only part");
+  gPlace = {{"url", short_copy.url()}};
+  make({"elsewhere"}, {}, {}, readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {}));
+  for (const auto& [id, why] : pass({}).failed) {
+    EXPECT_NE(why.find("it is 9 bytes there, expected 1000"), std::string::npos) << why;
+  }
+}
+
+// The other answers no reader could use: an agent and a URL at once, a URL no reader GETs, and
+// the fallback store when the block is not in it.
+TEST_F(PluginDecommissionerTest, AnswersNoReaderCouldUseAreRefusedWithTheReason) {
+  ClosedPort nobody;
+  const ReadableCheck check =
+      readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {});
+  auto firstReason = [&](nlohmann::json place, const ReadableCheck& readable) {
+    gPlace = std::move(place);
+    make({"elsewhere"}, {}, {}, readable);
+    MigrationPassResult result = pass({{"exec-9", nobody.url()}});
+    EXPECT_TRUE(result.moved.empty());
+    return result.failed.empty() ? std::string() : result.failed.front().second;
+  };
+  EXPECT_EQ(firstReason({{"executor_id", "exec-9"}, {"url", "http://store"}}, check),
+            "elsewhere: answered both executor_id 'exec-9' and url 'http://store/rdd_1_0': a "
+            "block lives in one place (a peer, or a store at a URL); the block stays here");
+  EXPECT_EQ(firstReason({{"url", "s3://bucket"}}, check),
+            "elsewhere: answered url 's3://bucket/rdd_1_0', which is no http:// or https:// URL "
+            "a reader could GET; the block stays here");
+  EXPECT_EQ(firstReason(nlohmann::json::object(), check),
+            "elsewhere: answered the fallback store, where readers cannot get it: " +
+                (root / "fallback" / "rdd_1_0").string() +
+                " is not there (No such file or directory); the block stays here");
+  // With no fallback_dir here the store is the plugin's own directory, which this agent
+  // cannot see: the answer is taken (a reader's fetch failure would rerun the map).
+  gPlace = nlohmann::json::object();
+  make({"elsewhere"}, {}, {}, readersCanGet({}, std::chrono::seconds(5), {}, {}));
+  EXPECT_EQ(pass({}).moved.size(), 3u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // BlockMap: where each block lives, as the agents' UpdateBlockInfo frames tell it (after
 // Spark's BlockManagerMaster). A block has one or more holders, each an executor id or "" for
-// the fallback store, each with the URL a reader GETs the block from. A block whose last
+// a store out of the agents (the fallback store, or an external one at an http(s) URL), each
+// with the URL a reader GETs the block from. A block whose last
 // holder goes is erased, and the call that erased it returns its id, so that the caller can
 // rerun what produced it.
 //
@@ -22,7 +23,9 @@
 namespace dockhand::driver {
 
 // Where one block lives: holder executor id -> the URL a reader GETs it from. The holder ""
-// is the fallback store (URL "fallback:<id>"), read through any agent's block server.
+// is a store out of the agents: an external store when its URL is http(s)
+// (protocol::isExternalStoreUrl), read there; else the fallback store (URL "fallback:<id>"),
+// read through any agent's block server.
 struct BlockLocation {
   std::string id;
   std::uint64_t size = 0;
@@ -53,9 +56,17 @@ class BlockMap {
   const BlockLocation& at(const std::string& id) const { return blocks_.at(id); }
   // Blocks that have `holder` among their holders ("" = the fallback store).
   std::size_t heldBy(const std::string& holder) const;
-  // heldBy() of every holder at once, in one pass ("" = the fallback store; holders of no
-  // block are absent): for listings of every agent.
-  std::map<std::string, std::size_t> countByHolder() const;
+  // heldBy() of every holder at once, in one pass: for listings of every agent.
+  struct HolderCounts {
+    std::map<std::string, std::size_t> agents;  // holders of no block are absent
+    std::size_t fallback = 0;                   // blocks in the fallback store
+    std::size_t external = 0;                   // blocks in an external store
+    std::size_t of(const std::string& agent) const {
+      auto it = agents.find(agent);
+      return it == agents.end() ? 0 : it->second;
+    }
+  };
+  HolderCounts countByHolder() const;
   std::size_t size() const { return blocks_.size(); }
   bool empty() const { return blocks_.empty(); }
 

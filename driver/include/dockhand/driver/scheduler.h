@@ -28,11 +28,11 @@
 //    active again; expireDisconnected() drops it as lost once the window has passed.
 //
 // Blocks (after Spark's BlockManagerMaster): UpdateBlockInfo tells where each block lives, at
-// one or more holders (an agent, or "" for the fallback store); a BlockMap keeps the record. A task
-// that lists "inputs" waits until every input has a holder it can be read from, and is launched
-// with TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an active holder (the
-// target agent's own copy first), or for a fallback block "<block_url of an active agent>/
-// blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
+// one or more holders (an agent, or "" for a store out of the agents); a BlockMap keeps the
+// record. A task that lists "inputs" waits until every input has a holder it can be read from,
+// and is launched with TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an
+// active holder (the target agent's own copy first), else an external store's URL, else for a
+// fallback block "<block_url of an active agent>/blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
 // reader waits until the block has moved (UpdateBlockInfo) or is lost. Nor is a disconnected
 // (held) one: the reader waits until it resumes or expires (its blocks then go with it). When an
 // agent leaves (lost, stopped, or after its decommission) its holdings go with it; a block left

@@ -93,8 +93,10 @@ struct InputBlock {
   std::string checksum;  // "xxh64:<16 hex digits>"; empty = not checked
 };
 
-// Where a block lives. `executor_id` is the holder (empty when the block is in the fallback
-// store); `url` is where a reader GETs it.
+// Where a block lives. `executor_id` is the holder, and `url` where a reader GETs it. With no
+// executor_id the block is out of the agents (docs/protocol.md 8.19): in an external store when
+// `url` is an http:// or https:// URL (isExternalStoreUrl), readers GET it there; else in the
+// cluster's shared fallback store, read through any agent's block server.
 struct BlockInfo {
   std::string id;
   std::uint64_t size = 0;
@@ -102,6 +104,10 @@ struct BlockInfo {
   std::string executor_id;
   std::string url;
 };
+
+// True for a URL a reader GETs a block from directly (http:// or https://), as opposed to a
+// fallback-store location ("fallback:<id>", a path).
+bool isExternalStoreUrl(std::string_view url);
 
 struct TaskDescription {
   std::uint64_t task_id = 0;  // unique per launch (a retry gets a new task_id)
