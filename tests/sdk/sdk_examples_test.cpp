@@ -118,7 +118,8 @@ TEST(SdkExamplesTest, InspectDescribesEachExampleWithoutCreatingIt) {
   };
   for (const auto& e : {Expected{"echo-runner", "echo", "task_runner"},
                         Expected{"listed-addresses", "listed-addresses", "resource_discovery"},
-                        Expected{"copy-to-dir", "copy-to-dir", "block_migration"}}) {
+                        Expected{"copy-to-dir", "copy-to-dir", "block_migration"},
+                        Expected{"http-put", "http-put", "block_migration"}}) {
     const auto out = dir.path() / (e.name + ".json");
     ChildProcess inspect(
         {agentBinary(), "plugins", "inspect", examplePlugin(e.example, e.name), "--json"},

@@ -300,15 +300,22 @@ typedef struct dh_block_migration_vtable {
   /* REQUIRED. Moves blocks off this machine. request_json:
    * {"blocks": [{"id": "shuffle_0_1_2", "path": "/...", "size": N, "checksum": "..."}],
    *  "peers": [{"executor_id": "...", "block_url": "http://..."}]}
-   * On DH_OK, *out_json = {"migrated": [{"id": "...", "executor_id": "...", "location": "..."}],
+   * On DH_OK, *out_json = {"migrated": [{"id": "...", <where>, "location": "..."}],
    *                        "failed": [{"id": "...", "reason": "..."}]}.
-   * "executor_id" names the peer (one of "peers") that now holds the block; readers are sent
-   * there. Left out or "": the block is in the shared fallback store, where readers look it
-   * up by id ("location" is then "fallback:<id>"). A block answered as migrated to an
-   * executor_id that was not offered is not announced: it stays on this agent with that
-   * reason, for the next plugin. The plugin must only report a block migrated once a
-   * complete, verified copy exists at the destination. Call thread; may block; reports
-   * progress through the host. */
+   * <where> says where the block now lives, and so where the driver sends readers:
+   *   "executor_id": "<peer>"    a peer, one of "peers"; readers GET it from that agent;
+   *   "url": "http(s)://..."     an external store; readers GET that URL (https:// when the
+   *                              cluster uses TLS, verified against its CA; plain http://
+   *                              otherwise);
+   *   neither                    the shared fallback store; readers GET it by id through any
+   *                              agent's block server (which reads its fallback_dir).
+   * "location" is for people (logs, progress). The agent checks each place before it tells
+   * the driver: a peer must have been offered, a URL must answer a HEAD with the block's
+   * size, a fallback block must be in this agent's fallback_dir (when it has one). A block
+   * that fails the check is not announced: it stays on this agent with the reason, for the
+   * next plugin. The plugin must only report a block migrated once a complete, verified copy
+   * exists at the destination. Call thread; may block (dockhand/cancel.hpp lets cancel()
+   * wake a blocking socket); reports progress through the host. */
   dh_status (*migrate)(dh_plugin* self, const char* request_json, const char** out_json);
 
   /* Optional. Asks a running migrate() to return early. Any thread. */
