@@ -49,8 +49,8 @@ Result<protocol::BlockInfo> migratedBlock(const protocol::Json& item,
       const std::string place = !info.executor_id.empty() ? "peer " + info.executor_id
                                 : !url.empty()            ? "url " + url
                                                           : std::string("the fallback store");
-      return Error(fmt::format("answered {}, where readers cannot get it: {}", place,
-                               can.error().message));
+      return Error(
+          fmt::format("answered {}, where readers cannot get it: {}", place, can.error().message));
     }
   }
   return info;

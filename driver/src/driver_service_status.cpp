@@ -189,7 +189,7 @@ Json DriverService::clusterJson() const {
               {"executors", std::move(agents)},
               {"blocks", scheduler_.blocks().size()},
               {"fallback_blocks", held.fallback},
-      {"external_blocks", held.external},
+              {"external_blocks", held.external},
               {"job", std::move(job)},
               {"auth", {{"required", config_.secret.has_value()}}}};
 }

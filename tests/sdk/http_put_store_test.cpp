@@ -52,20 +52,19 @@ class HttpPutStoreTest : public ::testing::Test {
 TEST_F(HttpPutStoreTest, ADecommissionedAgentsBlocksAreReadFromTheStore) {
   const fs::path job = writeShuffleJob(dir.path(), "3");
   const fs::path config = dir.path() / "agent.json";
-  writeFile(config, json{{"block_port", 0},
-                         {"decommission",
-                          {{"enabled", true},
-                           {"deadline_ms", 60000},
-                           {"check_interval_ms", 100},
-                           {"migration",
-                            {{{"name", httpPutPlugin()},
-                              {"config", {{"url", nginx->davUrl()}}}}}}}}}
-                        .dump());
+  writeFile(
+      config,
+      json{{"block_port", 0},
+           {"decommission",
+            {{"enabled", true},
+             {"deadline_ms", 60000},
+             {"check_interval_ms", 100},
+             {"migration", {{{"name", httpPutPlugin()}, {"config", {{"url", nginx->davUrl()}}}}}}}}}
+          .dump());
   int port = 0;
-  auto driver = startJobDriver(job,
-                               {"--local-agents", "0", "--min-agents", "2", "--timeout", "120",
-                                "--log-level", "info"},
-                               dir.path() / "port", dir.path() / "driver.log", port);
+  auto driver = startJobDriver(
+      job, {"--local-agents", "0", "--min-agents", "2", "--timeout", "120", "--log-level", "info"},
+      dir.path() / "port", dir.path() / "driver.log", port);
   ASSERT_NE(port, 0) << driver->output();
   auto start = [&](const std::string& id) {
     const AgentCommand command{.config = config,
@@ -78,8 +77,8 @@ TEST_F(HttpPutStoreTest, ADecommissionedAgentsBlocksAreReadFromTheStore) {
   auto a = start("agent-a");
   auto b = start("agent-b");
   auto logs = [&] {
-    return "\n--- agent-a:\n" + a->output() + "\n--- agent-b:\n" + b->output() +
-           "\n--- nginx:\n" + nginx->accessLog() + nginx->errorLog();
+    return "\n--- agent-a:\n" + a->output() + "\n--- agent-b:\n" + b->output() + "\n--- nginx:\n" +
+           nginx->accessLog() + nginx->errorLog();
   };
   ASSERT_TRUE(waitUntil(
       [&] {
@@ -119,11 +118,12 @@ TEST_F(HttpPutStoreTest, ADecommissionedAgentsBlocksAreReadFromTheStore) {
 // the plugin answered.
 TEST_F(HttpPutStoreTest, PluginsCheckReadsTheBlockBackFromTheStore) {
   const fs::path config = dir.path() / "agent.json";
-  writeFile(config, json{{"decommission",
-                          {{"migration",
-                            {{{"name", httpPutPlugin()},
-                              {"config", {{"url", nginx->davUrl() + "/check"}}}}}}}}}
-                        .dump());
+  writeFile(
+      config,
+      json{{"decommission",
+            {{"migration",
+              {{{"name", httpPutPlugin()}, {"config", {{"url", nginx->davUrl() + "/check"}}}}}}}}}
+          .dump());
   ChildProcess check({agentBinary(), "plugins", "check", "--config", config.string()},
                      (dir.path() / "check.log").string());
   ASSERT_EQ(check.waitExit(60s), 0) << check.output() << nginx->accessLog();
@@ -139,10 +139,9 @@ TEST_F(HttpPutStoreTest, AStoreThatRefusesThePutFailsTheBlockWithItsAnswer) {
   PluginHost host({});
   auto plugin = host.createBlockMigration(
       httpPutPlugin(), json{{"url", nginx->url() + "/plain"}}.dump(), [](std::string_view) {});
-  auto result = plugin->migrate(
-      json{{"blocks", {{{"id", "rdd_1_0"}, {"path", (dir.path() / "rdd_1_0").string()}}}},
-           {"peers", json::array()}}
-          .dump());
+  auto result = plugin->migrate(json{
+      {"blocks", {{{"id", "rdd_1_0"}, {"path", (dir.path() / "rdd_1_0").string()}}}},
+      {"peers", json::array()}}.dump());
   ASSERT_TRUE(result.ok()) << result.error;
   const json answer = json::parse(result.json);
   EXPECT_TRUE(answer["migrated"].empty()) << result.json;
@@ -166,13 +165,13 @@ TEST_F(HttpPutStoreTest, CancelWakesAPutBlockedOnAStoreThatStoppedReading) {
   PluginHost host({});
   auto plugin = host.createBlockMigration(
       httpPutPlugin(),
-      json{{"url", "http://127.0.0.1:" + std::to_string(silent.address().port()) + "/dav"}}
-          .dump(),
+      json{{"url", "http://127.0.0.1:" + std::to_string(silent.address().port()) + "/dav"}}.dump(),
       [](std::string_view) {});
   auto call = std::async(std::launch::async, [&] {
-    return plugin->migrate(
-        json{{"blocks", {{{"id", "rdd_2_0"}, {"path", block.string()}}}}, {"peers", json::array()}}
-            .dump());
+    return plugin->migrate(json{
+        {"blocks", {{{"id", "rdd_2_0"}, {"path", block.string()}}}},
+        {"peers",
+         json::array()}}.dump());
   });
   EXPECT_EQ(call.wait_for(1s), std::future_status::timeout) << "the PUT should block";
   plugin->cancel();

@@ -135,8 +135,8 @@ class HttpPut : public dockhand::sdk::BlockMigration {
     Fd socket(connectToStore(why));
     if (socket.fd < 0) return why;
     const std::string head = "PUT " + url_.path + "/" + id + " HTTP/1.1\r\nHost: " + url_.host +
-                             ":" + url_.port + "\r\nContent-Length: " +
-                             std::to_string(st.st_size) + "\r\nConnection: close\r\n\r\n";
+                             ":" + url_.port + "\r\nContent-Length: " + std::to_string(st.st_size) +
+                             "\r\nConnection: close\r\n\r\n";
     if (!(why = sendAll(socket.fd, head.data(), head.size())).empty()) return why;
     char buffer[1 << 16];
     for (;;) {
@@ -173,8 +173,7 @@ class HttpPut : public dockhand::sdk::BlockMigration {
     }
     int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                       found->ai_protocol);
-    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) != 0 &&
-        errno != EINPROGRESS) {
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) != 0 && errno != EINPROGRESS) {
       why = "connect to " + url_.host + ":" + url_.port + ": " + std::strerror(errno);
       ::close(fd);
       fd = -1;
@@ -185,7 +184,8 @@ class HttpPut : public dockhand::sdk::BlockMigration {
     socklen_t len = sizeof error;
     if (!(why = wait(fd, POLLOUT)).empty() ||
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0) {
-      if (why.empty()) why = "connect to " + url_.host + ":" + url_.port + ": " + std::strerror(error);
+      if (why.empty())
+        why = "connect to " + url_.host + ":" + url_.port + ": " + std::strerror(error);
       ::close(fd);
       return -1;
     }

@@ -77,8 +77,8 @@ class Cancellation {
       if (cancelled()) return Wait::kCancelled;
       int left = timeout_ms;
       if (timeout_ms >= 0) {
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                              Clock::now());
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         left = ms.count() < 0 ? 0 : static_cast<int>(ms.count());
       }
       pollfd fds[2] = {{fd, events, 0}, {fd_, POLLIN, 0}};

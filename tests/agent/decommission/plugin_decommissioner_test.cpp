@@ -482,8 +482,7 @@ TEST_F(PluginDecommissionerTest, AnExternalStoreIsAnnouncedOnlyWhereReadersFindT
 // the fallback store when the block is not in it.
 TEST_F(PluginDecommissionerTest, AnswersNoReaderCouldUseAreRefusedWithTheReason) {
   ClosedPort nobody;
-  const ReadableCheck check =
-      readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {});
+  const ReadableCheck check = readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {});
   auto firstReason = [&](nlohmann::json place, const ReadableCheck& readable) {
     gPlace = std::move(place);
     make({"elsewhere"}, {}, {}, readable);

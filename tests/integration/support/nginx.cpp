@@ -35,30 +35,47 @@ Nginx::Nginx(fs::path dir) : dir_(std::move(dir)) {
   const std::string d = dir_.string();
   writeFile(dir_ / "nginx.conf",
             "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-            "pid " + d + "/nginx.pid;\nerror_log " + d + "/error.log info;\n"
-            "events { worker_connections 64; }\n"
-            "http {\n"
-            "  log_format requests '$request_method $request_uri $status $body_bytes_sent';\n"
-            "  access_log " + d + "/access.log requests;\n"
-            "  client_body_temp_path " + d + "/temp/body;\n"
-            "  proxy_temp_path " + d + "/temp/proxy;\n"
-            "  fastcgi_temp_path " + d + "/temp/fastcgi;\n"
-            "  uwsgi_temp_path " + d + "/temp/uwsgi;\n"
-            "  scgi_temp_path " + d + "/temp/scgi;\n"
-            "  client_max_body_size 0;\n"
-            "  server {\n"
-            "    listen 127.0.0.1:" + std::to_string(port_) + ";\n"
-            "    root " + d + "/www;\n"
-            "    location /dav/ {\n"
-            "      dav_methods PUT DELETE;\n"
-            "      create_full_put_path on;\n"
-            "      dav_access user:rw group:r all:r;\n"
-            "    }\n"
-            "  }\n"
-            "}\n");
+            "pid " +
+                d + "/nginx.pid;\nerror_log " + d +
+                "/error.log info;\n"
+                "events { worker_connections 64; }\n"
+                "http {\n"
+                "  log_format requests '$request_method $request_uri $status $body_bytes_sent';\n"
+                "  access_log " +
+                d +
+                "/access.log requests;\n"
+                "  client_body_temp_path " +
+                d +
+                "/temp/body;\n"
+                "  proxy_temp_path " +
+                d +
+                "/temp/proxy;\n"
+                "  fastcgi_temp_path " +
+                d +
+                "/temp/fastcgi;\n"
+                "  uwsgi_temp_path " +
+                d +
+                "/temp/uwsgi;\n"
+                "  scgi_temp_path " +
+                d +
+                "/temp/scgi;\n"
+                "  client_max_body_size 0;\n"
+                "  server {\n"
+                "    listen 127.0.0.1:" +
+                std::to_string(port_) +
+                ";\n"
+                "    root " +
+                d +
+                "/www;\n"
+                "    location /dav/ {\n"
+                "      dav_methods PUT DELETE;\n"
+                "      create_full_put_path on;\n"
+                "      dav_access user:rw group:r all:r;\n"
+                "    }\n"
+                "  }\n"
+                "}\n");
   process_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{binary(), "-p", d, "-e", d + "/error.log", "-c",
-                               d + "/nginx.conf"},
+      std::vector<std::string>{binary(), "-p", d, "-e", d + "/error.log", "-c", d + "/nginx.conf"},
       d + "/nginx.out");
   const bool up = waitUntil(
       [&] {

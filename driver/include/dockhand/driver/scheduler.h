@@ -32,13 +32,13 @@
 // record. A task that lists "inputs" waits until every input has a holder it can be read from,
 // and is launched with TaskDescription.inputs = [{id, url, size, checksum}]: the URL of an
 // active holder (the target agent's own copy first), else an external store's URL, else for a
-// fallback block "<block_url of an active agent>/blocks/<id>". A decommissioning holder is never read from: it is about to leave, so the
-// reader waits until the block has moved (UpdateBlockInfo) or is lost. Nor is a disconnected
-// (held) one: the reader waits until it resumes or expires (its blocks then go with it). When an
-// agent leaves (lost, stopped, or after its decommission) its holdings go with it; a block left
-// with no holder is lost, and if a task that reads it has not finished yet, the task that produced
-// it runs again (counted in reruns_for_lost_blocks). A decommissioning agent takes no new tasks and
-// is no peer for block migration.
+// fallback block "<block_url of an active agent>/blocks/<id>". A decommissioning holder is never
+// read from: it is about to leave, so the reader waits until the block has moved (UpdateBlockInfo)
+// or is lost. Nor is a disconnected (held) one: the reader waits until it resumes or expires (its
+// blocks then go with it). When an agent leaves (lost, stopped, or after its decommission) its
+// holdings go with it; a block left with no holder is lost, and if a task that reads it has not
+// finished yet, the task that produced it runs again (counted in reruns_for_lost_blocks). A
+// decommissioning agent takes no new tasks and is no peer for block migration.
 //
 // Fetch failures (after Spark's FetchFailed): a task that reports FAILED with `fetch_failed`
 // could not read one of its inputs from the URL its launch named. That holder is taken as not
