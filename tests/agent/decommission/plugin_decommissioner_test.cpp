@@ -483,20 +483,20 @@ TEST_F(PluginDecommissionerTest, AnExternalStoreIsAnnouncedOnlyWhereReadersFindT
 TEST_F(PluginDecommissionerTest, AnswersNoReaderCouldUseAreRefusedWithTheReason) {
   ClosedPort nobody;
   const ReadableCheck check = readersCanGet(root / "fallback", std::chrono::seconds(5), {}, {});
-  auto firstReason = [&](nlohmann::json place, const ReadableCheck& readable) {
+  auto first_reason = [&](nlohmann::json place, const ReadableCheck& readable) {
     gPlace = std::move(place);
     make({"elsewhere"}, {}, {}, readable);
     MigrationPassResult result = pass({{"exec-9", nobody.url()}});
     EXPECT_TRUE(result.moved.empty());
     return result.failed.empty() ? std::string() : result.failed.front().second;
   };
-  EXPECT_EQ(firstReason({{"executor_id", "exec-9"}, {"url", "http://store"}}, check),
+  EXPECT_EQ(first_reason({{"executor_id", "exec-9"}, {"url", "http://store"}}, check),
             "elsewhere: answered both executor_id 'exec-9' and url 'http://store/rdd_1_0': a "
             "block lives in one place (a peer, or a store at a URL); the block stays here");
-  EXPECT_EQ(firstReason({{"url", "s3://bucket"}}, check),
+  EXPECT_EQ(first_reason({{"url", "s3://bucket"}}, check),
             "elsewhere: answered url 's3://bucket/rdd_1_0', which is no http:// or https:// URL "
             "a reader could GET; the block stays here");
-  EXPECT_EQ(firstReason(nlohmann::json::object(), check),
+  EXPECT_EQ(first_reason(nlohmann::json::object(), check),
             "elsewhere: answered the fallback store, where readers cannot get it: " +
                 (root / "fallback" / "rdd_1_0").string() +
                 " is not there (No such file or directory); the block stays here");
