@@ -339,10 +339,10 @@ std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& tar
   // back: its blocks are read once it has resumed. An agent's copy is read first, then an
   // external store's (readers GET it there), then the fallback store's.
   const std::string* on_active = nullptr;
-  bool in_fallback = false;
+  const std::string* out_of_agents = nullptr;  // the holder "": a store's URL or "fallback:<id>"
   for (const auto& [holder, url] : block.holders) {
     if (holder.empty()) {
-      in_fallback = true;
+      out_of_agents = &url;
       continue;
     }
     auto agent = agents_.find(holder);
@@ -353,10 +353,10 @@ std::string Scheduler::inputUrl(const BlockLocation& block, const AgentInfo& tar
     if (on_active == nullptr || holder == target.id) on_active = &url;  // its own copy wins
   }
   if (on_active != nullptr) return *on_active;
-  if (in_fallback && protocol::isExternalStoreUrl(block.holders.at(""))) {
-    return block.holders.at("");
+  if (out_of_agents != nullptr && protocol::isExternalStoreUrl(*out_of_agents)) {
+    return *out_of_agents;
   }
-  if (in_fallback) {
+  if (out_of_agents != nullptr) {
     if (const AgentInfo* reader = fallbackReader(&target)) {
       std::string base = reader->block_url;
       while (!base.empty() && base.back() == '/') base.pop_back();

@@ -141,12 +141,7 @@ class ShuffleJobDecommissionTest : public ::testing::Test {
     return std::make_unique<ChildProcess>(command.argv(), (dir.path() / (id + ".log")).string());
   }
 
-  bool allMapsStarted() const {
-    for (int m = 0; m < kMaps; ++m) {
-      if (!fs::exists(dir.path() / ("started-" + std::to_string(m)))) return false;
-    }
-    return true;
-  }
+  bool allMapsStarted() const { return shuffleMapsStarted(dir.path()); }
 
   // What every variant checks once the driver has exited.
   void expectJobSucceededWithoutMapReruns(const ChildProcess& driver, const std::string& logs) {

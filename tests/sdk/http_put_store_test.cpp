@@ -80,14 +80,7 @@ TEST_F(HttpPutStoreTest, ADecommissionedAgentsBlocksAreReadFromTheStore) {
     return "\n--- agent-a:\n" + a->output() + "\n--- agent-b:\n" + b->output() + "\n--- nginx:\n" +
            nginx->accessLog() + nginx->errorLog();
   };
-  ASSERT_TRUE(waitUntil(
-      [&] {
-        for (int m = 0; m < kShuffleMaps; ++m) {
-          if (!fs::exists(dir.path() / ("started-" + std::to_string(m)))) return false;
-        }
-        return true;
-      },
-      30s))
+  ASSERT_TRUE(waitUntil([&] { return shuffleMapsStarted(dir.path()); }, 30s))
       << driver->output() << logs();
   ChildProcess command(
       {driverBinary(), "decommission", "agent-a", "--driver", "127.0.0.1:" + std::to_string(port)},

@@ -19,6 +19,14 @@ inline std::string shuffleBlockId(int map, int reduce) {
   return "shuffle_0_" + std::to_string(map) + "_" + std::to_string(reduce);
 }
 
+// Whether every map of the job written under `dir` has started (left its marker).
+inline bool shuffleMapsStarted(const std::filesystem::path& dir) {
+  for (int m = 0; m < kShuffleMaps; ++m) {
+    if (!std::filesystem::exists(dir / ("started-" + std::to_string(m)))) return false;
+  }
+  return true;
+}
+
 // Writes the job to <dir>/job.json ("name": "shuffle", max_attempts 2, sum of the results).
 inline std::filesystem::path writeShuffleJob(const std::filesystem::path& dir,
                                              const std::string& map_seconds) {
