@@ -9,6 +9,7 @@
 #include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/driver/driver_service.h"
+#include "dockhand/protocol/result_value.h"
 
 namespace dockhand::driver {
 
@@ -64,8 +65,7 @@ void DriverService::resultFetched(const std::string& agent_id, protocol::StatusU
                                   const std::string& error) {
   const TaskLogScope scope(update.task_id, agent_id);
   if (bytes) {
-    const Json value = resultValue(*bytes);
-    for (const auto& [key, text] : value.items()) update.result[key] = text;
+    protocol::putResultValue(update.result, *bytes);
     {
       // The fetcher removed the block on the agent once it had the bytes.
       std::lock_guard lock(mutex_);

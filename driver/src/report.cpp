@@ -124,10 +124,9 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
       "agent loss{}; wall {:.2f}s",
       job.name, toString(state), p.total, p.finished, p.failed, p.total - p.finished - p.failed,
       p.retries, p.relaunches_after_loss,
-      writesBlocks(job)
-          ? fmt::format(", {} map tasks rerun for lost blocks, {} failed fetches",
-                        p.reruns_for_lost_blocks, p.fetch_failures)
-          : std::string(),
+      writesBlocks(job) ? fmt::format(", {} map tasks rerun for lost blocks, {} failed fetches",
+                                      p.reruns_for_lost_blocks, p.fetch_failures)
+                        : std::string(),
       static_cast<double>(wall.count()) / 1000.0);
   if (sum) {
     line += fmt::format("; sum={}", formatNumber(sum->sum));

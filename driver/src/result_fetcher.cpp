@@ -3,9 +3,7 @@
 #include <xxhash.h>
 
 #include <memory>
-#include <sstream>
 
-#include <Poco/Base64Encoder.h>
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/HTTPRequest.h>
@@ -138,58 +136,6 @@ void removeResultBlock(const ResultBlock& block, const ResultFetchOptions& optio
   } catch (const std::exception& e) {
     throw fetchError(block, std::string("DELETE: ") + e.what());
   }
-}
-
-bool isUtf8(const std::string& bytes) {
-  std::size_t i = 0;
-  const std::size_t n = bytes.size();
-  while (i < n) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    std::size_t extra = 0;
-    std::uint32_t code = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-      code = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      code = c & 0x0Fu;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      code = c & 0x07u;
-    } else {
-      return false;
-    }
-    if (i + extra >= n) return false;
-    for (std::size_t k = 1; k <= extra; ++k) {
-      const auto next = static_cast<unsigned char>(bytes[i + k]);
-      if ((next & 0xC0u) != 0x80u) return false;
-      code = (code << 6) | (next & 0x3Fu);
-    }
-    // No overlong forms, no surrogates, nothing above U+10FFFF.
-    if ((extra == 2 && code < 0x800) || (extra == 3 && code < 0x10000) ||
-        (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) {
-      return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
-std::string base64(const std::string& bytes) {
-  std::ostringstream out;
-  Poco::Base64Encoder encoder(out);
-  encoder.rdbuf()->setLineLength(0);
-  encoder.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  encoder.close();
-  return out.str();
-}
-
-protocol::Json resultValue(const std::string& bytes) {
-  if (isUtf8(bytes)) return {{"value", bytes}};
-  return {{"value_base64", base64(bytes)}};
 }
 
 // ---- ResultFetcher ----------------------------------------------------------------------------

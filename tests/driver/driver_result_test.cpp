@@ -301,14 +301,7 @@ TEST_F(DriverResultTest, ABlockTheAgentDidNotReportFailsTheTaskWithoutAFetch) {
   EXPECT_EQ(blocks_.requests(), 0);
 }
 
-TEST(ResultValueTest, Utf8TextStaysTextAndOtherBytesAreBase64) {
-  EXPECT_EQ(resultValue("héllo ✓"), Json({{"value", "héllo ✓"}}));
-  EXPECT_EQ(resultValue(""), Json({{"value", ""}}));
-  EXPECT_EQ(resultValue("\xc3"), Json({{"value_base64", "ww=="}}));          // cut short
-  EXPECT_EQ(resultValue("\xc0\xaf"), Json({{"value_base64", "wK8="}}));      // overlong
-  EXPECT_EQ(resultValue("\xed\xa0\x80"), Json({{"value_base64", "7aCA"}}));  // a surrogate
-  EXPECT_TRUE(isUtf8("\xf0\x9f\x98\x80"));
-  EXPECT_FALSE(isUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+TEST(ResultBlockTest, TheChecksumIsTheAgentsFormat) {
   EXPECT_EQ(blockChecksum(""), "xxh64:ef46db3751d8e999");
 }
 

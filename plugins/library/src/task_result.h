@@ -33,7 +33,4 @@ std::string reasonJson(const std::string& reason);
 // The id of the block a large result becomes: task_<task_id>_result.
 std::string resultBlockId(std::uint64_t task_id);
 
-bool isValidUtf8(std::string_view bytes);
-std::string base64(std::string_view bytes);
-
 }  // namespace dockhand::plugins::library

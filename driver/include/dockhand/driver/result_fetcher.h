@@ -73,13 +73,8 @@ std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(const std::string& h
 // fine). Blocking. Throws ResultFetchError "result block <id> from <url>: DELETE: <why>".
 void removeResultBlock(const ResultBlock& block, const ResultFetchOptions& options);
 
-// The "value" of a result's bytes: {"value": text} when they are UTF-8, else
-// {"value_base64": base64} (as the library runner reports small results).
-protocol::Json resultValue(const std::string& bytes);
-bool isUtf8(const std::string& bytes);
 // A block's checksum as the agents write it: "xxh64:<16 lower-case hex digits>".
 std::string blockChecksum(std::string_view bytes);
-std::string base64(const std::string& bytes);
 
 class ResultFetcher {
  public:
