@@ -45,6 +45,8 @@ run options:
   --linger SECONDS     after the report, keep serving (/metrics, the control API)
                        for SECONDS before stopping the agents (default 0)
   --quiet              print only the summary line
+  --results-dir DIR    write each finished task's whole value to DIR/<task name> and
+                       every task's outcome to DIR/results.json (the report cuts values)
   --log-level LEVEL    driver log level on stderr (default warn)
   --log-format FORMAT  text (default) or json: one JSON object per log line on stderr
                        (also given to the local agents)
@@ -159,6 +161,9 @@ CliOptions parseCliArgs(int argc, char** argv) {
       o.driver = value();
     } else if (arg == "--reason") {
       o.reason = value();
+    } else if (arg == "--results-dir") {
+      o.results_dir = value();
+      if (o.results_dir.empty()) throw UsageError("--results-dir needs a directory");
     } else if (arg == "--linger") {
       o.linger_s = parseNumber(arg, value(), 0, 7L * 86400);
     } else if (arg == "--keep-work-dirs") {
@@ -210,7 +215,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     if (positional.size() != 1) throw UsageError("serve takes no arguments");
     reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
                     "--keep-work-dirs", "--quiet", "--agent-config", "--decommission",
-                    "--decommission-after-ms", "--linger"},
+                    "--decommission-after-ms", "--linger", "--results-dir"},
                    "run");
     reject_options({"--driver", "--reason"}, "decommission");
   } else if (o.command == "decommission") {
@@ -221,7 +226,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     reject_options(
         {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
          "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--linger", "--launch-ahead"},
+         "--listen", "--port-file", "--linger", "--launch-ahead", "--results-dir"},
         "run or serve");
   } else if (o.command == "fetch") {
     if (positional.size() != 2) throw UsageError("fetch takes exactly one URL");
@@ -229,7 +234,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     reject_options(
         {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
          "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--linger", "--quiet", "--launch-ahead"},
+         "--listen", "--port-file", "--linger", "--quiet", "--launch-ahead", "--results-dir"},
         "run or serve");
     reject_options({"--driver", "--reason"}, "decommission");
   } else {

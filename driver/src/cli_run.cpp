@@ -32,6 +32,7 @@
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/driver/local_agents.h"
 #include "dockhand/driver/report.h"
+#include "dockhand/driver/results_dir.h"
 
 namespace dockhand::driver {
 namespace {
@@ -42,6 +43,10 @@ using std::chrono::seconds;
 
 // How long `run` lets a decommission under way finish once the job has ended.
 constexpr seconds kDecommissionGraceAtEnd{10};
+// How long the report waits for the tasks a failed job killed to say how they ended: the
+// built-in runners' longest default kill bound (the library runner's kill_timeout_ms, 10 s)
+// and a little for the link.
+constexpr seconds kKillAnswerWait{12};
 
 std::string defaultAgentBin() {
   std::error_code ec;
@@ -282,11 +287,21 @@ int runCommand(const CliOptions& o) {
   if (tty && progress_width > 0) {
     std::cout << "\r" << std::string(progress_width, ' ') << "\r" << std::flush;
   }
+  if (!interrupted) {
+    // A killed task's line shows its reason and its time once its agent says it has ended.
+    const std::size_t unanswered = service.waitForKills(SteadyClock::now() + kKillAnswerWait);
+    if (unanswered > 0) {
+      log->warn("{} killed task(s) had not said how they ended {} s after the job ended",
+                unanswered, kKillAnswerWait.count());
+    }
+  }
 
   JobState state = JobState::kNone;
+  std::vector<TaskRecord> ended_tasks;  // for --results-dir, written outside the lock
   service.inspect([&](const Scheduler& s) {
     state = s.jobState();
     const auto& tasks = s.tasks();
+    if (!o.results_dir.empty()) ended_tasks = tasks;
     if (!o.quiet) {
       std::size_t width = 4;
       for (const auto& t : tasks) width = std::max(width, t.spec.name.size());
@@ -305,6 +320,15 @@ int runCommand(const CliOptions& o) {
   log->log(stray > 0 ? spdlog::level::warn : spdlog::level::info,
            "{} stray status update(s) ignored (for a task not running on its sender)", stray);
 
+  std::optional<Result<std::size_t>> results_written;
+  if (!o.results_dir.empty()) results_written = writeResultsDir(o.results_dir, ended_tasks);
+  if (results_written && !results_written->ok()) {
+    std::cerr << "dockhand-driver: --results-dir: " << results_written->error().message << "\n";
+    if (!interrupted) return finish(static_cast<int>(DriverExit::kJobFailed), false);
+  } else if (results_written) {
+    log->info("{} task value(s) and results.json written to {}", results_written->value(),
+              o.results_dir);
+  }
   if (interrupted) return finish(static_cast<int>(DriverExit::kInterrupted), false);
   if (state == JobState::kSucceeded) return finish(static_cast<int>(DriverExit::kSuccess), false);
   return finish(static_cast<int>(DriverExit::kJobFailed), true);

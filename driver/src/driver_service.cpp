@@ -134,6 +134,12 @@ std::size_t DriverService::waitForDecommissions(TimePoint deadline) {
   return leaving();
 }
 
+std::size_t DriverService::waitForKills(TimePoint deadline) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return scheduler_.killsUnanswered() == 0; });
+  return scheduler_.killsUnanswered();
+}
+
 std::size_t DriverService::stopAgents() {
   std::lock_guard lock(mutex_);
   for (const auto& [id, connection] : agent_connections_) {

@@ -89,7 +89,8 @@ void DriverService::applyStatus(const std::string& agent_id, const protocol::Sta
   if (scheduler_.isRunningOn(update.task_id, agent_id)) metrics_.taskStatus(update.state);
   scheduler_.onStatusUpdate(agent_id, update, now, actions);
   apply(actions);
-  if (scheduler_.jobState() != before) changed_.notify_all();
+  // Once the job is over, an update may be the answer to a kill waitForKills waits for.
+  if (scheduler_.jobState() != before || before != JobState::kRunning) changed_.notify_all();
 }
 
 }  // namespace dockhand::driver

@@ -492,6 +492,12 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   schedule(now, out);
 }
 
+std::size_t Scheduler::killsUnanswered() const {
+  return static_cast<std::size_t>(std::count_if(
+      running_.begin(), running_.end(),
+      [&](const auto& r) { return r.second.job_seq == job_seq_ && r.second.kill_requested; }));
+}
+
 bool Scheduler::isRunningOn(std::uint64_t task_id, const std::string& agent_id) const {
   auto it = running_.find(task_id);
   return it != running_.end() && it->second.agent_id == agent_id;

@@ -140,6 +140,62 @@ TEST_F(DriverRunTest, FailingTaskIsRetriedThenFailsTheJob) {
   EXPECT_NE(r.out.find("job failing FAILED"), std::string::npos) << r.out;
 }
 
+TEST_F(DriverRunTest, ResultsDirHoldsEachTasksWholeValue) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  fs::path job = writeJob("long.json", R"({"name": "long", "tasks": [
+      {"name": "wide", "shell": "i=0; while [ $i -lt 300 ]; do printf 'word%d ' $i; i=$((i+1)); done"},
+      {"name": "a/b", "command": ["/bin/echo", "slash"]},
+      {"name": "a_b", "command": ["/bin/echo", "underscore"]}]})");
+  const fs::path results = dir_ / "results" / "deeper";
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--timeout", "60", "--results-dir",
+                     results.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string expected;
+  for (int i = 0; i < 300; ++i) expected += "word" + std::to_string(i) + " ";
+  EXPECT_EQ(readFile(results / "wide"), expected);
+  EXPECT_NE(r.out.find("..."), std::string::npos) << "the report cuts the value: " << r.out;
+  EXPECT_EQ(readFile(results / "a_b"), "slash\n");
+  EXPECT_EQ(readFile(results / "a_b~2"), "underscore\n");
+  const auto index = nlohmann::json::parse(readFile(results / "results.json"));
+  ASSERT_EQ(index.size(), 3U) << index.dump();
+  EXPECT_EQ(index[0]["name"], "wide");
+  EXPECT_EQ(index[0]["outcome"], "FINISHED");
+  EXPECT_EQ(index[0]["bytes"], expected.size());
+  EXPECT_EQ(index[1]["file"], "a_b");
+  EXPECT_EQ(index[2]["file"], "a_b~2");
+}
+
+TEST_F(DriverRunTest, ResultsDirThatCannotBeWrittenFailsTheRunNamingIt) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  fs::path job = writeJob("ok.json", R"({"tasks": [{"name": "one", "command": ["/bin/true"]}]})");
+  fs::path blocker = writeJob("a-file", "not a directory");
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--timeout", "60", "--results-dir",
+                     (blocker / "sub").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("--results-dir: cannot create " + (blocker / "sub").string()),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(DriverRunTest, AKilledTasksLineShowsHowItEnded) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  const std::string started = (dir_ / "slow-started").string();
+  fs::path job =
+      writeJob("kill.json", R"({"name": "killing", "max_attempts": 1, "tasks": [
+      {"name": "slow", "shell": "touch )" +
+                                started + R"(; exec sleep 60"},
+      {"name": "bad", "shell": "while [ ! -e )" +
+                                started + R"( ]; do sleep 0.05; done; sleep 0.3; exit 3"}]})");
+  RunResult r = run({"run", job.string(), "--local-agents", "1", "--timeout", "60"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  std::smatch line;
+  ASSERT_TRUE(std::regex_search(
+      r.out, line, std::regex("slow +KILLED +agent-[0-9]+ +attempts=1 +([0-9]+)ms +(.*)")))
+      << r.out;
+  EXPECT_GT(std::stol(line[1].str()), 0) << line[0];
+  EXPECT_NE(line[2].str().find("job failed"), std::string::npos) << line[0];
+}
+
 TEST_F(DriverRunTest, RetriedTaskSucceeds) {
   if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
   const std::string marker = (dir_ / "marker").string();

@@ -1,6 +1,14 @@
 #include "dockhand/driver/report.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <gtest/gtest.h>
+
+#include "dockhand/driver/results_dir.h"
 
 namespace dockhand::driver {
 namespace {
@@ -122,6 +130,38 @@ TEST(ReportTest, ProgressShowsWaitingTasksAndDecommissions) {
 TEST(ReportTest, NumbersPrintWithoutNeedlessDecimals) {
   EXPECT_EQ(formatNumber(1234567), "1234567");
   EXPECT_EQ(formatNumber(2.5), "2.5");
+}
+
+TEST(ResultsDirTest, FileNamesKeepPlainCharactersOnly) {
+  EXPECT_EQ(resultFileName("part-1.out_2"), "part-1.out_2");
+  EXPECT_EQ(resultFileName("../etc/passwd"), ".._etc_passwd");
+  EXPECT_EQ(resultFileName(".."), "_");
+  EXPECT_EQ(resultFileName(""), "_");
+  EXPECT_EQ(resultFileName("naïve task"), "na__ve_task");
+}
+
+TEST(ResultsDirTest, ALibraryValueIsWrittenAsItsBytesAndAnUnfetchedOneIsNamed) {
+  char templ[] = "/tmp/dockhand-results-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::filesystem::path dir = templ;
+  TaskRecord failed;
+  failed.spec.name = "broken";
+  failed.outcome = TaskOutcome::kFailed;
+  failed.reason = "exit code 3";
+  std::vector<TaskRecord> tasks = {finishedLibrary("bin", {{"value_base64", "AP8B"}}),
+                                   finishedLibrary("late", {{"block", "task_9_result"}}), failed};
+  auto written = writeResultsDir(dir.string(), tasks);
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  EXPECT_EQ(*written, 1U);
+  std::ifstream in(dir / "bin", std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), std::string("\x00\xff\x01", 3));
+  EXPECT_FALSE(std::filesystem::exists(dir / "late"));
+  std::ifstream index_in(dir / "results.json");
+  const Json index = Json::parse(index_in);
+  EXPECT_NE(index[1]["reason"].get<std::string>().find("task_9_result"), std::string::npos);
+  EXPECT_EQ(index[2]["outcome"], "FAILED");
+  EXPECT_EQ(index[2]["reason"], "exit code 3");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

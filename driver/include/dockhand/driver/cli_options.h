@@ -48,9 +48,10 @@ struct CliOptions {
   std::optional<int> launch_ahead;  // --launch-ahead: overrides the config's launch_ahead
   std::string decommission_id;      // run: agent to decommission; decommission: the executor
   long decommission_after_ms = 0;
-  long linger_s = 0;      // run: keep serving this long after the report
-  std::string driver;     // decommission: HOST:PORT
-  std::string fetch_url;  // fetch: the URL
+  long linger_s = 0;        // run: keep serving this long after the report
+  std::string results_dir;  // run: where each task's whole value is written
+  std::string driver;       // decommission: HOST:PORT
+  std::string fetch_url;    // fetch: the URL
   std::string reason = "dockhand-driver decommission";
   bool help = false;
   bool version = false;

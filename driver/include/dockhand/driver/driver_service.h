@@ -101,6 +101,9 @@ class DriverService : public FrameHandler {
   // Waits until no registered agent is decommissioning (each has left) or `deadline`;
   // returns how many still are.
   std::size_t waitForDecommissions(TimePoint deadline);
+  // Waits until every task the ended job killed has its final status (its reason, its
+  // duration) or `deadline`; returns how many have not.
+  std::size_t waitForKills(TimePoint deadline);
   // Sends StopExecutor to every registered agent; returns how many were told.
   std::size_t stopAgents();
 

@@ -273,6 +273,10 @@ class Scheduler {
   // Fails the running job with `reason` and kills its running tasks.
   void cancel(const std::string& reason, Actions& out);
 
+  // The job's tasks that were told to stop (the job failed or was cancelled) and whose agents
+  // have not yet said how they ended.
+  std::size_t killsUnanswered() const;
+
   // True when launch `task_id` is running on `agent_id` (a status update from it counts).
   bool isRunningOn(std::uint64_t task_id, const std::string& agent_id) const;
 
