@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -77,6 +78,21 @@ class LibraryRunnerTest : public ::testing::Test {
           return false;
         },
         10s);
+  }
+  // Runs logLine as task `id` and reads its stdout log at the URL its FINISHED update gave;
+  // then stops the agent.
+  void expectLogged(ChildProcess& agent, std::uint64_t id) {
+    launch(id, "logLine");
+    auto finished = driver.waitForStatus(id, protocol::TaskState::kFinished, 10s);
+    ASSERT_TRUE(finished) << agent.output();
+    ASSERT_EQ(finished->log_urls.count("stdout"), 1U);
+    HttpReply log = httpGet(finished->log_urls.at("stdout"));
+    EXPECT_EQ(log.status, 200) << log.body;
+    EXPECT_TRUE(std::regex_match(
+        log.body, std::regex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z INFO hello from the task\n")))
+        << log.body;
+    agent.signal(SIGTERM);
+    EXPECT_EQ(agent.waitExit(15s), 0) << agent.output();
   }
   void kill(std::uint64_t id) {
     protocol::KillTask message;
@@ -222,6 +238,20 @@ TEST_F(LibraryRunnerTest, LogLinksSayWhetherATaskHadADirectory) {
   EXPECT_NE(log_of(404).body.find("unknown task 404"), std::string::npos);
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->waitExit(15s), 0) << agent->output();
+}
+
+// A library task's stdout log is what it logged, on a thread and in a worker process alike; a
+// task that logs gets a directory for it.
+TEST_F(LibraryRunnerTest, ATasksLogLinkServesTheLinesItLogged) {
+  auto agent = startAgent(json::object());
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  expectLogged(*agent, 1);
+}
+
+TEST_F(LibraryRunnerTest, AWorkerProcessTasksLogLinkServesTheLinesItLogged) {
+  auto agent = startAgent({{"worker_processes", 1}});
+  ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
+  expectLogged(*agent, 1);
 }
 
 // Worker processes: a task that crashes costs its worker, not the agent; it is reported FAILED

@@ -104,6 +104,10 @@ class TaskContext {
   static void log(dh_task* task, std::int32_t level, const char* message);
   static const char* lastError(dh_task* task);
 
+  // Appends "<UTC time> <LEVEL> <message>" to <work_dir>/stdout, the task's log the agent
+  // serves (GET /v1/tasks/<id>/logs/stdout); the directory (when the task has none yet) and
+  // the file are made at the first line, the file closed by finish().
+  void appendToTaskLog(std::int32_t level, const char* message);
   dh_status readInputOf(const char* block_id, const void** data, std::size_t* size);
   dh_status writeOutputOf(const char* block_id, const void* data, std::size_t size);
 
@@ -116,6 +120,11 @@ class TaskContext {
   void* callback_user_ = nullptr;
   bool callback_called_ = false;
   bool finished_ = false;
+
+  // The task's log file; any thread of the task may log.
+  std::mutex log_file_mutex_;
+  int log_file_ = -1;
+  bool log_file_opened_ = false;  // tried, or finished: never (re)opened after that
 
   // The task's thread only.
   std::map<std::string, Mapping> inputs_;

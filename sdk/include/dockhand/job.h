@@ -110,7 +110,8 @@ typedef struct dh_task_api {
    * close its socket, signal its condition variable. It must not block. */
   void (*on_kill)(dh_task* task, void (*callback)(void* user), void* user);
 
-  /* Writes one line to the task's log (the agent's log, tagged with the task). */
+  /* Writes one line to the task's log, served as its stdout log ("<UTC time> <LEVEL> <message>"),
+     and to the agent's log, tagged with the task. */
   void (*log)(dh_task* task, int32_t level, const char* message);
 
   /* The message of the last failed call of this table from this thread. */
