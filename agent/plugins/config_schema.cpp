@@ -1,6 +1,9 @@
 #include "plugins/config_schema.h"
 
 #include <algorithm>
+#include <cctype>
+#include <regex>
+#include <string_view>
 
 #include "dockhand/protocol/json_reader.h"
 
@@ -49,6 +52,49 @@ bool hasType(const json& value, const std::string& type) {
 // in C++ may hold it signed).
 bool isCount(const json& value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<long long>() >= 0);
+}
+
+// RFC 3986's absolute URI, checked for its shape: a scheme, ':', then only characters a URI
+// may hold (percent-encodings well formed); http and https also need "//" and a host.
+bool isUri(std::string_view text) {
+  const auto colon = text.find(':');
+  if (colon == 0 || colon == std::string_view::npos ||
+      std::isalpha(static_cast<unsigned char>(text[0])) == 0) {
+    return false;
+  }
+  for (const char c : text.substr(0, colon)) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '+' && c != '-' && c != '.') {
+      return false;
+    }
+  }
+  const std::string_view rest = text.substr(colon + 1);
+  if (rest.empty()) return false;
+  constexpr std::string_view kAllowed = "-._~:/?#[]@!$&'()*+,;=";
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const auto c = static_cast<unsigned char>(rest[i]);
+    if (c == '%') {
+      if (i + 2 >= rest.size() || std::isxdigit(static_cast<unsigned char>(rest[i + 1])) == 0 ||
+          std::isxdigit(static_cast<unsigned char>(rest[i + 2])) == 0) {
+        return false;
+      }
+      i += 2;
+    } else if (c >= 0x80 || (std::isalnum(c) == 0 &&
+                             kAllowed.find(static_cast<char>(c)) == std::string_view::npos)) {
+      return false;
+    }
+  }
+  std::string scheme(text.substr(0, colon));
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (scheme == "http" || scheme == "https") {
+    if (rest.substr(0, 2) != "//") return false;
+    const std::string_view authority = rest.substr(2, rest.find_first_of("/?#", 2) - 2);
+    const auto at = authority.rfind('@');
+    const std::string_view host_port =
+        at == std::string_view::npos ? authority : authority.substr(at + 1);
+    if (host_port.empty() || host_port[0] == ':') return false;
+  }
+  return true;
 }
 
 std::string shortJson(const json& value) {
@@ -134,6 +180,28 @@ class Checker {
       if (length > it->get<std::size_t>()) {
         add(path, "must be at most " + it->dump() + " characters long");
       }
+    }
+    const auto& text = value.get_ref<const std::string&>();
+    if (auto it = schema.find("pattern"); it != schema.end() && it->is_string()) {
+      checkPattern(text, it->get_ref<const std::string&>(), path);
+    }
+    if (auto it = schema.find("format"); it != schema.end() && *it == "uri" && !isUri(text)) {
+      add(path, "expected a URI (scheme:..., such as https://host/path), got " + shortJson(value));
+    }
+  }
+
+  // JSON Schema's pattern: an ECMA-262 regular expression that matches somewhere in the text
+  // (not anchored unless it says so). A pattern that does not compile is the schema's fault,
+  // said as such, so that the plugin is refused rather than the value let through.
+  void checkPattern(const std::string& text, const std::string& pattern, const std::string& path) {
+    try {
+      if (!std::regex_search(text, std::regex(pattern, std::regex::ECMAScript))) {
+        add(path,
+            "must match the pattern " + json(pattern).dump() + ", got " + shortJson(json(text)));
+      }
+    } catch (const std::regex_error& e) {
+      add(path,
+          "the schema's pattern " + json(pattern).dump() + " cannot be used (" + e.what() + ")");
     }
   }
 

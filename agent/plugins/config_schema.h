@@ -11,6 +11,10 @@
 //   items                 a schema every element of an array must match
 //   minItems, maxItems    bounds on an array's length
 //   minLength, maxLength  bounds on a string's length (in bytes)
+//   pattern               an ECMA-262 regular expression the string must match somewhere
+//                         (anchor it with ^...$ to match the whole string)
+//   format                "uri" only: an absolute URI (scheme:..., http(s) with a host);
+//                         other formats are not enforced
 //
 // Other keywords ($schema, title, description, default, examples, ...) are ignored: they are
 // not enforced, so a plugin must not rely on them.

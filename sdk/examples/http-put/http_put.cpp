@@ -83,7 +83,7 @@ class HttpPut : public dockhand::sdk::BlockMigration {
  public:
   static constexpr const char* kConfigSchema = R"({
     "type": "object",
-    "properties": {"url": {"type": "string", "minLength": 8}},
+    "properties": {"url": {"type": "string", "format": "uri", "pattern": "^http://"}},
     "required": ["url"],
     "additionalProperties": false
   })";

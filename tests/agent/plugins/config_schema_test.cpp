@@ -69,5 +69,31 @@ TEST(ConfigSchemaTest, AdditionalPropertiesAsSchemaAndIgnoredKeywords) {
             "/: expected at least 1 items, got 0");
 }
 
+TEST(ConfigSchemaTest, PatternMatchesSomewhereUnlessAnchored) {
+  EXPECT_EQ(problems("bucket-7", {{"pattern", "[0-9]"}}), "");
+  EXPECT_EQ(problems("x-bucket-7", {{"pattern", "^bucket-[0-9]+$"}}),
+            R"(/: must match the pattern "^bucket-[0-9]+$", got "x-bucket-7")");
+  EXPECT_EQ(problems(7, {{"pattern", "^x$"}}), "") << "a pattern concerns strings only";
+  EXPECT_NE(problems("x", {{"pattern", "(unclosed"}})
+                .find(R"(the schema's pattern "(unclosed" cannot be used)"),
+            std::string::npos);
+}
+
+TEST(ConfigSchemaTest, FormatUriWantsAnAbsoluteUri) {
+  const json uri = {{"type", "string"}, {"format", "uri"}};
+  for (const char* good : {"https://store.example:8443/dav/blocks", "http://127.0.0.1/",
+                           "file:///var/lib/x", "s3://bucket/key?versionId=3",
+                           "urn:isbn:0451450523", "http://[::1]:80/a%20b", "HTTPS://user@host"}) {
+    EXPECT_EQ(problems(good, uri), "") << good;
+  }
+  for (const char* bad : {"", "store.example/dav", "/var/lib/x", "https://", "http:///path",
+                          "https://host/a b", "https://host/%zz", "https://host/%2", "1http://x",
+                          "ht tp://x", "mailto:", "https://:80/", "https://höst/"}) {
+    EXPECT_NE(problems(bad, uri).find("expected a URI"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(problems("not a date", {{"format", "date-time"}}), "")
+      << "other formats are not enforced";
+}
+
 }  // namespace
 }  // namespace dockhand::agent
