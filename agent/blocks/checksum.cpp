@@ -8,6 +8,8 @@
 #include <system_error>
 #include <vector>
 
+#include "dockhand/checksum.hpp"
+
 namespace dockhand::agent {
 
 Xxh64::Xxh64() : state_(XXH64_createState()) {
@@ -27,32 +29,12 @@ std::uint64_t Xxh64::value() const {
 
 std::string Xxh64::text() const { return formatChecksum(value()); }
 
-std::string formatChecksum(std::uint64_t value) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "xxh64:";
-  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(kHex[(value >> shift) & 0xf]);
-  return out;
-}
+// The format is the SDK's (dockhand/checksum.hpp), so plugins and the agent write it alike.
+std::string formatChecksum(std::uint64_t value) { return sdk::formatChecksum(value); }
 
 std::optional<std::uint64_t> parseChecksum(std::string_view text) {
-  constexpr std::string_view kPrefix = "xxh64:";
-  if (text.size() != kPrefix.size() + 16 || text.substr(0, kPrefix.size()) != kPrefix) {
-    return std::nullopt;
-  }
   std::uint64_t value = 0;
-  for (char c : text.substr(kPrefix.size())) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else {
-      return std::nullopt;
-    }
-    value = (value << 4) | static_cast<std::uint64_t>(digit);
-  }
+  if (!sdk::parseChecksum(text, value)) return std::nullopt;
   return value;
 }
 

@@ -13,11 +13,12 @@
 
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
+#include "dockhand/checksum.hpp"
 #include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
 std::string blockChecksum(std::string_view bytes) {
-  return fmt::format("xxh64:{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+  return sdk::formatChecksum(XXH64(bytes.data(), bytes.size(), 0));
 }
 
 std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(const std::string& host,

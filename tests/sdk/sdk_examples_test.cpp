@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/checksum.hpp"
 #include "dockhand/protocol/messages.h"
 #include "plugins/plugin_host.h"
 #include "support/agent_command.h"
@@ -100,7 +101,11 @@ TEST(SdkExamplesTest, CopyToDirMigratesBlocksAndReportsProgress) {
                                 json{{"directory", (dir.path() / "fallback").string()}}.dump(),
                                 [&](std::string_view p) { progress.emplace_back(p); });
   auto result = migration->migrate(json{
-      {"blocks", {{{"id", "rdd_1_2"}, {"path", (dir.path() / "rdd_1_2").string()}}}},
+      {"blocks",
+       {{{"id", "rdd_1_2"},
+         {"path", (dir.path() / "rdd_1_2").string()},
+         {"size", 11},
+         {"checksum", sdk::checksumOf("block bytes")}}}},
       {"peers", json::array()}}.dump());
   ASSERT_TRUE(result.ok()) << result.error;
   auto answer = json::parse(result.json);
@@ -109,6 +114,23 @@ TEST(SdkExamplesTest, CopyToDirMigratesBlocksAndReportsProgress) {
   EXPECT_EQ(readFile(dir.path() / "fallback" / "rdd_1_2"), "block bytes");
   ASSERT_EQ(progress.size(), 1u);
   EXPECT_EQ(json::parse(progress[0])["done"], true);
+
+  // A copy that is not the block (here: the request's checksum is another's) is not kept.
+  writeFile(dir.path() / "rdd_1_3", "other bytes");
+  result = migration->migrate(json{
+      {"blocks",
+       {{{"checksum", sdk::checksumOf("block bytes")},
+         {"id", "rdd_1_3"},
+         {"path", (dir.path() / "rdd_1_3").string()},
+         {"size", 11}}}},
+      {"peers", json::array()}}.dump());
+  ASSERT_TRUE(result.ok()) << result.error;
+  answer = json::parse(result.json);
+  EXPECT_TRUE(answer["migrated"].empty()) << result.json;
+  ASSERT_EQ(answer["failed"].size(), 1u) << result.json;
+  EXPECT_THAT(answer["failed"][0]["reason"].get<std::string>(), HasSubstr("checksum"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "fallback" / "rdd_1_3"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "fallback" / "rdd_1_3.partial"));
 }
 
 TEST(SdkExamplesTest, InspectDescribesEachExampleWithoutCreatingIt) {
