@@ -89,6 +89,10 @@ std::unique_ptr<TaskRunnerPlugin> PluginHost::createTaskRunner(const std::string
   }
   PluginCallbacks callbacks;
   callbacks.task_status = std::move(on_status);
+  // A runner may load code of its own (the library runner's job libraries): the same policy.
+  callbacks.verify_code = [trust = trust_](int fd, const std::string& path) {
+    return verifyDescriptor(trust, fd, path);
+  };
   return std::make_unique<TaskRunnerPlugin>(
       PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_timeout_));
 }

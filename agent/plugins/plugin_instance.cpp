@@ -1,5 +1,6 @@
 #include "plugins/plugin_instance.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -14,6 +15,13 @@ namespace dockhand::agent {
 namespace {
 
 std::atomic<std::int64_t> gCoreHookWarnLimitMs{100};
+
+// `text` into the plugin's buffer `out` of `size` bytes (size > 0), cut to fit, NUL-terminated.
+void copyCut(const std::string& text, char* out, std::size_t size) {
+  const std::size_t n = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
 
 // Instances left behind by their deleter: never destroyed, never unloaded (see the header).
 struct LeftBehind {
@@ -138,6 +146,26 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
   host_.log_enabled = &hostLogEnabled;
   host_.sign_request = &hostSignRequest;
   host_.unrecoverable = &hostUnrecoverable;
+  host_.verify_code = &hostVerifyCode;
+}
+
+dh_status PluginInstance::hostVerifyCode(void* ctx, int fd, const char* path, char* why,
+                                         std::size_t why_size) noexcept {
+  auto* self = static_cast<PluginInstance*>(ctx);
+  if (path == nullptr || why == nullptr || why_size == 0 || fd < 0) return DH_INVALID_ARGUMENT;
+  why[0] = '\0';
+  if (!self->callbacks_.verify_code) return DH_OK;
+  try {
+    auto trusted = self->callbacks_.verify_code(fd, path);
+    if (trusted) {
+      self->logger_->debug("{} may load: trusted by {}", path, *trusted);
+      return DH_OK;
+    }
+    copyCut(trusted.error().message, why, why_size);
+  } catch (const std::exception& e) {
+    copyCut(std::string("the trust check failed: ") + e.what(), why, why_size);
+  }
+  return DH_ERROR;
 }
 
 void PluginInstance::hostUnrecoverable(void* ctx, const char* reason) noexcept {

@@ -52,6 +52,9 @@ struct PluginCallbacks {
   // dh_host.unrecoverable: the plugin (named) cannot give back what it holds and asks the
   // agent to end, for `reason`. Any plugin thread. Empty: the request is only logged.
   std::function<void(const std::string& plugin, const std::string& reason)> unrecoverable;
+  // dh_host.verify_code: whether the file open as `fd` (named `path`) may load as code; how it
+  // was trusted, or why not. Empty: every file may (DH_OK).
+  std::function<Result<std::string>(int fd, const std::string& path)> verify_code;
 };
 
 class PluginInstance {
@@ -113,6 +116,8 @@ class PluginInstance {
   static const char* hostConfig(void* ctx) noexcept;
   static std::int32_t hostLogEnabled(void* ctx, std::int32_t level) noexcept;
   static void hostUnrecoverable(void* ctx, const char* reason) noexcept;
+  static dh_status hostVerifyCode(void* ctx, int fd, const char* path, char* why,
+                                  std::size_t why_size) noexcept;
   static dh_status hostSignRequest(void* ctx, const char* method, const char* path,
                                    const char* content, char* out, std::size_t out_size) noexcept;
 

@@ -124,6 +124,24 @@ Result<std::string> readAll(int fd) {
 
 }  // namespace
 
+Result<std::string> verifyDescriptor(const PluginTrust& trust, int fd,
+                                     const std::filesystem::path& path) {
+  if (trust.policy == PluginTrust::Policy::kAny) return std::string("any");
+  auto bytes = readAll(fd);
+  if (!bytes) return bytes.error();
+  auto trusted = checkTrust(trust, path, *bytes);
+  if (!trusted) {
+    metrics::defaultRegistry()
+        .counter("dockhand_plugin_refusals_total",
+                 "Plugin files (and job libraries) the plugin_trust policy refused to load "
+                 "(docs/plugins.md, \"Trust\").",
+                 {"policy"})
+        .labels({std::string(toString(trust.policy))})
+        .inc();
+  }
+  return trusted;
+}
+
 namespace {
 
 // The reason to refuse a descriptor, or "" (checkDescriptor's body).
@@ -223,24 +241,9 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
     }
   }
   if (!looksLikeElf(fd)) throw fail("not a shared library (no ELF header)");
-  if (trust.policy != PluginTrust::Policy::kAny) {
-    auto bytes = readAll(fd);
-    if (!bytes) throw fail(bytes.error().message);
-    auto trusted = checkTrust(trust, path, *bytes);
-    if (!trusted) {
-      metrics::defaultRegistry()
-          .counter("dockhand_plugin_refusals_total",
-                   "Plugin files the plugin_trust policy refused to load (docs/plugins.md, "
-                   "\"Trust\").",
-                   {"policy"})
-          .labels({std::string(toString(trust.policy))})
-          .inc();
-      throw fail(trusted.error().message);
-    }
-    library->trusted_by_ = std::move(*trusted);
-  } else {
-    library->trusted_by_ = "any";
-  }
+  auto trusted = verifyDescriptor(trust, fd, path);
+  if (!trusted) throw fail(trusted.error().message);
+  library->trusted_by_ = std::move(*trusted);
   // The loader maps the descriptor checked above, by its /proc name (unique while it is open).
   const std::string loaded_name = "/proc/self/fd/" + std::to_string(fd);
   boost::dll::fs::error_code ec;

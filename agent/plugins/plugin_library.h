@@ -102,6 +102,14 @@ class PluginLibrary {
 // Exposed for tests.
 Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor);
 
+// Whether `trust` lets the file open as `fd` (named `path`) load as code: how it was trusted
+// ("any" without reading it), or why not, with the mend. The bytes checked are read from `fd`
+// (pread from offset 0), so the caller loads that descriptor, never the path again. A refusal
+// is counted in dockhand_plugin_refusals_total. Used for plugins and, through
+// dh_host.verify_code, for the job libraries a plugin loads.
+Result<std::string> verifyDescriptor(const PluginTrust& trust, int fd,
+                                     const std::filesystem::path& path);
+
 // Success when `path` may be loaded as a plugin; otherwise why not (writable by group or
 // others, or owned by another user; the same for its directory). Exposed for tests.
 Result<void> checkFileSecurity(const std::filesystem::path& path);

@@ -1,9 +1,11 @@
 #include "job_library.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -78,18 +80,54 @@ void JobLibrary::checkFile(const std::string& path, bool allow_insecure) {
   }
 }
 
-std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow_insecure) {
+std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow_insecure,
+                                             const CodeVerifier& verify) {
+  return load(openFile(path, allow_insecure, verify), path);
+}
+
+int JobLibrary::openFile(const std::string& path, bool allow_insecure, const CodeVerifier& verify) {
   auto refuse = [&](const std::string& why) {
     return LibraryRefused("job library '" + path + "': " + why);
   };
-  checkFile(path, allow_insecure);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) throw refuse("no such file");
+    throw refuse(std::string("cannot open it: ") + std::strerror(errno));
+  }
+  try {
+    checkFile(path, allow_insecure);
+    struct stat opened {};
+    struct stat named {};
+    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
+        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
+      throw refuse("refused: the file was replaced while it was being checked");
+    }
+    if (verify) {
+      if (std::string why = verify(fd, path); !why.empty()) throw refuse(why);
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+std::shared_ptr<JobLibrary> JobLibrary::load(int fd, const std::string& path) {
+  auto refuse = [&](const std::string& why) {
+    return LibraryRefused("job library '" + path + "': " + why);
+  };
   std::shared_ptr<JobLibrary> library(new JobLibrary());
+  library->fd_ = fd;  // closed by the destructor, also on a refusal below
   library->path_ = path;
+  // The loader maps the checked descriptor by its /proc name, unique while it is open.
+  const std::string loaded_name = "/proc/self/fd/" + std::to_string(fd);
   ::dlerror();
-  library->handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  library->handle_ = ::dlopen(loaded_name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library->handle_ == nullptr) {
     const char* error = ::dlerror();
-    throw refuse(std::string("cannot load it: ") + (error ? error : "dlopen failed"));
+    std::string reason = error != nullptr ? error : "dlopen failed";
+    if (reason.rfind(loaded_name + ": ", 0) == 0) reason.erase(0, loaded_name.size() + 2);
+    throw refuse("cannot load it: " + reason);
   }
   void* symbol = ::dlsym(library->handle_, DH_JOB_ENTRY_SYMBOL);
   if (symbol == nullptr) {
@@ -141,6 +179,7 @@ std::shared_ptr<JobLibrary> JobLibrary::open(const std::string& path, bool allow
 
 JobLibrary::~JobLibrary() {
   if (handle_ != nullptr) ::dlclose(handle_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 dh_task_fn JobLibrary::find(const std::string& function) const {

@@ -1,10 +1,13 @@
 // JobLibrary: one job library (dockhand/job.h), loaded and checked.
 //
-// open() checks the file as the agent checks plugins (a regular file; unless allow_insecure,
-// neither it nor its directory writable by group or others, and owned by root or this user),
-// loads it with dlopen(RTLD_NOW | RTLD_LOCAL), calls dh_job_entry and checks the descriptor
-// (ABI major equal, minor not newer, required fields, valid and unique function names) before
-// any task function is called.
+// open() opens the file once and checks it as the agent checks plugins (a regular file; unless
+// allow_insecure, neither it nor its directory writable by group or others, and owned by root
+// or this user; the file opened is the one checked), asks the agent's plugin_trust policy
+// about the opened file (dh_host.verify_code), loads that descriptor with dlopen(RTLD_NOW |
+// RTLD_LOCAL) through its /proc/self/fd name, calls dh_job_entry and checks the descriptor (ABI
+// major equal, minor not newer, required fields, valid and unique function names) before any
+// task function is called. A worker process gets the checked descriptor over its channel and
+// loads it with load().
 //
 // Lifetime: the library stays loaded while the JobLibrary lives; each running task holds a
 // shared_ptr to its library, so a library is unloaded only after every task function of it
@@ -12,6 +15,7 @@
 // Immutable after open(); safe to share between threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -28,10 +32,23 @@ class LibraryRefused : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Asks the agent whether the file open as `fd` (named `path`) may load as code: "" when it
+// may, else why not (Host::verifyCode). Empty: every file may.
+using CodeVerifier = std::function<std::string(int fd, const std::string& path)>;
+
 class JobLibrary {
  public:
-  // Throws LibraryRefused.
-  static std::shared_ptr<JobLibrary> open(const std::string& path, bool allow_insecure);
+  // openFile() then load(). Throws LibraryRefused.
+  static std::shared_ptr<JobLibrary> open(const std::string& path, bool allow_insecure,
+                                          const CodeVerifier& verify);
+  // Opens `path` once and makes every check on the opened file (checkFile's, that it is the
+  // file the path named when checked, `verify`): the descriptor to load (O_CLOEXEC, the
+  // caller's to close or hand to load()). Throws LibraryRefused.
+  static int openFile(const std::string& path, bool allow_insecure, const CodeVerifier& verify);
+  // Loads the file open as `fd`, which it takes (kept open while the library is loaded, so
+  // its /proc/self/fd name stays its own; closed on a refusal), and checks its descriptor.
+  // `path` names it in messages. Throws LibraryRefused.
+  static std::shared_ptr<JobLibrary> load(int fd, const std::string& path);
   // The file checks of open(), without loading: throws LibraryRefused.
   static void checkFile(const std::string& path, bool allow_insecure);
   ~JobLibrary();
@@ -49,6 +66,7 @@ class JobLibrary {
  private:
   JobLibrary() = default;
   void* handle_ = nullptr;
+  int fd_ = -1;
   std::string path_;
   std::string name_;
   std::string version_;

@@ -122,7 +122,7 @@ std::shared_ptr<JobLibrary> LibraryRunner::loadLibrary(const std::string& path) 
   // it needs no restart.
   std::shared_ptr<JobLibrary> library;
   try {
-    library = JobLibrary::open(path, state_->config.allow_insecure_libraries);
+    library = JobLibrary::open(path, state_->config.allow_insecure_libraries, verifier());
   } catch (const LibraryRefused& e) {
     throw sdk::Error(DH_ERROR, e.what());
   }
@@ -132,6 +132,14 @@ std::shared_ptr<JobLibrary> LibraryRunner::loadLibrary(const std::string& path) 
   });
   std::lock_guard lock(state_->mutex);
   return state_->libraries.emplace(path, library).first->second;
+}
+
+CodeVerifier LibraryRunner::verifier() const {
+  return [gate = state_->gate](int fd, const std::string& path) {
+    std::string why = "the task runner is shutting down";
+    gate->with([&](const sdk::Host& host) { why = host.verifyCode(fd, path); });
+    return why;
+  };
 }
 
 std::shared_ptr<JobLibrary> LibraryRunner::loadedLibrary(const std::string& path) const {
@@ -162,12 +170,13 @@ bool LibraryRunner::start(std::string_view task_json, bool may_wait) {
   }
   const std::string path = libraryPath(spec);
   if (workers_) {
+    int library_fd = -1;
     try {
-      JobLibrary::checkFile(path, state_->config.allow_insecure_libraries);
+      library_fd = JobLibrary::openFile(path, state_->config.allow_insecure_libraries, verifier());
     } catch (const LibraryRefused& e) {
       throw sdk::Error(DH_ERROR, e.what());
     }
-    workers_->launch(spec, std::string(task_json), path, spec.library);
+    workers_->launch(spec, std::string(task_json), path, spec.library, library_fd);
     return true;
   }
   task->library_label = spec.library;

@@ -106,6 +106,8 @@ class LibraryRunner final : public sdk::TaskRunner {
   std::shared_ptr<JobLibrary> loadLibrary(const std::string& path);
   // The library at `path` if loaded before, else null.
   std::shared_ptr<JobLibrary> loadedLibrary(const std::string& path) const;
+  // Asks the agent's plugin_trust policy about a job library's opened file (verify_code).
+  CodeVerifier verifier() const;
   // launch(); with `may_wait` false, returns false rather than load a library (or hand the
   // task to a worker process).
   bool start(std::string_view task_json, bool may_wait);

@@ -8,8 +8,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
+#include <utility>
+
+#include <sys/types.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +27,35 @@ std::string frameMessage(const nlohmann::json& message);
 
 // Writes all of `bytes` to the blocking socket `fd`; false when the peer is gone.
 bool writeAll(int fd, const std::string& bytes);
+
+// What the runner has yet to write to one worker: message bytes, and descriptors that go with
+// the first byte of their message (SCM_RIGHTS: a run's job library, opened and checked by the
+// runner). Owns the descriptors it holds; one thread at a time (the pool's lock).
+class Outbox {
+ public:
+  Outbox() = default;
+  ~Outbox() { clear(); }
+  Outbox(const Outbox&) = delete;
+  Outbox& operator=(const Outbox&) = delete;
+
+  // Queues `bytes`; `pass` (taken; -1 for none) goes with their first byte.
+  void append(const std::string& bytes, int pass = -1);
+  bool empty() const { return bytes_.empty(); }
+  // Writes what the non-blocking `socket` takes. Returns 0 when all is written, EAGAIN when
+  // the rest must wait for the socket, or the errno that ended the channel.
+  int flush(int socket);
+  // Drops what is queued and closes its descriptors.
+  void clear();
+
+ private:
+  std::string bytes_;
+  std::deque<std::pair<std::size_t, int>> descriptors_;  // offset into bytes_, descriptor
+};
+
+// Reads what `socket` has (blocking as it is) into `buffer`; descriptors that came with the
+// bytes (close-on-exec) are appended to `received`. Returns what read() would.
+ssize_t receiveWithDescriptors(int socket, char* buffer, std::size_t size,
+                               std::deque<int>& received);
 
 class MessageReader {
  public:

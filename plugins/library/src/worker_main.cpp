@@ -18,6 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -46,6 +47,7 @@ struct Run {
   std::string task_json;
   std::string path;
   std::string label;
+  int library_fd = -1;  // the job library the runner opened and checked; taken by load()
 };
 
 class Worker {
@@ -58,13 +60,19 @@ class Worker {
     if (!writeAll(kChannelFd, bytes)) std::_Exit(0);  // the agent is gone
   }
 
-  // Main thread: a message from the runner.
-  void handle(const json& message) {
+  // Main thread: a message from the runner; `descriptors` are those that came with the channel's
+  // bytes so far, in order (a run takes the first).
+  void handle(const json& message, std::deque<int>& descriptors) {
     const std::string type = message.at("t").get<std::string>();
     if (type == "run") {
+      if (descriptors.empty()) {
+        throw std::runtime_error("a run came without its job library's descriptor");
+      }
+      const int library_fd = descriptors.front();
+      descriptors.pop_front();
       std::lock_guard lock(mutex_);
       pending_ = Run{message.at("task").get<std::string>(), message.at("path").get<std::string>(),
-                     message.at("label").get<std::string>()};
+                     message.at("label").get<std::string>(), library_fd};
       assigned_ = message.at("id").get<std::uint64_t>();
       kill_reason_.reset();
       work_.notify_one();
@@ -117,7 +125,7 @@ class Worker {
     };
     std::shared_ptr<JobLibrary> library;
     try {
-      library = load(run.path);
+      library = load(run.path, run.library_fd);
     } catch (const LibraryRefused& e) {
       fail(e.what());
       return;
@@ -157,9 +165,13 @@ class Worker {
     send({{"t", "end"}, {"id", spec.task_id}, {"state", end.state}, {"detail", end.detail_json}});
   }
 
-  std::shared_ptr<JobLibrary> load(const std::string& path) {
-    if (auto it = libraries_.find(path); it != libraries_.end()) return it->second;
-    auto library = JobLibrary::open(path, config_.allow_insecure_libraries);
+  // The library loaded from `path` before, or the one open as `fd` (taken either way).
+  std::shared_ptr<JobLibrary> load(const std::string& path, int fd) {
+    if (auto it = libraries_.find(path); it != libraries_.end()) {
+      ::close(fd);
+      return it->second;
+    }
+    auto library = JobLibrary::load(fd, path);
     send({{"t", "log"},
           {"level", DH_LOG_INFO},
           {"line", "worker " + std::to_string(::getpid()) + " loaded job library '" +
@@ -217,12 +229,13 @@ class Worker {
   pid_t tid_ = 0;
 };
 
-// Reads the next message, blocking; exits the process when the channel closed.
-json nextMessage(MessageReader& reader) {
+// Reads the next message, blocking, and the descriptors that came with it (appended to
+// `descriptors`); exits the process when the channel closed.
+json nextMessage(MessageReader& reader, std::deque<int>& descriptors) {
   for (;;) {
     if (auto message = reader.next()) return *message;
     char buffer[65536];
-    ssize_t n = ::read(kChannelFd, buffer, sizeof buffer);
+    ssize_t n = receiveWithDescriptors(kChannelFd, buffer, sizeof buffer, descriptors);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) std::_Exit(0);
     reader.feed(buffer, static_cast<std::size_t>(n));
@@ -238,9 +251,10 @@ int run() {
     return 2;
   }
   MessageReader reader;
+  std::deque<int> descriptors;
   std::unique_ptr<Worker> worker;
   try {
-    json first = nextMessage(reader);
+    json first = nextMessage(reader, descriptors);
     if (first.at("t") != "config") throw std::runtime_error("the first message is not a config");
     worker = std::make_unique<Worker>(parseConfig(first.at("config").get<std::string>()));
   } catch (const std::exception& e) {
@@ -253,9 +267,9 @@ int run() {
   task_thread.detach();
   worker->send({{"t", "ready"}, {"pid", ::getpid()}});
   for (;;) {
-    json message = nextMessage(reader);
+    json message = nextMessage(reader, descriptors);
     try {
-      worker->handle(message);
+      worker->handle(message, descriptors);
     } catch (const std::exception& e) {
       worker->send(
           {{"t", "fatal"}, {"reason", std::string("a message from the runner: ") + e.what()}});

@@ -190,22 +190,22 @@ void WorkerPool::spawn() {
   processes_.push_back(std::move(process));
 }
 
-void WorkerPool::send(Process& process, const json& message) {
-  process.outbox += frameMessage(message);
+WorkerPool::Task::~Task() {
+  if (library_fd >= 0) ::close(library_fd);
+}
+
+void WorkerPool::send(Process& process, const json& message, int pass) {
+  process.outbox.append(frameMessage(message), pass);
   if (!flush(process)) wake();  // the I/O thread writes the rest when the socket takes it
 }
 
 bool WorkerPool::flush(Process& process) {
-  while (!process.outbox.empty() && !process.closed) {
-    ssize_t n = ::send(process.fd, process.outbox.data(), process.outbox.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-      process.closed = true;  // EPIPE and the like: it is gone, the reaper will see to it
-      process.outbox.clear();
-      return true;
-    }
-    process.outbox.erase(0, static_cast<std::size_t>(n));
+  if (process.closed) return true;
+  const int error = process.outbox.flush(process.fd);
+  if (error == EAGAIN) return false;
+  if (error != 0) {
+    process.closed = true;  // EPIPE and the like: it is gone, the reaper will see to it
+    process.outbox.clear();
   }
   return true;
 }
@@ -231,17 +231,20 @@ void WorkerPool::dispatch() {
     task->process = idle;
     task->pid = idle->pid;
     idle->task = id;
-    send(*idle, {{"t", "run"},
-                 {"id", id},
-                 {"task", task->task_json},
-                 {"path", task->path},
-                 {"label", task->label}});
+    send(*idle,
+         {{"t", "run"},
+          {"id", id},
+          {"task", task->task_json},
+          {"path", task->path},
+          {"label", task->label}},
+         ::fcntl(task->library_fd, F_DUPFD_CLOEXEC, 0));
   }
 }
 
 void WorkerPool::launch(const TaskSpec& spec, const std::string& task_json, const std::string& path,
-                        const std::string& label) {
+                        const std::string& label, int library_fd) {
   auto task = std::make_shared<Task>();
+  task->library_fd = library_fd;
   task->spec = spec;
   task->task_json = task_json;
   task->path = path;

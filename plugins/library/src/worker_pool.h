@@ -6,7 +6,9 @@
 //
 // Channel (worker_channel.h), runner -> worker:
 //   config {config}                 first, the runner's config JSON as text
-//   run    {id, task, path, label}  a task: its task_json, the library's path and name
+//   run    {id, task, path, label}  a task: its task_json, the library's path and name, and
+//                                   (SCM_RIGHTS) the library file the runner opened and
+//                                   checked, which the worker loads instead of the path
 //   kill   {id, reason}             cancelled flag + kill callback, in the worker
 //   dump   {id}                     sample the task thread's stack
 // worker -> runner:
@@ -59,9 +61,10 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queues the task for the next idle worker. Throws sdk::Error.
+  // Queues the task for the next idle worker, with `library_fd` (taken): the job library the
+  // worker is to load, opened and checked (JobLibrary::openFile). Throws sdk::Error.
   void launch(const TaskSpec& spec, const std::string& task_json, const std::string& path,
-              const std::string& label);
+              const std::string& label, int library_fd);
   void kill(std::uint64_t task_id, const std::string& reason);  // throws DH_NOT_FOUND
   std::string threadDump(std::uint64_t task_id);
   std::string taskStats(std::uint64_t task_id);
@@ -76,7 +79,7 @@ class WorkerPool {
     pid_t pid = -1;
     int fd = -1;  // our end of the channel, non-blocking
     MessageReader reader;
-    std::string outbox;                 // bytes not written yet
+    Outbox outbox;                      // what is not written yet
     std::optional<std::uint64_t> task;  // the task it runs
     bool ready = false;
     bool closed = false;  // channel ended: to be reaped
@@ -84,7 +87,12 @@ class WorkerPool {
   };
 
   struct Task {
+    Task() = default;
+    ~Task();
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
     TaskSpec spec;
+    int library_fd = -1;  // the job library's file, until the task ends
     std::string task_json;
     std::string path;
     std::string label;
@@ -108,10 +116,11 @@ class WorkerPool {
     std::int32_t level = 0;
   };
 
-  void spawn();                                                // under mutex_
-  void send(Process& process, const nlohmann::json& message);  // under mutex_
-  bool flush(Process& process);                                // under mutex_
-  void dispatch();                                             // under mutex_
+  void spawn();  // under mutex_
+  // `pass` (taken, -1 for none) goes with the message (SCM_RIGHTS).
+  void send(Process& process, const nlohmann::json& message, int pass = -1);  // under mutex_
+  bool flush(Process& process);                                               // under mutex_
+  void dispatch();                                                            // under mutex_
   void wake();
   void ioLoop();
   void readFrom(Process& process, std::vector<Event>& events);  // under mutex_

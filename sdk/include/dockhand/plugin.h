@@ -35,6 +35,7 @@
  *   History: 1.0 first version. 1.1 dh_host.log_enabled, dh_task_runner_vtable.task_stats.
  *   1.2 dh_host.sign_request. 1.3 dh_host.unrecoverable. 1.4 dh_task_runner_vtable.flags.
  *   1.5 dh_task_runner_vtable.try_launch. 1.6 dh_task_runner_vtable.detach and adopt.
+ *   1.7 dh_host.verify_code.
  *
  * OPTIONAL HOOKS
  *   A NULL hook means "not implemented". The host checks before calling. Required hooks are
@@ -82,7 +83,7 @@ extern "C" {
 #endif
 
 #define DH_ABI_MAJOR 1
-#define DH_ABI_MINOR 6
+#define DH_ABI_MINOR 7
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
@@ -184,6 +185,20 @@ typedef struct dh_host {
    * call destroy(). Call it only when the plugin's config asks for that behaviour. Any
    * thread; returns at once (the agent ends soon after). `reason` is copied. */
   void (*unrecoverable)(void* ctx, const char* reason);
+
+  /* Since 1.7. Asks the agent whether its plugin_trust policy (docs/plugins.md, "Trust") lets
+   * a file that the plugin is about to load as code load: a job library, a script engine's
+   * module. `fd` is the plugin's open, readable descriptor of the file; the agent reads it
+   * from offset 0 with pread (the descriptor's offset does not move). Then load THAT
+   * descriptor, never the path again (dlopen("/proc/self/fd/<fd>"), keeping `fd` open while
+   * the library is loaded), so that the bytes checked are the bytes loaded. `path` names the
+   * file in messages; its detached signature is looked for at <path>.sig.
+   * Returns DH_OK when the policy lets it load; DH_ERROR when it does not, with why and the
+   * mend written into `why` (NUL-terminated, cut to `why_size` bytes with the NUL);
+   * DH_INVALID_ARGUMENT when path or why is NULL, why_size is 0 or fd is negative.
+   * Any thread; blocks while the file is read and hashed. A plugin on an older host (no
+   * verify_code) loads as that host's policy allows: it has no policy for such files. */
+  dh_status (*verify_code)(void* ctx, int fd, const char* path, char* why, size_t why_size);
 } dh_host;
 
 /* ---------------------------------------------------------------------------------------

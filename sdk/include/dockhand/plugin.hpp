@@ -122,6 +122,20 @@ class Host {
     return true;
   }
 
+  // Whether the agent's plugin_trust policy lets the file open as `fd` (named `path`) load as
+  // code (dh_host.verify_code, ABI 1.7): "" when it may, else why not and the mend. Load `fd`
+  // itself afterwards (dlopen("/proc/self/fd/<fd>")), never `path`. "" on an agent older than
+  // 1.7, which has no policy for such files.
+  std::string verifyCode(int fd, const std::string& path) const {
+    if (!has(offsetof(dh_host, verify_code)) || host_->verify_code == nullptr) return {};
+    char why[1024] = {};
+    const dh_status status = host_->verify_code(host_->ctx, fd, path.c_str(), why, sizeof why);
+    if (status == DH_OK) return {};
+    return why[0] != '\0' ? std::string(why)
+                          : "refused by the agent's plugin_trust policy (status " +
+                                std::to_string(status) + ")";
+  }
+
   const dh_host* raw() const noexcept { return host_; }
 
  private:

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "job_library.h"
 #include "library_test_support.h"
 #include "plugins/plugin_host.h"
+#include "plugins/plugin_trust.h"
 #include "status_recorder.h"
 #include "test_processes.h"
 
@@ -113,6 +115,38 @@ TEST_P(LibraryModeTest, ArgsComeBackAsDirectResult) {
   auto reports = recorder_.reports(1);
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].state, DH_TASK_RUNNING);
+}
+
+// plugin_trust covers the job libraries the runner loads (dh_host.verify_code): under
+// "verified", a library in no catalog is refused at launch with the mend, counted, and runs
+// once pinned, with no restart; the bytes checked are the bytes loaded.
+TEST_P(LibraryModeTest, AJobLibraryThePolicyDoesNotTrustIsRefusedUntilPinned) {
+  const std::filesystem::path catalog = libs_.path() / "trusted.sha256";
+  auto pin = [&](const std::filesystem::path& file) {
+    std::ofstream(catalog, std::ios::app)
+        << agent::sha256Hex(readFileText(file)) << "  " << file.string() << "\n";
+  };
+  pin(std::filesystem::path(DOCKHAND_PLUGIN_DIR) / "dockhand-library.so");
+  agent::PluginTrust trust;
+  trust.policy = agent::PluginTrust::Policy::kVerified;
+  trust.catalogs = {catalog};
+  PluginHost strict({DOCKHAND_PLUGIN_DIR}, false, PluginInstance::kDefaultCallTimeout, trust);
+  json config = baseConfig();
+  config["libraries"]["test"] = library_path_;
+  runner_ = strict.createTaskRunner("library", config.dump(), recorder_.callback());
+
+  auto refused = runner_->launch(libraryTask(tasks_.path(), 1, call("echoArgs", "x")));
+  EXPECT_EQ(refused.status, DH_ERROR);
+  EXPECT_THAT(refused.error,
+              HasSubstr("job library '" + library_path_ +
+                        "': refused by plugin_trust (policy verified): its SHA-256"));
+  EXPECT_THAT(refused.error, HasSubstr("dockhand plugins trust " + library_path_));
+
+  pin(library_path_);
+  auto end = run(2, call("echoArgs", "x"));
+  ASSERT_EQ(end.state, DH_TASK_FINISHED) << end.detail;
+  EXPECT_EQ(end.detail.at("result").at("value"), "\"x\"");
+  runner_.reset();
 }
 
 TEST_P(LibraryModeTest, ArgsDefaultToNull) {
@@ -536,6 +570,28 @@ TEST_F(LibraryWorkerTest, MissingWorkerProgramIsRefusedWithItsPath) {
   } catch (const PluginLoadError& e) {
     EXPECT_THAT(e.what(), HasSubstr("the worker program /nonexistent/dockhand-library-worker "
                                     "cannot be run"));
+  }
+}
+
+// What is loaded is the file that was opened and checked, whatever the path names by then.
+TEST(JobLibraryTest, TheOpenedFileIsLoadedNotWhatThePathNamesLater) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "lib");
+  const std::string path =
+      installJobLibrary(dir.path() / "lib", DOCKHAND_TEST_JOBS, "libswapped.so");
+  const int fd = plugins::library::JobLibrary::openFile(path, false, {});
+  ASSERT_GE(fd, 0);
+  const std::string other =
+      installJobLibrary(dir.path() / "lib", DOCKHAND_TEST_JOBS_WRONG_MAJOR, "libother.so");
+  std::filesystem::rename(other, path);  // the path now names another file
+  auto library = plugins::library::JobLibrary::load(fd, path);
+  EXPECT_EQ(library->name(), "test-jobs");
+  EXPECT_NE(library->find("echoArgs"), nullptr);
+  try {
+    plugins::library::JobLibrary::open(path, false, {});
+    ADD_FAILURE() << "the file the path names now was accepted";
+  } catch (const plugins::library::LibraryRefused& e) {
+    EXPECT_THAT(e.what(), HasSubstr("built against job ABI 2."));
   }
 }
 
