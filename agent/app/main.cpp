@@ -4,6 +4,7 @@
 //   dockhand config ...         validate or show the configuration (config_command.h)
 //   dockhand plugins ...        list the configured plugins, inspect one (plugins_command.h)
 //   dockhand discover ...       run resource discovery and show it (discover_command.h)
+//   dockhand jobs ...           inspect a job library, run one task function (jobs_command.h)
 //
 // A subcommand is argv[1]; each has its own run function and file. Add one here by name.
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "app/agent_application.h"
 #include "app/config_command.h"
 #include "app/discover_command.h"
+#include "app/jobs_command.h"
 #include "app/plugins_command.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
   if (command == "config") return dockhand::agent::runConfigCommand(args, std::cout, std::cerr);
   if (command == "plugins") return dockhand::agent::runPluginsCommand(args, std::cout, std::cerr);
   if (command == "discover") return dockhand::agent::runDiscoverCommand(args, std::cout, std::cerr);
+  if (command == "jobs") return dockhand::agent::runJobsCommand(args, std::cout, std::cerr);
 
   dockhand::agent::AgentApplication app;
   return app.start(argc, argv);

@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -78,6 +80,48 @@ class JobLibraryTest : public ::testing::Test {
   TempDir dir;
   std::string out_;
 };
+
+// `dockhand jobs` with no driver and no agent: inspect the example library, run one map into a
+// work dir, then the reduce over the map's two blocks; its value on stdout is the word count of
+// the map's file. A task that fails exits 1 with its reason.
+TEST_F(JobLibraryTest, DockhandJobsRunsOneTaskFunctionWithoutADriver) {
+  auto jobs = [&](const std::string& args, const std::string& name) {
+    const fs::path out = dir.path() / (name + ".out");
+    ChildProcess child({"/bin/sh", "-c",
+                        "exec '" + agentBinary() + "' jobs " + args + " > '" + out.string() + "'"},
+                       (dir.path() / (name + ".err")).string());
+    const int code = child.waitExit(60s).value_or(-1);
+    std::ifstream in(out, std::ios::binary);
+    return std::tuple{code, std::string(std::istreambuf_iterator<char>(in), {}), child.output()};
+  };
+  const std::string library = DOCKHAND_EXAMPLE_JOB_LIBRARY;
+  auto [code, out, err] = jobs("inspect --json '" + library + "'", "inspect");
+  ASSERT_EQ(code, 0) << err;
+  const Json described = Json::parse(out);
+  EXPECT_EQ(described["name"], "words");
+  EXPECT_EQ(described["functions"], Json::array({"count", "map", "reduce"}));
+
+  const fs::path part = kExamples / "wordcount" / "data" / "part-1.txt";
+  const fs::path work = dir.path() / "map-work";
+  const Json map_args = {{"file", part.string()}, {"shuffle", 0}, {"map", 0}, {"reducers", 2}};
+  std::tie(code, out, err) = jobs("run '" + library + "' map --work-dir '" + work.string() +
+                                      "' --args '" + map_args.dump() + "'",
+                                  "map");
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("output shuffle_0_0_1: "), std::string::npos) << err;
+  std::tie(code, out, err) =
+      jobs("run '" + library + "' reduce --input shuffle_0_0_0='" +
+               (work / "output" / "shuffle_0_0_0").string() + "' --input shuffle_0_0_1='" +
+               (work / "output" / "shuffle_0_0_1").string() + "'",
+           "reduce");
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_EQ(out, std::to_string(countWords(part)));
+
+  std::tie(code, out, err) = jobs("run '" + library + "' map --args '{\"reducers\": 0}'", "bad");
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("task map FAILED: "), std::string::npos) << err;
+  EXPECT_NE(err.find("reducers must be 1..10000"), std::string::npos) << err;
+}
 
 TEST_F(JobLibraryTest, WordCountAddsUpTheTaskFunctionsResults) {
   ASSERT_EQ(run(kExamples / "jobs" / "wordcount.json", writeAgentConfig()), 0) << out_;

@@ -172,6 +172,7 @@ std::shared_ptr<JobLibrary> JobLibrary::load(int fd, const std::string& path) {
     }
     library->functions_.emplace_back(function.name, function.run);
   }
+  library->abi_ = abi;
   library->name_ = descriptor->name;
   library->version_ = descriptor->version;
   return library;

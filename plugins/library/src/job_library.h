@@ -62,6 +62,10 @@ class JobLibrary {
   dh_task_fn find(const std::string& function) const;
   // "a, b, c": the library's function names, for messages.
   std::string functionNames() const;
+  // The task functions, in the descriptor's order.
+  const std::vector<std::pair<std::string, dh_task_fn>>& functions() const { return functions_; }
+  // "major.minor" of the job ABI the library was built against.
+  const std::string& abi() const { return abi_; }
 
  private:
   JobLibrary() = default;
@@ -70,6 +74,7 @@ class JobLibrary {
   std::string path_;
   std::string name_;
   std::string version_;
+  std::string abi_;
   std::vector<std::pair<std::string, dh_task_fn>> functions_;
 };
 
