@@ -335,6 +335,21 @@ else
   echo "(no sdk/examples/word-job in this version: skipped)"
 fi
 
+step "dockhand plugins new: each kind's project built and tested against dockhand-dev"
+if [ -d /usr/share/dockhand/sdk-templates ]; then
+  for kind in discovery runner migration job; do
+    dockhand plugins new --kind "$kind" "pc-$kind" --dir "$work/new-$kind" >/dev/null \
+      || fail "dockhand plugins new --kind $kind failed"
+    cmake -S "$work/new-$kind" -B "$work/new-$kind/build" -G Ninja >/dev/null
+    cmake --build "$work/new-$kind/build" >/dev/null || fail "the new $kind project does not build"
+    ctest --test-dir "$work/new-$kind/build" --output-on-failure --no-tests=error \
+      || fail "the new $kind project's tests failed"
+    echo "made, built and tested a new $kind project"
+  done
+else
+  echo "(no project templates in this version: skipped)"
+fi
+
 step "purge"
 dpkg -L dockhand dockhand-dev | sort -u > "$work/files"
 dpkg --purge dockhand-dev dockhand

@@ -16,6 +16,7 @@
 #include "app/agent_config.h"
 #include "app/plugin_loader.h"
 #include "app/plugins_check.h"
+#include "app/plugins_new.h"
 #include "core/exit_codes.h"
 #include "dockhand/tls/tls.h"
 #include "plugins/plugin_trust.h"
@@ -31,7 +32,8 @@ constexpr const char* kPluginsUsage =
     "                              [--payload [RUNNER=]JSON]...\n"
     "       dockhand plugins inspect FILE [--json] [--allow-insecure]\n"
     "       dockhand plugins sign --key PRIVATE_KEY FILE\n"
-    "       dockhand plugins trust FILE [--catalog CATALOG]\n";
+    "       dockhand plugins trust FILE [--catalog CATALOG]\n"
+    "       dockhand plugins new --kind discovery|runner|migration|job NAME [--dir DIR]\n";
 
 int usage(std::ostream& err, const std::string& problem) {
   err << "dockhand plugins: " << problem << "\n" << kPluginsUsage;
@@ -357,6 +359,7 @@ int runPluginsCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (args.front() == "check") return check(rest, out, err);
   if (args.front() == "sign") return sign(rest, out, err);
   if (args.front() == "trust") return trust(rest, out, err);
+  if (args.front() == "new") return runPluginsNew(rest, out, err);
   return usage(err, "unknown subcommand '" + args.front() + "'");
 }
 

@@ -1,9 +1,11 @@
 # Installs the SDK (component "dev") from a Dockhand build tree into a fresh prefix, then
 # configures and builds each sdk/examples/ project OUT OF TREE against that prefix, as a
-# plugin author would. Run with cmake -P and:
+# plugin author would; then makes a project of each kind with `dockhand plugins new` from the
+# installed templates, builds it the same way and runs its own tests. Run with cmake -P and:
 #   -DDOCKHAND_BUILD_DIR=<the Dockhand build>  -DEXAMPLES_SOURCE_DIR=<sdk/examples>
 #   -DWORK_DIR=<scratch: prefix/ and build/<example>/ are created here>
-#   -DGENERATOR=<the generator to use>
+#   -DGENERATOR=<the generator to use>  -DDOCKHAND_PROGRAM=<the dockhand program>
+#   -DCTEST=<the ctest program>
 foreach(var DOCKHAND_BUILD_DIR EXAMPLES_SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "build_examples.cmake: ${var} is not set")
@@ -52,4 +54,18 @@ foreach(example ${examples})
       "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror")
   run(${CMAKE_COMMAND} --build "${build}")
   message(STATUS "built example ${example} in ${build}")
+endforeach()
+
+# `dockhand plugins new`, one project of each kind, from the templates the prefix holds.
+foreach(kind discovery runner migration job)
+  set(project "${WORK_DIR}/new/my-${kind}")
+  run("${DOCKHAND_PROGRAM}" plugins new --kind ${kind} my-${kind} --dir "${project}"
+      --templates "${prefix}/share/dockhand/sdk-templates")
+  set(build "${WORK_DIR}/build/new-${kind}")
+  run(${CMAKE_COMMAND} -S "${project}" -B "${build}" ${generator_args}
+      -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+      "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Werror" "-DDOCKHAND_PROGRAM=${DOCKHAND_PROGRAM}")
+  run(${CMAKE_COMMAND} --build "${build}")
+  run("${CTEST}" --test-dir "${build}" --output-on-failure --no-tests=error)
+  message(STATUS "made, built and tested a new ${kind} project in ${build}")
 endforeach()

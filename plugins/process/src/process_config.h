@@ -41,8 +41,8 @@ ProcessConfig parseConfig(std::string_view config_json);
 
 // The JSON Schema of what parseConfig accepts, which the host checks before create(). Two
 // rules it leaves to parseConfig: env_allow only goes with inherit_env false, and never names
-// one of the agent's own variables. ("pattern" and "dependentRequired" are for independent
-// validators; the agent's checker skips them and parseConfig enforces them.)
+// one of the agent's own variables. ("dependentRequired" is for independent validators: the
+// agent's checker skips it and parseConfig enforces it; "pattern" both check.)
 inline constexpr const char* kProcessConfigSchema = R"({
   "type": "object",
   "properties": {

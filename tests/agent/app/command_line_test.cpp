@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "app/agent_application.h"
+#include "app/plugins_new.h"
 
 namespace dockhand::agent {
 namespace {
@@ -67,6 +69,33 @@ TEST(CommandLineTest, EveryOptionHasADescriptionAndAUniqueName) {
     EXPECT_EQ(std::count(names.begin(), names.end(), option.name), 0) << option.name;
     names.push_back(option.name);
   }
+}
+
+// `dockhand plugins new`: the class name a template gets, and the usage errors it names.
+TEST(PluginsNewTest, ClassNamesComeFromThePluginName) {
+  EXPECT_EQ(templateClassName("my-store"), "MyStore");
+  EXPECT_EQ(templateClassName("gpu_probe-2"), "GpuProbe2");
+  EXPECT_EQ(templateClassName("x"), "X");
+}
+
+TEST(PluginsNewTest, BadArgumentsAreUsageErrors) {
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(runPluginsNew({"x"}, out, err), 64);
+  EXPECT_NE(err.str().find("--kind is required"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(runPluginsNew({"--kind", "scheduler", "x"}, out, err), 64);
+  EXPECT_NE(err.str().find("unknown kind 'scheduler'"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(runPluginsNew({"--kind", "runner", "My Runner"}, out, err), 64);
+  EXPECT_NE(err.str().find("is not a plugin name"), std::string::npos) << err.str();
+  err.str("");
+  EXPECT_EQ(runPluginsNew({"--kind", "runner", "ok", "--templates", "/nonexistent", "--dir",
+                           ::testing::TempDir() + "/plugins-new-none"},
+                          out, err),
+            2);
+  EXPECT_NE(err.str().find("no template /nonexistent/plugin/CMakeLists.txt"), std::string::npos)
+      << err.str();
 }
 
 }  // namespace

@@ -180,6 +180,7 @@ TEST(ProcessConfigTest, SchemaAcceptsWhatParseConfigAccepts) {
            R"({"inherit_env": "no"})",
            R"({"inherit_env": false, "env_allow": "HOME"})",
            R"({"inherit_env": false, "env_allow": [1]})",
+           R"({"inherit_env": false, "env_allow": ["1X"]})",  // the schema's pattern
            R"({"limits": []})",
            R"({"limits": {"open_files": 0}})",
            R"({"limits": {"open_files": 1073741825}})",
@@ -191,13 +192,11 @@ TEST(ProcessConfigTest, SchemaAcceptsWhatParseConfigAccepts) {
     EXPECT_FALSE(schema_accepts(bad)) << bad;
     EXPECT_FALSE(parses(bad)) << bad;
   }
-  // Left to parseConfig: env_allow only without inheriting and never an agent variable; a
-  // variable name's form and group needing user ("pattern", "dependentRequired": keywords the
-  // agent's checker skips).
+  // Left to parseConfig: env_allow only without inheriting and never an agent variable, and
+  // group needing user ("dependentRequired", a keyword the agent's checker skips).
   for (const char* parse_refuses : {
            R"({"env_allow": ["HOME"]})",
            R"({"inherit_env": false, "env_allow": ["DOCKHAND_SECRET"]})",
-           R"({"inherit_env": false, "env_allow": ["1X"]})",
            R"({"group": "root"})",
        }) {
     EXPECT_TRUE(schema_accepts(parse_refuses)) << parse_refuses;
