@@ -178,6 +178,10 @@ std::shared_ptr<JobLibrary> JobLibrary::load(int fd, const std::string& path) {
   return library;
 }
 
+LibraryFile::~LibraryFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 JobLibrary::~JobLibrary() {
   if (handle_ != nullptr) ::dlclose(handle_);
   if (fd_ >= 0) ::close(fd_);

@@ -36,6 +36,21 @@ class LibraryRefused : public std::runtime_error {
 // may, else why not (Host::verifyCode). Empty: every file may.
 using CodeVerifier = std::function<std::string(int fd, const std::string& path)>;
 
+// A job library's file, opened and checked (JobLibrary::openFile), for a worker process to
+// load: the runner keeps one per path, as it keeps one JobLibrary per path on threads.
+// Closed with its last owner.
+class LibraryFile {
+ public:
+  explicit LibraryFile(int fd) : fd_(fd) {}
+  ~LibraryFile();
+  LibraryFile(const LibraryFile&) = delete;
+  LibraryFile& operator=(const LibraryFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 class JobLibrary {
  public:
   // openFile() then load(). Throws LibraryRefused.

@@ -134,6 +134,22 @@ std::shared_ptr<JobLibrary> LibraryRunner::loadLibrary(const std::string& path) 
   return state_->libraries.emplace(path, library).first->second;
 }
 
+std::shared_ptr<const LibraryFile> LibraryRunner::libraryFile(const std::string& path) {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (auto it = state_->files.find(path); it != state_->files.end()) return it->second;
+  }
+  std::shared_ptr<const LibraryFile> file;
+  try {
+    file = std::make_shared<const LibraryFile>(
+        JobLibrary::openFile(path, state_->config.allow_insecure_libraries, verifier()));
+  } catch (const LibraryRefused& e) {
+    throw sdk::Error(DH_ERROR, e.what());
+  }
+  std::lock_guard lock(state_->mutex);
+  return state_->files.emplace(path, file).first->second;
+}
+
 CodeVerifier LibraryRunner::verifier() const {
   return [gate = state_->gate](int fd, const std::string& path) {
     std::string why = "the task runner is shutting down";
@@ -170,13 +186,7 @@ bool LibraryRunner::start(std::string_view task_json, bool may_wait) {
   }
   const std::string path = libraryPath(spec);
   if (workers_) {
-    int library_fd = -1;
-    try {
-      library_fd = JobLibrary::openFile(path, state_->config.allow_insecure_libraries, verifier());
-    } catch (const LibraryRefused& e) {
-      throw sdk::Error(DH_ERROR, e.what());
-    }
-    workers_->launch(spec, std::string(task_json), path, spec.library, library_fd);
+    workers_->launch(spec, std::string(task_json), path, spec.library, libraryFile(path));
     return true;
   }
   task->library_label = spec.library;

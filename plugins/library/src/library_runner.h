@@ -95,9 +95,10 @@ class LibraryRunner final : public sdk::TaskRunner {
     // Two: the reaper is woken only for what it acts on, not by every task that ends.
     std::condition_variable reaper_wake;  // a deadline was armed, stopping
     std::condition_variable ended;        // a task ended (the destructor waits for the last)
-    std::unordered_map<std::uint64_t, std::shared_ptr<Task>> tasks;  // not yet reported
-    std::map<std::string, std::shared_ptr<JobLibrary>> libraries;    // by path
-    std::multimap<Clock::time_point, std::uint64_t> deadlines;       // killed tasks
+    std::unordered_map<std::uint64_t, std::shared_ptr<Task>> tasks;   // not yet reported
+    std::map<std::string, std::shared_ptr<JobLibrary>> libraries;     // by path
+    std::map<std::string, std::shared_ptr<const LibraryFile>> files;  // by path (workers)
+    std::multimap<Clock::time_point, std::uint64_t> deadlines;        // killed tasks
     bool stopping = false;
   };
 
@@ -108,6 +109,9 @@ class LibraryRunner final : public sdk::TaskRunner {
   std::shared_ptr<JobLibrary> loadedLibrary(const std::string& path) const;
   // Asks the agent's plugin_trust policy about a job library's opened file (verify_code).
   CodeVerifier verifier() const;
+  // The checked file of the library at `path` for worker processes: opened, checked and
+  // verified the first time (a refusal is not remembered), then kept. Throws sdk::Error.
+  std::shared_ptr<const LibraryFile> libraryFile(const std::string& path);
   // launch(); with `may_wait` false, returns false rather than load a library (or hand the
   // task to a worker process).
   bool start(std::string_view task_json, bool may_wait);

@@ -65,11 +65,14 @@ class Worker {
   void handle(const json& message, std::deque<int>& descriptors) {
     const std::string type = message.at("t").get<std::string>();
     if (type == "run") {
-      if (descriptors.empty()) {
-        throw std::runtime_error("a run came without its job library's descriptor");
+      int library_fd = -1;
+      if (message.value("with_file", false)) {
+        if (descriptors.empty()) {
+          throw std::runtime_error("a run came without its job library's descriptor");
+        }
+        library_fd = descriptors.front();
+        descriptors.pop_front();
       }
-      const int library_fd = descriptors.front();
-      descriptors.pop_front();
       std::lock_guard lock(mutex_);
       pending_ = Run{message.at("task").get<std::string>(), message.at("path").get<std::string>(),
                      message.at("label").get<std::string>(), library_fd};
@@ -165,13 +168,25 @@ class Worker {
     send({{"t", "end"}, {"id", spec.task_id}, {"state", end.state}, {"detail", end.detail_json}});
   }
 
-  // The library loaded from `path` before, or the one open as `fd` (taken either way).
+  // The library loaded from `path` before, or loaded now from its file: `fd` (taken) when
+  // the runner sent it with this run (-1 when it did not, as it does only once per worker),
+  // kept for another try when loading fails.
   std::shared_ptr<JobLibrary> load(const std::string& path, int fd) {
-    if (auto it = libraries_.find(path); it != libraries_.end()) {
-      ::close(fd);
-      return it->second;
+    if (fd >= 0) {
+      if (auto old = files_.find(path); old != files_.end()) ::close(old->second);
+      files_[path] = fd;
     }
-    auto library = JobLibrary::load(fd, path);
+    if (auto it = libraries_.find(path); it != libraries_.end()) return it->second;
+    auto file = files_.find(path);
+    if (file == files_.end()) {
+      throw LibraryRefused("job library '" + path +
+                           "': the runner sent no file for a library this worker has not loaded");
+    }
+    const int copy = ::fcntl(file->second, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) {
+      throw LibraryRefused("job library '" + path + "': " + std::strerror(errno));
+    }
+    auto library = JobLibrary::load(copy, path);
     send({{"t", "log"},
           {"level", DH_LOG_INFO},
           {"line", "worker " + std::to_string(::getpid()) + " loaded job library '" +
@@ -225,6 +240,7 @@ class Worker {
   std::optional<std::string> kill_reason_;  // of the assigned task
   std::shared_ptr<TaskContext> current_;    // while its function may run
   std::map<std::string, std::shared_ptr<JobLibrary>> libraries_;  // task thread only
+  std::map<std::string, int> files_;  // the runner's checked files, by path (task thread only)
   StackSampler sampler_;
   pid_t tid_ = 0;
 };

@@ -190,10 +190,6 @@ void WorkerPool::spawn() {
   processes_.push_back(std::move(process));
 }
 
-WorkerPool::Task::~Task() {
-  if (library_fd >= 0) ::close(library_fd);
-}
-
 void WorkerPool::send(Process& process, const json& message, int pass) {
   process.outbox.append(frameMessage(message), pass);
   if (!flush(process)) wake();  // the I/O thread writes the rest when the socket takes it
@@ -231,20 +227,23 @@ void WorkerPool::dispatch() {
     task->process = idle;
     task->pid = idle->pid;
     idle->task = id;
+    // A worker gets a library's file once; it keeps what it loaded.
+    const bool with_file = idle->libraries.insert(task->path).second;
     send(*idle,
          {{"t", "run"},
           {"id", id},
           {"task", task->task_json},
           {"path", task->path},
-          {"label", task->label}},
-         ::fcntl(task->library_fd, F_DUPFD_CLOEXEC, 0));
+          {"label", task->label},
+          {"with_file", with_file}},
+         with_file ? ::fcntl(task->library->fd(), F_DUPFD_CLOEXEC, 0) : -1);
   }
 }
 
 void WorkerPool::launch(const TaskSpec& spec, const std::string& task_json, const std::string& path,
-                        const std::string& label, int library_fd) {
+                        const std::string& label, std::shared_ptr<const LibraryFile> library) {
   auto task = std::make_shared<Task>();
-  task->library_fd = library_fd;
+  task->library = std::move(library);
   task->spec = spec;
   task->task_json = task_json;
   task->path = path;

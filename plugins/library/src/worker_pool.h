@@ -6,9 +6,11 @@
 //
 // Channel (worker_channel.h), runner -> worker:
 //   config {config}                 first, the runner's config JSON as text
-//   run    {id, task, path, label}  a task: its task_json, the library's path and name, and
-//                                   (SCM_RIGHTS) the library file the runner opened and
-//                                   checked, which the worker loads instead of the path
+//   run    {id, task, path, label, with_file}
+//                                   a task: its task_json, the library's path and name; with
+//                                   the first run of a library in a worker (with_file true),
+//                                   the library's file the runner opened and checked
+//                                   (SCM_RIGHTS), which the worker loads instead of the path
 //   kill   {id, reason}             cancelled flag + kill callback, in the worker
 //   dump   {id}                     sample the task thread's stack
 // worker -> runner:
@@ -38,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -45,6 +48,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "job_library.h"
 #include "library_config.h"
 #include "task_context.h"
 #include "worker_channel.h"
@@ -61,10 +65,10 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Queues the task for the next idle worker, with `library_fd` (taken): the job library the
-  // worker is to load, opened and checked (JobLibrary::openFile). Throws sdk::Error.
+  // Queues the task for the next idle worker, with `library`: the job library's file the
+  // worker is to load, opened and checked. Throws sdk::Error.
   void launch(const TaskSpec& spec, const std::string& task_json, const std::string& path,
-              const std::string& label, int library_fd);
+              const std::string& label, std::shared_ptr<const LibraryFile> library);
   void kill(std::uint64_t task_id, const std::string& reason);  // throws DH_NOT_FOUND
   std::string threadDump(std::uint64_t task_id);
   std::string taskStats(std::uint64_t task_id);
@@ -80,6 +84,7 @@ class WorkerPool {
     int fd = -1;  // our end of the channel, non-blocking
     MessageReader reader;
     Outbox outbox;                      // what is not written yet
+    std::set<std::string> libraries;    // paths whose file it was sent
     std::optional<std::uint64_t> task;  // the task it runs
     bool ready = false;
     bool closed = false;  // channel ended: to be reaped
@@ -87,12 +92,8 @@ class WorkerPool {
   };
 
   struct Task {
-    Task() = default;
-    ~Task();
-    Task(const Task&) = delete;
-    Task& operator=(const Task&) = delete;
     TaskSpec spec;
-    int library_fd = -1;  // the job library's file, until the task ends
+    std::shared_ptr<const LibraryFile> library;  // the job library's checked file
     std::string task_json;
     std::string path;
     std::string label;
