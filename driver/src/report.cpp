@@ -25,8 +25,10 @@ std::string stringField(const Json& result, const char* key) {
   return it->get<std::string>();
 }
 
-// A process task's stdout, or a library task's value (its base64 form marked as such).
+// A process task's stdout, or a library task's value (its base64 form marked as such), or
+// another runner's result as text.
 std::string rawText(const Json& result) {
+  if (auto other = otherResultText(result)) return *other;
   if (!result.is_object()) return {};
   if (result.contains("stdout")) return stringField(result, "stdout");
   if (result.contains("value")) return stringField(result, "value");
@@ -46,6 +48,17 @@ std::string formatDuration(std::chrono::milliseconds d) {
 }
 
 }  // namespace
+
+std::optional<std::string> otherResultText(const Json& result) {
+  if (result.is_null()) return std::nullopt;
+  if (result.is_string()) return result.get<std::string>();
+  if (result.is_object()) {
+    for (const char* key : {"stdout", "value", "value_base64", "block"}) {
+      if (result.contains(key)) return std::nullopt;
+    }
+  }
+  return result.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 std::string formatNumber(double value) {
   if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 9.0e15) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dockhand/driver/report.h"
 #include "dockhand/protocol/result_value.h"
 
 namespace dockhand::driver {
@@ -53,7 +54,9 @@ Result<std::size_t> writeResultsDir(const std::string& dir, const std::vector<Ta
                             {"attempts", task.launches},
                             {"duration_ms", task.duration.count()}};
     if (task.outcome == TaskOutcome::kFinished) {
-      auto bytes = protocol::resultBytes(task.result);
+      // A built-in runner's value, or another runner's result as its text.
+      const auto other = otherResultText(task.result);
+      auto bytes = other ? Result<std::string>(*other) : protocol::resultBytes(task.result);
       if (bytes) {
         std::string file = resultFileName(task.spec.name);
         for (int n = 2; !taken.insert(file).second; ++n) {

@@ -132,6 +132,15 @@ TEST(ReportTest, NumbersPrintWithoutNeedlessDecimals) {
   EXPECT_EQ(formatNumber(2.5), "2.5");
 }
 
+TEST(ReportTest, AnotherRunnersResultIsShownAsItsText) {
+  EXPECT_EQ(resultText(Json("done after 50 ms")), "done after 50 ms");
+  EXPECT_EQ(resultText(Json{{"count", 3}}), R"({"count":3})");
+  EXPECT_EQ(resultText(Json(7)), "7");
+  EXPECT_EQ(resultText(Json()), "");
+  EXPECT_EQ(otherResultText(Json{{"block", "task_1_result"}}), std::nullopt);
+  EXPECT_EQ(otherResultText(Json{{"value", "x"}}), std::nullopt);
+}
+
 TEST(ResultsDirTest, FileNamesKeepPlainCharactersOnly) {
   EXPECT_EQ(resultFileName("part-1.out_2"), "part-1.out_2");
   EXPECT_EQ(resultFileName("../etc/passwd"), ".._etc_passwd");
@@ -149,18 +158,21 @@ TEST(ResultsDirTest, ALibraryValueIsWrittenAsItsBytesAndAnUnfetchedOneIsNamed) {
   failed.outcome = TaskOutcome::kFailed;
   failed.reason = "exit code 3";
   std::vector<TaskRecord> tasks = {finishedLibrary("bin", {{"value_base64", "AP8B"}}),
+                                   finishedLibrary("json", {{"count", 3}}),
                                    finishedLibrary("late", {{"block", "task_9_result"}}), failed};
   auto written = writeResultsDir(dir.string(), tasks);
   ASSERT_TRUE(written.ok()) << written.error().message;
-  EXPECT_EQ(*written, 1U);
+  EXPECT_EQ(*written, 2U);
   std::ifstream in(dir / "bin", std::ios::binary);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), std::string("\x00\xff\x01", 3));
   EXPECT_FALSE(std::filesystem::exists(dir / "late"));
   std::ifstream index_in(dir / "results.json");
   const Json index = Json::parse(index_in);
-  EXPECT_NE(index[1]["reason"].get<std::string>().find("task_9_result"), std::string::npos);
-  EXPECT_EQ(index[2]["outcome"], "FAILED");
-  EXPECT_EQ(index[2]["reason"], "exit code 3");
+  std::ifstream json_in(dir / "json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(json_in), {}), R"({"count":3})");
+  EXPECT_NE(index[2]["reason"].get<std::string>().find("task_9_result"), std::string::npos);
+  EXPECT_EQ(index[3]["outcome"], "FAILED");
+  EXPECT_EQ(index[3]["reason"], "exit code 3");
   std::filesystem::remove_all(dir);
 }
 

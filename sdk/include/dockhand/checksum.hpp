@@ -124,7 +124,7 @@ class Xxh64 {
     return v;
   }
   void stripe(const unsigned char* p) {
-    for (int i = 0; i < 4; ++i) lanes_[i] = round(lanes_[i], read64(p + 8 * i));
+    for (std::size_t i = 0; i < 4; ++i) lanes_[i] = round(lanes_[i], read64(p + 8 * i));
   }
 
   std::uint64_t seed_ = 0;

@@ -2,8 +2,10 @@
 // config names, {"directory": "/mnt/blocks"}, checks the copy's checksum (dockhand/checksum.hpp)
 // and answers the block migrated to the shared fallback store ({"id"}); a block it could not
 // copy is answered failed with the reason, and stays on the agent for the next plugin.
-// cancel() (any thread) makes migrate() return after the block in hand. Replace the copy with
-// your store's upload; answer {"id", "url"} when readers are to GET it there.
+// cancel() (any thread) makes migrate() return after the block in hand. The directory is the
+// cluster's fallback store: set the agents' `fallback_dir` to it too (a shared file system), so
+// that they serve what lands there and `dockhand plugins check` reads the block back. Replace
+// the copy with your store's upload; answer {"id", "url"} when readers are to GET it there.
 #include <atomic>
 #include <filesystem>
 #include <fstream>

@@ -15,6 +15,12 @@ namespace dockhand::driver {
 // What a text value not in UTF-8 is shown with: "base64:" and its base64 form.
 inline constexpr std::string_view kBase64Mark = "base64:";
 
+// The text of a result that is not a value of the built-in runners ({"stdout"}, {"value"},
+// {"value_base64"}, or {"block"} not yet fetched): a JSON string's text, any other JSON as JSON
+// text; nullopt for those, and for no result (null). A third-party runner may finish a task
+// with any JSON (plugin.h).
+std::optional<std::string> otherResultText(const Json& result);
+
 // The value of a FINISHED result: a process task's stdout, or a library task's "value" (its
 // "value_base64" shown as "base64:<text>"), whitespace-trimmed, newlines shown as " | ", cut
 // to `max_chars`.

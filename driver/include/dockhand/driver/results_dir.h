@@ -2,7 +2,8 @@
 // needs more than the report's line (which cuts a value at 200 characters).
 //
 //   DIR/<task name>   the bytes of each FINISHED task's value: a process task's stdout, a
-//                     library task's value (its "value_base64" decoded), byte for byte
+//                     library task's value (its "value_base64" decoded), byte for byte; another
+//                     runner's result as text (report.h, otherResultText)
 //   DIR/results.json  every task, in job order: name, outcome, agent, attempts, duration_ms,
 //                     and "file" (the name of its value's file) or "reason"
 //
