@@ -135,7 +135,7 @@ Result<std::string> resultBytes(const nlohmann::json& result) {
   if (result.contains("block")) {
     return Error("the result is still in block " + result["block"].dump() + " (not fetched)");
   }
-  return Error("the result carries no value (no \"stdout\", \"value\" or \"value_base64\")");
+  return Error(R"(the result carries no value (no "stdout", "value" or "value_base64"))");
 }
 
 }  // namespace dockhand::protocol
