@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/exit_codes.h"
+#include "dockhand/plugin.hpp"
 #include "dockhand/protocol/result_value.h"
 #include "job_library.h"
 #include "library_config.h"
@@ -182,8 +183,7 @@ int runFunction(const JobsOptions& o, std::ostream& out, std::ostream& err) {
   }
 
   lib::TaskContext context(spec, [&err](std::int32_t level, const std::string& line) {
-    static constexpr const char* kLevels[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR"};
-    err << (level >= 0 && level <= 4 ? kLevels[level] : "INFO") << " " << line << "\n";
+    err << sdk::logLevelName(level) << " " << line << "\n";
   });
   const auto started = std::chrono::steady_clock::now();
   const lib::FunctionReturn returned = lib::callFunction(function, context);

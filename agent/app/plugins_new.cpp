@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/exit_codes.h"
+#include "plugins/plugin_library.h"
 
 namespace dockhand::agent {
 namespace {
@@ -20,17 +21,12 @@ constexpr const char* kNewUsage =
     "usage: dockhand plugins new --kind discovery|runner|migration|job NAME [--dir DIR]\n"
     "                            [--templates DIR]\n";
 
+// The C++ name the templates give their class (or namespace), replaced by templateClassName().
+constexpr const char* kTemplateClass = "DockhandTemplateClass";
+
 int newUsage(std::ostream& err, const std::string& problem) {
   err << "dockhand plugins new: " << problem << "\n" << kNewUsage;
   return toInt(ExitCode::kUsage);
-}
-
-bool validName(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name[0] < 'a' || name[0] > 'z') return false;
-  for (const char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) return false;
-  }
-  return true;
 }
 
 // Template file (under the templates dir) -> where it goes in the new project.
@@ -91,11 +87,11 @@ int runPluginsNew(const std::vector<std::string>& args, std::ostream& out, std::
                              ? "--kind is required"
                              : "unknown kind '" + kind + "' (discovery, runner, migration or job)");
   }
-  if (!validName(name)) {
+  if (!isValidPluginName(name)) {
     return newUsage(err, name.empty() ? "a NAME is required"
                                       : "'" + name +
-                                            "' is not a plugin name ([a-z][a-z0-9_-]*, at most "
-                                            "64 characters)");
+                                            "' is not a plugin name ([a-z0-9_-], 1 to 64 "
+                                            "characters)");
   }
   const fs::path target = dir.empty() ? fs::path(name) : fs::path(dir);
   std::error_code ec;
@@ -118,7 +114,7 @@ int runPluginsNew(const std::vector<std::string>& args, std::ostream& out, std::
     const fs::path file = target / to;
     fs::create_directories(file.parent_path(), ec);
     std::ofstream write(file, std::ios::binary | std::ios::trunc);
-    write << replaceAll(replaceAll(text, "@NAME@", name), "@CLASS@", class_name);
+    write << replaceAll(replaceAll(text, "@NAME@", name), kTemplateClass, class_name);
     write.close();
     if (!write) {
       err << "dockhand plugins new: cannot write " << file.string() << "\n";

@@ -64,15 +64,6 @@ std::string checkOne(const std::filesystem::path& path, const char* what) {
 constexpr std::uint32_t kAllKinds =
     DH_KIND_RESOURCE_DISCOVERY | DH_KIND_TASK_RUNNER | DH_KIND_BLOCK_MIGRATION;
 
-bool validName(const char* name) {
-  if (name == nullptr || *name == '\0') return false;
-  for (const char* p = name; *p; ++p) {
-    const char c = *p;
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
-  }
-  return std::strlen(name) <= 64;
-}
-
 // Checks that the table of a kind is present exactly when the kind is declared.
 template <class Table, class Hook>
 std::string checkTable(const dh_plugin_descriptor& d, std::uint32_t kind, const Table* table,
@@ -124,6 +115,13 @@ Result<std::string> readAll(int fd) {
 
 }  // namespace
 
+bool isValidPluginName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
 Result<std::string> verifyDescriptor(const PluginTrust& trust, int fd,
                                      const std::filesystem::path& path) {
   if (trust.policy == PluginTrust::Policy::kAny) return std::string("any");
@@ -165,7 +163,8 @@ std::string descriptorProblem(const dh_plugin_descriptor* raw) {
            std::to_string(DH_ABI_MAJOR) + ".0's " + std::to_string(kMinDescriptorSize);
   }
   const dh_plugin_descriptor& d = *raw;
-  if (!validName(d.name)) return "name is missing or not [a-z0-9_-]{1,64}";
+  if (d.name == nullptr || !isValidPluginName(d.name))
+    return "name is missing or not [a-z0-9_-]{1,64}";
   if (d.version == nullptr || *d.version == '\0') return "version is missing";
   if (d.create == nullptr) return "the required hook create is missing";
   if (d.destroy == nullptr) return "the required hook destroy is missing";

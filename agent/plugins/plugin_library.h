@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <boost/dll/shared_library.hpp>
 #include <nlohmann/json.hpp>
@@ -101,6 +102,9 @@ class PluginLibrary {
 // Checks a descriptor against this host's ABI: success, or the reason for refusing it.
 // Exposed for tests.
 Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor);
+
+// A plugin's name: [a-z0-9_-]{1,64}.
+bool isValidPluginName(std::string_view name);
 
 // Whether `trust` lets the file open as `fd` (named `path`) load as code: how it was trusted
 // ("any" without reading it), or why not, with the mend. The bytes checked are read from `fd`

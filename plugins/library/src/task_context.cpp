@@ -11,6 +11,8 @@
 #include <ctime>
 #include <system_error>
 
+#include "dockhand/plugin.hpp"
+
 namespace dockhand::plugins::library {
 namespace {
 
@@ -214,7 +216,6 @@ void TaskContext::log(dh_task* task, std::int32_t level, const char* message) {
 }
 
 void TaskContext::appendToTaskLog(std::int32_t level, const char* message) {
-  static constexpr const char* kLevels[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR"};
   std::lock_guard lock(log_file_mutex_);
   if (!log_file_opened_) {
     log_file_opened_ = true;
@@ -237,7 +238,7 @@ void TaskContext::appendToTaskLog(std::int32_t level, const char* message) {
   line += static_cast<char>('0' + millis / 10 % 10);
   line += static_cast<char>('0' + millis % 10);
   line += "Z ";
-  line += level >= DH_LOG_TRACE && level <= DH_LOG_ERROR ? kLevels[level] : "INFO";
+  line += sdk::logLevelName(level);
   line += ' ';
   line += message != nullptr ? message : "";
   line += '\n';

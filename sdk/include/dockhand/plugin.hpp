@@ -40,6 +40,12 @@
 
 namespace dockhand::sdk {
 
+// "TRACE", "DEBUG", "INFO", "WARN" or "ERROR" for a DH_LOG_* level ("INFO" for any other).
+inline const char* logLevelName(std::int32_t level) noexcept {
+  static constexpr const char* kNames[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR"};
+  return level >= DH_LOG_TRACE && level <= DH_LOG_ERROR ? kNames[level] : "INFO";
+}
+
 // An error with a chosen status code. Thrown from a plugin's methods; the trampolines turn
 // it into that status and last_error() returns what().
 class Error : public std::runtime_error {

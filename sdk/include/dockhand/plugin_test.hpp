@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "dockhand/plugin.h"
+#include "dockhand/plugin.hpp"
 
 namespace dockhand::sdk::testing {
 
@@ -159,10 +159,9 @@ class PluginUnderTest {
   }
   static PluginUnderTest& of(void* ctx) { return *static_cast<PluginUnderTest*>(ctx); }
   static void onLog(void* ctx, std::int32_t level, const char* message) {
-    static constexpr const char* kLevels[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR"};
     PluginUnderTest& self = of(ctx);
     std::lock_guard lock(self.mutex_);
-    self.logs_.push_back(std::string(level >= 0 && level <= 4 ? kLevels[level] : "INFO") + " " +
+    self.logs_.push_back(std::string(logLevelName(level)) + " " +
                          (message != nullptr ? message : ""));
   }
   static void onTaskStatus(void* ctx, std::uint64_t task_id, std::int32_t state,

@@ -24,7 +24,7 @@ std::string valueOf(std::string_view json, std::string_view key) {
 
 }  // namespace
 
-class @CLASS@ : public dockhand::sdk::ResourceDiscovery {
+class DockhandTemplateClass : public dockhand::sdk::ResourceDiscovery {
  public:
   // The agent checks the config against this before the constructor runs.
   static constexpr const char* kConfigSchema = R"({
@@ -37,7 +37,7 @@ class @CLASS@ : public dockhand::sdk::ResourceDiscovery {
     "additionalProperties": false
   })";
 
-  @CLASS@(dockhand::sdk::Host host, std::string_view config_json)
+  DockhandTemplateClass(dockhand::sdk::Host host, std::string_view config_json)
       : host_(host),
         resource_(valueOf(config_json, "resource")),
         count_(std::stoul(valueOf(config_json, "count"))) {}
@@ -59,4 +59,4 @@ class @CLASS@ : public dockhand::sdk::ResourceDiscovery {
   unsigned long count_;
 };
 
-DOCKHAND_PLUGIN(@CLASS@, "@NAME@", "0.1.0", "Finds the addresses of one resource")
+DOCKHAND_PLUGIN(DockhandTemplateClass, "@NAME@", "0.1.0", "Finds the addresses of one resource")

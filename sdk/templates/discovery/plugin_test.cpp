@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    dockhand::sdk::testing::PluginUnderTest plugin(argv[1], R"({"resource": "widget", "count": 2})");
+    dockhand::sdk::testing::PluginUnderTest plugin(argv[1],
+                                                   R"({"resource": "widget", "count": 2})");
     const std::string found = plugin.discover(R"({"name": "widget", "amount": 1})");
     if (found.find(R"("addresses": ["0", "1"])") == std::string::npos) {
       std::fprintf(stderr, "FAIL: discover(widget) answered %s\n", found.c_str());

@@ -29,7 +29,7 @@ std::uint64_t countWords(std::string_view text) {
 }  // namespace
 
 // Outside the anonymous namespace: a thread dump of a stuck task then names it.
-namespace @CLASS@ {
+namespace DockhandTemplateClass {
 
 void count(dockhand::job::Task& task) {
   std::uint64_t words = 0;
@@ -38,7 +38,7 @@ void count(dockhand::job::Task& task) {
   task.setResult(std::to_string(words));
 }
 
-}  // namespace @CLASS@
+}  // namespace DockhandTemplateClass
 
 DOCKHAND_JOB_LIBRARY("@NAME@", "0.1.0", "Counts the words of its inputs",
-                     DOCKHAND_TASK_NAMED("count", @CLASS@::count))
+                     DOCKHAND_TASK_NAMED("count", DockhandTemplateClass::count))

@@ -50,7 +50,7 @@ std::string checksumOfFile(const fs::path& path) {
 
 }  // namespace
 
-class @CLASS@ : public dockhand::sdk::BlockMigration {
+class DockhandTemplateClass : public dockhand::sdk::BlockMigration {
  public:
   static constexpr const char* kConfigSchema = R"({
     "type": "object",
@@ -59,7 +59,7 @@ class @CLASS@ : public dockhand::sdk::BlockMigration {
     "additionalProperties": false
   })";
 
-  @CLASS@(dockhand::sdk::Host host, std::string_view config_json)
+  DockhandTemplateClass(dockhand::sdk::Host host, std::string_view config_json)
       : host_(host), directory_(stringField(config_json, "directory")) {
     std::error_code ec;
     fs::create_directories(directory_, ec);
@@ -105,4 +105,4 @@ class @CLASS@ : public dockhand::sdk::BlockMigration {
   std::atomic<bool> cancelled_{false};
 };
 
-DOCKHAND_PLUGIN(@CLASS@, "@NAME@", "0.1.0", "Copies blocks into a shared directory")
+DOCKHAND_PLUGIN(DockhandTemplateClass, "@NAME@", "0.1.0", "Copies blocks into a shared directory")

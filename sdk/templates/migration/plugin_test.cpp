@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "FAIL: the block was not migrated: %s\n", answer.c_str());
       code = 1;
     }
-    const std::string bad = R"({"blocks": [{"id": "rdd_1_1", "path": ")" + block +
-                            R"(", "size": 11, "checksum": "xxh64:0000000000000000"}], "peers": []})";
+    const std::string bad =
+        R"({"blocks": [{"id": "rdd_1_1", "path": ")" + block +
+        R"(", "size": 11, "checksum": "xxh64:0000000000000000"}], "peers": []})";
     const std::string refused = plugin.migrate(bad);
     if (refused.find(R"("failed": [{"id": "rdd_1_1")") == std::string::npos) {
       std::fprintf(stderr, "FAIL: a wrong copy was answered migrated: %s\n", refused.c_str());

@@ -27,7 +27,7 @@ std::string valueOf(std::string_view json, std::string_view key) {
 
 }  // namespace
 
-class @CLASS@ : public dockhand::sdk::TaskRunner {
+class DockhandTemplateClass : public dockhand::sdk::TaskRunner {
  public:
   static constexpr const char* kConfigSchema = R"({
     "type": "object",
@@ -35,13 +35,13 @@ class @CLASS@ : public dockhand::sdk::TaskRunner {
     "additionalProperties": false
   })";
 
-  @CLASS@(dockhand::sdk::Host host, std::string_view config_json) : host_(host) {
+  DockhandTemplateClass(dockhand::sdk::Host host, std::string_view config_json) : host_(host) {
     const std::string max_ms = valueOf(config_json, "max_ms");
     if (!max_ms.empty()) max_ms_ = std::stoll(max_ms);
   }
 
   // Every task thread is told to stop and joined before the agent unloads the plugin.
-  ~@CLASS@() override {
+  ~DockhandTemplateClass() override {
     std::map<std::uint64_t, std::thread> threads;
     {
       std::lock_guard lock(mutex_);
@@ -58,9 +58,9 @@ class @CLASS@ : public dockhand::sdk::TaskRunner {
     const std::string ms_text = valueOf(task_json, "ms");  // the payload's only "ms"
     const long long ms = ms_text.empty() ? 0 : std::stoll(ms_text);
     if (ms < 0 || ms > max_ms_) {
-      throw dockhand::sdk::Error(DH_INVALID_ARGUMENT, "payload/ms: " + std::to_string(ms) +
-                                                          " is not in 0.." +
-                                                          std::to_string(max_ms_));
+      throw dockhand::sdk::Error(
+          DH_INVALID_ARGUMENT,
+          "payload/ms: " + std::to_string(ms) + " is not in 0.." + std::to_string(max_ms_));
     }
     std::lock_guard lock(mutex_);
     host_.taskStatus(id, DH_TASK_RUNNING);
@@ -70,7 +70,8 @@ class @CLASS@ : public dockhand::sdk::TaskRunner {
   void kill(std::uint64_t task_id, bool, std::string_view reason) override {
     std::lock_guard lock(mutex_);
     if (threads_.count(task_id) == 0 || ended_.count(task_id) != 0) {
-      throw dockhand::sdk::Error(DH_NOT_FOUND, "task " + std::to_string(task_id) + " is not running");
+      throw dockhand::sdk::Error(DH_NOT_FOUND,
+                                 "task " + std::to_string(task_id) + " is not running");
     }
     killed_[task_id] = std::string(reason);
     wake_.notify_all();
@@ -79,9 +80,8 @@ class @CLASS@ : public dockhand::sdk::TaskRunner {
  private:
   void work(std::uint64_t id, long long ms) {
     std::unique_lock lock(mutex_);
-    const bool killed = wake_.wait_for(lock, std::chrono::milliseconds(ms), [&] {
-      return stopping_ || killed_.count(id) != 0;
-    });
+    const bool killed = wake_.wait_for(lock, std::chrono::milliseconds(ms),
+                                       [&] { return stopping_ || killed_.count(id) != 0; });
     ended_[id] = true;
     const std::string reason = killed_.count(id) != 0 ? killed_[id] : "the runner stopped";
     lock.unlock();
@@ -103,4 +103,5 @@ class @CLASS@ : public dockhand::sdk::TaskRunner {
   std::map<std::uint64_t, bool> ended_;
 };
 
-DOCKHAND_PLUGIN(@CLASS@, "@NAME@", "0.1.0", "Runs each task for the time its payload says")
+DOCKHAND_PLUGIN(DockhandTemplateClass, "@NAME@", "0.1.0",
+                "Runs each task for the time its payload says")
