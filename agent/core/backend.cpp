@@ -1,11 +1,11 @@
-// The Backend's transitions (see backend.h). A little over 600 lines: its handlers are the
-// agent's whole protocol state, one per message and port event; decommissioning, the largest
-// seam, lives in decommission_flow.cpp.
+// The Backend's transitions (see backend.h): the bootstrap, the frames from the driver, the
+// in-order sends, loss and exit. The task handlers are in backend_tasks.cpp, reconnecting and
+// restarts in backend_resume.cpp, decommissioning in decommission_flow.cpp.
 #include "core/backend.h"
 
-#include <algorithm>
 #include <charconv>
 #include <stdexcept>
+#include <utility>
 
 #include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
@@ -21,10 +21,6 @@ struct ResourcesUnavailable : std::runtime_error {
 namespace proto = dockhand::protocol;
 
 namespace {
-
-double seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 std::shared_ptr<spdlog::logger> log() { return logger("agent"); }
 
@@ -84,6 +80,7 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       exiter_(exiter),
       metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
       task_log_url_(options_.task_log_url),
+      queue_(options_.cores),
       decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,
                     timers_, decommissioner, *this) {
   restart_resume_ = options_.resume_after_restart;
@@ -409,290 +406,6 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
   }
 }
 
-void Backend::handleLaunchTask(const proto::Envelope& frame) {
-  if (state_ != State::kRunning && state_ != State::kStopping) {
-    exitExecutor(ExitCode::kProtocolViolation,
-                 "received LaunchTask before the executor was registered",
-                 /*notify_driver=*/true);
-    return;
-  }
-  proto::TaskDescription task = proto::decodeBody<proto::LaunchTask>(frame.body).task;
-  const TaskLogScope scope(task.task_id);
-  proto::StatusUpdate update = statusOf(task);
-  if (running_.count(task.task_id) != 0 || findWaiting(task.task_id) != waiting_.end()) {
-    replyError(frame, proto::error_code::kUnexpectedMessage,
-               fmt::format("task {} is already running on this executor", task.task_id));
-    return;
-  }
-  if (auto kill = early_kills_.find(task.task_id);
-      kill != early_kills_.end() && kill->second.expires <= timers_.now()) {
-    // Expired, but no heartbeat has pruned it yet: it no longer applies.
-    early_kills_.erase(kill);
-  }
-  if (auto kill = early_kills_.find(task.task_id); kill != early_kills_.end()) {
-    log()->info("task {} was killed before it arrived ({}); not starting it", task.task_id,
-                kill->second.reason);
-    update.state = proto::TaskState::kKilled;
-    update.reason = kill->second.reason;
-    early_kills_.erase(kill);
-    last_task_finish_ = timers_.now();
-    decommission_.onTaskEnded();
-    sendStatus(update);
-    return;
-  }
-  if (exiting_ || restarting_) {
-    // A restart in place: the driver runs it elsewhere (or here, once resumed), no attempt
-    // counted.
-    update.state = restarting_ ? proto::TaskState::kLost : proto::TaskState::kKilled;
-    update.reason = restarting_ ? "executor " + options_.executor_id + " is restarting in place"
-                                : "executor is stopping";
-    sendStatus(update);
-    return;
-  }
-  if (decommission_.decommissioning()) {
-    // LOST, not FAILED: the driver reschedules it elsewhere without counting a failure.
-    log()->info("refusing task {}: decommissioning", task.task_id);
-    update.state = proto::TaskState::kLost;
-    update.reason = fmt::format("executor {} is decommissioning", options_.executor_id);
-    sendStatus(update);
-    return;
-  }
-  log()->debug("Got assigned task {} ({})", task.task_id, task.name);
-  const TimePoint received = timers_.now();
-  // Within the registered cores; behind the tasks already waiting (see backend.h).
-  if (!waiting_.empty() || !fitsNow(task.cpus)) {
-    log()->debug("task {} waits for cores: {} of {} in use, {} task(s) waiting before it",
-                 task.task_id, coresInUse(), options_.cores, waiting_.size());
-    waiting_.push_back(WaitingTask{std::move(task), received});
-    return;
-  }
-  startTask(task, received);
-}
-
-bool Backend::fitsNow(int cpus) const {
-  // Nothing running: any task starts, even one larger than the agent.
-  const int in_use = coresInUse();
-  return in_use <= 0 || in_use + cpus <= options_.cores;
-}
-
-std::deque<Backend::WaitingTask>::iterator Backend::findWaiting(std::uint64_t task_id) {
-  return std::find_if(waiting_.begin(), waiting_.end(),
-                      [&](const WaitingTask& w) { return w.task.task_id == task_id; });
-}
-
-proto::StatusUpdate Backend::statusOf(const proto::TaskDescription& task) const {
-  proto::StatusUpdate update;
-  update.executor_id = options_.executor_id;
-  update.task_id = task.task_id;
-  update.cpus = task.cpus;
-  update.resources = task.resources;
-  return update;
-}
-
-void Backend::startTask(const proto::TaskDescription& task, TimePoint received) {
-  running_.emplace(task.task_id, RunningTask{task.cpus, task.resources, received, false});
-  metrics_.started.inc();
-  if (auto launched = executor_.launch(task); !launched) {
-    running_.erase(task.task_id);
-    metrics_.duration.observe(seconds(timers_.now() - received));
-    log()->warn("task {} could not start: {}", task.task_id, launched.error().message);
-    proto::StatusUpdate update = statusOf(task);
-    update.state = proto::TaskState::kFailed;
-    update.reason = launched.error().message;
-    last_task_finish_ = timers_.now();
-    decommission_.onTaskEnded();
-    sendStatus(update);
-  }
-}
-
-void Backend::startWaiting() {
-  // On exit and on decommission the waiting tasks were ended (endWaiting) and none are added.
-  while (!waiting_.empty() && !exiting_ && !decommission_.decommissioning() &&
-         fitsNow(waiting_.front().task.cpus)) {
-    WaitingTask next = std::move(waiting_.front());
-    waiting_.pop_front();
-    const TaskLogScope scope(next.task.task_id);
-    startTask(next.task, next.received);
-  }
-}
-
-void Backend::endUnstarted(const proto::TaskDescription& task, proto::TaskState state,
-                           std::string reason) {
-  proto::StatusUpdate update = statusOf(task);
-  update.state = state;
-  update.reason = std::move(reason);
-  last_task_finish_ = timers_.now();
-  sendStatus(update);
-}
-
-void Backend::endWaiting(proto::TaskState state, const std::string& reason) {
-  if (waiting_.empty()) return;
-  log()->info("{} task(s) waiting for cores end {}: {}", waiting_.size(), proto::toString(state),
-              reason);
-  std::deque<WaitingTask> ended;
-  ended.swap(waiting_);
-  for (const auto& w : ended) endUnstarted(w.task, state, reason);
-}
-
-void Backend::decommissionBegan() {
-  // LOST, as a LaunchTask that arrives now: the driver runs them elsewhere, no failure counted.
-  endWaiting(proto::TaskState::kLost,
-             fmt::format("executor {} is decommissioning", options_.executor_id));
-}
-
-void Backend::handleKillTask(const proto::Envelope& frame) {
-  if (state_ != State::kRunning && state_ != State::kStopping) {
-    exitExecutor(ExitCode::kProtocolViolation,
-                 "received KillTask before the executor was registered",
-                 /*notify_driver=*/true);
-    return;
-  }
-  auto kill = proto::decodeBody<proto::KillTask>(frame.body);
-  const TaskLogScope scope(kill.task_id);
-  std::string reason = kill.reason.empty() ? "killed by the driver" : kill.reason;
-  if (auto waiting = findWaiting(kill.task_id); waiting != waiting_.end()) {
-    log()->info("task {} killed before it started ({})", kill.task_id, reason);
-    const proto::TaskDescription task = std::move(waiting->task);
-    waiting_.erase(waiting);
-    endUnstarted(task, proto::TaskState::kKilled, std::move(reason));
-    startWaiting();  // the next in line may fit where this one did not
-    return;
-  }
-  if (running_.count(kill.task_id) != 0) {
-    if (!executor_.kill(kill.task_id, kill.interrupt, reason)) {
-      log()->debug("kill of task {}: it already ended", kill.task_id);
-    }
-    return;
-  }
-  // The kill overtook its launch (or the task already ended): remember it, so that a launch
-  // that still arrives is stopped before it starts.
-  rememberKill(kill.task_id, reason);
-}
-
-void Backend::rememberKill(std::uint64_t task_id, const std::string& reason) {
-  if (early_kills_.size() >= options_.max_remembered_kills) pruneEarlyKills();
-  if (early_kills_.size() >= options_.max_remembered_kills) {
-    // Still full of live entries: drop the one closest to expiry.
-    auto oldest = std::min_element(
-        early_kills_.begin(), early_kills_.end(),
-        [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
-    log()->warn("forgetting the kill of task {}: more than {} kills are remembered", oldest->first,
-                options_.max_remembered_kills);
-    early_kills_.erase(oldest);
-  }
-  early_kills_[task_id] = EarlyKill{reason, timers_.now() + options_.kill_memory};
-}
-
-void Backend::pruneEarlyKills() {
-  TimePoint now = timers_.now();
-  for (auto it = early_kills_.begin(); it != early_kills_.end();) {
-    it = it->second.expires <= now ? early_kills_.erase(it) : std::next(it);
-  }
-}
-
-void Backend::handleThreadDump(const proto::Envelope& frame) {
-  auto ask = proto::decodeBody<proto::TaskThreadDump>(frame.body);
-  if (state_ != State::kRunning && state_ != State::kStopping) {
-    replyError(frame, proto::error_code::kNotRegistered, "the executor is not registered yet");
-    return;
-  }
-  if (findWaiting(ask.task_id) != waiting_.end()) {
-    replyError(
-        frame, proto::error_code::kUnknownTask,
-        fmt::format("task {} has not started: it waits for cores on this executor", ask.task_id));
-    return;
-  }
-  std::optional<Json> dump =
-      running_.count(ask.task_id) != 0 ? executor_.threadDump(ask.task_id) : std::nullopt;
-  if (!dump) {
-    replyError(frame, proto::error_code::kUnknownTask,
-               fmt::format("task {} is not running on this executor", ask.task_id));
-    return;
-  }
-  if (frame.id != 0) link_.send(proto::makeReply(frame.id, std::move(*dump)));
-}
-
-// ---- Task status ---------------------------------------------------------------------------
-
-void Backend::onTaskStatus(const TaskStatusEvent& status) {
-  const TaskLogScope scope(status.task_id);
-  auto it = running_.find(status.task_id);
-  if (it == running_.end()) {
-    log()->warn("status {} for unknown task {} ignored", proto::toString(status.state),
-                status.task_id);
-    return;
-  }
-  if (orphaned_.count(status.task_id) != 0) {
-    if (proto::isTerminal(status.state)) {
-      log()->info("task {} of the refused session ended ({}); not reported", status.task_id,
-                  proto::toString(status.state));
-      orphaned_.erase(status.task_id);
-      running_.erase(it);
-    }
-    return;
-  }
-  proto::StatusUpdate update;
-  update.executor_id = options_.executor_id;
-  update.task_id = status.task_id;
-  update.state = status.state;
-  update.result = status.result;
-  update.reason = status.reason;
-  if (restarting_ && status.state == proto::TaskState::kKilled) {
-    // Stopped by a restart in place: the driver runs it again, no attempt counted.
-    update.state = proto::TaskState::kLost;
-    update.reason = "executor " + options_.executor_id +
-                    " restarted in place; its running tasks do not survive a restart";
-  }
-  update.exit_code = status.exit_code;
-  update.signal = status.signal;
-  update.stderr_tail = status.stderr_tail;
-  update.fetch_failed = status.fetch_failed;
-  update.cpus = it->second.cpus;
-  update.resources = it->second.resources;
-  if (!task_log_url_.empty()) {
-    for (const char* stream : {"stdout", "stderr"}) {
-      update.log_urls[stream] = task_log_url_.expand(status.task_id, stream);
-    }
-  }
-  if (status.state == proto::TaskState::kRunning && !it->second.reported_running) {
-    it->second.reported_running = true;
-    metrics_.launch_latency.observe(seconds(timers_.now() - it->second.received));
-  }
-  if (proto::isTerminal(status.state)) {
-    metrics_.duration.observe(seconds(timers_.now() - it->second.received));
-    running_.erase(it);
-    last_task_finish_ = timers_.now();
-    decommission_.onTaskEnded();
-  }
-  if (!status.blocks.empty()) {
-    // Before the status: the driver must know the blocks when it learns the task finished.
-    proto::UpdateBlockInfo info;
-    info.executor_id = options_.executor_id;
-    info.added = status.blocks;
-    sendInOrder(proto::makeMessage(info), status.task_id);
-  }
-  sendStatus(update);
-  if (restarting_ && !exiting_ && running_.empty()) {
-    // A restart in place waited for the tasks that cannot outlive the program: they ended.
-    exitExecutor(ExitCode::kRestartInPlace, restart_reason_ + ": restart in place",
-                 /*notify_driver=*/false);
-    return;
-  }
-  if (proto::isTerminal(status.state) && !waiting_.empty()) {
-    // The driver hears of the freed cores before the next task's launch work holds the
-    // status back: with tasks sent ahead, it sends the next ones meanwhile.
-    link_.flush();
-    startWaiting();
-  }
-}
-
-void Backend::sendStatus(const proto::StatusUpdate& update) {
-  std::uint64_t task_id = update.task_id;
-  const bool final_status = proto::isTerminal(update.state);
-  if (final_status) metrics_.ended[static_cast<std::size_t>(update.state)]->inc();
-  sendInOrder(proto::makeMessage(update), task_id, final_status);
-}
-
 bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
   // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
   // sent while Reconnecting until the driver has taken the agent back.
@@ -840,7 +553,7 @@ Json Backend::statusJson() const {
       {"state", decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
                                                              : std::string(toString(state_))},
       {"running_tasks", running_.size()},
-      {"waiting_tasks", waiting_.size()},
+      {"waiting_tasks", queue_.size()},
       {"cores", {{"total", options_.cores}, {"in_use", coresInUse()}}},
       {"queued_updates", outbox_.size()},
       {"decommission", decommissionProgress()}};

@@ -33,10 +33,13 @@
 // comes then). The reference driver sends tasks ahead like this when launch_ahead is set, so
 // that a slot never idles for a driver round trip. A waiting task is killed without starting,
 // answered LOST when decommissioning begins and KILLED on exit. A task larger than the agent
-// waits until nothing runs, so nothing waits forever.
+// waits until nothing runs, so nothing waits forever. The queue and its rule: CoreQueue
+// (core/core_queue.h).
 //
-// Every method runs on the core thread; the Backend never blocks except in the final
-// Executor::stopAll() on the exit path, and never touches a socket itself.
+// Every method runs on the core thread, and the Backend never touches a socket itself. It
+// blocks in two places only: the discover_resources hook before registering (discovery
+// scripts run there, while nothing else is running), and the final Executor::stopAll() on
+// the exit path.
 #pragma once
 
 #include <array>
@@ -49,6 +52,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/core_queue.h"
 #include "core/decommission_flow.h"
 #include "core/exit_codes.h"
 #include "core/ports.h"
@@ -193,7 +197,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   State state() const { return state_; }
   std::size_t runningTasks() const override { return running_.size(); }
   // Launched tasks waiting for cores (see above).
-  std::size_t waitingTasks() const { return waiting_.size(); }
+  std::size_t waitingTasks() const { return queue_.size(); }
   std::size_t queuedStatusUpdates() const { return outbox_.size(); }
   // Final statuses sent and kept in case the connection lost them (see Reconnecting).
   std::size_t recentEnds() const { return recent_ends_.size(); }
@@ -219,10 +223,6 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     std::map<std::string, std::vector<std::string>> resources;
     TimePoint received{};  // when its LaunchTask arrived
     bool reported_running = false;
-  };
-  struct WaitingTask {
-    protocol::TaskDescription task;
-    TimePoint received{};  // when its LaunchTask arrived
   };
   // The task counters, looked up once: counting a task is a few relaxed atomic adds.
   struct TaskMetrics {
@@ -273,10 +273,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // shows whether the driver had it.
   void rememberEnd(std::uint64_t task_id, protocol::Envelope frame);
 
+  // The task handlers (backend_tasks.cpp).
   void handleLaunchTask(const protocol::Envelope& frame);
-  // The task's cpus fit beside the running tasks now.
-  bool fitsNow(int cpus) const;
-  std::deque<WaitingTask>::iterator findWaiting(std::uint64_t task_id);
   // A StatusUpdate of `task` with no state yet.
   protocol::StatusUpdate statusOf(const protocol::TaskDescription& task) const;
   // Starts `task` (it passed every check and fits): the executor launches it.
@@ -326,7 +324,6 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::string delegation_tokens_;  // never logged
   std::unordered_map<std::uint64_t, RunningTask> running_;
   std::unordered_map<std::uint64_t, EarlyKill> early_kills_;
-  std::deque<WaitingTask> waiting_;  // launched, waiting for cores, in arrival order
   // Frames that must reach the driver in order (status updates, block info), queued while
   // they cannot be sent; task_id names the task for the log (0: none).
   struct Outgoing {
@@ -356,6 +353,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::optional<TimePoint> last_task_finish_;
   TaskMetrics metrics_;
   TaskLogUrlPattern task_log_url_;  // options_.task_log_url, split once
+  CoreQueue queue_;                 // launched tasks waiting for cores
 
   // Constructed last: it keeps references to the ports above and to this Backend as its
   // Host.

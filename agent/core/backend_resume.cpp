@@ -59,9 +59,9 @@ void Backend::onReconnectFailed(const std::string& reason, bool retryable) {
 
 std::vector<std::uint64_t> Backend::tasksHere() const {
   std::vector<std::uint64_t> ids;
-  ids.reserve(running_.size() + waiting_.size());
+  ids.reserve(running_.size() + queue_.size());
   for (const auto& [task_id, task] : running_) ids.push_back(task_id);
-  for (const auto& waiting : waiting_) ids.push_back(waiting.task.task_id);
+  queue_.appendIds(ids);
   for (const auto& queued : outbox_) {
     if (queued.final_status) ids.push_back(queued.task_id);
   }
@@ -123,8 +123,7 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
                  std::make_move_iterator(again.end()));
   std::vector<std::uint64_t> never_received;
   for (const auto task_id : accepted.tasks) {
-    if (known.count(task_id) == 0 && running_.count(task_id) == 0 &&
-        findWaiting(task_id) == waiting_.end()) {
+    if (known.count(task_id) == 0 && running_.count(task_id) == 0 && !queue_.contains(task_id)) {
       never_received.push_back(task_id);
     }
   }
@@ -132,7 +131,7 @@ void Backend::onResumed(const proto::ResumeAccepted& accepted) {
   logger("agent")->info(
       "resumed with driver {} as executor {} ({}): {} task(s) running here, {} final status(es) "
       "sent again, {} launch(es) never received reported LOST",
-      options_.driver_url, options_.executor_id, lost_because_, running_.size() + waiting_.size(),
+      options_.driver_url, options_.executor_id, lost_because_, running_.size() + queue_.size(),
       again.size(), never_received.size());
   for (const auto task_id : never_received) {
     proto::StatusUpdate lost;
