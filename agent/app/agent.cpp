@@ -129,8 +129,8 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       settings_(readSettings(config_)),
       signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
                                : protocol::auth::RequestSigner{}),
-      host_(pluginSearchPath(config_), config_.allow_insecure_plugins,
-            Millis(config_.plugin_call_timeout_ms), pluginTrust(config_)),
+      host_(pluginSearchPath(config_), config_.allow_insecure_plugins, pluginCallLimits(config_),
+            pluginTrust(config_)),
       executor_(loop_, guard_, config_.work_dir, config_.executor_id),
       plugins_(loadAgentPlugins()),
       discoverers_(makeDiscoverers()),
@@ -219,7 +219,6 @@ PluginCallbacks Agent::pluginCallbacks() {
 
 std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
   auto log = logger("agent");
-  PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(config_.plugin_call_warn_ms));
   std::vector<LoadedPlugin> plugins;
   try {
     std::vector<PluginSpec> specs;

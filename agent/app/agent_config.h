@@ -93,7 +93,7 @@ struct AgentConfig {
   // Run the discovery scripts an application's resource profile names (the `script` plugin as
   // the discovery chain's last step, docs/resources.md). False: a profile's script never runs.
   bool allow_profile_discovery_scripts = true;
-  std::int64_t plugin_call_warn_ms = 100;  // warn when a core-thread plugin hook takes longer
+  std::int64_t plugin_call_warn_ms = 100;  // warn when a plugin call takes longer
   // The longest a plugin call may take before the agent gives up on it (discovery, resource
   // allocation, task runner calls; what follows for each: docs/plugins.md).
   std::int64_t plugin_call_timeout_ms = 60000;

@@ -61,8 +61,8 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   spdlog::set_level(as_json ? spdlog::level::err : spdlog::level::warn);
 
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
-                  std::chrono::milliseconds(config.plugin_call_timeout_ms), pluginTrust(config));
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
+                  pluginTrust(config));
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers;
   PluginDiscoverer* script_step = nullptr;
   try {
@@ -76,7 +76,7 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
       if (!plugin.ok() || !plugin.library->implements(DH_KIND_RESOURCE_DISCOVERY)) continue;
       try {
         discoverers.push_back(std::make_unique<PluginDiscoverer>(PluginInstance::create(
-            plugin.library, plugin.spec.config.dump(), {}, host.callTimeout())));
+            plugin.library, plugin.spec.config.dump(), {}, host.callLimits())));
         if (isScriptStep(plugin)) script_step = discoverers.back().get();
       } catch (const PluginLoadError& e) {
         if (plugin.spec.required) throw;

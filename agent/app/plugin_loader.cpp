@@ -174,6 +174,11 @@ std::vector<std::string> kindNames(std::uint32_t kinds) {
   return names;
 }
 
+PluginCallLimits pluginCallLimits(const AgentConfig& config) {
+  return PluginCallLimits{std::chrono::milliseconds(config.plugin_call_timeout_ms),
+                          std::chrono::milliseconds(config.plugin_call_warn_ms)};
+}
+
 PluginTrust pluginTrust(const AgentConfig& config) {
   PluginTrust trust = config.plugin_trust;
   trust.allow_insecure = config.allow_insecure_plugins;
@@ -198,7 +203,7 @@ LoadedPlugin loadPlugin(PluginHost& host, const PluginSpec& spec, bool create,
     plugin.library = host.load(spec.target);
     if (create) {
       plugin.instance =
-          PluginInstance::create(plugin.library, spec.config.dump(), callbacks, host.callTimeout());
+          PluginInstance::create(plugin.library, spec.config.dump(), callbacks, host.callLimits());
     }
   } catch (const PluginLoadError& e) {
     plugin.error = e.what();

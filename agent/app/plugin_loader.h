@@ -101,6 +101,8 @@ std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config);
 // The plugin_trust policy of `config`, as a PluginHost takes it (allow_insecure_plugins lifts
 // the owner-and-mode check of its catalogs and keys too).
 PluginTrust pluginTrust(const AgentConfig& config);
+// The bounds of every plugin call (plugin_call_timeout_ms, plugin_call_warn_ms).
+PluginCallLimits pluginCallLimits(const AgentConfig& config);
 
 // "task_runner,resource_discovery" for a descriptor's kinds.
 std::vector<std::string> kindNames(std::uint32_t kinds);

@@ -360,7 +360,7 @@ std::vector<std::string> resourcesToDiscover(const AgentConfig& config,
 int checkPlugins(const AgentConfig& config, const std::vector<PluginSpec>& specs,
                  const PluginCheckOptions& options, std::ostream& out) {
   const Millis bound(config.plugin_call_timeout_ms);
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, bound,
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
                   pluginTrust(config));
   auto reports = std::make_shared<TaskReports>();
   PluginCallbacks callbacks;

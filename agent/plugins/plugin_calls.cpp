@@ -1,12 +1,17 @@
 #include "plugins/plugin_calls.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 
+#include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/metrics/metrics.h"
 
@@ -56,6 +61,16 @@ HookMetrics makeHookMetrics(const std::string& plugin, const std::string& hook) 
   return m;
 }
 
+// The hooks plugin.h says must not block (a runner's hooks, discovery's allocate/release): a
+// call of one that takes longer than warn_after is logged and counted. create, discover,
+// describe and migrate may block.
+bool mustNotBlock(const std::string& hook) {
+  static constexpr std::array<std::string_view, 9> kQuick{"launch",      "try_launch", "kill",
+                                                          "thread_dump", "task_stats", "detach",
+                                                          "adopt",       "allocate",   "release"};
+  return std::find(kQuick.begin(), kQuick.end(), hook) != kQuick.end();
+}
+
 metrics::Gauge& stuckGauge(const std::string& plugin) {
   return metrics::defaultRegistry()
       .gauge("dockhand_plugin_stuck",
@@ -79,6 +94,11 @@ struct PluginCalls::State {
   HookMetrics* current_hook = nullptr;  // of the call in progress
   metrics::Gauge* stuck_gauge = nullptr;
   Millis timeout{0};
+  Millis warn_after{0};
+  // Held, not looked up when a slow call returns: a call left behind may return while the
+  // process exits.
+  std::shared_ptr<spdlog::logger> log;
+  std::atomic<std::uint64_t> slow_calls{0};
   std::mutex mutex;
   std::condition_variable work;   // the call thread waits for calls
   std::condition_variable watch;  // the watchdog waits for a call to start, or its deadline
@@ -131,9 +151,7 @@ void PluginCalls::runCalls(const std::shared_ptr<State>& s) {
     gCurrentHook = metrics;
     call.run();
     gCurrentHook = nullptr;
-    metrics->calls->inc();
-    metrics->duration->observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    noteReturned(*s, *metrics, call.info, started, /*on_call_thread=*/true);
     call = Call{};  // what the call holds goes before the lock is taken
     lock.lock();
     s->in_call = false;
@@ -198,13 +216,31 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
   }
 }
 
-PluginCalls::PluginCalls(std::string plugin, Millis timeout, std::string name)
-    : plugin_(std::move(plugin)), timeout_(timeout), state_(std::make_shared<State>()) {
+PluginCalls::PluginCalls(std::string plugin, PluginCallLimits limits, std::string name)
+    : plugin_(std::move(plugin)), timeout_(limits.timeout), state_(std::make_shared<State>()) {
   state_->plugin = plugin_;
   state_->name = name.empty() ? plugin_ : std::move(name);
-  state_->timeout = timeout;
+  state_->timeout = limits.timeout;
+  state_->warn_after = limits.warn_after;
+  state_->log = logger("plugin." + state_->name);
   state_->stuck_gauge = &stuckGauge(state_->name);
 }
+
+void PluginCalls::noteReturned(State& s, HookMetrics& metrics, const CallInfo& info,
+                               std::chrono::steady_clock::time_point started, bool on_call_thread) {
+  const auto took = std::chrono::steady_clock::now() - started;
+  metrics.calls->inc();
+  metrics.duration->observe(std::chrono::duration<double>(took).count());
+  const auto ms = std::chrono::duration_cast<Millis>(took);
+  if (ms <= s.warn_after || !mustNotBlock(info.hook)) return;
+  const std::uint64_t slow = ++s.slow_calls;
+  s.log->warn("{} took {} ms (limit {} ms, plugin_call_warn_ms; slow calls so far: {}): {}",
+              info.text(), ms.count(), s.warn_after.count(), slow,
+              on_call_thread ? "the plugin's later calls waited meanwhile"
+                             : "it ran on the caller's thread, which waited meanwhile");
+}
+
+std::uint64_t PluginCalls::slowCalls() const { return state_->slow_calls.load(); }
 
 void PluginCalls::noteError() {
   if (gCurrentHook != nullptr) gCurrentHook->errors->inc();
@@ -283,9 +319,7 @@ std::optional<PluginResult> PluginCalls::callHere(const CallInfo& info,
   gCurrentHook = metrics;
   const auto started = std::chrono::steady_clock::now();
   PluginResult result = hook();
-  metrics->calls->inc();
-  metrics->duration->observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  noteReturned(*state_, *metrics, info, started, /*on_call_thread=*/false);
   return result;
 }
 

@@ -17,6 +17,11 @@
 //   - every later call fails at once, naming the call that never returned.
 // A stuck call that returns later changes nothing.
 //
+// A call of a hook that must not block (plugin.h: a runner's hooks, discovery's allocate and
+// release) that returns but took longer than the instance's warn_after (plugin_call_warn_ms)
+// is logged as a warning naming the call and counted (slowCalls()): on the call thread the
+// instance's later calls waited for it, in callHere() the caller did.
+//
 // Cost on the fast path: a call is one queue push and one wake-up of the call thread; the
 // watchdog is woken only when a call starts while it is idle, and otherwise once per timeout
 // while calls keep coming (no polling). Both threads start with the first call.
@@ -40,6 +45,12 @@
 #include "plugins/plugin_result.h"
 
 namespace dockhand::agent {
+
+// The bounds of an instance's calls (agent config plugin_call_timeout_ms, plugin_call_warn_ms).
+struct PluginCallLimits {
+  std::chrono::milliseconds timeout{60000};   // a call past it makes the instance stuck
+  std::chrono::milliseconds warn_after{100};  // a call past it is logged and counted
+};
 
 class PluginCalls {
  public:
@@ -73,9 +84,10 @@ class PluginCalls {
   using StuckHandler = std::function<void(CallInfo stuck, std::vector<CallInfo> dropped)>;
 
   // `plugin` names the instance in messages ("plugin 'x'", "task runner 'x'"); `name` is the
-  // plugin's name in the metrics' labels (empty: `plugin`). Each call that returns is counted
-  // and timed by plugin and hook, each overrun counted (docs/operations.md#metrics).
-  PluginCalls(std::string plugin, Millis timeout, std::string name = {});
+  // plugin's name in the metrics' labels and its logger's ("plugin.<name>"; empty: `plugin`).
+  // Each call that returns is counted and timed by plugin and hook, each overrun counted
+  // (docs/operations.md#metrics).
+  PluginCalls(std::string plugin, PluginCallLimits limits, std::string name = {});
   // stop() with the call timeout; the threads are detached if that fails.
   ~PluginCalls();
   PluginCalls(const PluginCalls&) = delete;
@@ -123,6 +135,8 @@ class PluginCalls {
 
   const std::string& plugin() const { return plugin_; }
   Millis timeout() const { return timeout_; }
+  // The calls that returned after more than warn_after.
+  std::uint64_t slowCalls() const;
 
   // The counters of one hook (plugin_calls.cpp; public for its file-local helpers).
   struct HookMetrics;
@@ -136,6 +150,9 @@ class PluginCalls {
   static std::string refusal(const State& s);
   // The counters of `hook` (under the lock).
   static HookMetrics& hookMetrics(State& s, const std::string& hook);
+  // Times a call that returned: counted and, past warn_after, logged and counted as slow.
+  static void noteReturned(State& s, HookMetrics& metrics, const CallInfo& info,
+                           std::chrono::steady_clock::time_point started, bool on_call_thread);
 
   std::string plugin_;
   Millis timeout_;

@@ -13,11 +13,11 @@ bool isPath(const std::string& name_or_path) {
 }  // namespace
 
 PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure,
-                       std::chrono::milliseconds call_timeout, PluginTrust trust)
+                       PluginCallLimits limits, PluginTrust trust)
     : plugin_dirs_(std::move(plugin_dirs)),
       allow_insecure_(allow_insecure),
       trust_(std::move(trust)),
-      call_timeout_(call_timeout) {}
+      call_limits_(limits) {}
 
 std::filesystem::path PluginHost::locate(const std::string& name_or_path) const {
   if (name_or_path.empty()) throw PluginLoadError("plugin '': empty plugin name");
@@ -77,7 +77,7 @@ std::shared_ptr<PluginInstance> PluginHost::create(const std::string& name_or_pa
                                                    const std::string& config_json,
                                                    PluginCallbacks callbacks) {
   return PluginInstance::create(load(name_or_path), config_json, std::move(callbacks),
-                                call_timeout_);
+                                call_limits_);
 }
 
 std::unique_ptr<TaskRunnerPlugin> PluginHost::createTaskRunner(const std::string& name_or_path,
@@ -94,7 +94,7 @@ std::unique_ptr<TaskRunnerPlugin> PluginHost::createTaskRunner(const std::string
     return verifyDescriptor(trust, fd, path);
   };
   return std::make_unique<TaskRunnerPlugin>(
-      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_timeout_));
+      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_limits_));
 }
 
 std::unique_ptr<ResourceDiscoveryPlugin> PluginHost::createResourceDiscovery(
@@ -104,7 +104,7 @@ std::unique_ptr<ResourceDiscoveryPlugin> PluginHost::createResourceDiscovery(
     throw PluginLoadError(library->label() + ": not a resource discovery plugin");
   }
   return std::make_unique<ResourceDiscoveryPlugin>(
-      PluginInstance::create(std::move(library), config_json, {}, call_timeout_));
+      PluginInstance::create(std::move(library), config_json, {}, call_limits_));
 }
 
 std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
@@ -118,7 +118,7 @@ std::unique_ptr<BlockMigrationPlugin> PluginHost::createBlockMigration(
   callbacks.migration_progress = std::move(on_progress);
   callbacks.sign_request = std::move(sign_request);
   return std::make_unique<BlockMigrationPlugin>(
-      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_timeout_));
+      PluginInstance::create(std::move(library), config_json, std::move(callbacks), call_limits_));
 }
 
 }  // namespace dockhand::agent

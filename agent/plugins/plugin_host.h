@@ -33,12 +33,11 @@ namespace dockhand::agent {
 class PluginHost {
  public:
   // `allow_insecure` lets files and directories that group or others may write be loaded
-  // (development only; see PluginLibrary::open). Every instance's hook calls are bounded by
-  // `call_timeout` (plugin_call_timeout_ms; see plugin_calls.h). A file loads only when `trust`
-  // lets it (plugin_trust.h; the default trusts any file).
+  // (development only; see PluginLibrary::open). Every instance's hook calls are bounded and
+  // timed by `limits` (plugin_call_timeout_ms, plugin_call_warn_ms; see plugin_calls.h). A file
+  // loads only when `trust` lets it (plugin_trust.h; the default trusts any file).
   explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure = false,
-                      std::chrono::milliseconds call_timeout = PluginInstance::kDefaultCallTimeout,
-                      PluginTrust trust = {});
+                      PluginCallLimits limits = {}, PluginTrust trust = {});
 
   // The file for a plugin name or path. Throws PluginLoadError when no directory has it.
   std::filesystem::path locate(const std::string& name_or_path) const;
@@ -65,13 +64,13 @@ class PluginHost {
                                                              RequestSigner sign_request = {});
 
   const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
-  std::chrono::milliseconds callTimeout() const { return call_timeout_; }
+  const PluginCallLimits& callLimits() const { return call_limits_; }
 
  private:
   std::vector<std::filesystem::path> plugin_dirs_;
   bool allow_insecure_ = false;
   PluginTrust trust_;
-  std::chrono::milliseconds call_timeout_;
+  PluginCallLimits call_limits_;
   mutable std::mutex mutex_;
   std::map<std::filesystem::path, std::shared_ptr<const PluginLibrary>> by_path_;
   std::map<std::string, std::shared_ptr<const PluginLibrary>> by_name_;

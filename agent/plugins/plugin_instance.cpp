@@ -14,8 +14,6 @@
 namespace dockhand::agent {
 namespace {
 
-std::atomic<std::int64_t> gCoreHookWarnLimitMs{100};
-
 // `text` into the plugin's buffer `out` of `size` bytes (size > 0), cut to fit, NUL-terminated.
 void copyCut(const std::string& text, char* out, std::size_t size) {
   const std::size_t n = std::min(text.size(), size - 1);
@@ -69,13 +67,13 @@ Result<void> PluginInstance::checkConfig(const PluginLibrary& library,
 std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const PluginLibrary> library,
                                                        const std::string& config_json,
                                                        PluginCallbacks callbacks,
-                                                       std::chrono::milliseconds call_timeout) {
+                                                       PluginCallLimits limits) {
   const auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
   if (auto checked = checkConfig(*library, parsed); !checked) {
     throw PluginLoadError(checked.error().message);
   }
   std::shared_ptr<PluginInstance> instance(
-      new PluginInstance(std::move(library), config_json, std::move(callbacks), call_timeout),
+      new PluginInstance(std::move(library), config_json, std::move(callbacks), limits),
       &PluginInstance::release);
   PluginInstance& self = *instance;
   const PluginResult created = self.calls_.call({"create"}, [&self] {
@@ -131,12 +129,12 @@ std::vector<std::string> PluginInstance::leftBehind() {
 
 PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
                                std::string config_json, PluginCallbacks callbacks,
-                               std::chrono::milliseconds call_timeout)
+                               PluginCallLimits limits)
     : library_(std::move(library)),
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),
       logger_(logger("plugin." + library_->name())),
-      calls_("plugin '" + library_->name() + "'", call_timeout, library_->name()) {
+      calls_("plugin '" + library_->name() + "'", limits, library_->name()) {
   host_.struct_size = sizeof(dh_host);
   host_.ctx = this;
   host_.log = &hostLog;
@@ -263,26 +261,6 @@ void PluginInstance::hostMigrationProgress(void* ctx, const char* progress_json)
 
 std::int32_t PluginInstance::hostLogEnabled(void* ctx, std::int32_t level) noexcept {
   return static_cast<PluginInstance*>(ctx)->logger_->should_log(levelOf(level)) ? 1 : 0;
-}
-
-void PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds limit) {
-  gCoreHookWarnLimitMs.store(limit.count());
-}
-
-std::chrono::milliseconds PluginInstance::coreHookWarnLimit() {
-  return std::chrono::milliseconds(gCoreHookWarnLimitMs.load());
-}
-
-void PluginInstance::noteCoreHookDuration(const char* hook,
-                                          std::chrono::steady_clock::duration took) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took);
-  const auto limit = coreHookWarnLimit();
-  if (ms <= limit) return;
-  const auto count = ++slow_calls_;
-  logger_->warn(
-      "{} took {} ms (limit {} ms; slow calls so far: {}): hooks on the core thread must not "
-      "block, every other task waits meanwhile",
-      hook, ms.count(), limit.count(), count);
 }
 
 const char* PluginInstance::hostConfig(void* ctx) noexcept {

@@ -64,15 +64,15 @@ class PluginInstance {
   // "plugin.<name>". Before create(), the config is checked against the plugin's
   // config_schema: "<label>: config /path: <problem>" (every problem, joined by "; ").
   // Throws PluginLoadError "<label>: create failed: <plugin's message>" (or the call that
-  // never returned). Every call is bounded by `call_timeout` (plugin_call_timeout_ms).
+  // never returned). Every call is bounded and timed by `limits` (plugin_calls.h).
   // The check create() makes before calling the plugin: `config` is a JSON object that
   // matches the library's config schema; else "<label>: config /path: <problem>" (every
   // problem, joined by "; "). `dockhand config validate` makes it without creating anything.
   static Result<void> checkConfig(const PluginLibrary& library, const nlohmann::json& config);
-  static std::shared_ptr<PluginInstance> create(
-      std::shared_ptr<const PluginLibrary> library, const std::string& config_json,
-      PluginCallbacks callbacks, std::chrono::milliseconds call_timeout = kDefaultCallTimeout);
-  static constexpr std::chrono::milliseconds kDefaultCallTimeout{60000};
+  static std::shared_ptr<PluginInstance> create(std::shared_ptr<const PluginLibrary> library,
+                                                const std::string& config_json,
+                                                PluginCallbacks callbacks,
+                                                PluginCallLimits limits = {});
 
   // Calls the plugin's destroy() (the deleter of create()'s shared_ptr has stopped the calls).
   ~PluginInstance();
@@ -94,17 +94,9 @@ class PluginInstance {
   // (which must happen on the thread that made the call, right after it).
   PluginResult result(dh_status status, const char* out_json = nullptr) const;
 
-  // Core-thread hooks must not block: a call that took longer than the limit is logged as a
-  // warning naming the hook, and counted. Call after each core-thread hook.
-  void noteCoreHookDuration(const char* hook, std::chrono::steady_clock::duration took);
-  std::uint64_t slowCalls() const { return slow_calls_.load(); }
-  // The limit for every instance (default 100 ms; agent config plugin_call_warn_ms).
-  static void setCoreHookWarnLimit(std::chrono::milliseconds limit);
-  static std::chrono::milliseconds coreHookWarnLimit();
-
  private:
   PluginInstance(std::shared_ptr<const PluginLibrary> library, std::string config_json,
-                 PluginCallbacks callbacks, std::chrono::milliseconds call_timeout);
+                 PluginCallbacks callbacks, PluginCallLimits limits);
   // create()'s deleter: stops the calls, then destroys the instance or leaves it behind.
   static void release(PluginInstance* instance);
   std::string lastError(dh_plugin* handle) const;
@@ -127,17 +119,7 @@ class PluginInstance {
   std::shared_ptr<spdlog::logger> logger_;
   dh_host host_{};
   dh_plugin* handle_ = nullptr;
-  std::atomic<std::uint64_t> slow_calls_{0};
   PluginCalls calls_;  // last: stopped (by the deleter) before anything above goes
 };
-
-// Runs one core-thread hook and reports its duration to the instance.
-template <class Call>
-auto timedCoreHook(PluginInstance& instance, const char* hook, Call&& call) {
-  const auto start = std::chrono::steady_clock::now();
-  auto status = call();
-  instance.noteCoreHookDuration(hook, std::chrono::steady_clock::now() - start);
-  return status;
-}
 
 }  // namespace dockhand::agent

@@ -23,9 +23,7 @@ PluginResult ResourceDiscoveryPlugin::allocate(const std::string& allocation_jso
   if (table_->allocate == nullptr) return {};  // no call for a hook that does nothing
   return instance_->calls().call(
       {"allocate"}, [instance = instance_.get(), table = table_, allocation_json] {
-        dh_status status = timedCoreHook(*instance, "allocate", [&] {
-          return table->allocate(instance->handle(), allocation_json.c_str());
-        });
+        dh_status status = table->allocate(instance->handle(), allocation_json.c_str());
         return instance->result(status);
       });
 }
@@ -34,9 +32,7 @@ PluginResult ResourceDiscoveryPlugin::release(const std::string& allocation_json
   if (table_->release == nullptr) return {};
   return instance_->calls().call(
       {"release"}, [instance = instance_.get(), table = table_, allocation_json] {
-        dh_status status = timedCoreHook(*instance, "release", [&] {
-          return table->release(instance->handle(), allocation_json.c_str());
-        });
+        dh_status status = table->release(instance->handle(), allocation_json.c_str());
         return instance->result(status);
       });
 }

@@ -10,24 +10,19 @@ TaskRunnerPlugin::TaskRunnerPlugin(std::shared_ptr<PluginInstance> instance)
 }
 
 PluginResult TaskRunnerPlugin::launch(const std::string& task_json) {
-  dh_status status = timedCoreHook(
-      *instance_, "launch", [&] { return table_->launch(instance_->handle(), task_json.c_str()); });
+  dh_status status = table_->launch(instance_->handle(), task_json.c_str());
   return instance_->result(status);
 }
 
 PluginResult TaskRunnerPlugin::tryLaunch(const std::string& task_json) {
-  dh_status status = timedCoreHook(*instance_, "try_launch", [&] {
-    return table_->try_launch(instance_->handle(), task_json.c_str());
-  });
+  dh_status status = table_->try_launch(instance_->handle(), task_json.c_str());
   if (status == DH_UNSUPPORTED) return PluginResult{status, {}, {}};  // not now: no error
   return instance_->result(status);
 }
 
 PluginResult TaskRunnerPlugin::kill(std::uint64_t task_id, bool interrupt,
                                     const std::string& reason) {
-  dh_status status = timedCoreHook(*instance_, "kill", [&] {
-    return table_->kill(instance_->handle(), task_id, interrupt ? 1 : 0, reason.c_str());
-  });
+  dh_status status = table_->kill(instance_->handle(), task_id, interrupt ? 1 : 0, reason.c_str());
   return instance_->result(status);
 }
 
@@ -36,9 +31,7 @@ PluginResult TaskRunnerPlugin::threadDump(std::uint64_t task_id) {
     return PluginResult{DH_UNSUPPORTED, {}, name() + " does not support thread dumps"};
   }
   const char* out = nullptr;
-  dh_status status = timedCoreHook(*instance_, "thread_dump", [&] {
-    return table_->thread_dump(instance_->handle(), task_id, &out);
-  });
+  dh_status status = table_->thread_dump(instance_->handle(), task_id, &out);
   return instance_->result(status, out);
 }
 
@@ -47,9 +40,7 @@ PluginResult TaskRunnerPlugin::taskStats(std::uint64_t task_id) {
     return PluginResult{DH_UNSUPPORTED, {}, name() + " does not report task stats"};
   }
   const char* out = nullptr;
-  dh_status status = timedCoreHook(*instance_, "task_stats", [&] {
-    return table_->task_stats(instance_->handle(), task_id, &out);
-  });
+  dh_status status = table_->task_stats(instance_->handle(), task_id, &out);
   return instance_->result(status, out);
 }
 
@@ -58,8 +49,7 @@ PluginResult TaskRunnerPlugin::detach(std::uint64_t task_id) {
     return PluginResult{DH_UNSUPPORTED, {}, name() + " cannot hand tasks over to a new program"};
   }
   const char* out = nullptr;
-  dh_status status = timedCoreHook(
-      *instance_, "detach", [&] { return table_->detach(instance_->handle(), task_id, &out); });
+  dh_status status = table_->detach(instance_->handle(), task_id, &out);
   return instance_->result(status, out);
 }
 
@@ -67,9 +57,7 @@ PluginResult TaskRunnerPlugin::adopt(std::uint64_t task_id, const std::string& h
   if (!canHandOver()) {
     return PluginResult{DH_UNSUPPORTED, {}, name() + " cannot take tasks back"};
   }
-  dh_status status = timedCoreHook(*instance_, "adopt", [&] {
-    return table_->adopt(instance_->handle(), task_id, handle_json.c_str());
-  });
+  dh_status status = table_->adopt(instance_->handle(), task_id, handle_json.c_str());
   return instance_->result(status);
 }
 

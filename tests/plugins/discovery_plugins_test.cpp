@@ -149,7 +149,8 @@ TEST_F(DiscoveryPluginsTest, ScriptFromConfigAndDeclineWithoutOne) {
 // timeout: the chain fails naming the plugin and the hook, the plugin after it in the chain is
 // never asked, and the stuck plugin is not called again.
 TEST_F(DiscoveryPluginsTest, DiscoverThatNeverReturnsIsGivenUpOnAfterTheTimeout) {
-  PluginHost host({kPluginDir}, /*allow_insecure=*/false, std::chrono::milliseconds(300));
+  PluginHost host({kPluginDir}, /*allow_insecure=*/false,
+                  PluginCallLimits{std::chrono::milliseconds(300)});
   PluginDiscoverer hangs(host.create(DOCKHAND_HANG_DISCOVERY, "{}"));
   PluginDiscoverer statics(host.create("static", R"({"resources": {"gpu": ["0"]}})"));
   DiscoveryChain chain({&hangs, &statics});

@@ -63,8 +63,8 @@
  *   release must not block (return in well under a millisecond: spawn, then report later):
  *   the agent's core thread waits for allocate/release. discover may block; migrate may block
  *   for as long as its blocks take. Host callbacks may be called from any thread.
- *   The host measures every such hook (launch, kill, thread_dump, task_stats, allocate,
- *   release) and logs a warning naming the plugin and the hook when one takes longer than
+ *   The host measures every such hook (try_launch, launch, kill, thread_dump, task_stats,
+ *   detach, adopt, allocate, release) and logs a warning naming the plugin and the hook when one takes longer than
  *   its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow runner hook
  *   delays every other call to that runner. A call (migrate excepted: the decommission
  *   deadline bounds it) that takes longer than `plugin_call_timeout_ms` is abandoned and

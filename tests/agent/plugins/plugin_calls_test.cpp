@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "dockhand/metrics/metrics.h"
+#include "log_capture.h"
+#include "test_processes.h"
 
 namespace dockhand::agent {
 namespace {
@@ -67,7 +69,7 @@ struct StuckReport {
 
 TEST(PluginCallsTest, RunsCallsInOrderOnOneThreadThatIsNotTheCaller) {
   StuckReport report;
-  PluginCalls calls("plugin 'r'", 10s);
+  PluginCalls calls("plugin 'r'", {10s});
   calls.onStuck(report.handler());
   std::mutex mutex;
   std::vector<std::uint64_t> order;
@@ -93,7 +95,7 @@ TEST(PluginCallsTest, RunsCallsInOrderOnOneThreadThatIsNotTheCaller) {
 
 TEST(PluginCallsTest, CallsUnderTheTimeoutNeverMakeItStuck) {
   StuckReport report;
-  PluginCalls calls("plugin 'r'", 200ms);
+  PluginCalls calls("plugin 'r'", {200ms});
   calls.onStuck(report.handler());
   // Calls keep starting across several timeout periods, each well under the bound.
   for (int i = 0; i < 30; ++i) {
@@ -110,7 +112,7 @@ TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
   auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   std::atomic<int> ran_after{0};
   {
-    PluginCalls calls("plugin 'r'", 100ms);
+    PluginCalls calls("plugin 'r'", {100ms});
     calls.onStuck(report.handler());
     ASSERT_TRUE(calls.submit({{"launch", 1}, [] {}}));
     ASSERT_TRUE(calls.submit({{"launch", 7}, [&, gate] { gate->wait(); }}));
@@ -142,7 +144,7 @@ TEST(PluginCallsTest, OverrunMakesItStuckDropsQueuedCallsAndRefusesLaterOnes) {
 TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
   StuckReport report;
   auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
-  PluginCalls calls("plugin 'r'", 50ms);
+  PluginCalls calls("plugin 'r'", {50ms});
   calls.onStuck(report.handler());
   ASSERT_TRUE(calls.submit({{"thread_dump", 2}, [&, gate] { gate->wait(); }}));
   ASSERT_TRUE(report.waitFor(10s));
@@ -162,7 +164,7 @@ TEST(PluginCallsTest, CountsCallsErrorsTimeoutsAndStuckByPluginAndHook) {
   const std::vector<std::string> launch{"metrics-probe", "launch"};
   StuckReport report;
   auto gate = std::make_shared<Gate>();
-  PluginCalls calls("plugin 'metrics-probe'", 100ms, "metrics-probe");
+  PluginCalls calls("plugin 'metrics-probe'", {100ms}, "metrics-probe");
   calls.onStuck(report.handler());
   EXPECT_EQ(
       registry.gauge("dockhand_plugin_stuck", "", {"plugin"}).labels({"metrics-probe"}).value(), 0);
@@ -204,7 +206,7 @@ TEST(PluginCallsTest, StopWaitsForACallInProgressOnlyUntilTheDeadline) {
   StuckReport report;
   auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   {
-    PluginCalls calls("plugin 'r'", 1h);
+    PluginCalls calls("plugin 'r'", {1h});
     calls.onStuck(report.handler());
     std::atomic<bool> started{false};
     ASSERT_TRUE(calls.submit({{"kill", 5}, [&, gate] {
@@ -221,7 +223,7 @@ TEST(PluginCallsTest, StopWaitsForACallInProgressOnlyUntilTheDeadline) {
 }
 
 TEST(PluginCallsTest, CallWaitsForTheAnswerMadeOnTheCallThread) {
-  PluginCalls calls("plugin 'r'", 10s);
+  PluginCalls calls("plugin 'r'", {10s});
   std::thread::id ran_on;
   PluginResult answer = calls.call({"discover"}, [&] {
     ran_on = std::this_thread::get_id();
@@ -240,7 +242,7 @@ TEST(PluginCallsTest, CallThatOverrunsIsAnsweredWithAnErrorAndLaterCallsFailAtOn
   StuckReport report;
   auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
   {
-    PluginCalls calls("plugin 'hang'", 100ms);
+    PluginCalls calls("plugin 'hang'", {100ms});
     calls.onStuck(report.handler());
     // A call queued behind the one that hangs is never made; its caller is told why.
     std::optional<PluginResult> queued;
@@ -282,7 +284,7 @@ TEST(PluginCallsTest, CallThatOverrunsIsAnsweredWithAnErrorAndLaterCallsFailAtOn
 
 TEST(PluginCallsTest, ACallsOwnBoundReplacesTheTimeoutAndZeroMeansNone) {
   StuckReport report;
-  PluginCalls calls("plugin 'm'", 50ms);
+  PluginCalls calls("plugin 'm'", {50ms});
   calls.onStuck(report.handler());
   // Unbounded: well past the instance's timeout, and not stuck.
   PluginResult moved = calls.call(
@@ -311,7 +313,7 @@ TEST(PluginCallsTest, ACallsOwnBoundReplacesTheTimeoutAndZeroMeansNone) {
 
 TEST(PluginCallsTest, StopAnswersCallersOfACallItGivesUpOn) {
   auto gate = std::make_shared<Gate>();  // outlives a call the test abandons
-  PluginCalls calls("plugin 'm'", 1h);
+  PluginCalls calls("plugin 'm'", {1h});
   std::atomic<bool> started{false};
   std::optional<PluginResult> answer;
   std::thread caller([&] {
@@ -335,7 +337,7 @@ TEST(PluginCallsTest, StopAnswersCallersOfACallItGivesUpOn) {
 }
 
 TEST(PluginCallsTest, AnInstanceNeverCalledStartsNoThreadAndStopsAtOnce) {
-  PluginCalls calls("plugin 'idle'", 10s);
+  PluginCalls calls("plugin 'idle'", {10s});
   EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now()));
   EXPECT_FALSE(calls.submit({{"launch", 1}, [] {}}));
 }
@@ -349,7 +351,7 @@ TEST(PluginCallsTest, CallHereRunsOnTheCallersThreadWhenNothingElseIsCalledAndIs
   auto& errors = registry.counter("dockhand_plugin_call_errors_total", "", {"plugin", "hook"});
   const auto calls_before = calls_total.labels(labels).value();
   const auto errors_before = errors.labels(labels).value();
-  PluginCalls calls("plugin 'here-probe'", 10s, "here-probe");
+  PluginCalls calls("plugin 'here-probe'", {10s}, "here-probe");
   std::thread::id ran_on;
   std::optional<PluginResult> answer = calls.callHere({"try_launch", 1}, [&] {
     ran_on = std::this_thread::get_id();
@@ -371,9 +373,57 @@ TEST(PluginCallsTest, CallHereRunsOnTheCallersThreadWhenNothingElseIsCalledAndIs
   EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
 }
 
+TEST(PluginCallsTest, ACallPastWarnAfterIsLoggedAndCountedOnEitherThread) {
+  fakes::LogCapture log("plugin.slow-probe");
+  PluginCalls calls("plugin 'slow-probe'", {10s, 20ms}, "slow-probe");
+  EXPECT_TRUE(calls.call({"kill", 3}, [] { return PluginResult{}; }).ok());
+  // discover may block (plugin.h): it is not warned about.
+  EXPECT_TRUE(calls
+                  .call({"discover"},
+                        [] {
+                          std::this_thread::sleep_for(60ms);
+                          return PluginResult{};
+                        })
+                  .ok());
+  EXPECT_EQ(calls.slowCalls(), 0U);
+  EXPECT_TRUE(calls
+                  .call({"launch", 4},
+                        [] {
+                          std::this_thread::sleep_for(60ms);
+                          return PluginResult{};
+                        })
+                  .ok());
+  // The answer comes from inside the call; the call thread counts it just after.
+  EXPECT_TRUE(testing::eventually([&] { return calls.slowCalls() == 1U; }));
+  // callHere declines until the call thread has left that call.
+  std::optional<PluginResult> here;
+  EXPECT_TRUE(testing::eventually([&] {
+    here = calls.callHere({"try_launch", 5}, [] {
+      std::this_thread::sleep_for(60ms);
+      return PluginResult{};
+    });
+    return here.has_value();
+  }));
+  EXPECT_EQ(calls.slowCalls(), 2U);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("launch() of task 4 took "), std::string::npos) << text;
+  EXPECT_NE(text.find("(limit 20 ms, plugin_call_warn_ms; slow calls so far: 1): the plugin's "
+                      "later calls waited meanwhile"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("try_launch() of task 5 took "), std::string::npos) << text;
+  EXPECT_NE(text.find("slow calls so far: 2): it ran on the caller's thread, which waited "
+                      "meanwhile"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("discover()"), std::string::npos) << text;
+  EXPECT_EQ(text.find("kill()"), std::string::npos) << text;
+  EXPECT_TRUE(calls.stop(std::chrono::steady_clock::now() + 10s));
+}
+
 TEST(PluginCallsTest, CallHereDeclinesWhileACallRunsOrWaitsSoThatCallsKeepTheirOrder) {
   auto gate = std::make_shared<Gate>();
-  PluginCalls calls("plugin 'r'", 10s);
+  PluginCalls calls("plugin 'r'", {10s});
   std::atomic<bool> in_launch{false};
   ASSERT_TRUE(calls.submit({{"launch", 1}, [&, gate] {
                               in_launch = true;
@@ -404,7 +454,7 @@ TEST(PluginCallsTest, CallHereDeclinesWhileACallRunsOrWaitsSoThatCallsKeepTheirO
 }
 
 TEST(PluginCallsTest, ACallSubmittedDuringCallHereRunsOnlyAfterItReturned) {
-  PluginCalls calls("plugin 'r'", 10s);
+  PluginCalls calls("plugin 'r'", {10s});
   std::mutex mutex;
   std::vector<std::string> order;
   const auto note = [&](const std::string& what) {
@@ -427,7 +477,7 @@ TEST(PluginCallsTest, ACallSubmittedDuringCallHereRunsOnlyAfterItReturned) {
 TEST(PluginCallsTest, CallHereDeclinesOnceTheInstanceIsStuck) {
   StuckReport report;
   auto gate = std::make_shared<Gate>();
-  PluginCalls calls("plugin 'r'", 50ms);
+  PluginCalls calls("plugin 'r'", {50ms});
   calls.onStuck(report.handler());
   ASSERT_TRUE(calls.submit({{"launch", 1}, [gate] { gate->wait(); }}));
   ASSERT_TRUE(report.waitFor(10s));

@@ -329,21 +329,20 @@ TEST(PluginHostTest, EveryFailingCallReturnsThePluginsMessage) {
   EXPECT_TRUE(recorder.reports(1).empty()) << "a failed launch reports nothing";
 }
 
-TEST(PluginHostTest, SlowCoreThreadHookIsWarnedAboutAndStillWorks) {
+TEST(PluginHostTest, ASlowCallIsWarnedAboutByTheHostsLimitAndStillWorks) {
   LogCapture log;
-  PluginHost host({});
+  PluginHost host({}, /*allow_insecure=*/false,
+                  PluginCallLimits{std::chrono::seconds(60), std::chrono::milliseconds(50)});
   StatusRecorder recorder;
   auto runner =
       host.createTaskRunner(fixture("slow-launch"), R"({"launch_ms":250})", recorder.callback());
-  const auto limit = PluginInstance::coreHookWarnLimit();
-  PluginInstance::setCoreHookWarnLimit(std::chrono::milliseconds(50));
-  auto launched = runner->launch(R"({"task_id":3})");
-  PluginInstance::setCoreHookWarnLimit(limit);
+  auto launched = runner->instance().calls().call(
+      {"launch", 3}, [&] { return runner->launch(R"({"task_id":3})"); });
   ASSERT_TRUE(launched.ok()) << launched.error;
-  EXPECT_EQ(runner->instance().slowCalls(), 1u);
-  EXPECT_THAT(log.text(), HasSubstr("[plugin.slow-launch] [warning] launch took "));
-  EXPECT_THAT(log.text(), HasSubstr(" ms (limit 50 ms; slow calls so far: 1): hooks on the core "
-                                    "thread must not block"));
+  EXPECT_EQ(runner->instance().calls().slowCalls(), 1u);
+  EXPECT_THAT(log.text(), HasSubstr("[plugin.slow-launch] [warning] launch() of task 3 took "));
+  EXPECT_THAT(log.text(), HasSubstr(" ms (limit 50 ms, plugin_call_warn_ms; slow calls so far: "
+                                    "1): the plugin's later calls waited meanwhile"));
   auto end = recorder.waitTerminal(3, std::chrono::milliseconds(0));
   ASSERT_TRUE(end);
   EXPECT_EQ(end->state, DH_TASK_FINISHED);
