@@ -23,6 +23,7 @@
 #include "app/agent_session.h"
 #include "app/config_reload.h"
 #include "app/readiness.h"
+#include "app/signal_thread.h"
 #include "app/systemd_notify.h"
 #include "blocks/block_fetcher.h"
 #include "dockhand/base/logging.h"
@@ -36,92 +37,11 @@ namespace dockhand::agent {
 
 namespace {
 
-// Wakes the signal thread when the agent ends, so that it need not wait out its timeout.
-// (SIGRTMIN + 6 is the library runner's stack sampler.)
-int wakeSignal() { return SIGRTMIN + 7; }
-
-// Signals the agent's signal thread takes instead of their default actions: the stop signals,
-// the decommission signal (0: none) and its own wake-up.
-sigset_t handledSignals(int decommission_signal) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, wakeSignal());
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGUSR2);
-  if (decommission_signal > 0) sigaddset(&set, decommission_signal);
-  return set;
-}
-
-// Waits for SIGTERM/SIGINT (stop), SIGHUP (reload), SIGUSR2 (restart in place) and the
-// decommission signal on its own thread and turns them into core events.
-class SignalThread {
- public:
-  SignalThread(EventSink& sink, Backend& backend, int decommission_signal,
-               std::function<void()> reload)
-      : sink_(sink),
-        backend_(backend),
-        decommission_signal_(decommission_signal),
-        reload_(std::move(reload)) {
-    thread_ = std::thread([this] {
-      nameThisThread("dh-signals");
-      run();
-    });
-  }
-  ~SignalThread() {
-    stop_ = true;
-    ::pthread_kill(thread_.native_handle(), wakeSignal());
-    thread_.join();
-  }
-  SignalThread(const SignalThread&) = delete;
-  SignalThread& operator=(const SignalThread&) = delete;
-
- private:
-  void run() {
-    sigset_t set = handledSignals(decommission_signal_);
-    // No timeout: an idle agent's threads sleep until there is work (the destructor wakes this
-    // one with wakeSignal()).
-    while (!stop_) {
-      int sig = sigwaitinfo(&set, nullptr);
-      if (sig <= 0 || sig == wakeSignal()) continue;
-      if (sig == decommission_signal_) {
-        sink_.post([this] { backend_.onDecommissionSignal(); });
-        continue;
-      }
-      if (sig == SIGUSR2) {
-        sink_.post([this] { backend_.onRestartRequested("received SIGUSR2"); });
-        continue;
-      }
-      if (sig == SIGHUP) {
-        sink_.post(reload_);
-        continue;
-      }
-      std::string reason = std::string("received ") + sigabbrev_np(sig);
-      sink_.post([this, reason] { backend_.onStopRequested(reason); });
-    }
-  }
-
-  EventSink& sink_;
-  Backend& backend_;
-  int decommission_signal_;
-  std::function<void()> reload_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 StartupError configError(const std::string& what) {
   return {ExitCode::kConfigError, what, /*config_error=*/true};
 }
 
 }  // namespace
-
-void blockAgentSignals(const AgentConfig& config) {
-  // SIGPIPE stays blocked too: a peer that goes away mid-transfer is an error, not a death.
-  sigset_t signals = handledSignals(decommissionSignalNumber(config.decommission.signal));
-  sigaddset(&signals, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-}
 
 Agent::Agent(AgentConfig config, ConfigRereader reread)
     : config_(std::move(config)),
@@ -445,8 +365,17 @@ void Agent::logStart() const {
 
 int Agent::run() {
   logStart();
-  SignalThread signal_thread(loop_, backend_, decommissionSignalNumber(config_.decommission.signal),
-                             [this] { reload(); });
+  SignalHandlers on_signal;
+  on_signal.stop = [this](const std::string& reason) {
+    loop_.post([this, reason] { backend_.onStopRequested(reason); });
+  };
+  on_signal.reload = [this] { loop_.post([this] { reload(); }); };
+  on_signal.restart = [this] {
+    loop_.post([this] { backend_.onRestartRequested("received SIGUSR2"); });
+  };
+  on_signal.decommission = [this] { loop_.post([this] { backend_.onDecommissionSignal(); }); };
+  const SignalThread signal_thread(decommissionSignalNumber(config_.decommission.signal),
+                                   std::move(on_signal));
   loop_.post([this] { status_board_.set(statusJson()); });
   std::unique_ptr<WorkerWatcher> watcher;
   if (!config_.worker_url.empty()) {

@@ -16,7 +16,8 @@
 // plugins before the executor their reports go to, the event loop last.
 //
 // Threads: construct and run() on the main thread. Signals must be blocked in every thread
-// before the Agent is built (blockAgentSignals()), so that only its signal thread takes them.
+// before the Agent is built (blockAgentSignals(), app/signal_thread.h), so that only its signal
+// thread takes them.
 #pragma once
 
 #include <atomic>
@@ -67,10 +68,6 @@ class StartupError : public std::runtime_error {
   ExitCode code_;
   bool config_error_;
 };
-
-// Blocks the agent's signals (stop, decommission, SIGPIPE) in the calling thread, and so in
-// every thread it creates from then on. Call before building the Agent.
-void blockAgentSignals(const AgentConfig& config);
 
 // Reads the agent's configuration again from the sources it started with, for a reload
 // (SIGHUP): the whole configuration, or why it cannot be used.

@@ -17,6 +17,7 @@
 
 #include "app/agent.h"
 #include "app/log_setup.h"
+#include "app/signal_thread.h"
 #include "core/exit_codes.h"
 #include "dockhand/base/logging.h"
 #include "dockhand/plugin.h"
@@ -299,7 +300,7 @@ int AgentApplication::runAgent(AgentConfig config) {
         host.cgroup_cpu_limit ? fmt::format("{:g}", *host.cgroup_cpu_limit) : "none");
   }
   // Every thread created from here on inherits the mask; the agent's signal thread takes them.
-  blockAgentSignals(config);
+  blockAgentSignals(decommissionSignalNumber(config.decommission.signal));
   std::unique_ptr<Agent> agent;
   try {
     agent = std::make_unique<Agent>(std::move(config), [this]() -> Result<AgentConfig> {

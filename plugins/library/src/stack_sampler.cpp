@@ -14,6 +14,8 @@
 #include <mutex>
 #include <system_error>
 
+#include "dockhand/plugin.h"
+
 namespace dockhand::plugins::library {
 namespace {
 
@@ -62,7 +64,7 @@ std::string baseName(const char* path) {
 StackSlot::StackSlot() { ::sem_init(&done, 0, 0); }
 StackSlot::~StackSlot() { ::sem_destroy(&done); }
 
-int StackSampler::signalNumber() { return SIGRTMIN + 6; }
+int StackSampler::signalNumber() { return SIGRTMIN + DH_SIGRT_STACK_SAMPLE; }
 
 void StackSampler::prepareThread() {
   sigset_t set;

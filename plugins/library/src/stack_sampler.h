@@ -51,7 +51,7 @@ class StackSampler {
   StackSampler(const StackSampler&) = delete;
   StackSampler& operator=(const StackSampler&) = delete;
 
-  // The signal used: SIGRTMIN + 6 (nothing else in the agent uses real-time signals).
+  // The signal used: SIGRTMIN + DH_SIGRT_STACK_SAMPLE, which plugin.h reserves for it.
   static int signalNumber();
   // Unblocks the signal on the calling thread.
   static void prepareThread();

@@ -64,11 +64,24 @@
  *   the agent's core thread waits for allocate/release. discover may block; migrate may block
  *   for as long as its blocks take. Host callbacks may be called from any thread.
  *   The host measures every such hook (try_launch, launch, kill, thread_dump, task_stats,
- *   detach, adopt, allocate, release) and logs a warning naming the plugin and the hook when one takes longer than
- *   its limit (100 ms by default, agent config `plugin_call_warn_ms`): a slow runner hook
- *   delays every other call to that runner. A call (migrate excepted: the decommission
- *   deadline bounds it) that takes longer than `plugin_call_timeout_ms` is abandoned and
- *   the instance is not called again until the agent restarts.
+ *   detach, adopt, allocate, release) and logs a warning naming the plugin and the hook
+ *   when one takes longer than its limit (100 ms by default, agent config
+ *   `plugin_call_warn_ms`): a slow runner hook delays every other call to that runner. A
+ *   call (migrate excepted: the decommission deadline bounds it) that takes longer than
+ *   `plugin_call_timeout_ms` is abandoned and the instance is not called again until the
+ *   agent restarts.
+ *
+ * SIGNALS
+ *   Signals are process-wide, so the host says which are whose. The agent takes SIGTERM,
+ *   SIGINT (stop), SIGHUP (reload), SIGUSR2 (restart in place), its decommission signal
+ *   (SIGPWR by default) and SIGRTMIN + DH_SIGRT_HOST_WAKE on a thread of its own; every
+ *   thread, a plugin's included, starts with them and SIGPIPE blocked. A plugin must not
+ *   unblock them, handle them or wait for them. SIGRTMIN + DH_SIGRT_STACK_SAMPLE belongs to
+ *   the built-in `library` runner (it samples its task threads' stacks). A plugin that needs
+ *   a signal of its own takes one from SIGRTMIN + DH_SIGRT_PLUGIN_FIRST up to SIGRTMAX, says
+ *   which in its documentation, and installs its handler with SA_RESTART and without
+ *   replacing one it finds there. Child processes a plugin starts should get a clean signal
+ *   mask (posix_spawnattr_setsigmask) and default dispositions.
  */
 #ifndef DOCKHAND_PLUGIN_H
 #define DOCKHAND_PLUGIN_H
@@ -84,6 +97,11 @@ extern "C" {
 
 #define DH_ABI_MAJOR 1
 #define DH_ABI_MINOR 7
+
+/* Real-time signals, as offsets from SIGRTMIN (see SIGNALS above). */
+#define DH_SIGRT_STACK_SAMPLE 6 /* the built-in library runner's stack sampler */
+#define DH_SIGRT_HOST_WAKE 7    /* wakes the agent's signal thread */
+#define DH_SIGRT_PLUGIN_FIRST 8 /* the first a plugin may take for itself */
 
 /* The one symbol a plugin exports. */
 #define DH_PLUGIN_ENTRY_SYMBOL "dh_plugin_entry"
