@@ -23,7 +23,7 @@
 // calls in order on a call thread of its own, each bounded by plugin_call_timeout_ms. A launch the
 // runner refuses is reported as a FAILED status. Runners report from their own threads; each report
 // is turned into a TaskStatusEvent there and posted to the core thread, where the registry is
-// updated and `on_status` is called. The only state shared across threads is the set of live tasks
+// updated and the TaskStatusSink is told. The only state shared across threads is the set of live tasks
 // that stopAll() waits on. threadDump() waits for its answer on the core thread, at most
 // plugin_call_timeout_ms.
 //
@@ -36,8 +36,10 @@
 // process without waiting for it.
 //
 // Lifetime: the EventSink must outlive the executor (runner threads post until the runners
-// are destroyed, in stopAll() or the destructor). Posted closures hold the registry by
-// shared_ptr, so one that runs after the executor is gone is harmless.
+// are destroyed, in stopAll() or the destructor). Posted closures hold the registry and the
+// live set by shared_ptr, never the executor, so one that runs after the executor is gone
+// touches nothing of it; they do tell the TaskStatusSink, which must outlive every closure the
+// core thread still runs.
 #pragma once
 
 #include <atomic>
@@ -137,27 +139,27 @@ class PluginExecutor final : public Executor {
   Json taskJson(const protocol::TaskDescription& task, const std::filesystem::path& task_dir) const;
 
  private:
-  // Core-thread state, shared with the closures posted to the core thread.
-  // A task whose inputs are being fetched: the runner gets it once they are all here.
   // A runner and its instance's calls.
   struct Runner {
     std::string name;
     std::unique_ptr<TaskRunnerPlugin> plugin;
     PluginCalls* calls = nullptr;  // plugin->instance().calls()
   };
+  // A task whose inputs are being fetched: the runner gets it once they are all here.
   struct Fetch {
     Runner* runner = nullptr;
     std::string task_json;
     std::atomic<bool> cancelled{false};
     std::string kill_reason;  // core thread
   };
+  // Core-thread state, shared with the closures posted to the core thread.
   struct Registry {
     std::unordered_map<std::uint64_t, Runner*> tasks;
     std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
     TaskStatusSink* statuses = nullptr;
     std::function<void(std::uint64_t)> retire_dir;  // retireTaskDir()
   };
-  // Tasks a runner accepted and has not reported ended; guarded by live_mutex_.
+  // Tasks a runner accepted and has not reported ended; guarded by its mutex.
   struct Live {
     std::mutex mutex;
     std::condition_variable ended;

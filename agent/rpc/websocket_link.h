@@ -111,13 +111,13 @@ class WebSocketLink final : public DriverLink {
   std::atomic<std::uint64_t> malformed_frames_{0};
   LinkMetrics metrics_;
 
-  // Guards socket_ writes; over TLS, reads too (an OpenSSL connection is not to be used by
-  // two threads at once), taken by the reader only once data is there to read.
   // Writes `batch_` (under send_mutex_); false when the write failed (the frames are dropped:
   // the connection is gone, and the reader says so).
   bool flushLocked();
   std::uint32_t nextMask();
 
+  // Guards socket_ writes; over TLS, reads too (an OpenSSL connection is not to be used by
+  // two threads at once), taken by the reader only once data is there to read.
   std::mutex send_mutex_;
   std::shared_ptr<Poco::Net::WebSocket> socket_;  // set while connected
   std::thread::id batching_thread_;               // whose sends are kept (batchSendsFromThisThread)

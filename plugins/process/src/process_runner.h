@@ -5,7 +5,7 @@
 // The task's environment is built by task_environment.h, its files handled by task_files.h.
 //
 // Flow of a task (launch, kill and threadDump come one at a time, in order, on the call
-// thread the agent keeps for this runner: agent/executor/runner_calls.h):
+// thread the agent keeps for this runner: agent/plugins/plugin_calls.h):
 //   launch (call thread)  parse task_json -> spawn -> pidfd_open -> epoll add -> RUNNING
 //   kill   (call thread)  SIGTERM (or SIGKILL) to the group; a graceful kill arms a deadline
 //                         after which the reaper sends SIGKILL

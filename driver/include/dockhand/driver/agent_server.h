@@ -133,7 +133,6 @@ class Connection {
   std::thread writer_;
 };
 
-// The answer to a plain HTTP request (one that is not a WebSocket upgrade).
 // A plain HTTP request to the driver's port other than GET /healthz (the control API).
 struct ControlRequest {
   std::string method;
@@ -142,6 +141,7 @@ struct ControlRequest {
   std::string authorization;  // the Authorization header; "" when there is none
 };
 
+// The answer to a plain HTTP request (one that is not a WebSocket upgrade).
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";

@@ -28,11 +28,11 @@
 // with ResumeExecutor; the ticker drops it as lost past the window.
 //
 // Threads: frames arrive on the connections' reader threads; one ticker thread sends the
-// driver's heartbeats and expires silent agents and held ones past their window; result fetches run
-// on the ResultFetcher's. All scheduler state is behind one mutex, held only for the scheduler call
-// itself: decoding happens before, encoding after (on the connections' writer threads). Actions are
-// queued on connections while the mutex is held, so a launch and a later kill of the same task
-// reach the agent in that order.
+// driver's heartbeats and expires silent agents and held ones past their window; result
+// fetches run on the ResultFetcher's. All scheduler state is behind one mutex, held only for
+// the scheduler call itself: decoding happens before, encoding after (on the connections'
+// writer threads). Actions are queued on connections while the mutex is held, so a launch and
+// a later kill of the same task reach the agent in that order.
 //
 // The code, by seam: driver_service.cpp (lifetime, the `run` side, actions, the ticker),
 // driver_service_frames.cpp (the agent protocol), driver_service_handshake.cpp (Hello and
@@ -133,9 +133,9 @@ class DriverService : public FrameHandler {
 
  private:
   // The fields GET /v1/executors and GET /v1/cluster both give for an agent; `blocks` is how
-  // many it holds (BlockMap::countByHolder).
-  // The free cores shown are the agent's own (launch_ahead not counted; never below 0). A
-  // held agent (disconnected, within its grace window) shows state "disconnected".
+  // many it holds (BlockMap::countByHolder), the free cores the agent's own (launch_ahead not
+  // counted; never below 0). A held agent (disconnected, within its grace window) shows state
+  // "disconnected".
   static Json agentSummaryJson(const AgentInfo& agent, std::size_t blocks, TimePoint now);
   // A /v1/ request of the control API.
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
