@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "task_end.h"
+#include "thread_dump.h"
 
 namespace dockhand::plugins::library {
 namespace {
@@ -353,9 +354,7 @@ std::string LibraryRunner::threadDump(std::uint64_t task_id) {
     task = it->second;
     worker = task->worker;
   }
-  json thread = {{"function", task->spec.function},
-                 {"library", task->library_label},
-                 {"stack", json::array()}};
+  json thread = dumpThread(task->spec.function, task->library_label);
   if (worker == nullptr) {
     thread["state"] = task->returned ? "returned" : "starting";
   } else {
@@ -369,16 +368,9 @@ std::string LibraryRunner::threadDump(std::uint64_t task_id) {
       std::lock_guard lock(state_->mutex);
       same_task = task->worker == worker;
     }
-    if (!frames) {
-      thread["error"] = why;
-    } else if (!same_task) {
-      thread["error"] = "the task returned while its stack was being taken";
-    } else {
-      thread["stack"] = *frames;
-    }
+    putStack(thread, frames, why, same_task, "the task returned while its stack was being taken");
   }
-  json dump = {{"task_id", task_id}, {"threads", json::array({thread})}};
-  return dump.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dumpText(task_id, thread);
 }
 
 std::string LibraryRunner::taskStats(std::uint64_t task_id) {

@@ -33,6 +33,7 @@
 #include "library_config.h"
 #include "stack_sampler.h"
 #include "task_end.h"
+#include "thread_dump.h"
 #include "worker_channel.h"
 
 namespace dockhand::plugins::library {
@@ -215,13 +216,7 @@ class Worker {
       std::lock_guard lock(mutex_);
       same = current_ && assigned_ == id;
     }
-    if (!frames) {
-      reply["error"] = why;
-    } else if (!same) {
-      reply["error"] = "the task was not running while its stack was being taken";
-    } else {
-      reply["stack"] = *frames;
-    }
+    putStack(reply, frames, why, same, "the task was not running while its stack was being taken");
     send(reply);
   }
 

@@ -21,6 +21,7 @@
 #include "dockhand/base/loaded_object.h"
 #include "dockhand/plugin.hpp"
 #include "task_end.h"
+#include "thread_dump.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
@@ -290,8 +291,7 @@ std::string WorkerPool::threadDump(std::uint64_t task_id) {
     throw sdk::Error(DH_NOT_FOUND, "no running task " + std::to_string(task_id));
   }
   auto task = it->second;
-  json thread = {
-      {"function", task->spec.function}, {"library", task->label}, {"stack", json::array()}};
+  json thread = dumpThread(task->spec.function, task->label);
   if (task->process == nullptr) {
     thread["state"] = "queued";
   } else {  // its start may still be on its way: the worker knows better
@@ -316,8 +316,7 @@ std::string WorkerPool::threadDump(std::uint64_t task_id) {
     }
     dumps_.erase(task_id);
   }
-  json dump = {{"task_id", task_id}, {"threads", json::array({thread})}};
-  return dump.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dumpText(task_id, thread);
 }
 
 std::string WorkerPool::taskStats(std::uint64_t task_id) {
