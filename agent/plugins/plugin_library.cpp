@@ -14,6 +14,7 @@
 
 #include <boost/dll/shared_library_load_mode.hpp>
 
+#include "dockhand/base/code_file.h"
 #include "dockhand/metrics/metrics.h"
 
 namespace dockhand::agent {
@@ -40,27 +41,6 @@ const Table* copyTable(const Table* source, Table& target) {
   return &target;
 }
 
-std::string octal(unsigned mode) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "%04o", mode & 07777u);
-  return buffer;
-}
-
-std::string checkOne(const std::filesystem::path& path, const char* what) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};  // a missing file is reported later
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return std::string(what) + " " + path.string() + " is writable by group or others (mode " +
-           octal(st.st_mode) + "); run chmod go-w on it, or set allow_insecure_plugins for " +
-           "development";
-  }
-  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return std::string(what) + " " + path.string() + " belongs to uid " +
-           std::to_string(st.st_uid) + ", neither root nor this agent's user; chown it, or set " +
-           "allow_insecure_plugins for development";
-  }
-  return {};
-}
 constexpr std::uint32_t kAllKinds =
     DH_KIND_RESOURCE_DISCOVERY | DH_KIND_TASK_RUNNER | DH_KIND_BLOCK_MIGRATION;
 
@@ -202,13 +182,7 @@ Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor) {
 }
 
 Result<void> checkFileSecurity(const std::filesystem::path& path) {
-  std::error_code ec;
-  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
-  if (ec) absolute = path;
-  std::string why = checkOne(absolute, "file");
-  if (why.empty()) why = checkOne(absolute.parent_path(), "directory");
-  if (!why.empty()) return Error(std::move(why));
-  return {};
+  return checkCodeFileSecurity(path, "allow_insecure_plugins");
 }
 
 std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::path& path,
@@ -232,12 +206,7 @@ std::shared_ptr<const PluginLibrary> PluginLibrary::open(const std::filesystem::
     if (auto secure = checkFileSecurity(path); !secure) {
       throw fail("refused: " + secure.error().message);
     }
-    struct stat opened {};
-    struct stat named {};
-    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
-        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
-      throw fail("refused: the file was replaced while it was being checked");
-    }
+    if (auto same = checkSameFile(fd, path); !same) throw fail("refused: " + same.error().message);
   }
   if (!looksLikeElf(fd)) throw fail("not a shared library (no ELF header)");
   auto trusted = verifyDescriptor(trust, fd, path);

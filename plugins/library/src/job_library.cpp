@@ -11,31 +11,10 @@
 #include <cstring>
 #include <set>
 
+#include "dockhand/base/code_file.h"
+
 namespace dockhand::plugins::library {
 namespace {
-
-std::string octal(unsigned mode) {
-  char buffer[8];
-  std::snprintf(buffer, sizeof buffer, "%04o", mode & 07777u);
-  return buffer;
-}
-
-// Why `path` (a file or directory) may not be trusted, or "".
-std::string insecurity(const std::string& path, const char* what) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return std::string(what) + " " + path + " is writable by group or others (mode " +
-           octal(st.st_mode) + "); run chmod go-w on it, or set allow_insecure_libraries for " +
-           "development";
-  }
-  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return std::string(what) + " " + path + " belongs to uid " + std::to_string(st.st_uid) +
-           ", neither root nor this agent's user; chown it, or set allow_insecure_libraries " +
-           "for development";
-  }
-  return {};
-}
 
 bool validLibraryName(const char* name) {
   if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
@@ -71,12 +50,9 @@ void JobLibrary::checkFile(const std::string& path, bool allow_insecure) {
   if (::stat(path.c_str(), &st) != 0) throw refuse("no such file");
   if (!S_ISREG(st.st_mode)) throw refuse("not a regular file");
   if (!allow_insecure) {
-    std::string why = insecurity(path, "file");
-    if (why.empty()) {
-      std::string dir = path.substr(0, path.find_last_of('/'));
-      why = insecurity(dir.empty() ? "/" : dir, "directory");
+    if (auto secure = checkCodeFileSecurity(path, "allow_insecure_libraries"); !secure) {
+      throw refuse("refused: " + secure.error().message);
     }
-    if (!why.empty()) throw refuse("refused: " + why);
   }
 }
 
@@ -96,12 +72,8 @@ int JobLibrary::openFile(const std::string& path, bool allow_insecure, const Cod
   }
   try {
     checkFile(path, allow_insecure);
-    struct stat opened {};
-    struct stat named {};
-    if (::fstat(fd, &opened) != 0 || ::stat(path.c_str(), &named) != 0 ||
-        opened.st_ino != named.st_ino || opened.st_dev != named.st_dev) {
-      throw refuse("refused: the file was replaced while it was being checked");
-    }
+    if (auto same = checkSameFile(fd, path); !same)
+      throw refuse("refused: " + same.error().message);
     if (verify) {
       if (std::string why = verify(fd, path); !why.empty()) throw refuse(why);
     }
