@@ -270,7 +270,7 @@ MigrationResult migrationRate(const Options& o, const std::vector<char>& data) {
   ::sync();  // the source blocks' own writeback is not part of the migration
 
   auto start = Clock::now();
-  driver_a.send(proto::makeMessage(proto::DecommissionExecutor{"migration bench"}));
+  driver_a.send(proto::makeMessage(proto::DecommissionExecutor{.reason = "migration bench"}));
   auto moved = driver_a.waitFor(
       [](const proto::Envelope& e) {
         return e.type == "UpdateBlockInfo" &&

@@ -319,7 +319,8 @@ void checkMigration(const AgentConfig& config, const LoadedPlugin& plugin, const
     try {
       if (external) {
         const std::atomic<bool> never{false};
-        fetchBlock(protocol::InputBlock{id, info->url, 0, ""}, copy, never, bound, {}, tls_client);
+        fetchBlock(protocol::InputBlock{.id = id, .url = info->url, .size = 0, .checksum = ""},
+                   copy, never, bound, {}, tls_client);
       }
       found = checksumOfFile(copy);
     } catch (const std::exception& e) {

@@ -162,9 +162,10 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     const std::string& method = request.getMethod();
     const std::string content =
         method == HTTPRequest::HTTP_PUT ? request.get(kChecksumHeader, "") : std::string();
-    auto refusal = verifier->verify(request.get("Authorization", ""),
-                                    protocol::auth::RequestToSign{method, path, content},
-                                    protocol::auth::wallClockMs());
+    auto refusal = verifier->verify(
+        request.get("Authorization", ""),
+        protocol::auth::RequestToSign{.method = method, .path = path, .content = content},
+        protocol::auth::wallClockMs());
     if (!refusal) return true;
     server_.countAuthRefusal();
     log()->warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),

@@ -64,8 +64,11 @@ struct BlockMeta {
 // How the driver is told of a block this agent holds: served at <block_url>/blocks/<id>.
 inline protocol::BlockInfo describeBlock(const BlockMeta& meta, const std::string& executor_id,
                                          const std::string& block_url) {
-  return protocol::BlockInfo{meta.id, meta.size, meta.checksum, executor_id,
-                             block_url + "/blocks/" + meta.id};
+  return protocol::BlockInfo{.id = meta.id,
+                             .size = meta.size,
+                             .checksum = meta.checksum,
+                             .executor_id = executor_id,
+                             .url = block_url + "/blocks/" + meta.id};
 }
 
 // Why a store operation failed; what() is one line naming the block.

@@ -279,7 +279,7 @@ void Backend::onRegistered() {
   log()->info("Successfully registered with driver as executor {} ({} cores)", options_.executor_id,
               options_.cores);
   setState(State::kRunning);
-  link_.send(proto::makeMessage(proto::LaunchedExecutor{options_.executor_id}));
+  link_.send(proto::makeMessage(proto::LaunchedExecutor{.executor_id = options_.executor_id}));
   scheduleHeartbeat();
 }
 
@@ -346,7 +346,9 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
         proto::decodeBody<proto::Hello>(frame.body);
         if (frame.id != 0) {
           link_.send(proto::makeReply(
-              frame.id, proto::toJson(proto::Hello{proto::kProtocolVersion, "agent", ""})));
+              frame.id,
+              proto::toJson(proto::Hello{
+                  .protocol_version = proto::kProtocolVersion, .role = "agent", .software = ""})));
         }
         break;
       }
@@ -479,7 +481,8 @@ void Backend::exitExecutor(ExitCode code, const std::string& reason, bool notify
   }
   decommission_.stop();
   if (notify_driver && link_.connected()) {
-    link_.send(proto::makeMessage(proto::RemoveExecutor{options_.executor_id, reason}));
+    link_.send(proto::makeMessage(
+        proto::RemoveExecutor{.executor_id = options_.executor_id, .reason = reason}));
   }
   endWaiting(proto::TaskState::kKilled, "executor is stopping");
   if (code == ExitCode::kRestartInPlace) {

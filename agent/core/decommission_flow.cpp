@@ -101,8 +101,8 @@ void DecommissionFlow::onSignal() {
   logger("agent")->info(
       "decommission signal received: telling the driver that executor {} decommissions",
       executor_id_);
-  link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{executor_id_}), ask_timeout_,
-            [this](const AskResult& result) { onDriverAnswer(result); });
+  link_.ask(proto::makeMessage(proto::ExecutorDecommissioning{.executor_id = executor_id_}),
+            ask_timeout_, [this](const AskResult& result) { onDriverAnswer(result); });
 }
 
 void DecommissionFlow::onDriverAnswer(const AskResult& result) {
@@ -246,7 +246,7 @@ void DecommissionFlow::startPass() {
   pass_running_ = true;
   ++passes_;
   const std::uint64_t ends_at_start = task_ends_;
-  link_.ask(proto::makeMessage(proto::GetPeers{executor_id_}), ask_timeout_,
+  link_.ask(proto::makeMessage(proto::GetPeers{.executor_id = executor_id_}), ask_timeout_,
             [this, ends_at_start](const AskResult& result) {
               if (host_.stopping()) {
                 pass_running_ = false;

@@ -62,8 +62,10 @@ ReadableCheck readersCanGet(std::filesystem::path fallback_dir, std::chrono::mil
           tls = std::move(tls)](const protocol::BlockInfo& info) -> Result<void> {
     if (!info.executor_id.empty()) return {};
     if (protocol::isExternalStoreUrl(info.url)) {
-      return probeBlock(protocol::InputBlock{info.id, info.url, info.size, info.checksum}, timeout,
-                        signer, tls);
+      return probeBlock(
+          protocol::InputBlock{
+              .id = info.id, .url = info.url, .size = info.size, .checksum = info.checksum},
+          timeout, signer, tls);
     }
     // The store may be a plugin's own directory (its config's), served by the agents whose
     // fallback_dir it is: this agent cannot see it, the readers' fetch failures would.

@@ -322,7 +322,8 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       } catch (const FetchError& e) {
         error = std::string("cannot fetch input ") + e.what();
         // Not when a kill cut the fetch short: the block itself may be fine.
-        if (!fetch->cancelled) fetch_failed = protocol::FetchFailure{input.id, input.url};
+        if (!fetch->cancelled)
+          fetch_failed = protocol::FetchFailure{.block_id = input.id, .url = input.url};
         break;
       }
     }

@@ -234,7 +234,8 @@ Result<void> WebSocketLink::handshake(WebSocket& ws) {
     std::string agent_nonce;
     if (secret) {
       agent_nonce = proto::auth::randomNonce();
-      hello.auth = proto::HelloAuth{std::string(proto::auth::kHelloScheme), agent_nonce, ""};
+      hello.auth = proto::HelloAuth{
+          .scheme = std::string(proto::auth::kHelloScheme), .nonce = agent_nonce, .proof = ""};
     }
     std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
     ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);

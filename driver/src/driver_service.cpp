@@ -195,7 +195,7 @@ void DriverService::apply(Actions& actions) {
     switch (action.kind) {
       case Action::Kind::kLaunch:
         metrics_.launched(action.waited);
-        c.send(protocol::LaunchTask{std::move(action.task)});
+        c.send(protocol::LaunchTask{.task = std::move(action.task)});
         break;
       case Action::Kind::kKill: {
         protocol::KillTask kill;

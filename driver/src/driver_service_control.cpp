@@ -93,9 +93,10 @@ std::optional<HttpReply> DriverService::controlRequest(const ControlRequest& req
   const std::string& path = request.path;
   const std::string& body = request.body;
   if (control_verifier_) {
-    auto refusal = control_verifier_->verify(request.authorization,
-                                             protocol::auth::RequestToSign{method, path, body},
-                                             protocol::auth::wallClockMs());
+    auto refusal = control_verifier_->verify(
+        request.authorization,
+        protocol::auth::RequestToSign{.method = method, .path = path, .content = body},
+        protocol::auth::wallClockMs());
     if (refusal) {
       ++auth_failures_;
       logger("driver")->warn("control request {} {} refused: {}", method, path, *refusal);

@@ -219,7 +219,7 @@ std::vector<protocol::Peer> Scheduler::peersFor(const std::string& asker) const 
         agent.disconnected_since) {
       continue;
     }
-    peers.push_back(protocol::Peer{id, agent.block_url});
+    peers.push_back(protocol::Peer{.executor_id = id, .block_url = agent.block_url});
   }
   return peers;
 }

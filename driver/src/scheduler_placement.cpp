@@ -100,8 +100,10 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   d.payload = t.spec.payload;
   for (const auto& id : t.spec.inputs) {
     const BlockLocation& block = blocks_.at(id);  // inputsReady() held
-    d.inputs.push_back(
-        protocol::InputBlock{block.id, inputUrl(block, agent), block.size, block.checksum});
+    d.inputs.push_back(protocol::InputBlock{.id = block.id,
+                                            .url = inputUrl(block, agent),
+                                            .size = block.size,
+                                            .checksum = block.checksum});
   }
   std::map<std::string, std::int64_t> units_each;
   for (const auto& [name, amount] : t.spec.resources) {

@@ -185,7 +185,8 @@ std::int64_t wallClockMs() {
 
 RequestSigner makeRequestSigner(const ClusterSecret& secret) {
   return [secret](std::string_view method, std::string_view path, std::string_view content) {
-    return signRequest(secret, RequestToSign{method, path, content}, wallClockMs(), randomNonce());
+    return signRequest(secret, RequestToSign{.method = method, .path = path, .content = content},
+                       wallClockMs(), randomNonce());
   };
 }
 

@@ -116,7 +116,7 @@ Hello fromJson(const Json& j, Tag<Hello>) {
 Json toJson(const Authenticate& m) { return {{"proof", m.proof}}; }
 Authenticate fromJson(const Json& j, Tag<Authenticate>) {
   JsonReader r(j, "");
-  return Authenticate{r.requiredString("proof")};
+  return Authenticate{.proof = r.requiredString("proof")};
 }
 
 // ---- RetrieveAppConfig / AppConfig ----
@@ -240,7 +240,7 @@ RegisterExecutor fromJson(const Json& j, Tag<RegisterExecutor>) {
 Json toJson(const LaunchedExecutor& m) { return {{"executor_id", m.executor_id}}; }
 LaunchedExecutor fromJson(const Json& j, Tag<LaunchedExecutor>) {
   JsonReader r(j, "");
-  return LaunchedExecutor{r.requiredString("executor_id")};
+  return LaunchedExecutor{.executor_id = r.requiredString("executor_id")};
 }
 
 // ---- TaskDescription / LaunchTask ----
@@ -292,7 +292,7 @@ LaunchTask fromJson(const Json& j, Tag<LaunchTask>) {
   const Json* task = r.find("task");
   if (task == nullptr) r.fail("task", "is required (a task description object)");
   try {
-    return LaunchTask{fromJson(*task, Tag<TaskDescription>{})};
+    return LaunchTask{.task = fromJson(*task, Tag<TaskDescription>{})};
   } catch (const JsonPathError& e) {
     throw JsonPathError("/task" + (e.path() == "/" ? std::string() : e.path()), e.detail());
   }
@@ -358,7 +358,8 @@ StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
   m.resources = readAddressMap(r, "resources");
   if (r.has("fetch_failed")) {
     const JsonReader f = r.requiredObject("fetch_failed");
-    m.fetch_failed = FetchFailure{f.requiredString("block_id"), f.optionalString("url")};
+    m.fetch_failed =
+        FetchFailure{.block_id = f.requiredString("block_id"), .url = f.optionalString("url")};
   }
   return m;
 }
@@ -378,31 +379,31 @@ Shutdown fromJson(const Json& j, Tag<Shutdown>) {
 Json toJson(const UpdateDelegationTokens& m) { return {{"tokens", m.tokens}}; }
 UpdateDelegationTokens fromJson(const Json& j, Tag<UpdateDelegationTokens>) {
   JsonReader r(j, "");
-  return UpdateDelegationTokens{r.requiredString("tokens")};
+  return UpdateDelegationTokens{.tokens = r.requiredString("tokens")};
 }
 
 Json toJson(const UpdateExecutorLogLevel& m) { return {{"level", m.level}}; }
 UpdateExecutorLogLevel fromJson(const Json& j, Tag<UpdateExecutorLogLevel>) {
   JsonReader r(j, "");
-  return UpdateExecutorLogLevel{r.requiredString("level")};
+  return UpdateExecutorLogLevel{.level = r.requiredString("level")};
 }
 
 Json toJson(const DecommissionExecutor& m) { return {{"reason", m.reason}}; }
 DecommissionExecutor fromJson(const Json& j, Tag<DecommissionExecutor>) {
   JsonReader r(j, "");
-  return DecommissionExecutor{r.optionalString("reason")};
+  return DecommissionExecutor{.reason = r.optionalString("reason")};
 }
 
 Json toJson(const ExecutorDecommissioning& m) { return {{"executor_id", m.executor_id}}; }
 ExecutorDecommissioning fromJson(const Json& j, Tag<ExecutorDecommissioning>) {
   JsonReader r(j, "");
-  return ExecutorDecommissioning{r.requiredString("executor_id")};
+  return ExecutorDecommissioning{.executor_id = r.requiredString("executor_id")};
 }
 
 Json toJson(const TaskThreadDump& m) { return {{"task_id", m.task_id}}; }
 TaskThreadDump fromJson(const Json& j, Tag<TaskThreadDump>) {
   JsonReader r(j, "");
-  return TaskThreadDump{r.requiredUnsigned("task_id")};
+  return TaskThreadDump{.task_id = r.requiredUnsigned("task_id")};
 }
 
 Json toJson(const RemoveExecutor& m) {
@@ -410,7 +411,8 @@ Json toJson(const RemoveExecutor& m) {
 }
 RemoveExecutor fromJson(const Json& j, Tag<RemoveExecutor>) {
   JsonReader r(j, "");
-  return RemoveExecutor{r.requiredString("executor_id"), r.optionalString("reason")};
+  return RemoveExecutor{.executor_id = r.requiredString("executor_id"),
+                        .reason = r.optionalString("reason")};
 }
 
 Json toJson(const Heartbeat& m) {
@@ -459,7 +461,7 @@ BlockInfo fromJson(const Json& j, Tag<BlockInfo>) {
 Json toJson(const GetPeers& m) { return {{"executor_id", m.executor_id}}; }
 GetPeers fromJson(const Json& j, Tag<GetPeers>) {
   JsonReader r(j, "");
-  return GetPeers{r.requiredString("executor_id")};
+  return GetPeers{.executor_id = r.requiredString("executor_id")};
 }
 
 Json toJson(const std::vector<Peer>& peers) {
@@ -477,8 +479,8 @@ std::vector<Peer> parsePeers(const Json& reply_body) {
   if (!list->is_array()) r.fail("peers", "expected an array");
   for (std::size_t i = 0; i < list->size(); ++i) {
     JsonReader p((*list)[i], "/peers/" + std::to_string(i));
-    out.push_back(Peer{p.requiredString("executor_id"),
-                       withoutTrailingSlashes(p.requiredString("block_url"))});
+    out.push_back(Peer{.executor_id = p.requiredString("executor_id"),
+                       .block_url = withoutTrailingSlashes(p.requiredString("block_url"))});
   }
   return out;
 }
@@ -558,7 +560,7 @@ ResumeExecutor fromJson(const Json& j, Tag<ResumeExecutor>) {
 Json toJson(const ResumeAccepted& m) { return {{"tasks", m.tasks}}; }
 ResumeAccepted fromJson(const Json& j, Tag<ResumeAccepted>) {
   JsonReader r(j, "");
-  return ResumeAccepted{readTaskIds(r, "tasks")};
+  return ResumeAccepted{.tasks = readTaskIds(r, "tasks")};
 }
 
 }  // namespace dockhand::protocol

@@ -41,8 +41,9 @@ class DriverAuthTest : public DriverProtocolTest {
   // The control API takes only requests signed with the cluster secret.
   static std::string signature(const auth::ClusterSecret& secret, const std::string& method,
                                const std::string& path, const std::string& body) {
-    return auth::signRequest(secret, auth::RequestToSign{method, path, body}, auth::wallClockMs(),
-                             auth::randomNonce());
+    return auth::signRequest(secret,
+                             auth::RequestToSign{.method = method, .path = path, .content = body},
+                             auth::wallClockMs(), auth::randomNonce());
   }
   HttpResult signedHttp(const std::string& method, const std::string& path,
                         const std::string& body = "") {

@@ -158,7 +158,8 @@ struct TwoStageRun {
 protocol::StatusUpdate fetchFailed(const Action& launch, const std::string& block_id) {
   protocol::StatusUpdate s = status(launch, TaskState::kFailed);
   for (const auto& input : launch.task.inputs) {
-    if (input.id == block_id) s.fetch_failed = protocol::FetchFailure{block_id, input.url};
+    if (input.id == block_id)
+      s.fetch_failed = protocol::FetchFailure{.block_id = block_id, .url = input.url};
   }
   s.reason = "cannot fetch input block " + block_id + ": 404 not here";
   return s;

@@ -23,7 +23,8 @@ inline protocol::RegisterExecutor agentReg(
   r.executor_id = id;
   r.hostname = "host-" + id;
   r.cores = cores;
-  for (auto& [name, addresses] : res) r.resources[name] = protocol::ResourceInfo{name, addresses};
+  for (auto& [name, addresses] : res)
+    r.resources[name] = protocol::ResourceInfo{.name = name, .addresses = addresses};
   return r;
 }
 

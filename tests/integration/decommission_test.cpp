@@ -133,7 +133,8 @@ TEST_F(DecommissionTest, OutputsBecomeBlocksAnnouncedBeforeTheTaskFinishes) {
   proto::LaunchTask reader;
   reader.task.task_id = 2;
   reader.task.payload = {{"shell", "wc -c < $DOCKHAND_INPUT_DIR/shuffle_0_1_0"}};
-  reader.task.inputs = {proto::InputBlock{block.id, block.url, block.size, block.checksum}};
+  reader.task.inputs = {proto::InputBlock{
+      .id = block.id, .url = block.url, .size = block.size, .checksum = block.checksum}};
   driver.send(proto::makeMessage(reader));
   auto done = driver.waitForStatus(2, proto::TaskState::kFinished);
   ASSERT_TRUE(done) << agent->output();
@@ -214,7 +215,8 @@ TEST_F(DecommissionTest, FallbackPluginCopiesToTheFallbackDirectory) {
   driver.send(launch(1, writeOutput("task_1_data", 512)));
   ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
   std::string checksum = announced(driver)["task_1_data"].checksum;
-  driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));  // no peers: fallback
+  driver.send(
+      proto::makeMessage(proto::DecommissionExecutor{.reason = "test"}));  // no peers: fallback
   auto code = agent->waitExit(20s);
   ASSERT_TRUE(code) << agent->output();
   EXPECT_EQ(*code, 0) << agent->output();
@@ -247,7 +249,8 @@ TEST_F(DecommissionTest, AMigrationPluginTakesItsOwnConfigFromItsEntry) {
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
   driver.send(launch(1, writeOutput("task_1_data", 64)));
   ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kFinished)) << agent->output();
-  driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));  // no peers: the store
+  driver.send(
+      proto::makeMessage(proto::DecommissionExecutor{.reason = "test"}));  // no peers: the store
   auto code = agent->waitExit(20s);
   ASSERT_TRUE(code) << agent->output();
   EXPECT_EQ(*code, 0) << agent->output();
@@ -491,7 +494,7 @@ TEST_F(DecommissionTest, ReadyzTurnsNotReadyWhenDecommissionStarts) {
   auto marker = dir.path() / "started";
   driver.send(launch(1, "touch " + marker.string() + "; sleep 3"));
   ASSERT_TRUE(waitUntil([&] { return fs::exists(marker); }, 10s));
-  driver.send(proto::makeMessage(proto::DecommissionExecutor{"test"}));
+  driver.send(proto::makeMessage(proto::DecommissionExecutor{.reason = "test"}));
   HttpReply ready;
   EXPECT_TRUE(waitUntil(
       [&] {

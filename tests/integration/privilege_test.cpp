@@ -125,8 +125,10 @@ TEST_F(PrivilegeTest, TasksRunAsNobodyConfinedAndTheirOutputsBecomeBlocks) {
       "if $c > /dev/null 2> err; then echo \"$c: read\"; "
       "else echo \"$c: $(grep -o 'Permission denied' err)\"; fi; "
       "done | sed \"s|$W|W|\"";
-  driver.send(launch(2, {{"shell", probe}},
-                     {proto::InputBlock{block.id, block.url, block.size, block.checksum}}));
+  driver.send(launch(
+      2, {{"shell", probe}},
+      {proto::InputBlock{
+          .id = block.id, .url = block.url, .size = block.size, .checksum = block.checksum}}));
   auto second = driver.waitForStatus(2, proto::TaskState::kFinished);
   ASSERT_TRUE(second) << agent->output();
   EXPECT_EQ(second->result["stdout"],

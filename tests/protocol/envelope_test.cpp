@@ -16,7 +16,7 @@ namespace {
 DecodeError refusal(std::string_view frame, std::size_t limit = kDefaultMaxFrameBytes) {
   DecodeResult result = decodeEnvelope(frame, limit);
   EXPECT_FALSE(result.ok()) << "accepted: " << frame;
-  if (result.ok()) return DecodeError{"<accepted>", "", 0};
+  if (result.ok()) return DecodeError{.code = "<accepted>", .message = "", .id = 0};
   return result.error();
 }
 
@@ -42,7 +42,7 @@ std::string richFrame() {
   task.payload = {{"command", {"/bin/sh", "-c", R"(echo '[{\"x\"}]')"}},
                   {"env", {{"A", "1"}}},
                   {"weights", {1.5, -2, 0, nullptr, true, false}}};
-  return encodeEnvelope(makeMessage(LaunchTask{task}, 9));
+  return encodeEnvelope(makeMessage(LaunchTask{.task = task}, 9));
 }
 
 // ---- Valid frames -------------------------------------------------------------------------

@@ -43,9 +43,11 @@ Json body(std::string_view text) { return Json::parse(text); }
 
 // ---- Samples with every field set to something other than its default --------------------
 
-Hello sampleHello() { return Hello{kProtocolVersion, "agent", "dockhand 0.1.0"}; }
+Hello sampleHello() {
+  return Hello{.protocol_version = kProtocolVersion, .role = "agent", .software = "dockhand 0.1.0"};
+}
 
-RetrieveAppConfig sampleRetrieveAppConfig() { return RetrieveAppConfig{3}; }
+RetrieveAppConfig sampleRetrieveAppConfig() { return RetrieveAppConfig{.resource_profile_id = 3}; }
 
 AppConfig sampleAppConfig() {
   AppConfig m;
@@ -53,8 +55,10 @@ AppConfig sampleAppConfig() {
   m.log_level = "DEBUG";
   m.resource_profile.id = 3;
   m.resource_profile.executor_resources = {
-      {"gpu", ExecutorResourceRequest{2, "/opt/find-gpus.sh", "nvidia.com"}},
-      {"fpga", ExecutorResourceRequest{1, "", ""}}};
+      {"gpu",
+       ExecutorResourceRequest{
+           .amount = 2, .discovery_script = "/opt/find-gpus.sh", .vendor = "nvidia.com"}},
+      {"fpga", ExecutorResourceRequest{.amount = 1, .discovery_script = "", .vendor = ""}}};
   m.resource_profile.task_resources = {{"gpu", 0.5}, {"fpga", 1.0}};
   m.delegation_tokens = "dG9rZW5z";
   return m;
@@ -68,14 +72,14 @@ RegisterExecutor sampleRegisterExecutor() {
   m.log_urls = {{"stdout", "http://worker-3:8081/stdout"},
                 {"stderr", "http://worker-3:8081/stderr"}};
   m.attributes = {{"CONTAINER_ID", "c-17"}};
-  m.resources = {{"gpu", ResourceInfo{"gpu", {"0", "1", "2"}}}};
+  m.resources = {{"gpu", ResourceInfo{.name = "gpu", .addresses = {"0", "1", "2"}}}};
   m.resource_profile_id = 3;
   m.block_url = "http://worker-3:7337";
   m.waits_for_cores = true;
   return m;
 }
 
-LaunchedExecutor sampleLaunchedExecutor() { return LaunchedExecutor{"exec-7"}; }
+LaunchedExecutor sampleLaunchedExecutor() { return LaunchedExecutor{.executor_id = "exec-7"}; }
 
 TaskDescription sampleTask() {
   TaskDescription t;
@@ -91,9 +95,12 @@ TaskDescription sampleTask() {
   return t;
 }
 
-LaunchTask sampleLaunchTask() { return LaunchTask{sampleTask()}; }
+LaunchTask sampleLaunchTask() { return LaunchTask{.task = sampleTask()}; }
 
-KillTask sampleKillTask() { return KillTask{12, "exec-7", true, "stage cancelled"}; }
+KillTask sampleKillTask() {
+  return KillTask{
+      .task_id = 12, .executor_id = "exec-7", .interrupt = true, .reason = "stage cancelled"};
+}
 
 StatusUpdate sampleStatusUpdate() {
   StatusUpdate m;
@@ -108,32 +115,44 @@ StatusUpdate sampleStatusUpdate() {
   m.cpus = 3;
   m.resources = {{"gpu", {"1"}}};
   m.log_urls = {{"stdout", "http://w:7337/v1/tasks/12/logs/stdout"}};
-  m.fetch_failed = FetchFailure{"shuffle_0_1_0", "http://v:7337/blocks/shuffle_0_1_0"};
+  m.fetch_failed =
+      FetchFailure{.block_id = "shuffle_0_1_0", .url = "http://v:7337/blocks/shuffle_0_1_0"};
   return m;
 }
 
-UpdateDelegationTokens sampleUpdateDelegationTokens() { return UpdateDelegationTokens{"c2VjcmV0"}; }
-
-UpdateExecutorLogLevel sampleUpdateExecutorLogLevel() { return UpdateExecutorLogLevel{"WARN"}; }
-
-DecommissionExecutor sampleDecommissionExecutor() { return DecommissionExecutor{"spot reclaim"}; }
-
-ExecutorDecommissioning sampleExecutorDecommissioning() {
-  return ExecutorDecommissioning{"exec-7"};
+UpdateDelegationTokens sampleUpdateDelegationTokens() {
+  return UpdateDelegationTokens{.tokens = "c2VjcmV0"};
 }
 
-TaskThreadDump sampleTaskThreadDump() { return TaskThreadDump{12}; }
+UpdateExecutorLogLevel sampleUpdateExecutorLogLevel() {
+  return UpdateExecutorLogLevel{.level = "WARN"};
+}
+
+DecommissionExecutor sampleDecommissionExecutor() {
+  return DecommissionExecutor{.reason = "spot reclaim"};
+}
+
+ExecutorDecommissioning sampleExecutorDecommissioning() {
+  return ExecutorDecommissioning{.executor_id = "exec-7"};
+}
+
+TaskThreadDump sampleTaskThreadDump() { return TaskThreadDump{.task_id = 12}; }
 
 ResumeExecutor sampleResumeExecutor() {
   ResumeExecutor m;
   m.executor_id = "exec-7";
   m.running = {12, 13};
-  m.blocks.push_back(
-      BlockInfo{"shuffle_0_1_2", 4096, "xxh64:00000000000000aa", "exec-7", "http://w:1/blocks/b"});
+  m.blocks.push_back(BlockInfo{.id = "shuffle_0_1_2",
+                               .size = 4096,
+                               .checksum = "xxh64:00000000000000aa",
+                               .executor_id = "exec-7",
+                               .url = "http://w:1/blocks/b"});
   return m;
 }
 
-RemoveExecutor sampleRemoveExecutor() { return RemoveExecutor{"exec-7", "decommission finished"}; }
+RemoveExecutor sampleRemoveExecutor() {
+  return RemoveExecutor{.executor_id = "exec-7", .reason = "decommission finished"};
+}
 
 Heartbeat sampleHeartbeat() {
   Heartbeat m{"exec-7", 4, 1700000000123u, Json::object()};
@@ -141,14 +160,17 @@ Heartbeat sampleHeartbeat() {
   return m;
 }
 
-GetPeers sampleGetPeers() { return GetPeers{"exec-7"}; }
-Authenticate sampleAuthenticate() { return Authenticate{std::string(64, 'a')}; }
+GetPeers sampleGetPeers() { return GetPeers{.executor_id = "exec-7"}; }
+Authenticate sampleAuthenticate() { return Authenticate{.proof = std::string(64, 'a')}; }
 
 UpdateBlockInfo sampleUpdateBlockInfo() {
   UpdateBlockInfo m;
   m.executor_id = "exec-7";
-  m.added.push_back(BlockInfo{"shuffle_0_1_2", 4096, "xxh64:00ff00ff00ff00ff", "exec-9",
-                              "http://10.0.0.9:7337/blocks/shuffle_0_1_2"});
+  m.added.push_back(BlockInfo{.id = "shuffle_0_1_2",
+                              .size = 4096,
+                              .checksum = "xxh64:00ff00ff00ff00ff",
+                              .executor_id = "exec-9",
+                              .url = "http://10.0.0.9:7337/blocks/shuffle_0_1_2"});
   m.removed = {"shuffle_0_1_2", "rdd_3_4"};
   return m;
 }
@@ -241,7 +263,8 @@ TEST(MessageTest, HelloRoundTrips) {
 
 TEST(MessageTest, HelloAuthRoundTrips) {
   Hello hello = sampleHello();
-  hello.auth = HelloAuth{"hmac-sha256", std::string(32, 'b'), std::string(64, 'c')};
+  hello.auth = HelloAuth{
+      .scheme = "hmac-sha256", .nonce = std::string(32, 'b'), .proof = std::string(64, 'c')};
   Hello m = roundTrip(hello, 1);
   ASSERT_TRUE(m.auth.has_value());
   EXPECT_EQ(m.auth->scheme, "hmac-sha256");
@@ -447,7 +470,7 @@ TEST(MessageTest, ResumeExecutorAndItsReplyRoundTrip) {
   EXPECT_EQ(back.blocks[0].id, "shuffle_0_1_2");
   EXPECT_EQ(back.blocks[0].url, m.blocks[0].url);
 
-  const auto reply = decodeBody<ResumeAccepted>(toJson(ResumeAccepted{{3, 4}}));
+  const auto reply = decodeBody<ResumeAccepted>(toJson(ResumeAccepted{.tasks = {3, 4}}));
   EXPECT_EQ(reply.tasks, (std::vector<std::uint64_t>{3, 4}));
   EXPECT_TRUE(decodeBody<ResumeAccepted>(Json::object()).tasks.empty());
 
@@ -482,8 +505,10 @@ TEST(MessageTest, UpdateBlockInfoRoundTrips) {
 
 TEST(MessageTest, TaskInputsRoundTrip) {
   LaunchTask m = sampleLaunchTask();
-  m.task.inputs.push_back(
-      InputBlock{"shuffle_0_1_2", "http://a:1/blocks/shuffle_0_1_2", 10, "xxh64:0000000000000001"});
+  m.task.inputs.push_back(InputBlock{.id = "shuffle_0_1_2",
+                                     .url = "http://a:1/blocks/shuffle_0_1_2",
+                                     .size = 10,
+                                     .checksum = "xxh64:0000000000000001"});
   LaunchTask back = roundTrip(m);
   ASSERT_EQ(back.task.inputs.size(), 1u);
   EXPECT_EQ(back.task.inputs[0].url, "http://a:1/blocks/shuffle_0_1_2");

@@ -334,7 +334,7 @@ TEST(BackendTest, FramesFromDriverKeepItAlive) {
     if (id % 2 == 0) {
       h.launch(id);
     } else {
-      h.deliverMessage(proto::UpdateExecutorLogLevel{"info"});
+      h.deliverMessage(proto::UpdateExecutorLogLevel{.level = "info"});
     }
   }
   EXPECT_TRUE(h.exiter.codes.empty());

@@ -103,7 +103,7 @@ TEST(BackendCoresTest, AKilledWaitingTaskIsReportedKilledAndNeverStarts) {
 TEST(BackendCoresTest, AWaitingTaskHasNoThreadDump) {
   Harness h;
   launchTasks(h, 5);
-  h.deliverMessage(proto::TaskThreadDump{5}, /*id=*/77);
+  h.deliverMessage(proto::TaskThreadDump{.task_id = 5}, /*id=*/77);
   const proto::Envelope& reply = h.lastSent();
   ASSERT_TRUE(reply.isReply());
   EXPECT_FALSE(reply.ok);
@@ -126,7 +126,7 @@ TEST(BackendCoresTest, TheSameTaskIdWhileItWaitsIsRefused) {
 TEST(BackendCoresTest, DecommissionAnswersTheWaitingTasksLostAndLetsTheRunningOnesFinish) {
   Harness h;
   launchTasks(h, 6);
-  h.deliverMessage(proto::DecommissionExecutor{"scale down"});
+  h.deliverMessage(proto::DecommissionExecutor{.reason = "scale down"});
   ASSERT_TRUE(h.backend.decommissioning());
   auto updates = h.statusUpdates();
   ASSERT_EQ(updates.size(), 2u);

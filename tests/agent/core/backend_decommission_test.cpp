@@ -45,7 +45,7 @@ TEST(BackendDecommissionTest, DriverThatDoesNotAcceptLeavesTheAgentRunning) {
 TEST(BackendDecommissionTest, LaunchTaskWhileDecommissioningIsLostNotStarted) {
   Harness h(decommissionOptions());
   h.runToRunning();
-  h.deliverMessage(proto::DecommissionExecutor{"scale down"});
+  h.deliverMessage(proto::DecommissionExecutor{.reason = "scale down"});
   ASSERT_TRUE(h.backend.decommissioning());
   h.launch(5);
   EXPECT_EQ(h.executor.launchCount(5), 0u);

@@ -60,7 +60,7 @@ TEST(BackendTest, UpdateExecutorLogLevelSetsLevel) {
   Harness h;
   h.runToRunning();
   std::size_t frames_before = h.link.sent.size();
-  h.deliverMessage(proto::UpdateExecutorLogLevel{"warn"}, /*id=*/4);
+  h.deliverMessage(proto::UpdateExecutorLogLevel{.level = "warn"}, /*id=*/4);
   EXPECT_EQ(h.log_control.levels, std::vector<std::string>{"warn"});
   EXPECT_EQ(h.link.sent.size(), frames_before) << "no complaint about a valid level";
 }
@@ -68,7 +68,7 @@ TEST(BackendTest, UpdateExecutorLogLevelSetsLevel) {
 TEST(BackendTest, UnknownLogLevelIsAnsweredWithError) {
   Harness h;
   h.runToRunning();
-  h.deliverMessage(proto::UpdateExecutorLogLevel{"loud"}, /*id=*/8);
+  h.deliverMessage(proto::UpdateExecutorLogLevel{.level = "loud"}, /*id=*/8);
   const proto::Envelope& reply = h.lastSent();
   EXPECT_TRUE(reply.isReply());
   EXPECT_EQ(reply.re, 8u);
@@ -77,7 +77,7 @@ TEST(BackendTest, UnknownLogLevelIsAnsweredWithError) {
   EXPECT_EQ(reply.error->code, proto::error_code::kInvalidBody);
   EXPECT_THAT(reply.error->message, HasSubstr("loud"));
 
-  h.deliverMessage(proto::UpdateExecutorLogLevel{"loud"});
+  h.deliverMessage(proto::UpdateExecutorLogLevel{.level = "loud"});
   EXPECT_TRUE(h.lastSent().isError());
   EXPECT_EQ(h.backend.state(), State::kRunning);
 }
@@ -87,13 +87,13 @@ TEST(BackendTest, UpdateDelegationTokensAreKept) {
   LogCapture log;
   h.runToRunning();
   EXPECT_FALSE(h.backend.hasDelegationTokens());
-  h.deliverMessage(proto::UpdateDelegationTokens{"dG9rZW5z"});
+  h.deliverMessage(proto::UpdateDelegationTokens{.tokens = "dG9rZW5z"});
   EXPECT_TRUE(h.backend.hasDelegationTokens());
   EXPECT_EQ(h.backend.state(), State::kRunning);
   // The size logged is the tokens' (base64 "dG9rZW5z" is the 6 bytes "tokens"), never them.
   EXPECT_THAT(log.text(), HasSubstr("received delegation tokens (6 bytes)"));
   EXPECT_THAT(log.text(), Not(HasSubstr("dG9rZW5z")));
-  h.deliverMessage(proto::UpdateDelegationTokens{"YWI="});
+  h.deliverMessage(proto::UpdateDelegationTokens{.tokens = "YWI="});
   EXPECT_THAT(log.text(), HasSubstr("received delegation tokens (2 bytes)"));
 }
 
@@ -102,7 +102,7 @@ TEST(BackendTest, DecommissionExecutorLetsRunningTasksGoOn) {
   LogCapture log;
   h.runToRunning();
   h.launch(1);
-  h.deliverMessage(proto::DecommissionExecutor{"node draining"});
+  h.deliverMessage(proto::DecommissionExecutor{.reason = "node draining"});
   h.timers.advance(h.backend.heartbeatInterval());
   EXPECT_TRUE(h.backend.decommissioning());
   EXPECT_EQ(h.backend.state(), State::kRunning);
@@ -119,7 +119,7 @@ TEST(BackendTest, TaskThreadDumpRepliesWithExecutorsDump) {
   h.launch(4);
   Json dump = {{"pid", 4711}, {"stack", {"main", "read"}}};
   h.executor.dumps[4] = dump;
-  h.deliverMessage(proto::TaskThreadDump{4}, /*id=*/55);
+  h.deliverMessage(proto::TaskThreadDump{.task_id = 4}, /*id=*/55);
   const proto::Envelope& reply = h.lastSent();
   EXPECT_TRUE(reply.isReply());
   EXPECT_EQ(reply.re, 55u);
@@ -133,7 +133,7 @@ TEST(BackendTest, TaskThreadDumpForUnknownTaskRepliesUnknownTask) {
   h.launch(4);  // running, but the executor has no dump for it
   for (std::uint64_t task_id : {4u, 404u}) {
     SCOPED_TRACE("task " + std::to_string(task_id));
-    h.deliverMessage(proto::TaskThreadDump{task_id}, /*id=*/60 + task_id);
+    h.deliverMessage(proto::TaskThreadDump{.task_id = task_id}, /*id=*/60 + task_id);
     const proto::Envelope& reply = h.lastSent();
     EXPECT_TRUE(reply.isReply());
     EXPECT_EQ(reply.re, 60 + task_id);
@@ -146,7 +146,10 @@ TEST(BackendTest, TaskThreadDumpForUnknownTaskRepliesUnknownTask) {
 TEST(BackendTest, HelloAskIsAnswered) {
   Harness h;
   h.runToRunning();
-  h.deliverMessage(proto::Hello{proto::kProtocolVersion, "driver", "dockhand-driver"}, 3);
+  h.deliverMessage(proto::Hello{.protocol_version = proto::kProtocolVersion,
+                                .role = "driver",
+                                .software = "dockhand-driver"},
+                   3);
   const proto::Envelope& reply = h.lastSent();
   EXPECT_TRUE(reply.isReply());
   EXPECT_EQ(reply.re, 3u);

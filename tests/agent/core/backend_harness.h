@@ -57,7 +57,7 @@ inline BackendOptions testOptions() {
   o.log_urls = {{"stdout", "http://node-7.example:8081/logs/stdout"},
                 {"stderr", "http://node-7.example:8081/logs/stderr"}};
   o.attributes = {{"rack", "r12"}, {"zone", "eu-1b"}};
-  o.resources = {{"gpu", proto::ResourceInfo{"gpu", {"0", "1"}}}};
+  o.resources = {{"gpu", proto::ResourceInfo{.name = "gpu", .addresses = {"0", "1"}}}};
   o.block_url = "http://node-7.example:7337/blocks";
   // An agent that exits when its connection drops; backend_resume_test.cpp turns resuming on.
   o.reconnect_timeout = Millis(0);

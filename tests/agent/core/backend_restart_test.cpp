@@ -68,7 +68,7 @@ TEST(BackendRestartTest, ARestartedAgentResumesWithItsBlocksInsteadOfRegistering
   ASSERT_EQ(resume.blocks.size(), 1u);
   EXPECT_EQ(resume.blocks[0].url, "http://n:7338/blocks/x");
 
-  ask.done(okResult(proto::toJson(proto::ResumeAccepted{{4, 9}})));
+  ask.done(okResult(proto::toJson(proto::ResumeAccepted{.tasks = {4, 9}})));
   EXPECT_EQ(h.backend.state(), State::kRunning);
   EXPECT_EQ(h.backend.resumes(), 1u);
   EXPECT_EQ(refused, 0);
@@ -198,7 +198,7 @@ TEST(BackendRestartTest, TasksTakenBackAreListedInTheResumeAndReportOnlyTheirEnd
   EXPECT_TRUE(updatesFor(h, 4).empty()) << "nothing is sent before the resume is accepted";
 
   // The driver counts 4 and 9 here; 6 it ran elsewhere meanwhile.
-  ask.done(okResult(proto::toJson(proto::ResumeAccepted{{4, 9}})));
+  ask.done(okResult(proto::toJson(proto::ResumeAccepted{.tasks = {4, 9}})));
   EXPECT_EQ(h.backend.state(), State::kRunning);
   const auto four = updatesFor(h, 4);
   ASSERT_EQ(four.size(), 1u);

@@ -38,7 +38,7 @@ struct ResumeHarness : Harness {
     return proto::decodeBody<proto::ResumeExecutor>(ask.message.body);
   }
   void acceptResume(std::vector<std::uint64_t> tasks) {
-    pending_resume(okResult(proto::toJson(proto::ResumeAccepted{std::move(tasks)})));
+    pending_resume(okResult(proto::toJson(proto::ResumeAccepted{.tasks = std::move(tasks)})));
   }
   std::vector<proto::StatusUpdate> updatesFor(std::uint64_t task_id) const {
     std::vector<proto::StatusUpdate> out;

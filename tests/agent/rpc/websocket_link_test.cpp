@@ -297,7 +297,7 @@ class WebSocketLinkTest : public ::testing::Test {
   // received it.
   std::optional<proto::Envelope> askPeers(WebSocketLink& link, Millis timeout,
                                           std::optional<AskResult>& result) {
-    link.ask(proto::makeMessage(proto::GetPeers{"a1"}), timeout,
+    link.ask(proto::makeMessage(proto::GetPeers{.executor_id = "a1"}), timeout,
              [&result](AskResult r) { result = std::move(r); });
     return driver_.nextFrame();
   }
@@ -394,10 +394,11 @@ TEST_F(WebSocketLinkTest, AskWithoutAReplyTimesOutOnceAndALateReplyIsIgnored) {
   auto link = connectedLink();
   int calls = 0;
   std::optional<AskResult> result;
-  link->ask(proto::makeMessage(proto::GetPeers{"a1"}), Millis(100), [&](AskResult r) {
-    ++calls;
-    result = std::move(r);
-  });
+  link->ask(proto::makeMessage(proto::GetPeers{.executor_id = "a1"}), Millis(100),
+            [&](AskResult r) {
+              ++calls;
+              result = std::move(r);
+            });
   const auto ask = driver_.nextFrame();
   ASSERT_TRUE(ask.has_value());
 
