@@ -4,7 +4,8 @@
 //
 // Other faults are covered where their feature is tested: a destination disk that fills up,
 // a peer killed mid-transfer and an agent killed mid-write in decommission_test.cpp and
-// shuffle_job_decommission_test.cpp.
+// shuffle_job_decommission_test.cpp. (Over 600 lines: each fault needs the same real driver and
+// agents around it; they share this file's helpers for starting and killing them.)
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
