@@ -1,7 +1,7 @@
 // The built-in `library` runner, loaded by the real plugin host, running task functions of a
-// real job library (tests/fixtures/jobs/test_jobs.cpp). (Over 600 lines: every test runs in
-// both modes, threads and workers, through one fixture; the other files of this directory
-// take the worker pool, the reaper and the stack sampler apart.)
+// real job library (tests/fixtures/jobs/test_jobs.cpp). (Over 600 lines: the runner seen
+// through the real host, much of it in both modes, threads and workers, over one fixture; the
+// reaper has a file of its own, library_reaper_test.cpp.)
 #include <sys/stat.h>
 
 #include <chrono>
