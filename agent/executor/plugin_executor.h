@@ -23,8 +23,8 @@
 // calls in order on a call thread of its own, each bounded by plugin_call_timeout_ms. A launch the
 // runner refuses is reported as a FAILED status. Runners report from their own threads; each report
 // is turned into a TaskStatusEvent there and posted to the core thread, where the registry is
-// updated and the TaskStatusSink is told. The only state shared across threads is the set of live tasks
-// that stopAll() waits on. threadDump() waits for its answer on the core thread, at most
+// updated and the TaskStatusSink is told. The only state shared across threads is the set of live
+// tasks that stopAll() waits on. threadDump() waits for its answer on the core thread, at most
 // plugin_call_timeout_ms.
 //
 // A runner call that overruns plugin_call_timeout_ms makes the runner stuck for the rest of the
