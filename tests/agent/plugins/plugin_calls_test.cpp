@@ -375,13 +375,15 @@ TEST(PluginCallsTest, CallHereRunsOnTheCallersThreadWhenNothingElseIsCalledAndIs
 
 TEST(PluginCallsTest, ACallPastWarnAfterIsLoggedAndCountedOnEitherThread) {
   fakes::LogCapture log("plugin.slow-probe");
-  PluginCalls calls("plugin 'slow-probe'", {10s, 20ms}, "slow-probe");
+  // The limit is far above what a call that does nothing takes, even on a loaded machine, and
+  // the slow calls sleep well past it: the test does not hang on the scheduler's timing.
+  PluginCalls calls("plugin 'slow-probe'", {10s, 200ms}, "slow-probe");
   EXPECT_TRUE(calls.call({"kill", 3}, [] { return PluginResult{}; }).ok());
   // discover may block (plugin.h): it is not warned about.
   EXPECT_TRUE(calls
                   .call({"discover"},
                         [] {
-                          std::this_thread::sleep_for(60ms);
+                          std::this_thread::sleep_for(250ms);
                           return PluginResult{};
                         })
                   .ok());
@@ -389,7 +391,7 @@ TEST(PluginCallsTest, ACallPastWarnAfterIsLoggedAndCountedOnEitherThread) {
   EXPECT_TRUE(calls
                   .call({"launch", 4},
                         [] {
-                          std::this_thread::sleep_for(60ms);
+                          std::this_thread::sleep_for(250ms);
                           return PluginResult{};
                         })
                   .ok());
@@ -399,7 +401,7 @@ TEST(PluginCallsTest, ACallPastWarnAfterIsLoggedAndCountedOnEitherThread) {
   std::optional<PluginResult> here;
   EXPECT_TRUE(testing::eventually([&] {
     here = calls.callHere({"try_launch", 5}, [] {
-      std::this_thread::sleep_for(60ms);
+      std::this_thread::sleep_for(250ms);
       return PluginResult{};
     });
     return here.has_value();
@@ -407,7 +409,7 @@ TEST(PluginCallsTest, ACallPastWarnAfterIsLoggedAndCountedOnEitherThread) {
   EXPECT_EQ(calls.slowCalls(), 2U);
   const std::string text = log.text();
   EXPECT_NE(text.find("launch() of task 4 took "), std::string::npos) << text;
-  EXPECT_NE(text.find("(limit 20 ms, plugin_call_warn_ms; slow calls so far: 1): the plugin's "
+  EXPECT_NE(text.find("(limit 200 ms, plugin_call_warn_ms; slow calls so far: 1): the plugin's "
                       "later calls waited meanwhile"),
             std::string::npos)
       << text;
