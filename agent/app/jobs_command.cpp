@@ -193,7 +193,7 @@ int runFunction(const JobsOptions& o, std::ostream& out, std::ostream& err) {
                                      .count());
   const lib::TerminalReport end = lib::endReport(spec, library->name(), lib::parseConfig("{}"),
                                                  context, returned, std::nullopt, duration_ms);
-  const json detail = json::parse(end.detail_json);
+  const json& detail = end.detail;
   const fs::path output_dir = fs::path(work_dir) / "output";
   int code = 0;
   std::string result_block;

@@ -86,7 +86,7 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
   restart_resume_ = options_.resume_after_restart;
 }
 
-Backend::TaskMetrics::TaskMetrics(metrics::Registry& registry)
+Backend::TaskCounters::TaskCounters(metrics::Registry& registry)
     : started(registry
                   .counter("dockhand_tasks_started_total",
                            "Tasks this agent accepted from the driver and handed to a runner.")
@@ -102,7 +102,19 @@ Backend::TaskMetrics::TaskMetrics(metrics::Registry& registry)
                                     "Time from a task's LaunchTask to its runner reporting it "
                                     "RUNNING.",
                                     {}, metrics::latencyBuckets())
-                         .get()) {
+                         .get()),
+      cpu_time(registry
+                   .histogram("dockhand_task_cpu_seconds",
+                              "CPU time (user and system) of the tasks that ended, as their "
+                              "runner measured it.",
+                              {}, metrics::durationBuckets())
+                   .get()),
+      peak_rss(registry
+                   .histogram("dockhand_task_peak_rss_bytes",
+                              "Peak resident memory of the process tasks that ended, as their "
+                              "runner measured it.",
+                              {}, metrics::memoryBuckets())
+                   .get()) {
   auto& family =
       registry.counter("dockhand_tasks_ended_total",
                        "Final task status updates this agent sent, by state.", {"state"});

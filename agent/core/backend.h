@@ -223,14 +223,19 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     std::map<std::string, std::vector<std::string>> resources;
     TimePoint received{};  // when its LaunchTask arrived
     bool reported_running = false;
+    // When it got its cores (its run time counts from here); unknown for a task taken back
+    // after a restart in place.
+    std::optional<TimePoint> started;
   };
   // The task counters, looked up once: counting a task is a few relaxed atomic adds.
-  struct TaskMetrics {
-    explicit TaskMetrics(metrics::Registry& registry);
+  struct TaskCounters {
+    explicit TaskCounters(metrics::Registry& registry);
     metrics::Counter& started;
     std::array<metrics::Counter*, 5> ended{};  // by protocol::TaskState
     metrics::Histogram& duration;
     metrics::Histogram& launch_latency;
+    metrics::Histogram& cpu_time;  // of ended tasks whose runner measured it
+    metrics::Histogram& peak_rss;
   };
   struct EarlyKill {
     std::string reason;
@@ -282,6 +287,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // Starts the waiting tasks that fit now, in order (or ends them, when the agent no longer
   // takes work).
   void startWaiting();
+  // A terminal status's figures: the executor's and runner's, the run time and the blocks
+  // written; counted in the task histograms.
+  protocol::TaskMetrics measured(const TaskStatusEvent& status, const RunningTask& task,
+                                 TimePoint now);
   // Reports `task`, which never started, ended with `state` and `reason`.
   void endUnstarted(const protocol::TaskDescription& task, protocol::TaskState state,
                     std::string reason);
@@ -351,7 +360,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::optional<Timers::TimerId> restart_timer_;  // restart_wait running out
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
-  TaskMetrics metrics_;
+  TaskCounters metrics_;
   TaskLogUrlPattern task_log_url_;  // options_.task_log_url, split once
   CoreQueue queue_;                 // launched tasks waiting for cores
 

@@ -94,7 +94,10 @@ proto::StatusUpdate Backend::statusOf(const proto::TaskDescription& task) const 
 }
 
 void Backend::startTask(const proto::TaskDescription& task, TimePoint received) {
-  running_.emplace(task.task_id, RunningTask{task.cpus, task.resources, received, false});
+  running_.emplace(task.task_id, RunningTask{.cpus = task.cpus,
+                                             .resources = task.resources,
+                                             .received = received,
+                                             .started = timers_.now()});
   metrics_.started.inc();
   if (auto launched = executor_.launch(task); !launched) {
     running_.erase(task.task_id);
@@ -257,7 +260,9 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     metrics_.launch_latency.observe(taskSeconds(timers_.now() - it->second.received));
   }
   if (proto::isTerminal(status.state)) {
-    metrics_.duration.observe(taskSeconds(timers_.now() - it->second.received));
+    const TimePoint now = timers_.now();
+    metrics_.duration.observe(taskSeconds(now - it->second.received));
+    update.metrics = measured(status, it->second, now);
     running_.erase(it);
     last_task_finish_ = timers_.now();
     decommission_.onTaskEnded();
@@ -282,6 +287,28 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     link_.flush();
     startWaiting();
   }
+}
+
+proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const RunningTask& task,
+                                     TimePoint now) {
+  proto::TaskMetrics figures = status.metrics;
+  if (task.started) {
+    figures.run_time_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(now - *task.started).count()));
+  }
+  if (!status.blocks.empty()) {
+    std::uint64_t bytes = 0;
+    for (const auto& block : status.blocks) bytes += block.size;
+    figures.output_blocks = status.blocks.size();
+    figures.output_bytes = bytes;
+  }
+  if (figures.cpu_time_ms) {
+    metrics_.cpu_time.observe(static_cast<double>(*figures.cpu_time_ms) / 1000.0);
+  }
+  if (figures.peak_rss_bytes) {
+    metrics_.peak_rss.observe(static_cast<double>(*figures.peak_rss_bytes));
+  }
+  return figures;
 }
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {

@@ -24,6 +24,7 @@
 
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
+#include "dockhand/protocol/task_metrics.h"
 
 namespace dockhand::agent {
 
@@ -95,6 +96,11 @@ struct TaskStatusEvent {
   std::vector<protocol::BlockInfo> blocks;
   // FAILED only: the input that could not be fetched (the driver reruns what made it).
   std::optional<protocol::FetchFailure> fetch_failed;
+  // Terminal states: what the runner and the executor measured (the Backend adds its own).
+  protocol::TaskMetrics metrics;
+  // The runner's figures that were left out of `metrics`, as "name: why" (the executor warns
+  // once per runner).
+  std::vector<std::string> dropped_metrics;
 };
 
 // Where a task's status reports go, on the core thread: the Backend, behind the resource

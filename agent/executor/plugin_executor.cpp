@@ -94,6 +94,9 @@ std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int
   if (auto it = detail.find("stderr_tail"); it != detail.end() && it->is_string()) {
     event.stderr_tail = it->get<std::string>();
   }
+  if (auto it = detail.find("metrics"); it != detail.end()) {
+    event.metrics = protocol::taskMetricsFromJson(*it, &event.dropped_metrics);
+  }
   return event;
 }
 
@@ -268,6 +271,10 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
   live.ended.notify_all();
   registry.tasks.erase(task_id);
   TaskStatusEvent event;
+  if (auto inputs = registry.input_metrics.find(task_id); inputs != registry.input_metrics.end()) {
+    event.metrics = inputs->second;
+    registry.input_metrics.erase(inputs);
+  }
   event.task_id = task_id;
   event.state = state;
   event.reason = std::move(reason);
@@ -310,6 +317,10 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
     const TaskLogScope io_context(task_id);
     std::string error;
     std::optional<protocol::FetchFailure> fetch_failed;
+    const auto fetch_start = std::chrono::steady_clock::now();
+    protocol::TaskMetrics fetched;
+    std::uint64_t blocks = 0;
+    std::uint64_t bytes = 0;
     for (const auto& input : inputs) {
       if (fetch->cancelled) break;
       if (!isValidBlockId(input.id)) {
@@ -319,6 +330,10 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       try {
         fetchBlockRetrying(input, input_dir / input.id, fetch->cancelled, kFetchTimeout,
                            kFetchRetryWindow, signer, tls);
+        std::error_code size_error;
+        const auto size = std::filesystem::file_size(input_dir / input.id, size_error);
+        ++blocks;
+        bytes += size_error ? input.size : size;
       } catch (const FetchError& e) {
         error = std::string("cannot fetch input ") + e.what();
         // Not when a kill cut the fetch short: the block itself may be fine.
@@ -327,6 +342,12 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
         break;
       }
     }
+    fetched.input_blocks = blocks;
+    fetched.input_bytes = bytes;
+    fetched.input_fetch_ms =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now() - fetch_start)
+                                       .count());
     const bool failed = fetch->cancelled || !error.empty();
     if (failed) {
       // Off the live set here, so that stopAll() on the core thread need not wait for this.
@@ -336,37 +357,39 @@ void PluginExecutor::startFetch(const protocol::TaskDescription& task, Runner* r
       }
       live->ended.notify_all();
     }
-    events->post(
-        [events, registry, live, fetch, task_id, error, fetch_failed, failed, stuck_reason] {
-          const TaskLogScope core_context(task_id);
-          auto it = registry->fetching.find(task_id);
-          if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
-          registry->fetching.erase(it);
-          TaskStatusEvent event;
-          event.task_id = task_id;
-          if (!failed) {
-            if (submitLaunch(*events, registry, live, fetch->runner, task_id,
-                             std::move(fetch->task_json))) {
-              return;
-            }
-            {
-              std::lock_guard lock(live->mutex);
-              live->tasks.erase(task_id);
-            }
-            live->ended.notify_all();
-            event.state = protocol::TaskState::kFailed;
-            event.reason = stuck_reason();
-          } else if (fetch->cancelled) {
-            event.state = protocol::TaskState::kKilled;
-            event.reason = fetch->kill_reason;
-          } else {
-            event.state = protocol::TaskState::kFailed;
-            event.reason = error;
-            event.fetch_failed = fetch_failed;
-          }
-          registry->retire_dir(task_id);  // no runner ever had the task
-          registry->statuses->onTaskStatus(event);
-        });
+    events->post([events, registry, live, fetch, task_id, error, fetch_failed, failed, stuck_reason,
+                  fetched = std::move(fetched)] {
+      const TaskLogScope core_context(task_id);
+      auto it = registry->fetching.find(task_id);
+      if (it == registry->fetching.end() || it->second != fetch) return;  // stopped meanwhile
+      registry->fetching.erase(it);
+      TaskStatusEvent event;
+      event.task_id = task_id;
+      if (!failed) {
+        if (submitLaunch(*events, registry, live, fetch->runner, task_id,
+                         std::move(fetch->task_json))) {
+          registry->input_metrics[task_id] = fetched;
+          return;
+        }
+        {
+          std::lock_guard lock(live->mutex);
+          live->tasks.erase(task_id);
+        }
+        live->ended.notify_all();
+        event.state = protocol::TaskState::kFailed;
+        event.reason = stuck_reason();
+      } else if (fetch->cancelled) {
+        event.state = protocol::TaskState::kKilled;
+        event.reason = fetch->kill_reason;
+      } else {
+        event.state = protocol::TaskState::kFailed;
+        event.reason = error;
+        event.fetch_failed = fetch_failed;
+        event.metrics = fetched;
+      }
+      registry->retire_dir(task_id);  // no runner ever had the task
+      registry->statuses->onTaskStatus(event);
+    });
   });
 }
 
@@ -479,6 +502,7 @@ void PluginExecutor::destroyRunners(TimePoint deadline) {
   }
   runners_.clear();
   registry_->tasks.clear();
+  registry_->input_metrics.clear();
   std::unordered_set<std::uint64_t> left;
   for (const auto& [task_id, fetch] : registry_->fetching) left.insert(task_id);
   registry_->fetching.clear();
@@ -548,8 +572,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
         retireTaskDir(event.task_id, /*known_has_dir=*/true);
         const std::uint64_t id = event.task_id;
         events->post([registry, event = std::move(event)]() mutable {
-          registry->tasks.erase(event.task_id);
-          registry->statuses->onTaskStatus(event);
+          deliver(*registry, event, /*terminal=*/true);
         });
         posted(*live, id);
       });
@@ -558,10 +581,32 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
   }
   if (terminal) retireTaskDir(task_id, has_dir);
   events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
-    if (terminal) registry->tasks.erase(event.task_id);
-    registry->statuses->onTaskStatus(event);
+    deliver(*registry, event, terminal);
   });
   if (terminal) posted(*live_, task_id);
+}
+
+void PluginExecutor::deliver(Registry& registry, TaskStatusEvent& event, bool terminal) {
+  if (terminal) {
+    auto task = registry.tasks.find(event.task_id);
+    if (task != registry.tasks.end()) {
+      Runner& runner = *task->second;
+      if (!event.dropped_metrics.empty() && !runner.metrics_warned) {
+        runner.metrics_warned = true;
+        log()->warn(
+            "task runner '{}' reported figures that are not metrics (task {}: {}); they are left "
+            "out, here and for its later tasks, without another warning",
+            runner.name, event.task_id, fmt::join(event.dropped_metrics, ", "));
+      }
+      registry.tasks.erase(task);
+    }
+    if (auto inputs = registry.input_metrics.find(event.task_id);
+        inputs != registry.input_metrics.end()) {
+      event.metrics.merge(inputs->second);
+      registry.input_metrics.erase(inputs);
+    }
+  }
+  registry.statuses->onTaskStatus(event);
 }
 
 void PluginExecutor::posted(Live& live, std::uint64_t task_id) {

@@ -144,6 +144,7 @@ class PluginExecutor final : public Executor {
     std::string name;
     std::unique_ptr<TaskRunnerPlugin> plugin;
     PluginCalls* calls = nullptr;  // plugin->instance().calls()
+    bool metrics_warned = false;   // core thread: it reported a bad figure once
   };
   // A task whose inputs are being fetched: the runner gets it once they are all here.
   struct Fetch {
@@ -156,6 +157,8 @@ class PluginExecutor final : public Executor {
   struct Registry {
     std::unordered_map<std::uint64_t, Runner*> tasks;
     std::unordered_map<std::uint64_t, std::shared_ptr<Fetch>> fetching;
+    // Launched tasks that had inputs: what fetching them took, for their terminal status.
+    std::unordered_map<std::uint64_t, protocol::TaskMetrics> input_metrics;
     TaskStatusSink* statuses = nullptr;
     std::function<void(std::uint64_t)> retire_dir;  // retireTaskDir()
   };
@@ -186,6 +189,10 @@ class PluginExecutor final : public Executor {
   };
 
   void onRunnerStatus(std::uint64_t task_id, std::int32_t state, std::string_view detail_json);
+  // Core thread: the runner's report of the task goes to the TaskStatusSink; a terminal one
+  // ends the task here (with its input figures, and a warning the first time its runner sent
+  // a bad figure).
+  static void deliver(Registry& registry, TaskStatusEvent& event, bool terminal);
   // A terminal status was posted: the task leaves `ingesting` and stopAll() may go on.
   static void posted(Live& live, std::uint64_t task_id);
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,

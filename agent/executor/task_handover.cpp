@@ -42,6 +42,7 @@ std::vector<HandedOverTask> PluginExecutor::handOver() {
       handle = Json::object();
     }
     registry_->tasks.erase(task_id);
+    registry_->input_metrics.erase(task_id);  // the next program measures from adoption on
     {
       std::lock_guard lock(live_->mutex);
       live_->tasks.erase(task_id);

@@ -131,6 +131,12 @@ std::vector<double> latencyBuckets() {
           0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 }
 
+std::vector<double> memoryBuckets() {
+  std::vector<double> bounds;
+  for (double bytes = 1 << 20; bytes <= 64.0 * (1 << 30); bytes *= 4) bounds.push_back(bytes);
+  return bounds;
+}
+
 template <class Metric>
 Family<Metric>::Family(std::string name, std::string help, std::vector<std::string> label_names,
                        std::vector<double> bounds)

@@ -331,6 +331,7 @@ Json toJson(const StatusUpdate& m) {
   if (m.fetch_failed) {
     j["fetch_failed"] = {{"block_id", m.fetch_failed->block_id}, {"url", m.fetch_failed->url}};
   }
+  if (!m.metrics.empty()) j["metrics"] = toJson(m.metrics);
   return j;
 }
 StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
@@ -361,6 +362,8 @@ StatusUpdate fromJson(const Json& j, Tag<StatusUpdate>) {
     m.fetch_failed =
         FetchFailure{.block_id = f.requiredString("block_id"), .url = f.optionalString("url")};
   }
+  // Lenient: a figure a peer got wrong is dropped, never the task's status.
+  if (const Json* metrics = r.find("metrics")) m.metrics = taskMetricsFromJson(*metrics, nullptr);
   return m;
 }
 

@@ -271,7 +271,7 @@ void LibraryRunner::runTask(const std::shared_ptr<State>& state, const std::shar
   const TerminalReport end =
       endReport(task->spec, task->library_label, state->config, *task->context, returned,
                 killed ? std::optional<std::string>(kill_reason) : std::nullopt, duration_ms);
-  report(*state, *task, end.state, end.detail_json);
+  report(*state, *task, end.state, end.detailJson());
 }
 
 void LibraryRunner::kill(std::uint64_t task_id, bool /*interrupt*/, std::string_view reason) {

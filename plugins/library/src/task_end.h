@@ -15,7 +15,8 @@ namespace dockhand::plugins::library {
 
 struct FunctionReturn {
   dh_status status = DH_ERROR;
-  std::string escaped;  // what an exception that escaped the function said, or ""
+  std::string escaped;            // what an exception that escaped the function said, or ""
+  std::uint64_t cpu_time_ns = 0;  // the calling thread's CPU time in the call
 };
 
 // "task 7 (library l, function f)", for messages.
@@ -26,7 +27,8 @@ std::string describeTask(const TaskSpec& spec, const std::string& library_label)
 FunctionReturn callFunction(dh_task_fn function, TaskContext& context);
 
 // The terminal report: KILLED with `kill_reason` when the task was killed, FAILED for an
-// escaped exception or a status other than DH_OK, else the result's (task_result.h).
+// escaped exception or a status other than DH_OK, else the result's (task_result.h); with its
+// "metrics" (the call's CPU time, and the result's size when it finished).
 TerminalReport endReport(const TaskSpec& spec, const std::string& library_label,
                          const LibraryConfig& config, const TaskContext& context,
                          const FunctionReturn& returned,

@@ -38,7 +38,7 @@ std::string writeFile(const std::string& path, const std::string& bytes) {
   return {};
 }
 
-TerminalReport failed(const std::string& reason) { return {DH_TASK_FAILED, reasonJson(reason)}; }
+TerminalReport failed(const std::string& reason) { return {DH_TASK_FAILED, reasonDetail(reason)}; }
 
 }  // namespace
 
@@ -46,8 +46,14 @@ std::string resultBlockId(std::uint64_t task_id) {
   return "task_" + std::to_string(task_id) + "_result";
 }
 
+std::string TerminalReport::detailJson() const {
+  return detail.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json reasonDetail(const std::string& reason) { return json{{"reason", reason}}; }
+
 std::string reasonJson(const std::string& reason) {
-  return json{{"reason", reason}}.dump(-1, ' ', false, json::error_handler_t::replace);
+  return reasonDetail(reason).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string makeOutputDir(const std::string& work_dir) {
@@ -82,7 +88,7 @@ TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
   } else {
     protocol::putResultValue(detail, result);
   }
-  return {DH_TASK_FINISHED, json{{"result", std::move(detail)}}.dump()};
+  return {DH_TASK_FINISHED, json{{"result", std::move(detail)}}};
 }
 
 }  // namespace dockhand::plugins::library

@@ -8,13 +8,17 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "library_config.h"
 
 namespace dockhand::plugins::library {
 
 struct TerminalReport {
-  std::int32_t state = 0;   // DH_TASK_FINISHED or DH_TASK_FAILED
-  std::string detail_json;  // {"result": {...}} or {"reason": "..."}
+  std::int32_t state = 0;  // DH_TASK_FINISHED, DH_TASK_FAILED or DH_TASK_KILLED
+  nlohmann::json detail;   // {"result": {...}} or {"reason": "..."}, and "metrics"
+  // The detail as dh_host.task_status takes it (invalid UTF-8 replaced).
+  std::string detailJson() const;
 };
 
 // The report for a task that returned DH_OK with `result`; may write
@@ -26,8 +30,9 @@ TerminalReport resultReport(const TaskSpec& spec, const LibraryConfig& config,
 // <work_dir>/output, as needed. Returns "" or why it could not.
 std::string makeOutputDir(const std::string& work_dir);
 
-// {"reason": "<reason>"} as the detail JSON of a FAILED or KILLED task (invalid UTF-8
-// replaced).
+// {"reason": "<reason>"}: the detail of a FAILED or KILLED task, and as JSON text (invalid
+// UTF-8 replaced).
+nlohmann::json reasonDetail(const std::string& reason);
 std::string reasonJson(const std::string& reason);
 
 // The id of the block a large result becomes: task_<task_id>_result.

@@ -166,7 +166,7 @@ class Worker {
         std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
     const TerminalReport end =
         endReport(spec, run.label, config_, *context, returned, kill_reason, duration_ms);
-    send({{"t", "end"}, {"id", spec.task_id}, {"state", end.state}, {"detail", end.detail_json}});
+    send({{"t", "end"}, {"id", spec.task_id}, {"state", end.state}, {"detail", end.detailJson()}});
   }
 
   // The library loaded from `path` before, or loaded now from its file: `fd` (taken) when

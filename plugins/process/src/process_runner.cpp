@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,7 +130,12 @@ ProcessRunner::~ProcessRunner() {
     ::poll(&pfd, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
     Exited exited;
     exited.ended = Clock::now();
-    if (::waitpid(task.pid, &exited.wait_status, WNOHANG) <= 0) exited.wait_status = SIGKILL;
+    rusage usage{};
+    if (::wait4(task.pid, &exited.wait_status, WNOHANG, &usage) > 0) {
+      exited.usage.add(usage);
+    } else {
+      exited.wait_status = SIGKILL;
+    }
     ::close(task.pidfd);
     task.pidfd = -1;
     exited.task = std::move(task);
@@ -138,7 +144,7 @@ ProcessRunner::~ProcessRunner() {
   }
   while (!draining_.empty()) {
     for (auto it = draining_.begin(); it != draining_.end();) {
-      if (drainGroup(it->task.pid) || Clock::now() >= it->drain_deadline) {
+      if (drainGroup(it->task.pid, it->usage) || Clock::now() >= it->drain_deadline) {
         report(*it);
         it = draining_.erase(it);
       } else {
@@ -384,7 +390,7 @@ void ProcessRunner::reaperLoop() {
         ++it;
         continue;
       }
-      bool done = drainGroup(it->task.pid);
+      bool done = drainGroup(it->task.pid, it->usage);
       if (done || now >= it->drain_deadline) {
         if (!done) {
           host_.warn("task " + std::to_string(it->task.id) + ": processes of group " +
@@ -426,14 +432,24 @@ void ProcessRunner::onLeaderExit(std::uint64_t task_id) {
   // The leader is a zombie, so its pid (the group id) is still ours: kill the rest first.
   signalGroup(task.pid, SIGKILL);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, task.pidfd, nullptr);
+  // A zombie still answers for what it and its reaped children read and wrote.
+  if (auto io = readProcessIo(task.pid)) {
+    exited.usage.read_bytes = io->read_bytes;
+    exited.usage.write_bytes = io->write_bytes;
+  }
   pid_t reaped;
+  rusage usage{};
   do {
-    reaped = ::waitpid(task.pid, &exited.wait_status, 0);
+    reaped = ::wait4(task.pid, &exited.wait_status, 0, &usage);
   } while (reaped < 0 && errno == EINTR);
-  if (reaped < 0) exited.wait_status = -1;  // reaped elsewhere (SIGCHLD ignored?)
+  if (reaped < 0) {
+    exited.wait_status = -1;  // reaped elsewhere (SIGCHLD ignored?)
+  } else {
+    exited.usage.add(usage);
+  }
   ::close(task.pidfd);
   task.pidfd = -1;
-  if (drainGroup(task.pid)) {
+  if (drainGroup(task.pid, exited.usage)) {
     report(exited);
     return;
   }
@@ -442,10 +458,14 @@ void ProcessRunner::onLeaderExit(std::uint64_t task_id) {
   draining_.push_back(std::move(exited));
 }
 
-bool ProcessRunner::drainGroup(pid_t pgid) {
+bool ProcessRunner::drainGroup(pid_t pgid, TaskUsage& usage) {
   for (;;) {
-    pid_t pid = ::waitpid(-pgid, nullptr, WNOHANG);
-    if (pid > 0) continue;
+    rusage reaped_usage{};
+    pid_t pid = ::wait4(-pgid, nullptr, WNOHANG, &reaped_usage);
+    if (pid > 0) {
+      usage.add(reaped_usage);
+      continue;
+    }
     if (pid < 0 && errno == EINTR) continue;
     return pid < 0;  // ECHILD: none of our children is left in the group
   }
@@ -535,6 +555,11 @@ void ProcessRunner::report(const Exited& exited) {
     detail["stderr_tail"] =
         readPart(task.work_dir + "/stderr", config_.stderr_tail_bytes, true).first;
   }
+  json metrics = exited.usage.toMetrics();
+  if (auto result = detail.find("result"); result != detail.end()) {
+    metrics["result_bytes"] = (*result)["stdout"].get_ref<const std::string&>().size();
+  }
+  if (!metrics.empty()) detail["metrics"] = std::move(metrics);
   host_.taskStatus(task.id, state, dumpJson(detail));
 }
 

@@ -38,6 +38,7 @@
 
 #include "dockhand/plugin.hpp"
 #include "process_config.h"
+#include "task_usage.h"
 
 namespace dockhand::plugins::process {
 
@@ -78,6 +79,7 @@ class ProcessRunner final : public sdk::TaskRunner {
   struct Exited {
     Task task;
     int wait_status = 0;
+    TaskUsage usage;  // of the processes reaped so far
     Clock::time_point ended;
     Clock::time_point drain_deadline;
     Clock::time_point next_try;
@@ -92,8 +94,8 @@ class ProcessRunner final : public sdk::TaskRunner {
   void reaperLoop();
   void wake();
   void onLeaderExit(std::uint64_t task_id);
-  // Reaps what is left of the group; true when nothing is.
-  bool drainGroup(pid_t pgid);
+  // Reaps what is left of the group, adding each process's usage; true when nothing is.
+  static bool drainGroup(pid_t pgid, TaskUsage& usage);
   void report(const Exited& exited);
   // Milliseconds until the next deadline (kill escalation or drain retry), or -1.
   int nextTimeoutMs();

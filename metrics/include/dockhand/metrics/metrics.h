@@ -76,6 +76,8 @@ class Histogram {
 std::vector<double> durationBuckets();
 // Buckets for short latencies in seconds: 100 µs to 10 s.
 std::vector<double> latencyBuckets();
+// Buckets for memory in bytes: 1 MiB to 64 GiB, each four times the last.
+std::vector<double> memoryBuckets();
 
 enum class Type { kCounter, kGauge, kHistogram };
 

@@ -15,6 +15,7 @@
 
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/json_reader.h"
+#include "dockhand/protocol/task_metrics.h"
 
 namespace dockhand::protocol {
 
@@ -238,6 +239,8 @@ struct StatusUpdate {
   std::map<std::string, std::string> log_urls;
   // FAILED only: the task failed because this input could not be fetched (8.8).
   std::optional<FetchFailure> fetch_failed;
+  // Terminal states: what the task cost (task_metrics.h); empty when nothing was measured.
+  TaskMetrics metrics;
 };
 
 struct StopExecutor {

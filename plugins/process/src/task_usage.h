@@ -1,0 +1,39 @@
+// What a process task used, for its terminal status's "metrics" (plugin.h, task_status): the
+// kernel's resource usage of every process of its tree the runner reaped (wait4), and the
+// bytes its leader's tree read and wrote (/proc/<pid>/io, read while the leader is a zombie:
+// it then holds what its reaped children did too).
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+namespace dockhand::plugins::process {
+
+struct TaskUsage {
+  std::uint64_t cpu_us = 0;                  // user + system
+  std::uint64_t peak_rss_kib = 0;            // the largest of the processes' ru_maxrss
+  bool measured = false;                     // at least one wait4 gave its usage
+  std::optional<std::uint64_t> read_bytes;   // /proc/<pid>/io rchar
+  std::optional<std::uint64_t> write_bytes;  // wchar
+
+  // Adds one reaped process's usage (its own and its reaped descendants').
+  void add(const rusage& usage);
+  // {"cpu_time_ms": N, "peak_rss_bytes": N, "io_read_bytes": N, "io_write_bytes": N}: what
+  // was measured.
+  nlohmann::json toMetrics() const;
+};
+
+// rchar and wchar of /proc/<pid>/io; nullopt when it cannot be read (another user's process
+// without the privilege to look, a kernel without task I/O accounting).
+struct ProcessIo {
+  std::uint64_t read_bytes = 0;
+  std::uint64_t write_bytes = 0;
+};
+std::optional<ProcessIo> readProcessIo(pid_t pid);
+
+}  // namespace dockhand::plugins::process
