@@ -30,6 +30,7 @@ int runCli(int argc, char** argv) {
   try {
     if (options.command == "decommission") return decommissionCommand(options);
     if (options.command == "fetch") return fetchCommand(options);
+    if (options.command == "report") return reportCommand(options);
     return options.command == "serve" ? serveCommand(options) : runCommand(options);
   } catch (const ConfigError& e) {
     std::cerr << "dockhand-driver: " << e.what() << "\n";

@@ -23,6 +23,9 @@ commands:
                            ask a running driver to decommission one of its agents (over
                            https:// when FILE's tls section is on; signed with the cluster
                            secret when the driver authenticates)
+  report EVENT_LOG [--html OUT] [--quiet]
+                           print the report of each job an event log holds, as `run`
+                           printed it; with --html also write a page with their timeline
   fetch URL [--config FILE] [--auth-secret-file F]
                            GET a URL of the cluster (a task's log, an agent's log, a block,
                            the control API) to stdout, signed with the cluster secret and
@@ -47,6 +50,8 @@ run options:
   --quiet              print only the summary line
   --results-dir DIR    write each finished task's whole value to DIR/<task name> and
                        every task's outcome to DIR/results.json (the report cuts values)
+  --event-log FILE     append what happens (jobs, tasks with what they cost, agents,
+                       blocks) to FILE, one JSON object a line (docs/driver.md)
   --log-level LEVEL    driver log level on stderr (default warn)
   --log-format FORMAT  text (default) or json: one JSON object per log line on stderr
                        (also given to the local agents)
@@ -58,7 +63,7 @@ run options:
 
 serve options:
   --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info),
-  --log-format FORMAT, --auth-secret-file F, --launch-ahead N
+  --log-format FORMAT, --auth-secret-file F, --launch-ahead N, --event-log FILE
 
 exit codes:
   0    the job succeeded (serve: stopped by a signal; decommission: accepted;
@@ -164,6 +169,12 @@ CliOptions parseCliArgs(int argc, char** argv) {
     } else if (arg == "--results-dir") {
       o.results_dir = value();
       if (o.results_dir.empty()) throw UsageError("--results-dir needs a directory");
+    } else if (arg == "--event-log") {
+      o.event_log = value();
+      if (o.event_log.empty()) throw UsageError("--event-log needs a file");
+    } else if (arg == "--html") {
+      o.html = value();
+      if (o.html.empty()) throw UsageError("--html needs a file");
     } else if (arg == "--linger") {
       o.linger_s = parseNumber(arg, value(), 0, 7L * 86400);
     } else if (arg == "--keep-work-dirs") {
@@ -192,7 +203,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
   }
   if (o.help || o.version) return o;
   if (positional.empty()) {
-    throw UsageError("missing command (run, serve, decommission or fetch)");
+    throw UsageError("missing command (run, serve, decommission, fetch or report)");
   }
   o.command = positional[0];
   auto reject_options = [&](std::initializer_list<const char*> options, const char* owner) {
@@ -204,6 +215,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
       }
     }
   };
+  if (o.command != "report") reject_options({"--html"}, "report");
   if (o.command == "run") {
     if (positional.size() != 2) throw UsageError("run takes exactly one job file");
     o.job_file = positional[1];
@@ -226,20 +238,30 @@ CliOptions parseCliArgs(int argc, char** argv) {
     reject_options(
         {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
          "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--linger", "--launch-ahead", "--results-dir"},
+         "--listen", "--port-file", "--linger", "--launch-ahead", "--results-dir", "--event-log"},
         "run or serve");
+  } else if (o.command == "report") {
+    if (positional.size() != 2) throw UsageError("report takes exactly one event log");
+    if (!o.event_log.empty()) throw UsageError("report reads the event log it is given");
+    o.event_log = positional[1];
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                    "--keep-work-dirs", "--agent-config", "--decommission",
+                    "--decommission-after-ms", "--listen", "--port-file", "--linger",
+                    "--launch-ahead", "--results-dir", "--config", "--auth-secret-file"},
+                   "run or serve");
+    reject_options({"--driver", "--reason"}, "decommission");
   } else if (o.command == "fetch") {
     if (positional.size() != 2) throw UsageError("fetch takes exactly one URL");
     o.fetch_url = positional[1];
-    reject_options(
-        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--linger", "--quiet", "--launch-ahead", "--results-dir"},
-        "run or serve");
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
+                    "--keep-work-dirs", "--agent-config", "--decommission",
+                    "--decommission-after-ms", "--listen", "--port-file", "--linger", "--quiet",
+                    "--launch-ahead", "--results-dir", "--event-log"},
+                   "run or serve");
     reject_options({"--driver", "--reason"}, "decommission");
   } else {
     throw UsageError(fmt::format(
-        "unknown command '{}' (expected run, serve, decommission or fetch)", o.command));
+        "unknown command '{}' (expected run, serve, decommission, fetch or report)", o.command));
   }
   return o;
 }

@@ -117,7 +117,8 @@ int runCommand(const CliOptions& o) {
   const auto min_agents = static_cast<std::size_t>(o.min_agents.value_or(o.local_agents));
 
   std::atomic<bool> interrupted{false};
-  std::unique_ptr<DriverService> service_holder = std::make_unique<DriverService>(config);
+  std::unique_ptr<DriverService> service_holder =
+      std::make_unique<DriverService>(config, SteadyClock::now, openEventLog(o));
   DriverService& service = *service_holder;
   SignalWatcher signals([&](int) {
     interrupted = true;
@@ -296,24 +297,20 @@ int runCommand(const CliOptions& o) {
     }
   }
 
-  JobState state = JobState::kNone;
-  std::vector<TaskRecord> ended_tasks;  // for --results-dir, written outside the lock
+  JobReport report;
   service.inspect([&](const Scheduler& s) {
-    state = s.jobState();
-    const auto& tasks = s.tasks();
-    if (!o.results_dir.empty()) ended_tasks = tasks;
-    if (!o.quiet) {
-      std::size_t width = 4;
-      for (const auto& t : tasks) width = std::max(width, t.spec.name.size());
-      std::string out;
-      for (const auto& t : tasks) out += formatTaskLine(t, width) + "\n";
-      std::cout << out;
-    }
-    std::optional<SumResult> sum;
-    if (s.job().aggregate == Aggregate::kSum) sum = sumResults(tasks);
-    std::cout << formatSummary(s.job(), state, s.progress(), s.failureReason(), wall, sum)
-              << std::endl;
+    report = JobReport{.job = s.job(),
+                       .state = s.jobState(),
+                       .progress = s.progress(),
+                       .failure_reason = s.failureReason(),
+                       .wall = wall,
+                       .tasks = s.tasks()};
   });
+  const JobState state = report.state;
+  std::cout << formatReport(report, o.quiet) << std::flush;
+  service.jobEnded(report);
+  std::vector<TaskRecord> ended_tasks;  // for --results-dir
+  if (!o.results_dir.empty()) ended_tasks = std::move(report.tasks);
   // An update for a task that is not running on its sender (a second terminal status, or one
   // of an agent already dropped) is ignored; count them so that a loss or a duplicate shows.
   const std::uint64_t stray = service.counters().stray_updates;

@@ -25,7 +25,7 @@ int serveCommand(const CliOptions& o) {
     stop = true;
     cv.notify_all();
   });
-  DriverService service(config);
+  DriverService service(config, SteadyClock::now, openEventLog(o));
   service.log_task_updates = true;
   service.start(o.listen.host, o.listen.port);
   if (!o.port_file.empty()) writePortFile(o.port_file, service.port());

@@ -79,6 +79,13 @@ DriverConfig loadConfig(const CliOptions& o) {
   return config;
 }
 
+std::unique_ptr<EventLog> openEventLog(const CliOptions& options) {
+  if (options.event_log.empty()) return nullptr;
+  auto log = EventLog::open(options.event_log);
+  if (!log) throw std::runtime_error("--event-log: " + log.error().message);
+  return std::move(log.value());
+}
+
 void writePortFile(const std::string& path, std::uint16_t port) {
   namespace fs = std::filesystem;
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());

@@ -31,12 +31,14 @@ std::uint64_t wallClockMs() {
 
 std::string driverSoftware() { return std::string("dockhand-driver ") + DOCKHAND_VERSION; }
 
-DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now)
+DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now,
+                             std::unique_ptr<EventLog> event_log)
     : config_(std::move(config)),
       now_(std::move(now)),
       scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms),
                                   config_.launch_ahead, Millis(config_.agent_reconnect_grace_ms)}),
       metrics_(metrics::defaultRegistry()),
+      event_log_(std::move(event_log)),
       result_fetcher_(
           ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
                              config_.secret ? protocol::auth::makeRequestSigner(*config_.secret)
@@ -98,8 +100,18 @@ void DriverService::submit(JobSpec job) {
   std::lock_guard lock(mutex_);
   Actions actions;
   scheduler_.submit(std::move(job), now_(), actions);
+  if (event_log_) event_log_->jobStarted(scheduler_.job());
   apply(actions);
   changed_.notify_all();
+}
+
+void DriverService::jobEnded(const JobReport& report) {
+  std::lock_guard lock(mutex_);
+  if (event_log_) event_log_->jobEnded(report);
+}
+
+void DriverService::agentGone(const std::string& agent_id, const std::string& reason) {
+  if (event_log_) event_log_->agentRemoved(agent_id, reason);
 }
 
 void DriverService::cancel(const std::string& reason) {
@@ -167,6 +179,7 @@ void DriverService::markDecommissioning(const std::string& agent_id, const std::
   scheduler_.decommissionAgent(agent_id);
   logger("driver")->info("agent '{}' is decommissioning ({}): no new tasks go to it", agent_id,
                          why);
+  if (event_log_) event_log_->agentDecommissioning(agent_id, why);
 }
 
 void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) const {
@@ -195,6 +208,11 @@ void DriverService::apply(Actions& actions) {
     switch (action.kind) {
       case Action::Kind::kLaunch:
         metrics_.launched(action.waited);
+        if (event_log_) {
+          if (auto index = scheduler_.runningIndex(action.task.task_id)) {
+            event_log_->taskStarted(scheduler_.job().name, *index, action.task, action.agent_id);
+          }
+        }
         c.send(protocol::LaunchTask{.task = std::move(action.task)});
         break;
       case Action::Kind::kKill: {
@@ -213,6 +231,7 @@ void DriverService::apply(Actions& actions) {
         } else {
           logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
                                  action.reason);
+          agentGone(action.agent_id, "lost: " + action.reason);
           ++agents_lost_;
           metrics_.agentLost();
         }
@@ -263,6 +282,7 @@ void DriverService::tickerLoop() {
       for (const auto& id : gone) {
         logger("driver")->warn("agent '{}' lost: not back within {} ms; its tasks are rescheduled",
                                id, config_.agent_reconnect_grace_ms);
+        agentGone(id, fmt::format("lost: not back within {} ms", config_.agent_reconnect_grace_ms));
         ++agents_lost_;
         metrics_.agentLost();
       }

@@ -202,6 +202,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       const JobState before = scheduler_.jobState();
       Actions actions;
       scheduler_.updateBlocks(c->agent_id, update, now, actions);
+      if (event_log_) event_log_->blocksUpdated(c->agent_id, update);
       apply(actions);
       logger("driver")->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
                               update.added.size(), update.removed.size());
@@ -219,6 +220,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       const std::size_t held = scheduler_.blocks().heldBy(c->agent_id);
       Actions actions;
       scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
+      agentGone(c->agent_id, "removed itself: " + removal.reason);
       apply(actions);
       if (clean) {
         logger("driver")->info(
@@ -268,6 +270,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       // It came back as a new agent (restarted, or it could not resume): what the held one ran
       // and stored is gone with the old process.
       scheduler_.removeAgent(reg.executor_id, "registered anew instead of resuming", actions);
+      agentGone(reg.executor_id, "lost: registered anew instead of resuming");
       ++agents_lost_;
       metrics_.agentLost();
       logger("driver")->warn(
@@ -279,6 +282,9 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       ++registrations_;
       metrics_.registration();
       agent_connections_[reg.executor_id] = c;
+      if (const AgentInfo* added = scheduler_.agent(reg.executor_id); added && event_log_) {
+        event_log_->agentAdded(*added);
+      }
       // The reply goes out before anything the registration leads to.
       c->send(protocol::makeReply(env.id, protocol::Json::object()));
       apply(actions);
@@ -416,11 +422,13 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
   Actions actions;
   if (told_to_stop_.erase(c->agent_id) > 0) {
     scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
+    agentGone(c->agent_id, "stopped by the driver");
     logger("driver")->info("agent '{}' stopped", c->agent_id);
   } else if (scheduler_.disconnectAgent(c->agent_id, "connection closed: " + why, now_(),
                                         actions)) {
     logHeld(c->agent_id, "connection closed: " + why);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
+    agentGone(c->agent_id, "lost: connection closed: " + why);
     ++agents_lost_;
     metrics_.agentLost();
     logger("driver")->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",

@@ -86,8 +86,18 @@ void DriverService::applyStatus(const std::string& agent_id, const protocol::Sta
   scheduler_.touch(agent_id, now);
   const JobState before = scheduler_.jobState();
   Actions actions;
-  if (scheduler_.isRunningOn(update.task_id, agent_id)) metrics_.taskStatus(update.state);
+  std::optional<std::size_t> logged;  // the task's index, when its end goes to the event log
+  if (scheduler_.isRunningOn(update.task_id, agent_id)) {
+    metrics_.taskStatus(update.state);
+    if (event_log_ && protocol::isTerminal(update.state)) {
+      logged = scheduler_.runningIndex(update.task_id);
+    }
+  }
   scheduler_.onStatusUpdate(agent_id, update, now, actions);
+  if (logged) {
+    event_log_->taskEnded(scheduler_.job().name, *logged, scheduler_.tasks()[*logged], update,
+                          agent_id);
+  }
   apply(actions);
   // Once the job is over, an update may be the answer to a kill waitForKills waits for.
   if (scheduler_.jobState() != before || before != JobState::kRunning) changed_.notify_all();

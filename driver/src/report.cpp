@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace dockhand::driver {
 
@@ -42,12 +43,12 @@ bool writesBlocks(const JobSpec& job) {
                      [](const TaskSpec& t) { return !t.outputs.empty(); });
 }
 
+}  // namespace
+
 std::string formatDuration(std::chrono::milliseconds d) {
   if (d.count() < 10000) return fmt::format("{}ms", d.count());
   return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1000.0);
 }
-
-}  // namespace
 
 std::optional<std::string> otherResultText(const Json& result) {
   if (result.is_null()) return std::nullopt;
@@ -111,6 +112,12 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
       fmt::format("{:<{}}  {:<9}  {:<10}  attempts={}  {:>7}", task.spec.name, name_width,
                   toString(task.outcome), task.agent_id.empty() ? "-" : task.agent_id,
                   task.launches, task.launches > 0 ? formatDuration(task.duration) : "-");
+  if (const auto& cpu = task.metrics.cpu_time_ms) {
+    line += fmt::format("  cpu={:<7}", formatDuration(std::chrono::milliseconds(*cpu)));
+  }
+  if (const auto& rss = task.metrics.peak_rss_bytes) {
+    line += fmt::format("  rss={:<10}", formatBytes(*rss));
+  }
   if (task.outcome == TaskOutcome::kFinished) {
     std::string out = resultText(task.result);
     if (!out.empty()) line += "  " + out;
@@ -126,6 +133,7 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
       line += "  stdout log: " + it->second;
     }
   }
+  line.erase(line.find_last_not_of(' ') + 1);  // the padding of a last column
   return line;
 }
 
@@ -151,6 +159,88 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
   if (state == JobState::kFailed && !failure_reason.empty())
     line += "\n  reason: " + failure_reason;
   return line;
+}
+
+std::string formatCost(const std::vector<TaskRecord>& tasks) {
+  std::uint64_t cpu_ms = 0;
+  std::uint64_t run_ms = 0;
+  std::size_t measured = 0;
+  const TaskRecord* biggest = nullptr;
+  std::uint64_t in_blocks = 0;
+  std::uint64_t in_bytes = 0;
+  std::uint64_t fetch_ms = 0;
+  std::uint64_t out_blocks = 0;
+  std::uint64_t out_bytes = 0;
+  std::vector<const TaskRecord*> ran;
+  for (const auto& t : tasks) {
+    const auto& m = t.metrics;
+    if (m.cpu_time_ms) {
+      cpu_ms += *m.cpu_time_ms;
+      run_ms += m.run_time_ms.value_or(0);
+      ++measured;
+    }
+    if (m.peak_rss_bytes && (!biggest || *m.peak_rss_bytes > *biggest->metrics.peak_rss_bytes)) {
+      biggest = &t;
+    }
+    in_blocks += m.input_blocks.value_or(0);
+    in_bytes += m.input_bytes.value_or(0);
+    fetch_ms += m.input_fetch_ms.value_or(0);
+    out_blocks += m.output_blocks.value_or(0);
+    out_bytes += m.output_bytes.value_or(0);
+    if (t.launches > 0 && t.outcome != TaskOutcome::kPending &&
+        t.outcome != TaskOutcome::kRunning) {
+      ran.push_back(&t);
+    }
+  }
+  std::vector<std::string> parts;
+  if (measured > 0) {
+    parts.push_back(fmt::format("cpu {} in {} of task time over {} task(s)",
+                                formatDuration(std::chrono::milliseconds(cpu_ms)),
+                                formatDuration(std::chrono::milliseconds(run_ms)), measured));
+  }
+  if (biggest) {
+    parts.push_back(fmt::format("peak memory {} ({} on {})",
+                                formatBytes(*biggest->metrics.peak_rss_bytes), biggest->spec.name,
+                                biggest->agent_id));
+  }
+  if (in_blocks > 0) {
+    parts.push_back(fmt::format("inputs {} block(s), {} fetched in {}", in_blocks,
+                                formatBytes(in_bytes),
+                                formatDuration(std::chrono::milliseconds(fetch_ms))));
+  }
+  if (out_blocks > 0) {
+    parts.push_back(fmt::format("outputs {} block(s), {}", out_blocks, formatBytes(out_bytes)));
+  }
+  if (parts.empty()) return {};
+  std::string text = fmt::format("cost: {}\n", fmt::join(parts, "; "));
+  constexpr std::size_t kSlowest = 3;
+  const std::size_t shown = std::min(kSlowest, ran.size());
+  std::partial_sort(
+      ran.begin(), ran.begin() + static_cast<std::ptrdiff_t>(shown), ran.end(),
+      [](const TaskRecord* a, const TaskRecord* b) { return a->duration > b->duration; });
+  std::vector<std::string> slowest;
+  for (std::size_t i = 0; i < shown; ++i) {
+    slowest.push_back(fmt::format("{} on {} {}", ran[i]->spec.name, ran[i]->agent_id,
+                                  formatDuration(ran[i]->duration)));
+  }
+  if (!slowest.empty()) text += fmt::format("slowest: {}\n", fmt::join(slowest, ", "));
+  return text;
+}
+
+std::string formatReport(const JobReport& report, bool quiet) {
+  std::string out;
+  if (!quiet) {
+    std::size_t width = 4;
+    for (const auto& t : report.tasks) width = std::max(width, t.spec.name.size());
+    for (const auto& t : report.tasks) out += formatTaskLine(t, width) + "\n";
+    out += formatCost(report.tasks);
+  }
+  std::optional<SumResult> sum;
+  if (report.job.aggregate == Aggregate::kSum) sum = sumResults(report.tasks);
+  out += formatSummary(report.job, report.state, report.progress, report.failure_reason,
+                       report.wall, sum) +
+         "\n";
+  return out;
 }
 
 std::string formatProgress(const std::string& job_name, const Progress& p) {

@@ -414,6 +414,7 @@ void Scheduler::recordStatus(TaskRecord& record, const protocol::StatusUpdate& u
   record.signal = update.signal;
   record.stderr_tail = update.stderr_tail;
   record.log_urls = update.log_urls;
+  record.metrics = update.metrics;
 }
 
 void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,
@@ -501,6 +502,12 @@ std::size_t Scheduler::killsUnanswered() const {
 bool Scheduler::isRunningOn(std::uint64_t task_id, const std::string& agent_id) const {
   auto it = running_.find(task_id);
   return it != running_.end() && it->second.agent_id == agent_id;
+}
+
+std::optional<std::size_t> Scheduler::runningIndex(std::uint64_t task_id) const {
+  auto it = running_.find(task_id);
+  if (it == running_.end() || it->second.job_seq != job_seq_) return std::nullopt;
+  return it->second.index;
 }
 
 void Scheduler::cancel(const std::string& reason, Actions& out) {

@@ -102,11 +102,27 @@ TEST(CliOptionsTest, LogFormatIsTextUnlessAsked) {
 }
 
 TEST(CliOptionsTest, MissingOrUnknownCommand) {
-  EXPECT_EQ(usageErrorOf({}), "missing command (run, serve, decommission or fetch)");
+  EXPECT_EQ(usageErrorOf({}), "missing command (run, serve, decommission, fetch or report)");
   EXPECT_EQ(usageErrorOf({"launch"}),
-            "unknown command 'launch' (expected run, serve, decommission or fetch)");
+            "unknown command 'launch' (expected run, serve, decommission, fetch or report)");
   EXPECT_EQ(usageErrorOf({"run"}), "run takes exactly one job file");
   EXPECT_EQ(usageErrorOf({"serve", "extra"}), "serve takes no arguments");
+}
+
+TEST(CliOptionsTest, ReportTakesOneEventLogAndAnHtmlFile) {
+  const CliOptions o = parseArgs({"report", "e.jsonl", "--html", "t.html"});
+  EXPECT_EQ(o.command, "report");
+  EXPECT_EQ(o.event_log, "e.jsonl");
+  EXPECT_EQ(o.html, "t.html");
+  EXPECT_EQ(parseArgs({"run", "job.json", "--event-log", "e.jsonl"}).event_log, "e.jsonl");
+  EXPECT_EQ(parseArgs({"serve", "--event-log", "e.jsonl"}).event_log, "e.jsonl");
+  EXPECT_EQ(usageErrorOf({"report"}), "report takes exactly one event log");
+  EXPECT_EQ(usageErrorOf({"run", "job.json", "--html", "t.html"}),
+            "--html is an option of report, not run");
+  EXPECT_EQ(usageErrorOf({"report", "e.jsonl", "--local-agents", "2"}),
+            "--local-agents is an option of run or serve, not report");
+  EXPECT_EQ(usageErrorOf({"fetch", "http://h:1/", "--event-log", "e.jsonl"}),
+            "--event-log is an option of run or serve, not fetch");
 }
 
 TEST(CliOptionsTest, FetchTakesOneUrlAndTheClustersSettings) {

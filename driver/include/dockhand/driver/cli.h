@@ -28,5 +28,6 @@ int runCommand(const CliOptions& options);           // cli_run.cpp
 int serveCommand(const CliOptions& options);         // cli_serve.cpp
 int decommissionCommand(const CliOptions& options);  // cli_decommission.cpp
 int fetchCommand(const CliOptions& options);         // cli_fetch.cpp
+int reportCommand(const CliOptions& options);        // cli_report.cpp
 
 }  // namespace dockhand::driver

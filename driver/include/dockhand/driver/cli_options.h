@@ -28,7 +28,7 @@ struct HostPort {
 HostPort parseListen(const std::string& text);
 
 struct CliOptions {
-  std::string command;  // "run", "serve" or "decommission"
+  std::string command;  // "run", "serve", "decommission", "fetch" or "report"
   std::string job_file;
   int local_agents = 2;
   int cores = 2;
@@ -50,6 +50,8 @@ struct CliOptions {
   long decommission_after_ms = 0;
   long linger_s = 0;        // run: keep serving this long after the report
   std::string results_dir;  // run: where each task's whole value is written
+  std::string event_log;    // run, serve: the event log to append to; report: the one read
+  std::string html;         // report: where the timeline page is written
   std::string driver;       // decommission: HOST:PORT
   std::string fetch_url;    // fetch: the URL
   std::string reason = "dockhand-driver decommission";

@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "dockhand/driver/cli_options.h"
 #include "dockhand/driver/driver_config.h"
+#include "dockhand/driver/event_log.h"
 
 namespace dockhand::driver {
 
@@ -48,6 +50,10 @@ void raiseOpenFileLimit(const DriverConfig& config);
 // The driver config of --config (defaults without it), --auth-secret-file over its
 // auth_secret_file, with the secret and the TLS contexts loaded. Throws ConfigError.
 DriverConfig loadConfig(const CliOptions& options);
+
+// The event log of --event-log, opened for appending; null without the option. Throws
+// std::runtime_error saying why it cannot be opened.
+std::unique_ptr<EventLog> openEventLog(const CliOptions& options);
 
 // Writes the port to `path` atomically (temp file + rename). Throws std::runtime_error.
 void writePortFile(const std::string& path, std::uint16_t port);

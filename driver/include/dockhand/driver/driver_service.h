@@ -55,6 +55,7 @@
 #include "dockhand/driver/agent_server.h"
 #include "dockhand/driver/driver_config.h"
 #include "dockhand/driver/driver_metrics.h"
+#include "dockhand/driver/event_log.h"
 #include "dockhand/driver/result_fetcher.h"
 #include "dockhand/driver/scheduler.h"
 
@@ -78,7 +79,9 @@ struct ServiceCounters {
 class DriverService : public FrameHandler {
  public:
   // `now` is the clock (tests may pass their own).
-  explicit DriverService(DriverConfig config, std::function<TimePoint()> now = SteadyClock::now);
+  // With an `event_log`, what happens is written to it (event_log.h).
+  explicit DriverService(DriverConfig config, std::function<TimePoint()> now = SteadyClock::now,
+                         std::unique_ptr<EventLog> event_log = nullptr);
   ~DriverService() override;
   DriverService(const DriverService&) = delete;
   DriverService& operator=(const DriverService&) = delete;
@@ -94,6 +97,8 @@ class DriverService : public FrameHandler {
   // ---- for the `run` command ----
   void submit(JobSpec job);
   void cancel(const std::string& reason);
+  // The job's report as `run` printed it: goes to the event log ("job_end"), if any.
+  void jobEnded(const JobReport& report);
   // Waits until the job is over or `deadline`; returns the job's state then.
   JobState waitForJob(TimePoint deadline);
   // Waits until at least `count` agents are registered or `deadline`; returns the count.
@@ -169,6 +174,8 @@ class DriverService : public FrameHandler {
   void refuse(Connection& c, std::uint64_t id, std::string_view code, std::string message);
   // Carries out scheduler actions; the caller holds mutex_.
   void apply(Actions& actions);
+  // The agent left the cluster (`reason`), for the event log; the caller holds mutex_.
+  void agentGone(const std::string& agent_id, const std::string& reason);
   void tickerLoop();
 
   DriverConfig config_;
@@ -182,6 +189,7 @@ class DriverService : public FrameHandler {
   std::map<std::string, std::shared_ptr<Connection>> agent_connections_;
   std::set<std::string> told_to_stop_;  // agents sent StopExecutor: their close is expected
   DriverMetrics metrics_;
+  std::unique_ptr<EventLog> event_log_;  // under mutex_; null without one
   std::atomic<std::uint64_t> frames_{0};
   std::atomic<std::uint64_t> bad_frames_{0};
   std::atomic<std::uint64_t> auth_failures_{0};

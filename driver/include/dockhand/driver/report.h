@@ -43,9 +43,31 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& pr
                           const std::string& failure_reason, std::chrono::milliseconds wall,
                           const std::optional<SumResult>& sum);
 
+// What the job cost, from its tasks' figures (protocol::TaskMetrics), two lines:
+//   "cost: cpu 12.3s in 14.1s of task time over 8 tasks; peak memory 120.0 MiB (part-3 on
+//    agent-1); inputs 4 blocks, 1.2 MiB fetched in 35ms; outputs 4 blocks, 1.2 MiB"
+//   "slowest: part-3 on agent-1 2.1s, part-7 on agent-2 1.9s, part-1 on agent-1 1.8s"
+// each part only when some task reported its figures; "" when none did.
+std::string formatCost(const std::vector<TaskRecord>& tasks);
+
+// A job's end as `run` prints it and `report` replays it from an event log.
+struct JobReport {
+  JobSpec job;
+  JobState state = JobState::kNone;
+  Progress progress;
+  std::string failure_reason;
+  std::chrono::milliseconds wall{0};
+  std::vector<TaskRecord> tasks;
+};
+// The task lines and the cost (unless `quiet`), then the summary; each line ends in "\n".
+std::string formatReport(const JobReport& report, bool quiet);
+
 // "[job] 3/8 done, 2 running, 0 failed, 0 retried", then tasks waiting for blocks and
 // every decommission in progress ("| agent-1 decommissioning: 3/8 blocks moved, ...").
 std::string formatProgress(const std::string& job_name, const Progress& progress);
+
+// 1234 ms -> "1234ms", 12345 ms -> "12.3s".
+std::string formatDuration(std::chrono::milliseconds d);
 
 // 512 -> "512 B", 1536 -> "1.5 KiB".
 std::string formatBytes(std::uint64_t bytes);

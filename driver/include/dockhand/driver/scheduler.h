@@ -169,6 +169,7 @@ struct TaskRecord {
   std::string stderr_tail;
   std::map<std::string, std::string> log_urls;  // where its agent serves its logs, by stream
   std::map<std::string, int> fetch_failures;    // input block id -> launches that failed on it
+  protocol::TaskMetrics metrics;                // what its latest ended attempt cost
 };
 
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };
@@ -279,6 +280,8 @@ class Scheduler {
 
   // True when launch `task_id` is running on `agent_id` (a status update from it counts).
   bool isRunningOn(std::uint64_t task_id, const std::string& agent_id) const;
+  // The index in tasks() of running launch `task_id` of the current job, or nullopt.
+  std::optional<std::size_t> runningIndex(std::uint64_t task_id) const;
 
   JobState jobState() const { return job_state_; }
   const std::string& failureReason() const { return failure_reason_; }
