@@ -308,6 +308,14 @@ BackendOptions Agent::backendOptions() {
     }
     return held;
   };
+  options.sample_usage = [this] {
+    protocol::AgentMetrics figures = usage_.sample();
+    if (store_) {
+      figures.blocks = store_->count();
+      figures.block_bytes = store_->totalBytes();
+    }
+    return figures;
+  };
   options.ask_timeout = Millis(config_.ask_timeout_ms);
   options.stop_grace = Millis(config_.stop_grace_ms);
   options.restart_wait = Millis(config_.restart_wait_ms);

@@ -39,6 +39,7 @@
 #include "app/agent_metrics.h"
 #include "app/log_setup.h"
 #include "app/plugin_loader.h"
+#include "app/usage_sampler.h"
 #include "blocks/block_server.h"
 #include "blocks/block_store.h"
 #include "core/backend.h"
@@ -194,6 +195,7 @@ class Agent {
   std::unique_ptr<BlockStore> store_;
   StatusBoard status_board_;
   AgentGauges gauges_;
+  UsageSampler usage_;  // core thread: the heartbeats' figures
   std::unique_ptr<BlockServer> server_;
   std::unique_ptr<PluginDecommissioner> decommissioner_;
   WebSocketLink link_;

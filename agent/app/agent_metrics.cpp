@@ -67,7 +67,17 @@ AgentGauges::AgentGauges(metrics::Registry& registry)
           {"state"})),
       decommission_bytes_(registry.gauge(
           "dockhand_decommission_bytes",
-          "Bytes of this agent's decommission: migrated and left to move (state).", {"state"})) {
+          "Bytes of this agent's decommission: migrated and left to move (state).", {"state"})),
+      decommission_rate_(registry
+                             .gauge("dockhand_decommission_bytes_per_second",
+                                    "The rate this agent's decommission has moved bytes at since "
+                                    "its first migration pass began (0 before it moved any).")
+                             .get()),
+      decommission_eta_(registry
+                            .gauge("dockhand_decommission_eta_seconds",
+                                   "How long the bytes left to move take at that rate (0 when "
+                                   "it cannot tell yet, or none are left).")
+                            .get()) {
   // Every state and phase is exposed from the start, so that a query for one finds a 0.
   for (const char* state : kStates) state_.labels({state});
   for (const char* phase : kPhases) phase_.labels({phase});
@@ -122,6 +132,8 @@ void AgentGauges::update(const Json& status) {
   decommission_blocks_.labels({"failed"}).set(number(decommission, "blocks_failed"));
   decommission_bytes_.labels({"migrated"}).set(number(decommission, "bytes_migrated"));
   decommission_bytes_.labels({"left"}).set(number(decommission, "bytes_left"));
+  decommission_rate_.set(number(decommission, "bytes_per_s"));
+  decommission_eta_.set(number(decommission, "eta_ms") / 1000.0);
 }
 
 }  // namespace dockhand::agent

@@ -33,6 +33,8 @@ class AgentGauges {
   metrics::Family<metrics::Gauge>& phase_;
   metrics::Family<metrics::Gauge>& decommission_blocks_;
   metrics::Family<metrics::Gauge>& decommission_bytes_;
+  metrics::Gauge& decommission_rate_;
+  metrics::Gauge& decommission_eta_;
 };
 
 }  // namespace dockhand::agent

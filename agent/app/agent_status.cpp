@@ -4,6 +4,7 @@
 
 #include "app/agent.h"
 #include "dockhand/metrics/metrics.h"
+#include "dockhand/metrics/process_stats.h"
 #include "resources/resource_status.h"
 
 namespace dockhand::agent {
@@ -53,7 +54,7 @@ nlohmann::json Agent::servedStatus() {
 
 std::string Agent::servedMetrics() {
   gauges_.update(servedStatus());
-  return metrics::defaultRegistry().expose();
+  return metrics::defaultRegistry().expose() + metrics::processMetricsText();
 }
 
 nlohmann::json Agent::statusJson() const {

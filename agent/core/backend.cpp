@@ -315,6 +315,13 @@ void Backend::heartbeat() {
   beat.executor_id = options_.executor_id;
   beat.running_tasks = static_cast<int>(running_.size());
   beat.decommission = decommissionProgress();
+  if (options_.sample_usage) {
+    beat.metrics = options_.sample_usage();
+    if (beat.metrics.tasks_rss_bytes) {
+      beat.metrics.peak_tasks_rss_bytes = std::max(*beat.metrics.tasks_rss_bytes, ended_peak_rss_);
+    }
+    ended_peak_rss_ = 0;
+  }
   beat.sent_at_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
           .count());

@@ -127,6 +127,11 @@ struct BackendOptions {
   // Called when the driver refused that resume (the session on disk is over). May be empty.
   std::function<void()> on_resume_refused;
 
+  // What the agent holds, for each heartbeat (on the core thread): its process's figures, its
+  // tasks' processes' and its blocks (the Backend adds the peak of the tasks that ended since
+  // the last heartbeat). May be empty: heartbeats carry none.
+  std::function<protocol::AgentMetrics()> sample_usage;
+
   // Every block the agent holds, as ResumeExecutor lists them (on the core thread). Empty:
   // none.
   std::function<std::vector<protocol::BlockInfo>()> held_blocks;
@@ -361,6 +366,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
   TaskCounters metrics_;
+  // The largest peak_rss_bytes of the tasks that ended since the last heartbeat.
+  std::uint64_t ended_peak_rss_ = 0;
   TaskLogUrlPattern task_log_url_;  // options_.task_log_url, split once
   CoreQueue queue_;                 // launched tasks waiting for cores
 

@@ -307,6 +307,7 @@ proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const Runnin
   }
   if (figures.peak_rss_bytes) {
     metrics_.peak_rss.observe(static_cast<double>(*figures.peak_rss_bytes));
+    ended_peak_rss_ = std::max(ended_peak_rss_, *figures.peak_rss_bytes);
   }
   return figures;
 }

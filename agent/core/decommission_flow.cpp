@@ -245,6 +245,7 @@ void DecommissionFlow::stop() {
 void DecommissionFlow::startPass() {
   pass_running_ = true;
   ++passes_;
+  if (!migration_started_) migration_started_ = timers_.now();
   const std::uint64_t ends_at_start = task_ends_;
   link_.ask(proto::makeMessage(proto::GetPeers{.executor_id = executor_id_}), ask_timeout_,
             [this, ends_at_start](const AskResult& result) {
@@ -335,8 +336,22 @@ Json DecommissionFlow::progress() const {
     bytes_left = pass_progress_.bytes_total -
                  std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
   }
+  // The rate since the first pass began, and the time the bytes left take at that rate.
+  Json rate = nullptr;
+  Json eta = nullptr;
+  if (migration_started_) {
+    const double seconds =
+        std::chrono::duration<double>(timers_.now() - *migration_started_).count();
+    if (seconds > 0 && bytes_migrated > 0) {
+      const double per_s = static_cast<double>(bytes_migrated) / seconds;
+      rate = static_cast<std::uint64_t>(per_s);
+      eta = static_cast<std::uint64_t>(static_cast<double>(bytes_left) / per_s * 1000.0);
+    }
+  }
   return Json{{"state", state},
               {"running_tasks", running},
+              {"bytes_per_s", std::move(rate)},
+              {"eta_ms", std::move(eta)},
               {"blocks_total", blocks_migrated + blocks_left},
               {"blocks_migrated", blocks_migrated},
               {"blocks_failed", blocks_failed_},

@@ -148,7 +148,8 @@ class DecommissionFlow {
   std::size_t blocks_failed_ = 0;  // in the last pass
   std::size_t blocks_left_ = 0;
   std::uint64_t bytes_left_ = 0;
-  MigrationPassProgress pass_progress_;  // of the pass running now
+  MigrationPassProgress pass_progress_;         // of the pass running now
+  std::optional<TimePoint> migration_started_;  // when the first pass began
 };
 
 }  // namespace dockhand::agent

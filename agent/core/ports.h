@@ -24,7 +24,7 @@
 
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
-#include "dockhand/protocol/task_metrics.h"
+#include "dockhand/protocol/usage.h"
 
 namespace dockhand::agent {
 

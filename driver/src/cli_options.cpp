@@ -19,10 +19,11 @@ commands:
   run JOB.json [options]   run a job on local agents (started here) and report each task
   serve [options]          serve agents with no job until SIGINT/SIGTERM
   decommission EXECUTOR_ID --driver HOST:PORT [--reason TEXT] [--config FILE]
-               [--auth-secret-file F]
+               [--auth-secret-file F] [--wait [--timeout SECONDS]]
                            ask a running driver to decommission one of its agents (over
                            https:// when FILE's tls section is on; signed with the cluster
-                           secret when the driver authenticates)
+                           secret when the driver authenticates); with --wait, print its
+                           progress (blocks and bytes left, rate, time left) until it left
   report EVENT_LOG [--html OUT] [--quiet]
                            print the report of each job an event log holds, as `run`
                            printed it; with --html also write a page with their timeline
@@ -177,6 +178,9 @@ CliOptions parseCliArgs(int argc, char** argv) {
       if (o.html.empty()) throw UsageError("--html needs a file");
     } else if (arg == "--linger") {
       o.linger_s = parseNumber(arg, value(), 0, 7L * 86400);
+    } else if (arg == "--wait") {
+      flag();
+      o.wait = true;
     } else if (arg == "--keep-work-dirs") {
       flag();
       o.keep_work_dirs = true;
@@ -216,6 +220,7 @@ CliOptions parseCliArgs(int argc, char** argv) {
     }
   };
   if (o.command != "report") reject_options({"--html"}, "report");
+  if (o.command != "decommission") reject_options({"--wait"}, "decommission");
   if (o.command == "run") {
     if (positional.size() != 2) throw UsageError("run takes exactly one job file");
     o.job_file = positional[1];
@@ -235,11 +240,11 @@ CliOptions parseCliArgs(int argc, char** argv) {
     o.decommission_id = positional[1];
     if (o.driver.empty()) throw UsageError("decommission needs --driver HOST:PORT");
     parseListen(o.driver);  // validates HOST:PORT
-    reject_options(
-        {"--local-agents", "--cores", "--min-agents", "--agent-bin", "--timeout",
-         "--keep-work-dirs", "--agent-config", "--decommission", "--decommission-after-ms",
-         "--listen", "--port-file", "--linger", "--launch-ahead", "--results-dir", "--event-log"},
-        "run or serve");
+    reject_options({"--local-agents", "--cores", "--min-agents", "--agent-bin", "--keep-work-dirs",
+                    "--agent-config", "--decommission", "--decommission-after-ms", "--listen",
+                    "--port-file", "--linger", "--launch-ahead", "--results-dir", "--event-log"},
+                   "run or serve");
+    if (o.timeout_s && !o.wait) throw UsageError("--timeout of decommission needs --wait");
   } else if (o.command == "report") {
     if (positional.size() != 2) throw UsageError("report takes exactly one event log");
     if (!o.event_log.empty()) throw UsageError("report reads the event log it is given");

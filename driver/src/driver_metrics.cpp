@@ -63,7 +63,17 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
                              "window).",
                              {"state"})),
       tasks_(registry.gauge("dockhand_driver_tasks",
-                            "Tasks of the current (or last) job, by state.", {"state"})) {
+                            "Tasks of the current (or last) job, by state.", {"state"})),
+      agent_memory_(registry.gauge(
+          "dockhand_driver_agent_memory_bytes",
+          "Resident memory each agent reported in its latest heartbeat: of its own process "
+          "(of=\"agent\"), of the processes it started now (of=\"tasks\"), and their most "
+          "since the heartbeat before (of=\"tasks_peak\").",
+          {"agent", "of"})),
+      agent_block_bytes_(registry.gauge("dockhand_driver_agent_block_bytes",
+                                        "Bytes of the blocks each agent reported holding in its "
+                                        "latest heartbeat.",
+                                        {"agent"})) {
   auto& ends =
       registry.counter("dockhand_driver_task_ends_total",
                        "Final task status updates the scheduler took, by state.", {"state"});
@@ -102,6 +112,17 @@ void DriverMetrics::setGauges(const Scheduler& scheduler) {
   for (const TaskRecord& task : scheduler.tasks()) ++tasks[task.outcome];
   for (TaskOutcome outcome : kOutcomes) {
     tasks_.labels({std::string(toString(outcome))}).set(tasks[outcome]);
+  }
+  agent_memory_.clear();
+  agent_block_bytes_.clear();
+  for (const auto& [id, agent] : scheduler.agents()) {
+    const auto& m = agent.metrics;
+    for (const auto& [of, value] :
+         {std::pair{"agent", m.rss_bytes}, std::pair{"tasks", m.tasks_rss_bytes},
+          std::pair{"tasks_peak", m.peak_tasks_rss_bytes}}) {
+      if (value) agent_memory_.labels({id, of}).set(static_cast<double>(*value));
+    }
+    if (m.block_bytes) agent_block_bytes_.labels({id}).set(static_cast<double>(*m.block_bytes));
   }
 }
 

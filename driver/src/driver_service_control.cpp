@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dockhand/base/logging.h"
+#include "dockhand/metrics/process_stats.h"
 
 namespace dockhand::driver {
 namespace {
@@ -45,7 +46,8 @@ Json DriverService::agentSummaryJson(const AgentInfo& agent, std::size_t blocks,
               {"running_tasks", agent.running},
               {"tasks_launched", agent.tasks_launched},
               {"block_url", agent.block_url},
-              {"blocks", blocks}};
+              {"blocks", blocks},
+              {"metrics", protocol::toJson(agent.metrics)}};
 }
 
 Json DriverService::executorsJson() const {
@@ -71,7 +73,7 @@ std::string DriverService::metricsText() {
     std::lock_guard lock(mutex_);
     metrics_.setGauges(scheduler_);
   }
-  return metrics::defaultRegistry().expose();
+  return metrics::defaultRegistry().expose() + metrics::processMetricsText();
 }
 
 std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& request) {

@@ -397,6 +397,7 @@ void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
   metrics_.heartbeat();
   std::lock_guard lock(mutex_);
   scheduler_.touch(c->agent_id, now_());
+  scheduler_.noteAgentMetrics(c->agent_id, beat.metrics);
   if (beat.decommission.is_null()) {
     scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission);
     return;

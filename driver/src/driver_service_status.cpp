@@ -42,7 +42,9 @@ Json decommissionJson(const AgentInfo& agent) {
       {"blocks_left", left},
       {"blocks_failed", p.blocks_failed},
       {"bytes_total", p.bytes_total},
-      {"bytes_migrated", p.bytes_migrated}};
+      {"bytes_migrated", p.bytes_migrated},
+      {"bytes_per_s", p.bytes_per_s ? Json(*p.bytes_per_s) : Json()},
+      {"eta_ms", p.eta_ms ? Json(*p.eta_ms) : Json()}};
 }
 
 Json resourcesJson(const AgentInfo& agent) {
@@ -161,14 +163,17 @@ Json DriverService::clusterJson() const {
     } else if (t.launches > 0 && t.outcome != TaskOutcome::kPending) {
       duration = t.duration.count();
     }
-    tasks.push_back({{"name", t.spec.name},
-                     {"state", std::string(toString(t.outcome))},
-                     {"task_id", t.task_id},
-                     {"executor_id", t.agent_id},
-                     {"attempts", t.launches},
-                     {"duration_ms", std::move(duration)},
-                     {"reason", t.reason},
-                     {"log_urls", t.log_urls}});
+    tasks.push_back(
+        {{"name", t.spec.name},
+         {"state", std::string(toString(t.outcome))},
+         {"task_id", t.task_id},
+         {"executor_id", t.agent_id},
+         {"attempts", t.launches},
+         {"duration_ms", std::move(duration)},
+         {"reason", t.reason},
+         {"log_urls", t.log_urls},
+         {"metrics", protocol::toJson(t.metrics)},
+         {"started_ms_ago", t.launches > 0 ? Json(toMs(now - t.launched_at)) : Json()}});
   }
   const Progress progress = scheduler_.progress();
   Json job = nullptr;

@@ -53,6 +53,7 @@ Result<std::size_t> writeResultsDir(const std::string& dir, const std::vector<Ta
                             {"agent", task.agent_id},
                             {"attempts", task.launches},
                             {"duration_ms", task.duration.count()}};
+    if (!task.metrics.empty()) entry["metrics"] = protocol::toJson(task.metrics);
     if (task.outcome == TaskOutcome::kFinished) {
       // A built-in runner's value, or another runner's result as its text.
       const auto other = otherResultText(task.result);

@@ -77,6 +77,12 @@ DecommissionProgress parseDecommissionProgress(const std::string& agent_id, cons
   p.blocks_failed = number("blocks_failed");
   p.bytes_total = number("bytes_total");
   p.bytes_migrated = number("bytes_migrated");
+  for (auto [key, field] : {std::pair{"bytes_per_s", &DecommissionProgress::bytes_per_s},
+                            std::pair{"eta_ms", &DecommissionProgress::eta_ms}}) {
+    if (auto it = report.find(key); it != report.end() && it->is_number_unsigned()) {
+      p.*field = it->get<std::uint64_t>();
+    }
+  }
   return p;
 }
 
@@ -200,6 +206,11 @@ bool Scheduler::decommissionAgent(const std::string& agent_id) {
   unindexAgent(it->second);
   it->second.state = AgentState::kDecommissioning;
   return true;
+}
+
+void Scheduler::noteAgentMetrics(const std::string& agent_id,
+                                 const protocol::AgentMetrics& metrics) {
+  if (auto it = agents_.find(agent_id); it != agents_.end()) it->second.metrics = metrics;
 }
 
 bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json& report) {

@@ -1,4 +1,5 @@
-// The driver's status page: polls GET /v1/cluster and fills the tables. Everything that comes
+// The driver's status page: polls GET /v1/cluster and fills the tables and the job's timeline
+// (an SVG drawing of the listed tasks' latest launches). Everything that comes
 // from agents or the job is put in as text (never parsed as HTML), and only http(s) URLs
 // become links. With a cluster secret, each request is signed here with the secret the user
 // enters (Web Crypto HMAC-SHA256, the control API's Authorization scheme); the secret stays
@@ -100,7 +101,11 @@
                 el('div', {className: 'muted'},
                    migrated + '/' + total + ' blocks moved, ' + (Number(d.blocks_left) || 0) +
                        ' left, ' + (Number(d.blocks_failed) || 0) + ' failed (' +
-                       bytes(d.bytes_migrated) + ' of ' + bytes(d.bytes_total) + ')'));
+                       bytes(d.bytes_migrated) + ' of ' + bytes(d.bytes_total) + ')' +
+                       (d.bytes_per_s === null || d.bytes_per_s === undefined
+                            ? '' : ', ' + bytes(d.bytes_per_s) + '/s') +
+                       (d.eta_ms === null || d.eta_ms === undefined || !(Number(d.blocks_left) > 0)
+                            ? '' : ', about ' + duration(Number(d.eta_ms)) + ' left')));
     return cell;
   }
 
@@ -134,6 +139,97 @@
         data.blocks + ' block(s) known, ' + data.fallback_blocks + ' in the fallback store';
   }
 
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = String(text);
+    return node;
+  }
+
+  // Each listed task's latest launch as a bar over time (ms before now), on a row per agent
+  // and slot: launches that overlap on an agent take separate slots. Running bars reach now.
+  function renderTimeline(tasks) {
+    const box = document.getElementById('timeline');
+    const bars = tasks.filter((t) => t.started_ms_ago !== null && t.started_ms_ago !== undefined)
+        .map((t) => {
+          const start = -Number(t.started_ms_ago);
+          const running = t.state === 'RUNNING';
+          const end = running ? 0 : Math.min(0, start + (Number(t.duration_ms) || 0));
+          return {task: t, agent: String(t.executor_id || ''), start: start, end: end};
+        })
+        .sort((a, b) => a.start - b.start);
+    if (bars.length === 0) {
+      box.replaceChildren();
+      return;
+    }
+    const rows = [];
+    const slots = new Map();  // agent -> [end of each slot's last bar]
+    for (const agent of [...new Set(bars.map((b) => b.agent))].sort()) slots.set(agent, []);
+    const rowOf = new Map();  // `${agent} ${slot}` -> row index
+    for (const bar of bars) {
+      const free = slots.get(bar.agent);
+      let slot = free.findIndex((end) => end <= bar.start);
+      if (slot < 0) {
+        slot = free.length;
+        free.push(bar.end);
+      } else {
+        free[slot] = bar.end;
+      }
+      bar.slot = slot;
+    }
+    for (const [agent, free] of slots) {
+      free.forEach((_, slot) => {
+        rowOf.set(agent + ' ' + slot, rows.length);
+        rows.push(agent + ' #' + (slot + 1));
+      });
+    }
+    const label = 140;
+    const width = 900;
+    const rowHeight = 18;
+    const axis = 20;
+    const from = Math.min(...bars.map((b) => b.start));
+    const span = Math.max(1, -from);
+    const x = (ms) => label + (ms - from) * width / span;
+    const drawing = svg('svg', {width: label + width + 10, height: axis + rows.length * rowHeight,
+                                role: 'img'});
+    for (let i = 0; i <= 4; i += 1) {
+      const at = from + span * i / 4;
+      drawing.append(svg('line', {class: 'tick', x1: x(at), x2: x(at), y1: axis - 4,
+                                  y2: axis + rows.length * rowHeight}));
+      drawing.append(svg('text', {x: x(at), y: 12,
+                                  'text-anchor': i === 0 ? 'start' : i === 4 ? 'end' : 'middle'},
+                         i === 4 ? 'now' : '-' + duration(Math.round(-at))));
+    }
+    rows.forEach((name, i) => drawing.append(svg('text', {x: 2, y: axis + i * rowHeight + 12},
+                                                  name)));
+    for (const bar of bars) {
+      const row = rowOf.get(bar.agent + ' ' + bar.slot);
+      const rect = svg('rect', {class: 'task ' + bar.task.state, x: x(bar.start),
+                                y: axis + row * rowHeight + 2,
+                                width: Math.max(1, x(bar.end) - x(bar.start)),
+                                height: rowHeight - 4,
+                                'data-task': String(bar.task.name),
+                                'data-state': String(bar.task.state)});
+      rect.append(svg('title', {}, bar.task.name + ' on ' + bar.agent + ': ' + bar.task.state +
+                                       ', ' + duration(Math.round(bar.end - bar.start))));
+      drawing.append(rect);
+    }
+    box.replaceChildren(drawing);
+  }
+
+  function cpuCell(t) {
+    const m = t.metrics || {};
+    return el('td', {className: 'num'},
+              m.cpu_time_ms === undefined ? '' : duration(Number(m.cpu_time_ms)));
+  }
+
+  function memoryCell(t) {
+    const m = t.metrics || {};
+    return el('td', {className: 'num'},
+              m.peak_rss_bytes === undefined ? '' : bytes(m.peak_rss_bytes));
+  }
+
   function renderJob(job) {
     const body = document.querySelector('#tasks tbody');
     const name = document.getElementById('job-name');
@@ -145,6 +241,7 @@
       summary.dataset.state = 'NONE';
       body.replaceChildren();
       note.textContent = '';
+      renderTimeline([]);
       return;
     }
     name.textContent = String(job.name);
@@ -158,8 +255,9 @@
          el('td', {}, String(t.name)), el('td', {className: 'state-' + t.state}, String(t.state)),
          el('td', {className: 'num'}, t.task_id || ''), el('td', {}, String(t.executor_id || '')),
          el('td', {className: 'num'}, t.attempts), el('td', {className: 'num'}, duration(t.duration_ms)),
-         el('td', {}, String(t.reason || '')), taskLinksCell(t)));
+         cpuCell(t), memoryCell(t), el('td', {}, String(t.reason || '')), taskLinksCell(t)));
     body.replaceChildren(...rows);
+    renderTimeline(tasks);
     const omitted = Number(job.tasks_omitted) || 0;
     note.textContent = omitted > 0
         ? rows.length + ' of ' + (tasks.length + omitted) + ' tasks are listed (running and ' +

@@ -423,6 +423,7 @@ Json toJson(const Heartbeat& m) {
             {"running_tasks", m.running_tasks},
             {"sent_at_ms", m.sent_at_ms}};
   if (!m.decommission.is_null()) j["decommission"] = m.decommission;
+  if (!m.metrics.empty()) j["metrics"] = toJson(m.metrics);
   return j;
 }
 Heartbeat fromJson(const Json& j, Tag<Heartbeat>) {
@@ -435,6 +436,8 @@ Heartbeat fromJson(const Json& j, Tag<Heartbeat>) {
     if (!d->is_object()) r.fail("decommission", "expected an object");
     m.decommission = *d;
   }
+  // Lenient, as StatusUpdate's: a bad figure is dropped, never the heartbeat.
+  if (const Json* metrics = r.find("metrics")) m.metrics = agentMetricsFromJson(*metrics, nullptr);
   return m;
 }
 

@@ -125,6 +125,18 @@ TEST(CliOptionsTest, ReportTakesOneEventLogAndAnHtmlFile) {
             "--event-log is an option of run or serve, not fetch");
 }
 
+TEST(CliOptionsTest, DecommissionMayWaitWithinATimeout) {
+  const CliOptions o =
+      parseArgs({"decommission", "exec-1", "--driver", "h:1", "--wait", "--timeout", "60"});
+  EXPECT_TRUE(o.wait);
+  EXPECT_EQ(o.timeout_s, 60);
+  EXPECT_FALSE(parseArgs({"decommission", "exec-1", "--driver", "h:1"}).wait);
+  EXPECT_EQ(usageErrorOf({"decommission", "exec-1", "--driver", "h:1", "--timeout", "5"}),
+            "--timeout of decommission needs --wait");
+  EXPECT_EQ(usageErrorOf({"run", "job.json", "--wait"}),
+            "--wait is an option of decommission, not run");
+}
+
 TEST(CliOptionsTest, FetchTakesOneUrlAndTheClustersSettings) {
   const CliOptions o = parseArgs({"fetch", "http://10.0.0.7:7337/v1/logs/agent/stderr", "--config",
                                   "driver.json", "--auth-secret-file", "secret"});

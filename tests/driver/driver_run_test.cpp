@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -241,6 +242,51 @@ TEST_F(DriverRunTest, TasksWaitingOnADecommissionedAgentRunElsewhere) {
   std::smatch relaunched;
   ASSERT_TRUE(std::regex_search(all, relaunched, std::regex(R"(([0-9]+) relaunched)"))) << all;
   EXPECT_GE(std::stoi(relaunched[1].str()), 1) << "no waiting task came back from agent-1\n" << all;
+}
+
+TEST_F(DriverRunTest, TheEventLogReplaysTheReportAndCountsShuffleBytes) {
+  if (!agentBuilt()) GTEST_SKIP() << "the dockhand agent is not built";
+  // Two maps write one block each (3000 and 5000 bytes), the reduce reads both.
+  fs::path job = writeJob("shuffle.json", R"({"name": "bytes", "tasks": [
+      {"name": "map-0", "shell": "head -c 3000 /dev/zero > $DOCKHAND_OUTPUT_DIR/shuffle_0_0_0",
+       "outputs": ["shuffle_0_0_0"]},
+      {"name": "map-1", "shell": "head -c 5000 /dev/zero > $DOCKHAND_OUTPUT_DIR/shuffle_0_1_0",
+       "outputs": ["shuffle_0_1_0"]},
+      {"name": "reduce", "shell": "cat $DOCKHAND_INPUT_DIR/* | wc -c",
+       "inputs": ["shuffle_0_0_0", "shuffle_0_1_0"]}]})");
+  const fs::path log = dir_ / "events.jsonl";
+  RunResult r = run(
+      {"run", job.string(), "--local-agents", "2", "--timeout", "60", "--event-log", log.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("cost: cpu "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inputs 2 block(s), 7.8 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs 2 block(s), 7.8 KiB"), std::string::npos) << r.out;
+
+  RunResult replay = run({"report", log.string()});
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_EQ(replay.out, r.out);
+
+  std::map<std::string, nlohmann::json> ended;
+  std::uint64_t blocks_bytes = 0;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    const auto event = nlohmann::json::parse(line);
+    if (event["event"] == "task_end") ended[event["task"]] = event["metrics"];
+    if (event["event"] == "blocks") {
+      for (const auto& block : event["added"]) blocks_bytes += block["size"].get<std::uint64_t>();
+    }
+  }
+  ASSERT_EQ(ended.size(), 3u);
+  EXPECT_EQ(blocks_bytes, 8000u);
+  EXPECT_EQ(ended["map-0"]["output_bytes"], 3000);
+  EXPECT_EQ(ended["map-1"]["output_bytes"], 5000);
+  EXPECT_EQ(ended["reduce"]["input_blocks"], 2);
+  EXPECT_EQ(ended["reduce"]["input_bytes"], 8000);
+  EXPECT_FALSE(ended["reduce"].contains("output_bytes"));
+  for (const auto& [name, metrics] : ended) {
+    EXPECT_TRUE(metrics.contains("cpu_time_ms")) << name << ": " << metrics;
+    EXPECT_TRUE(metrics.contains("run_time_ms")) << name << ": " << metrics;
+  }
 }
 
 TEST_F(DriverRunTest, InvalidJobFileExits2NamingFileAndPath) {

@@ -79,6 +79,41 @@ TEST(ReportTest, AFailedTaskLineNamesItsStdoutLog) {
   EXPECT_EQ(formatTaskLine(ok, 6).find("stdout log"), std::string::npos);
 }
 
+TEST(ReportTest, TaskLineAndCostShowWhatTasksCost) {
+  std::vector<TaskRecord> tasks = {finished("map-0", ""), finished("map-1", ""),
+                                   finished("reduce", "42")};
+  tasks[0].duration = Millis(1200);
+  tasks[0].metrics.cpu_time_ms = 900;
+  tasks[0].metrics.run_time_ms = 1150;
+  tasks[0].metrics.peak_rss_bytes = 50u << 20;
+  tasks[0].metrics.output_blocks = 1;
+  tasks[0].metrics.output_bytes = 3072;
+  tasks[1].duration = Millis(300);
+  tasks[1].agent_id = "agent-2";
+  tasks[1].metrics.cpu_time_ms = 100;
+  tasks[1].metrics.run_time_ms = 250;
+  tasks[1].metrics.peak_rss_bytes = 120u << 20;
+  tasks[1].metrics.output_blocks = 1;
+  tasks[1].metrics.output_bytes = 1024;
+  tasks[2].duration = Millis(40);
+  tasks[2].metrics.input_blocks = 2;
+  tasks[2].metrics.input_bytes = 4096;
+  tasks[2].metrics.input_fetch_ms = 7;
+
+  const std::string line = formatTaskLine(tasks[0], 6);
+  EXPECT_NE(line.find("1200ms  cpu=900ms    rss=50.0 MiB"), std::string::npos) << line;
+  EXPECT_EQ(line.back(), 'B') << "no padding at the end: '" << line << "'";
+  EXPECT_EQ(formatTaskLine(tasks[2], 6).find("cpu="), std::string::npos)
+      << "no figure where none was measured";
+
+  EXPECT_EQ(formatCost(tasks),
+            "cost: cpu 1000ms in 1400ms of task time over 2 task(s); peak memory 120.0 MiB "
+            "(map-1 on agent-2); inputs 2 block(s), 4.0 KiB fetched in 7ms; outputs 2 block(s), "
+            "4.0 KiB\n"
+            "slowest: map-0 on agent-1 1200ms, map-1 on agent-2 300ms, reduce on agent-1 40ms\n");
+  EXPECT_EQ(formatCost({finished("a", "1")}), "") << "nothing measured, nothing said";
+}
+
 TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
   std::vector<TaskRecord> tasks = {finished("map", ""), finished("reduce-0", "7"),
                                    finished("reduce-1", "5")};

@@ -4,7 +4,7 @@
 Starts `dockhand-driver run` with two local agents, opens the page in headless Chromium
 (Selenium and chromedriver) and checks that it loads without a console error, shows the
 agents and the tasks of the running job (text from the job shown as text, only http(s) URLs
-as links), and that the progress bar of a decommission moves while the agent's blocks
+as links) with a timeline bar for each task, and that the progress bar of a decommission moves while the agent's blocks
 migrate (throttled by the agents' decommission.bandwidth_bytes_per_s so that it takes a
 couple of seconds). A second driver with a cluster secret shows its page only once the
 secret is entered (the page signs its requests with it).
@@ -174,6 +174,16 @@ def check_job_and_decommission(args, browser, work):
         open(gate, 'w', encoding='utf-8').close()
         wait_for('the job to succeed on the page',
                  lambda: browser.execute_script(READ_PAGE)['job'] == 'SUCCEEDED', 20)
+        # The live timeline: one bar per task, each its task's (names as text), all finished.
+        def all_bars_finished():
+            bars = browser.execute_script(
+                "return Array.from(document.querySelectorAll('#timeline rect.task'))"
+                ".map((r) => [r.dataset.task, r.dataset.state]);")
+            done = len(bars) == BLOCKS + 1 and all(state == 'FINISHED' for _, state in bars)
+            return bars if done else None
+        bars = wait_for('the timeline to draw every task finished', all_bars_finished, 10)
+        if sorted(name for name, _ in bars) != sorted(t['name'] for t in tasks):
+            raise Failure(f'the timeline\'s bars are not the tasks: {bars}')
 
         cluster = driver.cluster()
         holder = max(cluster['executors'], key=lambda a: a['blocks'])

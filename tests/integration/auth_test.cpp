@@ -169,9 +169,12 @@ TEST_F(AuthTest, DecommissionCommandNeedsTheClusterSecret) {
   EXPECT_TRUE(contains(agent->output(), "Successfully registered"));
   EXPECT_FALSE(contains(agent->output(), "Decommission executor")) << agent->output();
 
-  auto command = decommission("signed", {"--auth-secret-file", secret.string()});
-  EXPECT_EQ(command->waitExit(15s), 0) << command->output() << driver->output();
+  // --wait follows it (signed GETs of /v1/executors) until the agent has left.
+  auto command =
+      decommission("signed", {"--auth-secret-file", secret.string(), "--wait", "--timeout", "30"});
+  EXPECT_EQ(command->waitExit(40s), 0) << command->output() << driver->output();
   EXPECT_TRUE(contains(command->output(), "executor a1 is decommissioning")) << command->output();
+  EXPECT_TRUE(contains(command->output(), "executor a1 has left")) << command->output();
   EXPECT_EQ(agent->waitExit(20s), 0) << agent->output();
   EXPECT_EQ(authFailures(), 2u);
 }

@@ -359,6 +359,11 @@ TEST_F(DecommissionTest, HeartbeatsShowBlocksMovingWhileAPassRuns) {
   EXPECT_EQ(d["bytes_total"], 4 << 20);
   EXPECT_EQ(d["passes"], 1) << "block by block within the first pass, not pass by pass";
   EXPECT_EQ(d.value("blocks_migrated", 0) + d.value("blocks_left", 0), 4);
+  // With bytes moved, the agent says at what rate and how long the rest takes at it.
+  ASSERT_TRUE(d["bytes_per_s"].is_number_unsigned()) << d;
+  EXPECT_GT(d["bytes_per_s"].get<std::uint64_t>(), 0u) << d;
+  ASSERT_TRUE(d["eta_ms"].is_number_unsigned()) << d;
+  EXPECT_GT(d["eta_ms"].get<std::uint64_t>(), 0u) << d;
   auto code = agent->waitExit(20s);
   ASSERT_TRUE(code) << agent->output();
   EXPECT_EQ(*code, 0) << agent->output();

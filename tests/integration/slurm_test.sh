@@ -417,7 +417,7 @@ EOF
       # Each agent found one GPU through the plugin; every task saw its agent's GPU, and the
       # two agents had different ones.
       found=$(grep -c "resource gpu: \[[01]\] found by slurm" "$tmp/out/gpu.out")
-      seen=$(awk '/^g-[0-2] +FINISHED/ { print $3, $6 }' "$tmp/out/gpu.out" | sort -u)
+      seen=$(awk '/^g-[0-2] +FINISHED/ { print $3, $NF }' "$tmp/out/gpu.out" | sort -u)
       agents=$(echo "$seen" | awk '{ print $1 }' | sort -u | wc -l)
       gpus=$(echo "$seen" | awk '{ print $2 }' | sort -u | tr '\n' ' ')
       if [ "$found" -ne 2 ] || [ "$(echo "$seen" | wc -l)" -ne "$agents" ] ||

@@ -190,7 +190,8 @@ def main():
         if not names:
             problems.append(f'{where}: no metric in {expr!r}')
         for name in sorted(names):
-            if not name.startswith('dockhand_'):
+            # Ours, or the standard process series every Prometheus client exports.
+            if not name.startswith('dockhand_') and not name.startswith('process_'):
                 problems.append(f'{where}: {name!r} is not a Dockhand metric ({expr!r})')
                 continue
             # An expression over the driver's job is checked against the driver's output,

@@ -155,8 +155,14 @@ RemoveExecutor sampleRemoveExecutor() {
 }
 
 Heartbeat sampleHeartbeat() {
-  Heartbeat m{"exec-7", 4, 1700000000123u, Json::object()};
+  Heartbeat m;
+  m.executor_id = "exec-7";
+  m.running_tasks = 4;
+  m.sent_at_ms = 1700000000123u;
   m.decommission = {{"state", "migrating"}, {"blocks_total", 3}, {"blocks_migrated", 1}};
+  m.metrics.rss_bytes = 10 << 20;
+  m.metrics.tasks_rss_bytes = 0;
+  m.metrics.blocks = 2;
   return m;
 }
 
@@ -446,6 +452,9 @@ TEST(MessageTest, HeartbeatRoundTrips) {
   EXPECT_EQ(m.running_tasks, 4);
   EXPECT_EQ(m.sent_at_ms, 1700000000123u);
   EXPECT_EQ(m.decommission["blocks_migrated"], 1);
+  EXPECT_EQ(m.metrics, sampleHeartbeat().metrics);
+  EXPECT_EQ(m.metrics.tasks_rss_bytes, 0u);
+  EXPECT_FALSE(m.metrics.cpu_time_ms);
 }
 
 TEST(MessageTest, GetPeersAndPeerListRoundTrip) {
@@ -701,6 +710,10 @@ TEST(MessageTest, OptionalFieldsTakeTheirDefaults) {
   EXPECT_EQ(beat.executor_id, "");
   EXPECT_EQ(beat.running_tasks, 0);
   EXPECT_EQ(beat.sent_at_ms, 0u);
+  EXPECT_TRUE(beat.metrics.empty()) << "an older agent's heartbeat has no figures";
+  beat = decodeBody<Heartbeat>(body(R"({"metrics": {"rss_bytes": -1, "blocks": 3}})"));
+  EXPECT_FALSE(beat.metrics.rss_bytes) << "a bad figure is dropped, not the heartbeat";
+  EXPECT_EQ(beat.metrics.blocks, 3u);
 }
 
 TEST(MessageTest, NullMembersCountAsAbsent) {

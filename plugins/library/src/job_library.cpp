@@ -154,7 +154,17 @@ LibraryFile::~LibraryFile() {
 }
 
 JobLibrary::~JobLibrary() {
-  if (handle_ != nullptr) ::dlclose(handle_);
+  if (handle_ != nullptr) {
+    ::dlclose(handle_);
+    // A library the loader cannot unload (GNU unique symbols, as C++ inline statics make)
+    // stays mapped under its /proc/self/fd/N name: its descriptor stays open, so that N is
+    // never reused for another file, which dlopen would then take for this library.
+    const std::string loaded_name = "/proc/self/fd/" + std::to_string(fd_);
+    if (void* still = ::dlopen(loaded_name.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+      ::dlclose(still);
+      return;
+    }
+  }
   if (fd_ >= 0) ::close(fd_);
 }
 

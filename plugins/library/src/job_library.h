@@ -66,6 +66,9 @@ class JobLibrary {
   static std::shared_ptr<JobLibrary> load(int fd, const std::string& path);
   // The file checks of open(), without loading: throws LibraryRefused.
   static void checkFile(const std::string& path, bool allow_insecure);
+  // Unloads the library and closes its descriptor, unless the loader kept the library mapped
+  // (it cannot unload one with GNU unique symbols): then the descriptor stays open for the
+  // process's life, so that its /proc/self/fd name never comes to mean another file.
   ~JobLibrary();
   JobLibrary(const JobLibrary&) = delete;
   JobLibrary& operator=(const JobLibrary&) = delete;

@@ -18,6 +18,8 @@
 #include <limits>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +37,8 @@ using nlohmann::json;
 constexpr std::uint64_t kWakeId = std::numeric_limits<std::uint64_t>::max();
 constexpr auto kDrainLimit = std::chrono::seconds(2);
 constexpr auto kShutdownLimit = std::chrono::seconds(5);
+// How often the running tasks' memory is sampled (a short task is measured by wait4 alone).
+constexpr auto kSampleEvery = std::chrono::milliseconds(250);
 
 std::string dumpJson(const json& value) {
   // Task output is arbitrary bytes: replace what is not UTF-8 instead of throwing.
@@ -213,10 +217,13 @@ void ProcessRunner::launch(std::string_view task_json) {
   task.pidfd = pidfd;
   task.work_dir = std::move(spec.work_dir);
   task.started = started;
+  bool wake_idle_reaper = false;
   {
     std::lock_guard lock(mutex_);
     tasks_.emplace(task.id, std::move(task));
+    wake_idle_reaper = std::exchange(reaper_idle_, false);
   }
+  if (wake_idle_reaper) wake();  // it samples the running tasks' memory from now on
   // RUNNING goes out before the reaper can see the exit, so it always comes first.
   host_.taskStatus(spec.task_id, DH_TASK_RUNNING);
 
@@ -337,6 +344,10 @@ void ProcessRunner::adopt(std::uint64_t task_id, std::string_view handle_json) {
   task.work_dir = handle["work_dir"].get<std::string>();
   task.started = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
       std::chrono::nanoseconds(handle["started_ns"].get<std::int64_t>())));
+  // Spawned by the program before this one: its wait4 peak may be that program's (see
+  // task_usage.h), which this one cannot tell; only its samples count.
+  task.adopted = true;
+  bool wake_idle_reaper = false;
   {
     std::lock_guard lock(mutex_);
     if (!tasks_.emplace(task_id, task).second) {
@@ -344,7 +355,9 @@ void ProcessRunner::adopt(std::uint64_t task_id, std::string_view handle_json) {
       throw sdk::Error(DH_INVALID_ARGUMENT,
                        "task " + std::to_string(task_id) + " is already running");
     }
+    wake_idle_reaper = std::exchange(reaper_idle_, false);
   }
+  if (wake_idle_reaper) wake();
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = task_id;
@@ -384,6 +397,7 @@ void ProcessRunner::reaperLoop() {
     }
     if (stopping_.load()) return;
     fireDeadlines();
+    sampleMemory();
     const auto now = Clock::now();
     for (auto it = draining_.begin(); it != draining_.end();) {
       if (it->next_try > now) {
@@ -473,12 +487,17 @@ bool ProcessRunner::drainGroup(pid_t pgid, TaskUsage& usage) {
 
 int ProcessRunner::nextTimeoutMs() {
   std::optional<Clock::time_point> next;
-  {
-    std::lock_guard lock(mutex_);
-    if (!kill_deadlines_.empty()) next = kill_deadlines_.begin()->first;
-  }
   for (const auto& exited : draining_) {
     if (!next || exited.next_try < *next) next = exited.next_try;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!kill_deadlines_.empty() && (!next || kill_deadlines_.begin()->first < *next)) {
+      next = kill_deadlines_.begin()->first;
+    }
+    if (!tasks_.empty() && (!next || next_sample_ < *next)) next = next_sample_;
+    // Nothing due: a launch wakes the reaper, so that its task gets sampled.
+    reaper_idle_ = !next;
   }
   if (!next) return -1;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
@@ -495,6 +514,26 @@ void ProcessRunner::fireDeadlines() {
       task->second.kill_deadline.reset();
     }
     kill_deadlines_.erase(kill_deadlines_.begin());
+  }
+}
+
+void ProcessRunner::sampleMemory() {
+  const auto now = Clock::now();
+  if (now < next_sample_) return;
+  next_sample_ = now + kSampleEvery;
+  std::vector<std::pair<std::uint64_t, pid_t>> leaders;
+  {
+    std::lock_guard lock(mutex_);
+    leaders.reserve(tasks_.size());
+    for (const auto& [id, task] : tasks_) leaders.emplace_back(id, task.pid);
+  }
+  for (auto& [id, pid] : leaders) {
+    const std::uint64_t peak = readPeakRssKib(pid);  // outside the lock: /proc reads
+    if (peak == 0) continue;
+    std::lock_guard lock(mutex_);
+    if (auto it = tasks_.find(id); it != tasks_.end() && it->second.pid == pid) {
+      it->second.sampled_peak_kib = std::max(it->second.sampled_peak_kib, peak);
+    }
   }
 }
 
@@ -555,7 +594,10 @@ void ProcessRunner::report(const Exited& exited) {
     detail["stderr_tail"] =
         readPart(task.work_dir + "/stderr", config_.stderr_tail_bytes, true).first;
   }
-  json metrics = exited.usage.toMetrics();
+  TaskUsage usage = exited.usage;
+  usage.sampled_peak_kib = task.sampled_peak_kib;
+  json metrics =
+      usage.toMetrics(task.adopted ? std::numeric_limits<std::uint64_t>::max() : readPeakRssKib(0));
   if (auto result = detail.find("result"); result != detail.end()) {
     metrics["result_bytes"] = (*result)["stdout"].get_ref<const std::string&>().size();
   }

@@ -73,6 +73,8 @@ class ProcessRunner final : public sdk::TaskRunner {
     bool kill_requested = false;
     std::string kill_reason;
     std::optional<Clock::time_point> kill_deadline;
+    std::uint64_t sampled_peak_kib = 0;  // the leader's VmHWM, the most sampled (reaper only)
+    bool adopted = false;                // taken back after a restart in place
   };
 
   // A task whose leader has been reaped, waiting for the rest of its group to be reaped.
@@ -97,9 +99,11 @@ class ProcessRunner final : public sdk::TaskRunner {
   // Reaps what is left of the group, adding each process's usage; true when nothing is.
   static bool drainGroup(pid_t pgid, TaskUsage& usage);
   void report(const Exited& exited);
-  // Milliseconds until the next deadline (kill escalation or drain retry), or -1.
+  // Milliseconds until the next deadline (kill escalation, drain retry, memory sample), or -1.
   int nextTimeoutMs();
   void fireDeadlines();
+  // Samples each running task's leader's VmHWM (see task_usage.h), every kSampleEvery.
+  void sampleMemory();
 
   sdk::Host host_;
   ProcessConfig config_;
@@ -114,9 +118,11 @@ class ProcessRunner final : public sdk::TaskRunner {
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, Task> tasks_;
   std::multimap<Clock::time_point, std::uint64_t> kill_deadlines_;  // graceful kills
+  bool reaper_idle_ = false;  // the reaper waits with nothing due (no task to sample)
 
   // Reaper thread only.
   std::vector<Exited> draining_;
+  Clock::time_point next_sample_{};
 
   std::thread reaper_;  // last: started once everything above exists
 };

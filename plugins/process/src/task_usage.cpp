@@ -1,5 +1,6 @@
 #include "task_usage.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -16,11 +17,13 @@ void TaskUsage::add(const rusage& usage) {
   measured = true;
 }
 
-nlohmann::json TaskUsage::toMetrics() const {
+nlohmann::json TaskUsage::toMetrics(std::uint64_t spawner_peak_kib) const {
   nlohmann::json metrics = nlohmann::json::object();
-  if (measured) {
-    metrics["cpu_time_ms"] = cpu_us / 1000U;
+  if (measured) metrics["cpu_time_ms"] = cpu_us / 1000U;
+  if (measured && peak_rss_kib > spawner_peak_kib) {
     metrics["peak_rss_bytes"] = peak_rss_kib * 1024U;
+  } else if (sampled_peak_kib > 0) {
+    metrics["peak_rss_bytes"] = sampled_peak_kib * 1024U;
   }
   if (read_bytes) metrics["io_read_bytes"] = *read_bytes;
   if (write_bytes) metrics["io_write_bytes"] = *write_bytes;
@@ -46,6 +49,15 @@ std::optional<ProcessIo> readProcessIo(pid_t pid) {
   }
   if (!read || !written) return std::nullopt;
   return io;
+}
+
+std::uint64_t readPeakRssKib(pid_t pid) {
+  std::ifstream in(pid == 0 ? std::string("/proc/self/status")
+                            : "/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
 }
 
 }  // namespace dockhand::plugins::process

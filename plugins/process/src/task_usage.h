@@ -2,6 +2,13 @@
 // kernel's resource usage of every process of its tree the runner reaped (wait4), and the
 // bytes its leader's tree read and wrote (/proc/<pid>/io, read while the leader is a zombie:
 // it then holds what its reaped children did too).
+//
+// Peak memory has a catch: a process started with posix_spawn (or any clone sharing the
+// parent's memory) has its ru_maxrss raised, at its exec, to the high-water mark of the
+// process that spawned it: the agent's. So a wait4 peak at or below the agent's own peak
+// (VmHWM, read when the task ends: it only grows) may be the agent's, not the task's; such a
+// figure is replaced by the largest VmHWM sampled from the task's leader while it ran, or left
+// out when there is no sample. A peak above the agent's is the task's own.
 #pragma once
 
 #include <sys/resource.h>
@@ -18,14 +25,15 @@ struct TaskUsage {
   std::uint64_t cpu_us = 0;                  // user + system
   std::uint64_t peak_rss_kib = 0;            // the largest of the processes' ru_maxrss
   bool measured = false;                     // at least one wait4 gave its usage
+  std::uint64_t sampled_peak_kib = 0;        // the largest VmHWM sampled from the leader (0: none)
   std::optional<std::uint64_t> read_bytes;   // /proc/<pid>/io rchar
   std::optional<std::uint64_t> write_bytes;  // wchar
 
   // Adds one reaped process's usage (its own and its reaped descendants').
   void add(const rusage& usage);
   // {"cpu_time_ms": N, "peak_rss_bytes": N, "io_read_bytes": N, "io_write_bytes": N}: what
-  // was measured.
-  nlohmann::json toMetrics() const;
+  // was measured. `spawner_peak_kib`: the spawning process's VmHWM now (see above).
+  nlohmann::json toMetrics(std::uint64_t spawner_peak_kib) const;
 };
 
 // rchar and wchar of /proc/<pid>/io; nullopt when it cannot be read (another user's process
@@ -35,5 +43,9 @@ struct ProcessIo {
   std::uint64_t write_bytes = 0;
 };
 std::optional<ProcessIo> readProcessIo(pid_t pid);
+
+// VmHWM of /proc/<pid>/status in KiB (pid 0: this process); 0 when it cannot be read (the
+// process is gone, or a zombie, which has no memory left).
+std::uint64_t readPeakRssKib(pid_t pid);
 
 }  // namespace dockhand::plugins::process

@@ -165,6 +165,12 @@ typedef struct dh_host {
    *   FINISHED: {"result": <any JSON>}
    *   FAILED:   {"reason": "...", "exit_code": N | "signal": N, "stderr_tail": "..."}
    *   KILLED:   {"reason": "..."}
+   * Any terminal detail may add what the task cost (docs/protocol.md, StatusUpdate "metrics"),
+   * each figure optional, known ones as non-negative integers:
+   *   "metrics": {"cpu_time_ms": N, "peak_rss_bytes": N, "result_bytes": N,
+   *               "io_read_bytes": N, "io_write_bytes": N, "custom": {"name": number, ...}}
+   * "custom" holds figures of the runner's own (non-negative numbers). A figure of the wrong
+   * type or below 0 is dropped, with one warning per runner; the status still counts.
    * Never call it after destroy() returned. */
   void (*task_status)(void* ctx, uint64_t task_id, int32_t state, const char* detail_json);
 

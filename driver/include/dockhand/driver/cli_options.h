@@ -55,6 +55,7 @@ struct CliOptions {
   std::string driver;       // decommission: HOST:PORT
   std::string fetch_url;    // fetch: the URL
   std::string reason = "dockhand-driver decommission";
+  bool wait = false;  // decommission: until the executor has left, printing its progress
   bool help = false;
   bool version = false;
 };

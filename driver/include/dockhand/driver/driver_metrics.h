@@ -1,7 +1,8 @@
 // DriverMetrics: what the driver counts for GET /metrics on its port (docs/operations.md#metrics):
 // heartbeats, final task statuses, the time tasks wait to be placed, control API requests,
 // frames, registrations, lost agents and authentication failures as counters; agents and the
-// job's tasks by state as gauges, set from the scheduler at each scrape.
+// job's tasks by state, and each agent's memory and block bytes from its heartbeats, as gauges
+// set from the scheduler at each scrape.
 //
 // Threads: the counters are atomics, counted from any thread; setGauges() runs with the
 // scheduler under DriverService's mutex.
@@ -49,6 +50,9 @@ class DriverMetrics {
   metrics::Family<metrics::Counter>& control_requests_;
   metrics::Family<metrics::Gauge>& agents_;
   metrics::Family<metrics::Gauge>& tasks_;
+  // Per agent, from its heartbeats: set anew at each scrape (an agent gone has no series).
+  metrics::Family<metrics::Gauge>& agent_memory_;
+  metrics::Family<metrics::Gauge>& agent_block_bytes_;
 };
 
 }  // namespace dockhand::driver

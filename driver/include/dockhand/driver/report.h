@@ -65,6 +65,9 @@ std::string formatReport(const JobReport& report, bool quiet);
 // "[job] 3/8 done, 2 running, 0 failed, 0 retried", then tasks waiting for blocks and
 // every decommission in progress ("| agent-1 decommissioning: 3/8 blocks moved, ...").
 std::string formatProgress(const std::string& job_name, const Progress& progress);
+// "agent-1 decommissioning (migrating): 2/4 blocks moved, 2 left, 0 failed, 1.1 KiB/2.3 KiB
+// moved", then ", 1.1 KiB/s, about 1200ms left" once the agent reports its rate.
+std::string formatDecommission(const DecommissionProgress& progress);
 
 // 1234 ms -> "1234ms", 12345 ms -> "12.3s".
 std::string formatDuration(std::chrono::milliseconds d);

@@ -98,6 +98,10 @@ struct DecommissionProgress {
   std::uint64_t blocks_failed = 0;
   std::uint64_t bytes_total = 0;
   std::uint64_t bytes_migrated = 0;
+  // The agent's rate since its first migration pass and the time the bytes left take at it;
+  // nullopt until it could tell.
+  std::optional<std::uint64_t> bytes_per_s;
+  std::optional<std::uint64_t> eta_ms;
 };
 // Reads Heartbeat.decommission leniently (wrong types count as absent).
 DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report);
@@ -137,7 +141,8 @@ struct AgentInfo {
   std::uint64_t tasks_launched = 0;
   std::uint64_t tasks_finished = 0;  // launches that ended FINISHED
   std::uint64_t tasks_failed = 0;    // launches that ended FAILED, KILLED or LOST
-  Json decommission;  // the latest Heartbeat.decommission; null when none was reported
+  Json decommission;               // the latest Heartbeat.decommission; null when none was reported
+  protocol::AgentMetrics metrics;  // from its latest heartbeat; empty from an older agent
 };
 
 // The agent's state as reported (/v1/executors, /v1/cluster, /metrics): "disconnected" while
@@ -220,6 +225,8 @@ class Scheduler {
   // Notes the agent's Heartbeat.decommission; true when its "state" differs from the last
   // one noted (a change worth a log line).
   bool noteDecommissionProgress(const std::string& agent_id, const Json& report);
+  // Notes the figures of the agent's heartbeat (Heartbeat.metrics).
+  void noteAgentMetrics(const std::string& agent_id, const protocol::AgentMetrics& metrics);
   // The block servers that may take `asker`'s blocks: registered agents with a block_url,
   // not decommissioning, not disconnected, not the asker.
   std::vector<protocol::Peer> peersFor(const std::string& asker) const;

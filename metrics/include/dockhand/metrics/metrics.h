@@ -93,6 +93,13 @@ class Family {
   Metric& labels(const std::vector<std::string>& values);
   // The one child of a family without labels.
   Metric& get() { return labels({}); }
+  // Removes every child: for a family set anew at each scrape with a series per thing that
+  // may go (one per agent), so that a thing gone has no series left. Never for a family whose
+  // children someone holds a reference to.
+  void clear() {
+    std::lock_guard lock(mutex_);
+    children_.clear();
+  }
 
   const std::string& name() const { return name_; }
   const std::string& help() const { return help_; }

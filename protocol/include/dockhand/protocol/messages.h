@@ -15,7 +15,7 @@
 
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/json_reader.h"
-#include "dockhand/protocol/task_metrics.h"
+#include "dockhand/protocol/usage.h"
 
 namespace dockhand::protocol {
 
@@ -239,7 +239,7 @@ struct StatusUpdate {
   std::map<std::string, std::string> log_urls;
   // FAILED only: the task failed because this input could not be fetched (8.8).
   std::optional<FetchFailure> fetch_failed;
-  // Terminal states: what the task cost (task_metrics.h); empty when nothing was measured.
+  // Terminal states: what the task cost (usage.h); empty when nothing was measured.
   TaskMetrics metrics;
 };
 
@@ -290,6 +290,8 @@ struct Heartbeat {
   // While decommissioning: {"state": "...", "blocks_total": N, "blocks_migrated": N,
   // "blocks_failed": N, "bytes_total": N, "bytes_migrated": N}; null otherwise.
   Json decommission;
+  // From an agent: what it holds (usage.h); empty from the driver and from an older agent.
+  AgentMetrics metrics;
 };
 
 // Ask (agent -> driver): which peers could take this agent's blocks. Reply body:

@@ -1,6 +1,6 @@
-// A task's figures (task_metrics.h): on the wire with StatusUpdate, and the one rule that reads
+// A task's figures (usage.h): on the wire with StatusUpdate, and the one rule that reads
 // them from a runner, a peer or an event log.
-#include "dockhand/protocol/task_metrics.h"
+#include "dockhand/protocol/usage.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,14 @@
-// What one task cost (docs/protocol.md 8.8, "metrics"): the figures a terminal StatusUpdate
-// carries, measured by the agent (run time, input and output blocks) and by the task's runner
-// (CPU time, peak memory, result size, I/O, and figures of its own). A figure nobody could
-// tell is absent, never 0.
+// What work uses, as the protocol carries it: what one task cost (TaskMetrics, a terminal
+// StatusUpdate's "metrics", docs/protocol.md 8.8), measured by the agent (run time, input and
+// output blocks) and by the task's runner (CPU time, peak memory, result size, I/O, figures of
+// its own); and what an agent holds (AgentMetrics, a Heartbeat's "metrics", 8.17). A figure
+// nobody could tell is absent, never 0.
 //
 // One rule reads them wherever they come from (a runner's status detail on the agent, a
-// StatusUpdate on the driver, an event log): each known figure is a non-negative integer, each
-// figure of the runner's own ("custom") a non-negative number; anything else is dropped and
-// named in `dropped`, never an error, so that a runner's or a peer's bad figure never costs a
-// task its status.
+// message on the driver, an event log): each known figure is a non-negative integer, each
+// figure of a runner's own ("custom") a non-negative number; anything else is dropped and
+// named in `dropped`, never an error, so that a bad figure never costs a task its status or
+// an agent its heartbeat.
 #pragma once
 
 #include <array>
@@ -53,12 +54,32 @@ struct TaskMetrics {
   bool operator==(const TaskMetrics&) const = default;
 };
 
-// The known figures, by wire name, in documentation order.
-struct TaskMetricField {
-  std::string_view name;
-  std::optional<std::uint64_t> TaskMetrics::*member;
+// An agent's figures, sampled when it sends a heartbeat.
+struct AgentMetrics {
+  std::optional<std::uint64_t> rss_bytes;       // the agent process, resident now
+  std::optional<std::uint64_t> peak_rss_bytes;  // the agent process, the most it ever was
+  std::optional<std::uint64_t> cpu_time_ms;     // the agent process, user + system, so far
+  // Every live process the agent started (process tasks and theirs, library workers), summed
+  // (Spark's ProcessTree*RSSMemory), now; and the most it was since the last heartbeat (the
+  // larger of that and the peak of each task that ended meanwhile: a spike between two
+  // heartbeats is not missed).
+  std::optional<std::uint64_t> tasks_rss_bytes;
+  std::optional<std::uint64_t> peak_tasks_rss_bytes;
+  std::optional<std::uint64_t> blocks;  // held in its block store
+  std::optional<std::uint64_t> block_bytes;
+
+  bool empty() const;
+  bool operator==(const AgentMetrics&) const = default;
 };
-extern const std::array<TaskMetricField, 11> kTaskMetricFields;
+
+// A known figure: its wire name and member, in documentation order.
+template <class Figures>
+struct MetricField {
+  std::string_view name;
+  std::optional<std::uint64_t> Figures::*member;
+};
+extern const std::array<MetricField<TaskMetrics>, 11> kTaskMetricFields;
+extern const std::array<MetricField<AgentMetrics>, 7> kAgentMetricFields;
 
 // {"run_time_ms": 12, ..., "custom": {"rows": 10}}; absent figures left out, and "custom" when
 // empty.
@@ -68,5 +89,9 @@ nlohmann::json toJson(const TaskMetrics& metrics);
 // are skipped silently (a newer peer's figures). `dropped` (may be null) gets "name: why" for
 // each figure left out.
 TaskMetrics taskMetricsFromJson(const nlohmann::json& object, std::vector<std::string>* dropped);
+
+// The same for an agent's figures (no "custom").
+nlohmann::json toJson(const AgentMetrics& metrics);
+AgentMetrics agentMetricsFromJson(const nlohmann::json& object, std::vector<std::string>* dropped);
 
 }  // namespace dockhand::protocol
