@@ -195,6 +195,8 @@ class PluginExecutor final : public Executor {
   static void deliver(Registry& registry, TaskStatusEvent& event, bool terminal);
   // A terminal status was posted: the task leaves `ingesting` and stopAll() may go on.
   static void posted(Live& live, std::uint64_t task_id);
+  // Core thread: fetches the task's inputs on an I/O thread; its runner gets the task once they
+  // are all here (task_inputs.cpp).
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,
                   const std::filesystem::path& input_dir);
   // Core thread: registers the task with `runner` and launches it: on this thread when the

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dockhand/driver/driver_service.h"
+#include "dockhand/driver/report.h"
 #include "dockhand/driver/status_assets.h"
 
 namespace dockhand::driver {
@@ -68,34 +69,6 @@ std::string metricsUrl(std::string block_url) {
   while (!block_url.empty() && block_url.back() == '/') block_url.pop_back();
   block_url += "/metrics";
   return block_url;
-}
-
-// `text` with every character that means something in HTML as its character reference.
-std::string htmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // `page` with each "{{name}}" of `values` replaced by its (already escaped) value.

@@ -17,30 +17,6 @@ constexpr int kRowHeight = 22;
 constexpr int kBarHeight = 16;
 constexpr int kAxisHeight = 28;
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string stateClass(const std::string& state) {
   if (state.empty()) return "running";
   std::string lower = state;
@@ -100,12 +76,12 @@ std::string jobSvg(const LoggedJob& job) {
     svg += fmt::format(
         "<line class=\"tick\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\"/>"
         "<text class=\"axis\" x=\"{0:.1f}\" y=\"14\" text-anchor=\"{4}\">{3}</text>\n",
-        x(at), kAxisHeight - 6, height, escape(formatDuration(Millis(at - start))), anchor);
+        x(at), kAxisHeight - 6, height, htmlEscape(formatDuration(Millis(at - start))), anchor);
   }
   for (std::size_t r = 0; r < row_labels.size(); ++r) {
     svg += fmt::format("<text class=\"row\" x=\"4\" y=\"{}\">{}</text>\n",
                        kAxisHeight + static_cast<int>(r) * kRowHeight + kBarHeight - 3,
-                       escape(row_labels[r]));
+                       htmlEscape(row_labels[r]));
   }
   for (const auto& bar : bars) {
     const auto& a = *bar.attempt;
@@ -116,10 +92,10 @@ std::string jobSvg(const LoggedJob& job) {
         "<rect class=\"task {}\" data-task=\"{}\" data-agent=\"{}\" data-state=\"{}\" "
         "x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\"><title>{} (task {}) on {}: {}, "
         "{}</title></rect>\n",
-        stateClass(a.state), escape(a.task), escape(a.agent), escape(state), left,
-        kAxisHeight + static_cast<int>(bar.row) * kRowHeight, w, kBarHeight, escape(a.task),
-        a.task_id, escape(a.agent), escape(state),
-        escape(formatDuration(Millis(bar.end_ms - a.start_ms))));
+        stateClass(a.state), htmlEscape(a.task), htmlEscape(a.agent), htmlEscape(state), left,
+        kAxisHeight + static_cast<int>(bar.row) * kRowHeight, w, kBarHeight, htmlEscape(a.task),
+        a.task_id, htmlEscape(a.agent), htmlEscape(state),
+        htmlEscape(formatDuration(Millis(bar.end_ms - a.start_ms))));
   }
   svg += "</svg>\n";
   return svg;
@@ -147,12 +123,12 @@ std::string timelineHtml(const std::vector<LoggedJob>& jobs, const std::string& 
       "<p class=\"legend\"><span class=\"finished\">finished</span><span "
       "class=\"failed\">failed</span><span class=\"killed\">killed</span><span "
       "class=\"lost\">lost</span><span class=\"running\">no end logged</span></p>\n",
-      escape(source));
+      htmlEscape(source));
   if (jobs.empty()) html += "<p>The log holds no job.</p>\n";
   for (const auto& job : jobs) {
     const auto& r = job.report;
-    html += fmt::format("<section class=\"job\">\n<h2>{} {}</h2>\n", escape(r.job.name),
-                        job.ended ? escape(std::string(toString(r.state))) : "(no end logged)");
+    html += fmt::format("<section class=\"job\">\n<h2>{} {}</h2>\n", htmlEscape(r.job.name),
+                        job.ended ? htmlEscape(std::string(toString(r.state))) : "(no end logged)");
     html += fmt::format("<p class=\"summary\">{} task(s), {} launch(es){}</p>\n", r.tasks.size(),
                         job.attempts.size(),
                         job.ended ? fmt::format(", wall {}", formatDuration(r.wall)) : "");

@@ -50,10 +50,15 @@ void putFigures(const Figures& figures, const std::array<MetricField<Figures>, N
   }
 }
 
-// The known figures of `object` into `figures` (the one rule: a non-negative integer).
+// The known figures of `object` into `figures` (the one rule: a non-negative integer); false
+// when `object` is not an object (no figures at all).
 template <class Figures, std::size_t N>
-void readFigures(const nlohmann::json& object, const std::array<MetricField<Figures>, N>& fields,
+bool readFigures(const nlohmann::json& object, const std::array<MetricField<Figures>, N>& fields,
                  Figures& figures, std::vector<std::string>* dropped) {
+  if (!object.is_object()) {
+    drop(dropped, "metrics", "not an object");
+    return false;
+  }
   for (const auto& field : fields) {
     auto it = object.find(field.name);
     if (it == object.end()) continue;
@@ -67,6 +72,7 @@ void readFigures(const nlohmann::json& object, const std::array<MetricField<Figu
       drop(dropped, field.name, "not an integer");
     }
   }
+  return true;
 }
 
 }  // namespace
@@ -81,10 +87,6 @@ nlohmann::json toJson(const AgentMetrics& metrics) {
 
 AgentMetrics agentMetricsFromJson(const nlohmann::json& object, std::vector<std::string>* dropped) {
   AgentMetrics metrics;
-  if (!object.is_object()) {
-    drop(dropped, "metrics", "not an object");
-    return metrics;
-  }
   readFigures(object, kAgentMetricFields, metrics, dropped);
   return metrics;
 }
@@ -107,11 +109,7 @@ nlohmann::json toJson(const TaskMetrics& metrics) {
 
 TaskMetrics taskMetricsFromJson(const nlohmann::json& object, std::vector<std::string>* dropped) {
   TaskMetrics metrics;
-  if (!object.is_object()) {
-    drop(dropped, "metrics", "not an object");
-    return metrics;
-  }
-  readFigures(object, kTaskMetricFields, metrics, dropped);
+  if (!readFigures(object, kTaskMetricFields, metrics, dropped)) return metrics;
   if (auto it = object.find("custom"); it != object.end()) {
     if (!it->is_object()) {
       drop(dropped, "custom", "not an object");

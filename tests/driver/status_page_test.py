@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,9 @@ import time
 import urllib.error
 import urllib.request
 
-SKIP = 77
+import headless_chromium
+
+SKIP = headless_chromium.SKIP
 BLOCKS = 8           # blocks written by the job, 1 MiB each
 BANDWIDTH = 2 << 20  # bytes/s each agent's decommission may move
 TASK_WITH_MARKUP = '<b id="injected">bold</b>'
@@ -264,35 +265,17 @@ def main():
     parser.add_argument('--agent', required=True, help='the dockhand program')
     args = parser.parse_args()
 
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        print('SKIP: python3-selenium is not installed (scripts/setup installs it)')
-        return SKIP
-    chromium = shutil.which('chromium') or shutil.which('chromium-browser')
-    chromedriver = shutil.which('chromedriver') or (
-        '/usr/bin/chromedriver' if os.access('/usr/bin/chromedriver', os.X_OK) else None)
-    if not chromium or not chromedriver:
-        print('SKIP: chromium and chromium-driver are needed (scripts/setup installs them)')
-        return SKIP
-
     with tempfile.TemporaryDirectory(prefix='dockhand-status-page-') as work:
         args.agent_config = write_json(os.path.join(work, 'agent.json'), {
             'decommission': {'enabled': True, 'check_interval_ms': 100, 'max_concurrent': 1,
                              'bandwidth_bytes_per_s': BANDWIDTH, 'migration': ['peer']}})
         args.driver_config = write_json(os.path.join(work, 'driver.json'),
                                         {'heartbeat_interval_ms': 100})
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in ('--headless=new', '--no-sandbox', '--disable-gpu',
-                     '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions',
-                     f'--user-data-dir={os.path.join(work, "chromium")}'):
-            options.add_argument(flag)
-        options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-        browser = webdriver.Chrome(service=Service(chromedriver), options=options)
-        browser.set_page_load_timeout(20)
-        browser.set_script_timeout(10)
+        try:
+            browser = headless_chromium.open_browser(work)
+        except headless_chromium.Unavailable as e:
+            print(f'SKIP: {e}')
+            return SKIP
         try:
             started = time.monotonic()
             check_job_and_decommission(args, browser, work)

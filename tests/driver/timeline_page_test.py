@@ -12,12 +12,13 @@ Exit 0: passed; 1: failed; 77: skipped (Chromium, chromedriver or python3-seleni
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-SKIP = 77
+import headless_chromium
+
+SKIP = headless_chromium.SKIP
 
 
 class Failure(Exception):
@@ -80,29 +81,12 @@ def main():
     parser.add_argument('--driver', required=True, help='the dockhand-driver program')
     parser.add_argument('--agent', required=True, help='the dockhand program')
     args = parser.parse_args()
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        print('SKIP: python3-selenium is not installed (scripts/setup installs it)')
-        return SKIP
-    chromium = shutil.which('chromium') or shutil.which('chromium-browser')
-    chromedriver = shutil.which('chromedriver') or (
-        '/usr/bin/chromedriver' if os.access('/usr/bin/chromedriver', os.X_OK) else None)
-    if not chromium or not chromedriver:
-        print('SKIP: chromium and chromium-driver are needed (scripts/setup installs them)')
-        return SKIP
     with tempfile.TemporaryDirectory(prefix='dockhand-timeline-') as work:
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in ('--headless=new', '--no-sandbox', '--disable-gpu',
-                     '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions',
-                     f'--user-data-dir={os.path.join(work, "chromium")}'):
-            options.add_argument(flag)
-        options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-        browser = webdriver.Chrome(service=Service(chromedriver), options=options)
-        browser.set_page_load_timeout(20)
-        browser.set_script_timeout(10)
+        try:
+            browser = headless_chromium.open_browser(work)
+        except headless_chromium.Unavailable as e:
+            print(f'SKIP: {e}')
+            return SKIP
         try:
             check(args, browser, work)
             print('PASS')

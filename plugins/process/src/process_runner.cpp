@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 
 #include "errno_text.h"
 #include "proc_tree.h"
+#include "runner_util.h"
 #include "task_environment.h"
 #include "task_files.h"
 #include "task_spawn.h"
@@ -34,18 +36,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint64_t kWakeId = std::numeric_limits<std::uint64_t>::max();
 constexpr auto kDrainLimit = std::chrono::seconds(2);
 constexpr auto kShutdownLimit = std::chrono::seconds(5);
 // How often the running tasks' memory is sampled (a short task is measured by wait4 alone).
 constexpr auto kSampleEvery = std::chrono::milliseconds(250);
-
-std::string dumpJson(const json& value) {
-  // Task output is arbitrary bytes: replace what is not UTF-8 instead of throwing.
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-int pidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
 // Sends `sig` to the process group `pgid`; a group that is already gone is not an error.
 void signalGroup(pid_t pgid, int sig) { ::kill(-pgid, sig); }
@@ -93,14 +87,18 @@ ProcessRunner::ProcessRunner(sdk::Host host, std::string_view config_json)
     ::close(epoll_fd_);
     throw sdk::Error(DH_ERROR, "eventfd: " + errnoText(error));
   }
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.u64 = kWakeId;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event) != 0) {
-    int error = errno;
-    ::close(wake_fd_);
-    ::close(epoll_fd_);
-    throw sdk::Error(DH_ERROR, "epoll_ctl: " + errnoText(error));
+  sample_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  for (auto [fd, id] : {std::pair{wake_fd_, kWakeId}, std::pair{sample_fd_, kSampleId}}) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = id;
+    if (fd < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+      int error = errno;
+      ::close(wake_fd_);
+      if (sample_fd_ >= 0) ::close(sample_fd_);
+      ::close(epoll_fd_);
+      throw sdk::Error(DH_ERROR, (fd < 0 ? "timerfd_create: " : "epoll_ctl: ") + errnoText(error));
+    }
   }
   reaper_ = std::thread([this] {
     ::pthread_setname_np(::pthread_self(), "dh-proc-reaper");
@@ -161,12 +159,15 @@ ProcessRunner::~ProcessRunner() {
     }
   }
   ::close(wake_fd_);
+  ::close(sample_fd_);
   ::close(epoll_fd_);
 }
 
 void ProcessRunner::launch(std::string_view task_json) {
   TaskSpec spec = parseTask(task_json);
-  if (spec.task_id == kWakeId) throw sdk::Error(DH_INVALID_ARGUMENT, "task_id: out of range");
+  if (spec.task_id >= kFirstReservedId) {
+    throw sdk::Error(DH_INVALID_ARGUMENT, "task_id: out of range");
+  }
   {
     std::lock_guard lock(mutex_);
     if (tasks_.count(spec.task_id)) {
@@ -223,7 +224,7 @@ void ProcessRunner::launch(std::string_view task_json) {
     tasks_.emplace(task.id, std::move(task));
     wake_idle_reaper = std::exchange(reaper_idle_, false);
   }
-  if (wake_idle_reaper) wake();  // it samples the running tasks' memory from now on
+  if (wake_idle_reaper) armSampleTimer();  // the reaper samples the running tasks' memory
   // RUNNING goes out before the reaper can see the exit, so it always comes first.
   host_.taskStatus(spec.task_id, DH_TASK_RUNNING);
 
@@ -285,91 +286,10 @@ std::string ProcessRunner::threadDump(std::uint64_t task_id) {
   return dumpJson(dump);
 }
 
-std::string ProcessRunner::detach(std::uint64_t task_id) {
-  Task task;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end()) {
-      throw sdk::Error(DH_NOT_FOUND, "no running task " + std::to_string(task_id));
-    }
-    if (it->second.kill_requested) {
-      throw sdk::Error(DH_UNSUPPORTED, "task " + std::to_string(task_id) + " is being killed");
-    }
-    task = std::move(it->second);
-    tasks_.erase(it);
-  }
-  // Out of the reaper's sight: an exit it saw already finds no task and is left alone.
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, task.pidfd, nullptr);
-  ::close(task.pidfd);
-  const auto identity = readProcessIdentity(task.pid);
-  const json handle = {{"pid", task.pid},
-                       {"start_ticks", identity ? identity->start_ticks : 0},
-                       {"started_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          task.started.time_since_epoch())
-                                          .count()},
-                       {"work_dir", task.work_dir}};
-  return dumpJson(handle);
-}
-
-void ProcessRunner::adopt(std::uint64_t task_id, std::string_view handle_json) {
-  const json handle = json::parse(handle_json, nullptr, /*allow_exceptions=*/false);
-  if (!handle.is_object() || !handle.contains("pid") || !handle["pid"].is_number_integer() ||
-      !handle.contains("start_ticks") || !handle["start_ticks"].is_number_unsigned() ||
-      !handle.contains("started_ns") || !handle["started_ns"].is_number_integer() ||
-      !handle.contains("work_dir") || !handle["work_dir"].is_string()) {
-    throw sdk::Error(DH_INVALID_ARGUMENT,
-                     "not a process runner's handle (pid, start_ticks, started_ns, work_dir)");
-  }
-  if (task_id == kWakeId) throw sdk::Error(DH_INVALID_ARGUMENT, "task_id: out of range");
-  const auto pid = handle["pid"].get<pid_t>();
-  const std::string what = "process " + std::to_string(pid);
-  const auto identity = pid > 0 ? readProcessIdentity(pid) : std::nullopt;
-  if (!identity) throw sdk::Error(DH_NOT_FOUND, what + " is gone");
-  if (identity->start_ticks != handle["start_ticks"].get<unsigned long long>()) {
-    throw sdk::Error(DH_NOT_FOUND, what + " is another process now (its start time differs)");
-  }
-  // Only the parent learns how a process ended; after a restart in place that is still us.
-  if (identity->ppid != ::getpid()) {
-    throw sdk::Error(DH_UNSUPPORTED, what + " is not a child of this agent (parent " +
-                                         std::to_string(identity->ppid) +
-                                         "): its exit status could not be known");
-  }
-  const int pidfd = pidfdOpen(pid);
-  if (pidfd < 0) throw sdk::Error(DH_ERROR, "cannot watch " + what + ": " + errnoText(errno));
-  Task task;
-  task.id = task_id;
-  task.pid = pid;
-  task.pidfd = pidfd;
-  task.work_dir = handle["work_dir"].get<std::string>();
-  task.started = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
-      std::chrono::nanoseconds(handle["started_ns"].get<std::int64_t>())));
-  // Spawned by the program before this one: its wait4 peak may be that program's (see
-  // task_usage.h), which this one cannot tell; only its samples count.
-  task.adopted = true;
-  bool wake_idle_reaper = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (!tasks_.emplace(task_id, task).second) {
-      ::close(pidfd);
-      throw sdk::Error(DH_INVALID_ARGUMENT,
-                       "task " + std::to_string(task_id) + " is already running");
-    }
-    wake_idle_reaper = std::exchange(reaper_idle_, false);
-  }
-  if (wake_idle_reaper) wake();
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.u64 = task_id;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd, &event) != 0) {
-    const int error = errno;
-    {
-      std::lock_guard lock(mutex_);
-      tasks_.erase(task_id);
-    }
-    ::close(pidfd);
-    throw sdk::Error(DH_ERROR, "cannot watch " + what + ": " + errnoText(error));
-  }
+void ProcessRunner::armSampleTimer() {
+  itimerspec at{};
+  at.it_value.tv_nsec = std::chrono::nanoseconds(kSampleEvery).count();
+  ::timerfd_settime(sample_fd_, 0, &at, nullptr);
 }
 
 void ProcessRunner::wake() {
@@ -388,9 +308,10 @@ void ProcessRunner::reaperLoop() {
       return;
     }
     for (int i = 0; i < n && !stopping_.load(); ++i) {
-      if (events[i].data.u64 == kWakeId) {
+      if (events[i].data.u64 == kWakeId || events[i].data.u64 == kSampleId) {
         std::uint64_t count = 0;
-        [[maybe_unused]] auto r = ::read(wake_fd_, &count, sizeof count);
+        [[maybe_unused]] auto r =
+            ::read(events[i].data.u64 == kWakeId ? wake_fd_ : sample_fd_, &count, sizeof count);
       } else {
         onLeaderExit(events[i].data.u64);
       }
@@ -597,7 +518,7 @@ void ProcessRunner::report(const Exited& exited) {
   TaskUsage usage = exited.usage;
   usage.sampled_peak_kib = task.sampled_peak_kib;
   json metrics =
-      usage.toMetrics(task.adopted ? std::numeric_limits<std::uint64_t>::max() : readPeakRssKib(0));
+      usage.toMetrics(task.adopted ? std::numeric_limits<std::uint64_t>::max() : ownPeakRssKib());
   if (auto result = detail.find("result"); result != detail.end()) {
     metrics["result_bytes"] = (*result)["stdout"].get_ref<const std::string&>().size();
   }

@@ -3,6 +3,7 @@
 // under resource limits; task_spawn.h); one reaper thread per instance waits for the
 // group leaders to exit (epoll over pidfds), kills what they leave behind and reports.
 // The task's environment is built by task_environment.h, its files handled by task_files.h.
+// Its side of a restart in place (detach, adopt) is process_handover.cpp.
 //
 // Flow of a task (launch, kill and threadDump come one at a time, in order, on the call
 // thread the agent keeps for this runner: agent/plugins/plugin_calls.h):
@@ -27,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -63,6 +65,11 @@ class ProcessRunner final : public sdk::TaskRunner {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // The epoll ids of the reaper's wake-up descriptor and of its memory-sample timer (a task's
+  // id is its pidfd's; no task may have one of these: kFirstReservedId and above).
+  static constexpr std::uint64_t kWakeId = std::numeric_limits<std::uint64_t>::max();
+  static constexpr std::uint64_t kSampleId = kWakeId - 1;
+  static constexpr std::uint64_t kFirstReservedId = kSampleId;
 
   struct Task {
     std::uint64_t id = 0;
@@ -113,6 +120,11 @@ class ProcessRunner final : public sdk::TaskRunner {
   bool clone_path_ = false;  // another user or resource limits: posix_spawn cannot
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  // A one-shot timer a launch arms when the reaper waits with nothing due, so that it wakes to
+  // sample the task's memory without a wake-up per launch (once armed, it fires once, even
+  // when every task ended first).
+  int sample_fd_ = -1;
+  void armSampleTimer();
   std::atomic<bool> stopping_{false};
 
   std::mutex mutex_;

@@ -1,6 +1,10 @@
 #include "task_usage.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -31,29 +35,34 @@ nlohmann::json TaskUsage::toMetrics(std::uint64_t spawner_peak_kib) const {
 }
 
 std::optional<ProcessIo> readProcessIo(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/io");
-  if (!in) return std::nullopt;
-  ProcessIo io;
-  bool read = false;
-  bool written = false;
-  std::string key;
-  std::uint64_t value = 0;
-  while (in >> key >> value) {
-    if (key == "rchar:") {
-      io.read_bytes = value;
-      read = true;
-    } else if (key == "wchar:") {
-      io.write_bytes = value;
-      written = true;
-    }
-  }
+  // On each task's end: one read of a small file, parsed in place.
+  const std::string path = "/proc/" + std::to_string(pid) + "/io";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[512];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  text[n] = '\0';
+  auto field = [&](const char* key) -> std::optional<std::uint64_t> {
+    const char* at = std::strstr(text, key);
+    if (at == nullptr) return std::nullopt;
+    return std::strtoull(at + std::strlen(key), nullptr, 10);
+  };
+  const auto read = field("rchar:");
+  const auto written = field("wchar:");
   if (!read || !written) return std::nullopt;
-  return io;
+  return ProcessIo{*read, *written};
+}
+
+std::uint64_t ownPeakRssKib() {
+  rusage self{};
+  if (::getrusage(RUSAGE_SELF, &self) != 0 || self.ru_maxrss < 0) return 0;
+  return static_cast<std::uint64_t>(self.ru_maxrss);
 }
 
 std::uint64_t readPeakRssKib(pid_t pid) {
-  std::ifstream in(pid == 0 ? std::string("/proc/self/status")
-                            : "/proc/" + std::to_string(pid) + "/status");
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
   }

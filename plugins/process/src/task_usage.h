@@ -44,8 +44,10 @@ struct ProcessIo {
 };
 std::optional<ProcessIo> readProcessIo(pid_t pid);
 
-// VmHWM of /proc/<pid>/status in KiB (pid 0: this process); 0 when it cannot be read (the
-// process is gone, or a zombie, which has no memory left).
+// VmHWM of /proc/<pid>/status in KiB; 0 when it cannot be read (the process is gone, or a
+// zombie, which has no memory left).
 std::uint64_t readPeakRssKib(pid_t pid);
+// This process's peak resident memory in KiB (getrusage: no file to read on a task's end).
+std::uint64_t ownPeakRssKib();
 
 }  // namespace dockhand::plugins::process

@@ -508,9 +508,16 @@ TEST(DecommissionFlowTest, ProgressCountsARunningPassBlockByBlock) {
   h.request();
   h.answerPeers();
   auto report = h.decommissioner.passes.front().progress;
+  // Nothing moved yet: no rate, no time left.
+  EXPECT_TRUE(h.progress()["bytes_per_s"].is_null()) << h.progress();
+  EXPECT_TRUE(h.progress()["eta_ms"].is_null()) << h.progress();
+  h.timers.advance(Millis(1000));
   report(MigrationPassProgress{4, 4000, 3, 2500});
+  // 2500 bytes in the second since the pass began; 1500 left take 600 ms at that rate.
   EXPECT_EQ(h.progress(), (Json{{"state", "migrating"},
                                 {"running_tasks", 0},
+                                {"bytes_per_s", 2500},
+                                {"eta_ms", 600},
                                 {"blocks_total", 4},
                                 {"blocks_migrated", 3},
                                 {"blocks_failed", 0},
@@ -528,6 +535,8 @@ TEST(DecommissionFlowTest, ProgressCountsARunningPassBlockByBlock) {
   report(MigrationPassProgress{4, 4000, 4, 4000});  // late: changes nothing
   EXPECT_EQ(h.progress(), (Json{{"state", "migrating"},
                                 {"running_tasks", 0},
+                                {"bytes_per_s", 2000},
+                                {"eta_ms", 1000},
                                 {"blocks_total", 3},
                                 {"blocks_migrated", 2},
                                 {"blocks_failed", 1},

@@ -75,6 +75,10 @@ std::string formatDuration(std::chrono::milliseconds d);
 // 512 -> "512 B", 1536 -> "1.5 KiB".
 std::string formatBytes(std::uint64_t bytes);
 
+// `text` with every character that means something in HTML as its character reference (the
+// status page's template values, the timeline page).
+std::string htmlEscape(std::string_view text);
+
 // 1234567.0 -> "1234567", 2.5 -> "2.5".
 std::string formatNumber(double value);
 

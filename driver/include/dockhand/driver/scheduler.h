@@ -48,9 +48,10 @@
 //
 // Not thread-safe: the owner (DriverService) serializes calls with its own mutex.
 //
-// The code: scheduler.cpp (agents, blocks, the job), scheduler_placement.cpp (matching a task
-// to an agent, what a launch takes and gives back), scheduler_resume.cpp (holding a
-// disconnected agent, its resume, its expiry).
+// The code: scheduler.cpp (agents, the job), scheduler_blocks.cpp (blocks, lost and
+// unfetchable ones), scheduler_placement.cpp (matching a task to an agent, what a launch takes
+// and gives back), scheduler_resume.cpp (holding a disconnected agent, its resume, its
+// expiry).
 #pragma once
 
 #include <chrono>
