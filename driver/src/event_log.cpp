@@ -94,7 +94,7 @@ EventLog::~EventLog() {
   }
 }
 
-void EventLog::write(const std::string& event, Json fields, bool flush_now) {
+void EventLog::write(const std::string& event, const Json& fields, bool flush_now) {
   const std::int64_t now = protocol::auth::wallClockMs();
   Json line = {{"event", event}, {"time_ms", now}};
   line.update(fields);
@@ -230,10 +230,10 @@ Result<std::vector<LoggedJob>> readEventLog(std::istream& in, const std::string&
   std::size_t number = 0;
   bool started = false;
   // The job a task event names: the latest one of that name.
-  auto jobNamed = [&](const Json& event) -> LoggedJob* {
+  auto job_named = [&](const Json& event) -> LoggedJob* {
     const auto name = valueOr<std::string>(event, "job", "");
-    for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
-      if (it->report.job.name == name) return &*it;
+    for (std::size_t i = jobs.size(); i-- > 0;) {  // the latest of that name
+      if (jobs[i].report.job.name == name) return &jobs[i];
     }
     return nullptr;
   };
@@ -281,7 +281,7 @@ Result<std::vector<LoggedJob>> readEventLog(std::istream& in, const std::string&
       continue;
     }
     LoggedJob* job = (kind == "task_start" || kind == "task_end" || kind == "job_end")
-                         ? jobNamed(event)
+                         ? job_named(event)
                          : nullptr;
     if (job == nullptr) continue;  // agent and block events, or a task of an unknown job
     const auto index = valueOr<std::size_t>(event, "index", job->report.tasks.size());
@@ -300,10 +300,11 @@ Result<std::vector<LoggedJob>> readEventLog(std::istream& in, const std::string&
     } else if (kind == "task_end" && index < job->report.tasks.size()) {
       applyTaskEnd(job->report.tasks[index], event);
       const auto task_id = valueOr<std::uint64_t>(event, "task_id", 0);
-      for (auto it = job->attempts.rbegin(); it != job->attempts.rend(); ++it) {
-        if (it->task_id != task_id) continue;
-        it->end_ms = time_ms;
-        it->state = valueOr<std::string>(event, "state", "");
+      for (std::size_t i = job->attempts.size(); i-- > 0;) {  // its latest launch
+        LoggedAttempt& attempt = job->attempts[i];
+        if (attempt.task_id != task_id) continue;
+        attempt.end_ms = time_ms;
+        attempt.state = valueOr<std::string>(event, "state", "");
         break;
       }
     } else if (kind == "job_end") {

@@ -486,12 +486,14 @@ void ProcessRunner::report(const Exited& exited) {
   const int status = exited.wait_status;
   json detail;
   std::int32_t state;
+  std::optional<std::size_t> result_bytes;  // FINISHED: the stdout kept
   if (task.kill_requested) {
     state = DH_TASK_KILLED;
     detail = {{"reason", task.kill_reason}};
   } else if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     state = DH_TASK_FINISHED;
     auto [out, size] = readPart(task.work_dir + "/stdout", config_.result_limit_bytes, false);
+    result_bytes = out.size();
     auto duration =
         std::chrono::duration_cast<std::chrono::milliseconds>(exited.ended - task.started);
     detail = {{"result",
@@ -519,9 +521,7 @@ void ProcessRunner::report(const Exited& exited) {
   usage.sampled_peak_kib = task.sampled_peak_kib;
   json metrics =
       usage.toMetrics(task.adopted ? std::numeric_limits<std::uint64_t>::max() : ownPeakRssKib());
-  if (auto result = detail.find("result"); result != detail.end()) {
-    metrics["result_bytes"] = (*result)["stdout"].get_ref<const std::string&>().size();
-  }
+  if (result_bytes) metrics["result_bytes"] = *result_bytes;
   if (!metrics.empty()) detail["metrics"] = std::move(metrics);
   host_.taskStatus(task.id, state, dumpJson(detail));
 }

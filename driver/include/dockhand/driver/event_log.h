@@ -46,7 +46,7 @@ class EventLog {
 
  private:
   EventLog(std::FILE* file, std::string path);
-  void write(const std::string& event, Json fields, bool flush_now);
+  void write(const std::string& event, const Json& fields, bool flush_now);
 
   std::FILE* file_;
   std::string path_;
