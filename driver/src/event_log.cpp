@@ -151,7 +151,7 @@ void EventLog::taskEnded(const std::string& job, std::size_t index, const TaskRe
   if (record.signal) fields["signal"] = *record.signal;
   if (!record.stderr_tail.empty()) fields["stderr_tail"] = record.stderr_tail;
   if (!record.log_urls.empty()) fields["log_urls"] = record.log_urls;
-  write("task_end", std::move(fields), /*flush_now=*/false);
+  write("task_end", fields, /*flush_now=*/false);
 }
 
 void EventLog::agentAdded(const AgentInfo& agent) {
