@@ -233,11 +233,14 @@ void PluginCalls::noteReturned(State& s, HookMetrics& metrics, const CallInfo& i
   metrics.duration->observe(std::chrono::duration<double>(took).count());
   const auto ms = std::chrono::duration_cast<Millis>(took);
   if (ms <= s.warn_after || !mustNotBlock(info.hook)) return;
-  const std::uint64_t slow = ++s.slow_calls;
+  // Noted by one thread at a time (the call thread, or a callHere() while it is idle); the
+  // count moves once the warning is written, so that a reader who sees it sees the line too.
+  const std::uint64_t slow = s.slow_calls.load() + 1;
   s.log->warn("{} took {} ms (limit {} ms, plugin_call_warn_ms; slow calls so far: {}): {}",
               info.text(), ms.count(), s.warn_after.count(), slow,
               on_call_thread ? "the plugin's later calls waited meanwhile"
                              : "it ran on the caller's thread, which waited meanwhile");
+  s.slow_calls.store(slow);
 }
 
 std::uint64_t PluginCalls::slowCalls() const { return state_->slow_calls.load(); }
