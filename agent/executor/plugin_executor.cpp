@@ -265,10 +265,7 @@ bool PluginExecutor::endTask(Registry& registry, Live& live, std::uint64_t task_
   live.ended.notify_all();
   registry.tasks.erase(task_id);
   TaskStatusEvent event;
-  if (auto inputs = registry.input_metrics.find(task_id); inputs != registry.input_metrics.end()) {
-    event.metrics = inputs->second;
-    registry.input_metrics.erase(inputs);
-  }
+  event.metrics = takeInputMetrics(registry, task_id);
   event.task_id = task_id;
   event.state = state;
   event.reason = std::move(reason);
@@ -491,6 +488,14 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
   if (terminal) posted(*live_, task_id);
 }
 
+protocol::TaskMetrics PluginExecutor::takeInputMetrics(Registry& registry, std::uint64_t task_id) {
+  auto inputs = registry.input_metrics.find(task_id);
+  if (inputs == registry.input_metrics.end()) return {};
+  protocol::TaskMetrics figures = std::move(inputs->second);
+  registry.input_metrics.erase(inputs);
+  return figures;
+}
+
 void PluginExecutor::deliver(Registry& registry, TaskStatusEvent& event, bool terminal) {
   if (terminal) {
     auto task = registry.tasks.find(event.task_id);
@@ -505,11 +510,7 @@ void PluginExecutor::deliver(Registry& registry, TaskStatusEvent& event, bool te
       }
       registry.tasks.erase(task);
     }
-    if (auto inputs = registry.input_metrics.find(event.task_id);
-        inputs != registry.input_metrics.end()) {
-      event.metrics.merge(inputs->second);
-      registry.input_metrics.erase(inputs);
-    }
+    event.metrics.merge(takeInputMetrics(registry, event.task_id));
   }
   registry.statuses->onTaskStatus(event);
 }

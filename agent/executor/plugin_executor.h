@@ -193,6 +193,8 @@ class PluginExecutor final : public Executor {
   // ends the task here (with its input figures, and a warning the first time its runner sent
   // a bad figure).
   static void deliver(Registry& registry, TaskStatusEvent& event, bool terminal);
+  // Core thread: the ended task's input figures (empty for a task without inputs), forgotten.
+  static protocol::TaskMetrics takeInputMetrics(Registry& registry, std::uint64_t task_id);
   // A terminal status was posted: the task leaves `ingesting` and stopAll() may go on.
   static void posted(Live& live, std::uint64_t task_id);
   // Core thread: fetches the task's inputs on an I/O thread; its runner gets the task once they

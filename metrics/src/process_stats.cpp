@@ -62,7 +62,7 @@ std::optional<ProcessStats> readProcessStats(pid_t pid) {
   // Fields 14 and 15 (utime, stime), 20 (num_threads), 22 (starttime), 23 (vsize), 24 (rss).
   stats.cpu_seconds = static_cast<double>(number((*fields)[11]) + number((*fields)[12])) / ticks;
   stats.threads = number((*fields)[17]);
-  stats.start_time_seconds = bootTimeSeconds() + static_cast<double>(number((*fields)[19])) / ticks;
+  stats.started_after_boot_seconds = static_cast<double>(number((*fields)[19])) / ticks;
   stats.virtual_bytes = number((*fields)[20]);
   stats.rss_bytes = number((*fields)[21]) * page;
   std::ifstream status(procPath(pid, "status"));
@@ -141,7 +141,8 @@ std::string processMetricsText() {
   family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
          stats->virtual_bytes);
   family("process_start_time_seconds", "gauge",
-         "Start time of the process since unix epoch in seconds.", stats->start_time_seconds);
+         "Start time of the process since unix epoch in seconds.",
+         bootTimeSeconds() + stats->started_after_boot_seconds);
   family("process_open_fds", "gauge", "Number of open file descriptors.", openFds());
   family("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFds());
   family("process_threads", "gauge", "Number of OS threads in the process.", stats->threads);

@@ -517,10 +517,9 @@ void ProcessRunner::report(const Exited& exited) {
     detail["stderr_tail"] =
         readPart(task.work_dir + "/stderr", config_.stderr_tail_bytes, true).first;
   }
-  TaskUsage usage = exited.usage;
-  usage.sampled_peak_kib = task.sampled_peak_kib;
-  json metrics =
-      usage.toMetrics(task.adopted ? std::numeric_limits<std::uint64_t>::max() : ownPeakRssKib());
+  json metrics = exited.usage.toMetrics(
+      task.adopted ? std::numeric_limits<std::uint64_t>::max() : ownPeakRssKib(),
+      task.sampled_peak_kib);
   if (result_bytes) metrics["result_bytes"] = *result_bytes;
   if (!metrics.empty()) detail["metrics"] = std::move(metrics);
   host_.taskStatus(task.id, state, dumpJson(detail));

@@ -21,7 +21,8 @@ void TaskUsage::add(const rusage& usage) {
   measured = true;
 }
 
-nlohmann::json TaskUsage::toMetrics(std::uint64_t spawner_peak_kib) const {
+nlohmann::json TaskUsage::toMetrics(std::uint64_t spawner_peak_kib,
+                                    std::uint64_t sampled_peak_kib) const {
   nlohmann::json metrics = nlohmann::json::object();
   if (measured) metrics["cpu_time_ms"] = cpu_us / 1000U;
   if (measured && peak_rss_kib > spawner_peak_kib) {

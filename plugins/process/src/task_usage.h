@@ -25,15 +25,15 @@ struct TaskUsage {
   std::uint64_t cpu_us = 0;                  // user + system
   std::uint64_t peak_rss_kib = 0;            // the largest of the processes' ru_maxrss
   bool measured = false;                     // at least one wait4 gave its usage
-  std::uint64_t sampled_peak_kib = 0;        // the largest VmHWM sampled from the leader (0: none)
   std::optional<std::uint64_t> read_bytes;   // /proc/<pid>/io rchar
   std::optional<std::uint64_t> write_bytes;  // wchar
 
   // Adds one reaped process's usage (its own and its reaped descendants').
   void add(const rusage& usage);
   // {"cpu_time_ms": N, "peak_rss_bytes": N, "io_read_bytes": N, "io_write_bytes": N}: what
-  // was measured. `spawner_peak_kib`: the spawning process's VmHWM now (see above).
-  nlohmann::json toMetrics(std::uint64_t spawner_peak_kib) const;
+  // was measured. `spawner_peak_kib`: the spawning process's VmHWM now; `sampled_peak_kib`:
+  // the largest VmHWM sampled from the leader, 0 for none (see above).
+  nlohmann::json toMetrics(std::uint64_t spawner_peak_kib, std::uint64_t sampled_peak_kib) const;
 };
 
 // rchar and wchar of /proc/<pid>/io; nullopt when it cannot be read (another user's process

@@ -11,11 +11,11 @@
 namespace dockhand::metrics {
 
 struct ProcessStats {
-  double cpu_seconds = 0;            // user + system, all threads
-  std::uint64_t rss_bytes = 0;       // resident now
-  std::uint64_t peak_rss_bytes = 0;  // VmHWM: the most it was resident, ever
-  std::uint64_t virtual_bytes = 0;   // address space
-  double start_time_seconds = 0;     // since the Unix epoch
+  double cpu_seconds = 0;                 // user + system, all threads
+  std::uint64_t rss_bytes = 0;            // resident now
+  std::uint64_t peak_rss_bytes = 0;       // VmHWM: the most it was resident, ever
+  std::uint64_t virtual_bytes = 0;        // address space
+  double started_after_boot_seconds = 0;  // its start, seconds after the machine booted
   std::uint64_t threads = 0;
 };
 
