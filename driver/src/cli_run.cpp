@@ -304,7 +304,8 @@ int runCommand(const CliOptions& o) {
                        .progress = s.progress(),
                        .failure_reason = s.failureReason(),
                        .wall = wall,
-                       .tasks = s.tasks()};
+                       .tasks = s.tasks(),
+                       .agent_peaks = s.jobAgentPeaks()};
   });
   const JobState state = report.state;
   std::cout << formatReport(report, o.quiet) << std::flush;

@@ -151,6 +151,10 @@ Json DriverService::clusterJson() const {
   const Progress progress = scheduler_.progress();
   Json job = nullptr;
   if (scheduler_.jobState() != JobState::kNone) {
+    Json peaks = Json::object();
+    for (const auto& [agent, figures] : scheduler_.jobAgentPeaks()) {
+      peaks[agent] = protocol::toJson(figures);
+    }
     job = Json{{"name", scheduler_.job().name},
                {"state", std::string(toString(scheduler_.jobState()))},
                {"failure_reason", scheduler_.failureReason()},
@@ -161,7 +165,8 @@ Json DriverService::clusterJson() const {
                {"failed", progress.failed},
                {"retries", progress.retries},
                {"tasks_omitted", records.size() - listed.size()},
-               {"tasks", std::move(tasks)}};
+               {"tasks", std::move(tasks)},
+               {"agent_peaks", std::move(peaks)}};
   }
   return Json{{"driver", {{"software", driverSoftware()}}},
               {"executors", std::move(agents)},

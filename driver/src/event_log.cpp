@@ -188,13 +188,16 @@ void EventLog::jobEnded(const JobReport& report) {
   for (const auto& t : report.tasks) {
     tasks.push_back({{"outcome", std::string(toString(t.outcome))}, {"attempts", t.launches}});
   }
+  Json peaks = Json::object();
+  for (const auto& [agent, figures] : report.agent_peaks) peaks[agent] = protocol::toJson(figures);
   write("job_end",
         {{"job", report.job.name},
          {"state", std::string(toString(report.state))},
          {"failure_reason", report.failure_reason},
          {"wall_ms", report.wall.count()},
          {"progress", std::move(progress)},
-         {"tasks", std::move(tasks)}},
+         {"tasks", std::move(tasks)},
+         {"agent_peaks", std::move(peaks)}},
         /*flush_now=*/true);
 }
 
@@ -324,6 +327,13 @@ Result<std::vector<LoggedJob>> readEventLog(std::istream& in, const std::string&
           report.tasks[i].outcome = *outcome;
         }
         report.tasks[i].launches = valueOr<int>(tasks[i], "attempts", report.tasks[i].launches);
+      }
+      const Json peaks = event.value("agent_peaks", Json::object());
+      if (peaks.is_object()) {
+        for (const auto& [agent, figures] : peaks.items()) {
+          auto read = protocol::agentMetricsFromJson(figures, nullptr);
+          if (!read.empty()) report.agent_peaks[agent] = read;
+        }
       }
     }
   }

@@ -227,6 +227,33 @@ std::string formatCost(const std::vector<TaskRecord>& tasks) {
   return text;
 }
 
+std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>& peaks) {
+  std::vector<std::pair<std::uint64_t, const std::string*>> order;
+  for (const auto& [id, p] : peaks) order.emplace_back(p.tasks_rss_bytes.value_or(0), &id);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  constexpr std::size_t kShown = 3;
+  std::vector<std::string> agents;
+  for (std::size_t i = 0; i < order.size() && i < kShown; ++i) {
+    const protocol::AgentMetrics& p = peaks.at(*order[i].second);
+    std::vector<std::string> parts;
+    if (p.tasks_rss_bytes.value_or(0) > 0) {
+      parts.push_back(formatBytes(*p.tasks_rss_bytes) + " in tasks");
+    }
+    if (p.rss_bytes) parts.push_back(formatBytes(*p.rss_bytes) + " itself");
+    if (p.blocks.value_or(0) > 0) {
+      parts.push_back(fmt::format("{} blocks{}", *p.blocks,
+                                  p.block_bytes ? " (" + formatBytes(*p.block_bytes) + ")" : ""));
+    }
+    if (!parts.empty())
+      agents.push_back(*order[i].second + " " + fmt::format("{}", fmt::join(parts, ", ")));
+  }
+  if (agents.empty()) return "";
+  std::string line = fmt::format("agent peaks: {}", fmt::join(agents, "; "));
+  if (order.size() > kShown) line += fmt::format("; and {} more", order.size() - kShown);
+  return line + "\n";
+}
+
 std::string formatReport(const JobReport& report, bool quiet) {
   std::string out;
   if (!quiet) {
@@ -234,6 +261,7 @@ std::string formatReport(const JobReport& report, bool quiet) {
     for (const auto& t : report.tasks) width = std::max(width, t.spec.name.size());
     for (const auto& t : report.tasks) out += formatTaskLine(t, width) + "\n";
     out += formatCost(report.tasks);
+    out += formatAgentPeaks(report.agent_peaks);
   }
   std::optional<SumResult> sum;
   if (report.job.aggregate == Aggregate::kSum) sum = sumResults(report.tasks);

@@ -208,9 +208,33 @@ bool Scheduler::decommissionAgent(const std::string& agent_id) {
   return true;
 }
 
+namespace {
+
+void raisePeak(std::optional<std::uint64_t>& peak, std::optional<std::uint64_t> value) {
+  if (value && (!peak || *value > *peak)) peak = value;
+}
+
+}  // namespace
+
 void Scheduler::noteAgentMetrics(const std::string& agent_id,
                                  const protocol::AgentMetrics& metrics) {
-  if (auto it = agents_.find(agent_id); it != agents_.end()) it->second.metrics = metrics;
+  auto it = agents_.find(agent_id);
+  if (it == agents_.end()) return;
+  it->second.metrics = metrics;
+  if (job_state_ == JobState::kRunning) raiseJobPeaks(agent_id, metrics);
+}
+
+void Scheduler::raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat) {
+  protocol::AgentMetrics peaks;
+  if (auto known = job_agent_peaks_.find(agent_id); known != job_agent_peaks_.end()) {
+    peaks = known->second;
+  }
+  raisePeak(peaks.rss_bytes, beat.rss_bytes);
+  raisePeak(peaks.tasks_rss_bytes, beat.tasks_rss_bytes);
+  raisePeak(peaks.tasks_rss_bytes, beat.peak_tasks_rss_bytes);
+  raisePeak(peaks.blocks, beat.blocks);
+  raisePeak(peaks.block_bytes, beat.block_bytes);
+  if (!peaks.empty()) job_agent_peaks_[agent_id] = peaks;
 }
 
 bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json& report) {
@@ -256,6 +280,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   job_state_ = JobState::kRunning;
   failure_reason_.clear();
   tasks_.clear();
+  job_agent_peaks_.clear();
   pending_.clear();
   finished_ = 0;
   retries_ = 0;
@@ -314,6 +339,11 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   }
   TaskRecord& t = tasks_[run.index];
   recordStatus(t, update);
+  // The agent's tasks held at least what this one did: a task that ends between two heartbeats
+  // (or after the job's last) still counts to its agent's peak.
+  protocol::AgentMetrics ended;
+  ended.peak_tasks_rss_bytes = update.metrics.peak_rss_bytes;
+  raiseJobPeaks(agent_id, ended);
   t.duration = std::chrono::duration_cast<Millis>(now - t.launched_at);
 
   if (job_state_ != JobState::kRunning) {

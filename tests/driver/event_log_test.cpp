@@ -102,6 +102,13 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     bad.duration = Millis(20);
     log.taskEnded("wc", 1, bad, failed, "agent-1");
     log.agentRemoved("agent-1", "stopped by the driver");
+    live.agent_peaks["agent-1"] = {.rss_bytes = 15 << 20,
+                                   .peak_rss_bytes = std::nullopt,
+                                   .cpu_time_ms = std::nullopt,
+                                   .tasks_rss_bytes = 120 << 20,
+                                   .peak_tasks_rss_bytes = std::nullopt,
+                                   .blocks = 1,
+                                   .block_bytes = 10};
     log.jobEnded(live);
   }
   std::ifstream in(path);
@@ -112,6 +119,10 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
   EXPECT_TRUE(job.ended);
   EXPECT_EQ(formatReport(job.report, false), formatReport(live, false));
   EXPECT_NE(formatReport(job.report, false).find("cpu=650ms"), std::string::npos);
+  EXPECT_NE(formatReport(job.report, false)
+                .find("agent peaks: agent-1 120.0 MiB in tasks, 15.0 MiB itself, 1 blocks (10 B)"),
+            std::string::npos)
+      << formatReport(job.report, false);
 
   ASSERT_EQ(job.attempts.size(), 3u);
   EXPECT_EQ(job.attempts[0].task, "map");

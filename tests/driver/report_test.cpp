@@ -114,6 +114,24 @@ TEST(ReportTest, TaskLineAndCostShowWhatTasksCost) {
   EXPECT_EQ(formatCost({finished("a", "1")}), "") << "nothing measured, nothing said";
 }
 
+TEST(ReportTest, AgentPeaksListTheAgentsWithTheMostInTheirTasksFirst) {
+  std::map<std::string, protocol::AgentMetrics> peaks;
+  EXPECT_EQ(formatAgentPeaks(peaks), "") << "no heartbeat during the job, nothing said";
+  peaks["a1"].tasks_rss_bytes = 1 << 20;
+  peaks["a1"].rss_bytes = 10 << 20;
+  peaks["a2"].tasks_rss_bytes = 300 << 20;
+  peaks["a3"].rss_bytes = 12 << 20;  // an agent whose tasks ran no process of their own
+  peaks["a3"].blocks = 2;
+  peaks["a3"].block_bytes = 2048;
+  EXPECT_EQ(formatAgentPeaks(peaks),
+            "agent peaks: a2 300.0 MiB in tasks; a1 1.0 MiB in tasks, 10.0 MiB itself; a3 "
+            "12.0 MiB itself, 2 blocks (2.0 KiB)\n");
+  peaks["a4"].tasks_rss_bytes = 2 << 20;
+  EXPECT_EQ(formatAgentPeaks(peaks),
+            "agent peaks: a2 300.0 MiB in tasks; a4 2.0 MiB in tasks; a1 1.0 MiB in tasks, "
+            "10.0 MiB itself; and 1 more\n");
+}
+
 TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
   std::vector<TaskRecord> tasks = {finished("map", ""), finished("reduce-0", "7"),
                                    finished("reduce-1", "5")};

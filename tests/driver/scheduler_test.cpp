@@ -34,6 +34,53 @@ TEST_F(SchedulerTest, LaunchesUpToFreeCoresAndNextWhenASlotFrees) {
   EXPECT_EQ(scheduler_.progress().finished, 3u);
 }
 
+TEST_F(SchedulerTest, HeartbeatsDuringAJobRaiseItsAgentPeaks) {
+  addAgent("a", 1);
+  addAgent("b", 1);
+  protocol::AgentMetrics beat;
+  beat.rss_bytes = 50;
+  beat.tasks_rss_bytes = 500;
+  scheduler_.noteAgentMetrics("a", beat);
+  EXPECT_TRUE(scheduler_.jobAgentPeaks().empty()) << "no job runs: nothing to count it to";
+
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1")}), now_, out);
+  beat.rss_bytes = 20;
+  beat.tasks_rss_bytes = 100;
+  beat.peak_tasks_rss_bytes = 300;  // a spike between two beats
+  beat.blocks = 2;
+  scheduler_.noteAgentMetrics("a", beat);
+  beat = {};
+  beat.rss_bytes = 10;
+  beat.tasks_rss_bytes = 200;
+  beat.blocks = 1;
+  scheduler_.noteAgentMetrics("a", beat);
+  scheduler_.noteAgentMetrics("b", {});  // an agent too old to report
+  scheduler_.noteAgentMetrics("nobody", beat);
+  ASSERT_EQ(scheduler_.jobAgentPeaks().size(), 1u) << "b reported nothing yet";
+  const protocol::AgentMetrics& a = scheduler_.jobAgentPeaks().at("a");
+  EXPECT_EQ(a.rss_bytes, 20u);
+  EXPECT_EQ(a.tasks_rss_bytes, 300u);
+  EXPECT_EQ(a.blocks, 2u);
+  EXPECT_FALSE(a.block_bytes);
+  EXPECT_EQ(scheduler_.agent("a")->metrics, beat) << "the agent's own figures are its latest";
+
+  for (const auto& l : launches(out)) {
+    protocol::StatusUpdate done = status(l, TaskState::kFinished);
+    done.metrics.peak_rss_bytes = l.agent_id == "a" ? 250 : 400;  // ended between two beats
+    scheduler_.onStatusUpdate(l.agent_id, done, now_, out);
+  }
+  ASSERT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  EXPECT_EQ(scheduler_.jobAgentPeaks().at("a").tasks_rss_bytes, 300u);
+  EXPECT_EQ(scheduler_.jobAgentPeaks().at("b").tasks_rss_bytes, 400u)
+      << "an agent's tasks held at least what each of them did";
+  beat.tasks_rss_bytes = 9000;
+  scheduler_.noteAgentMetrics("a", beat);
+  EXPECT_EQ(scheduler_.jobAgentPeaks().at("a").tasks_rss_bytes, 300u) << "the job is over";
+  scheduler_.submit(job({task("t2")}), now_, out);
+  EXPECT_TRUE(scheduler_.jobAgentPeaks().empty()) << "a new job starts from nothing";
+}
+
 TEST_F(SchedulerTest, NoTasksBeforeLaunchedExecutor) {
   Actions out;
   ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok());

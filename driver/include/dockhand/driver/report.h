@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,11 @@ std::string formatSummary(const JobSpec& job, JobState state, const Progress& pr
 // each part only when some task reported its figures; "" when none did.
 std::string formatCost(const std::vector<TaskRecord>& tasks);
 
+// What the agents held at most while the job ran (Scheduler::jobAgentPeaks()), one line:
+//   "agent peaks: agent-2 120.0 MiB in tasks, 15.2 MiB itself, 4 blocks (1.2 MiB); agent-1 ..."
+// the three with the most in their tasks first, then "; and N more"; "" when none reported.
+std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>& peaks);
+
 // A job's end as `run` prints it and `report` replays it from an event log.
 struct JobReport {
   JobSpec job;
@@ -58,8 +64,10 @@ struct JobReport {
   std::string failure_reason;
   std::chrono::milliseconds wall{0};
   std::vector<TaskRecord> tasks;
+  std::map<std::string, protocol::AgentMetrics> agent_peaks;
 };
-// The task lines and the cost (unless `quiet`), then the summary; each line ends in "\n".
+// The task lines, the cost and the agent peaks (unless `quiet`), then the summary; each line
+// ends in "\n".
 std::string formatReport(const JobReport& report, bool quiet);
 
 // "[job] 3/8 done, 2 running, 0 failed, 0 retried", then tasks waiting for blocks and

@@ -226,7 +226,8 @@ class Scheduler {
   // Notes the agent's Heartbeat.decommission; true when its "state" differs from the last
   // one noted (a change worth a log line).
   bool noteDecommissionProgress(const std::string& agent_id, const Json& report);
-  // Notes the figures of the agent's heartbeat (Heartbeat.metrics).
+  // Notes the figures of the agent's heartbeat (Heartbeat.metrics); while a job runs, also
+  // raises that job's peaks for the agent (jobAgentPeaks()).
   void noteAgentMetrics(const std::string& agent_id, const protocol::AgentMetrics& metrics);
   // The block servers that may take `asker`'s blocks: registered agents with a block_url,
   // not decommissioning, not disconnected, not the asker.
@@ -295,6 +296,15 @@ class Scheduler {
   const std::string& failureReason() const { return failure_reason_; }
   const JobSpec& job() const { return job_; }
   const std::vector<TaskRecord>& tasks() const { return tasks_; }
+  // The most each agent reported while the current (or last) job ran, from its heartbeats: the
+  // job's peaks, as Spark keeps an executor's peaks per stage (one job runs at a time here).
+  // Per agent: rss_bytes (the agent process), tasks_rss_bytes (its tasks' processes: the
+  // larger of each beat's peak and sample, and at least the peak of each of the job's tasks
+  // that ended on it), blocks and block_bytes; a figure nothing carried is absent, and an
+  // agent that sent no heartbeat and ended no measured task during the job is not listed.
+  const std::map<std::string, protocol::AgentMetrics>& jobAgentPeaks() const {
+    return job_agent_peaks_;
+  }
   Progress progress() const;
   int maxAttempts() const;
   std::uint64_t strayUpdates() const { return stray_updates_; }
@@ -346,6 +356,8 @@ class Scheduler {
   void release(const RunningTask& run);
   void failJob(const std::string& reason, Actions& out);
   void recordStatus(TaskRecord& record, const protocol::StatusUpdate& update);
+  // Raises jobAgentPeaks()[agent_id] by the figures of `beat` (a heartbeat's, or an ended task's).
+  void raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat);
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
@@ -360,6 +372,7 @@ class Scheduler {
   JobState job_state_ = JobState::kNone;
   std::string failure_reason_;
   std::vector<TaskRecord> tasks_;
+  std::map<std::string, protocol::AgentMetrics> job_agent_peaks_;
   std::deque<std::size_t> pending_;                         // indices into tasks_, in launch order
   std::unordered_map<std::uint64_t, RunningTask> running_;  // by task_id
   std::uint64_t next_task_id_ = 1;
