@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/plugin_executor.h"
+#include "log_capture.h"
 #include "plugins/plugin_host.h"
 #include "queue_sink.h"
 #include "test_processes.h"
@@ -108,6 +109,34 @@ TEST_F(PluginExecutorTest, RunsTaskAndReportsOnCoreThread) {
   EXPECT_EQ(fs::status(tmp_.path() / "tasks").permissions(),
             fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   EXPECT_EQ(fs::status(tmp_.path() / "tasks" / "task-1").permissions(), fs::perms::owner_all);
+}
+
+TEST_F(PluginExecutorTest, FiguresThatAreNotMetricsAreDroppedWithOneWarningPerRunner) {
+  fakes::LogCapture log("executor");
+  executor_->addRunner("instant", host_.createTaskRunner(DOCKHAND_FIXTURE_PLUGIN_DIR
+                                                         "/dockhand-fixture-instant-runner.so",
+                                                         "{}", executor_->runnerReports()));
+  for (std::uint64_t id = 1; id <= 2; ++id) {
+    protocol::TaskDescription task;
+    task.task_id = id;
+    task.runner = "instant";
+    task.payload = Json{{"value", 40 + id}, {"bad_metrics", true}};
+    ASSERT_TRUE(executor_->launch(task).ok());
+    auto end = terminal(id);
+    ASSERT_TRUE(end);
+    EXPECT_EQ(end->state, TaskState::kFinished) << "a bad figure never fails its task";
+    EXPECT_EQ(end->result.at("stdout"), std::to_string(40 + id));
+    EXPECT_EQ(end->metrics.result_bytes, 7u) << "the good figure is kept";
+    EXPECT_FALSE(end->metrics.cpu_time_ms);
+    EXPECT_FALSE(end->metrics.peak_rss_bytes);
+  }
+  const std::string text = log.text();
+  const std::string warning = "task runner 'instant' reported figures that are not metrics";
+  const auto first = text.find(warning);
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_NE(text.find("(task 1: "), std::string::npos) << text;
+  EXPECT_NE(text.find("cpu_time_ms"), std::string::npos) << "the warning names the figures";
+  EXPECT_EQ(text.find(warning, first + 1), std::string::npos) << "one warning per runner: " << text;
 }
 
 TEST_F(PluginExecutorTest, FailureCarriesExitCodeAndStderr) {
