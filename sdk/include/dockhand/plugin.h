@@ -282,10 +282,12 @@ typedef struct dh_task_runner_vtable {
    * DH_NOT_FOUND when the task is unknown. Call thread; must not block long. */
   dh_status (*thread_dump)(dh_plugin* self, uint64_t task_id, const char** out_json);
 
-  /* Since 1.1, optional. What a running task uses now, for metrics:
+  /* Since 1.1, optional. What a running task uses now:
    * *out_json = {"task_id": 7, "cpu_time_ms": N, "rss_bytes": N} (fields the runner cannot
-   * tell are left out). DH_NOT_FOUND when the task is unknown. Not called by the agent
-   * yet; `dockhand plugins` lists it. Must not block. */
+   * tell are left out). DH_NOT_FOUND when the task is unknown. Must not block. The agent does
+   * not call it: what a task cost travels in its terminal detail's "metrics" (task_status
+   * above), which is where a runner reports its own figures, and the agent measures the
+   * memory of running tasks' processes itself. `dockhand plugins` lists it. */
   dh_status (*task_stats)(dh_plugin* self, uint64_t task_id, const char** out_json);
 
   /* Since 1.4, optional (0 before). What the runner asks of the agent, DH_RUNNER_* bits. */
