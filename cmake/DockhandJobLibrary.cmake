@@ -12,6 +12,8 @@
 # Installed into INSTALL_DIR, else ${DOCKHAND_JOB_INSTALL_DIR}, else lib/dockhand/jobs (relative to
 # the install prefix), unless NO_INSTALL; into the component DOCKHAND_JOB_INSTALL_COMPONENT when
 # that is set. The output goes to OUTPUT_DIR, else ${DOCKHAND_JOB_OUTPUT_DIR} when set.
+include("${CMAKE_CURRENT_LIST_DIR}/DockhandModule.cmake")
+
 function(dockhand_add_job_library name)
   cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR;INSTALL_DIR" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
@@ -21,30 +23,11 @@ function(dockhand_add_job_library name)
     message(FATAL_ERROR
             "dockhand_add_job_library(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
-  add_library(${name} MODULE ${ARG_SOURCES})
-  set_target_properties(${name} PROPERTIES
-    PREFIX "lib"
-    OUTPUT_NAME "${name}"
-    SUFFIX ".so"
-    C_VISIBILITY_PRESET default
-    CXX_VISIBILITY_PRESET default
-    VISIBILITY_INLINES_HIDDEN OFF)
-  target_compile_features(${name} PRIVATE cxx_std_17)
-  if(ARG_OUTPUT_DIR)
-    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIR}")
-  elseif(DEFINED DOCKHAND_JOB_OUTPUT_DIR)
-    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${DOCKHAND_JOB_OUTPUT_DIR}")
+  set(output_dir "${ARG_OUTPUT_DIR}")
+  if(NOT output_dir AND DEFINED DOCKHAND_JOB_OUTPUT_DIR)
+    set(output_dir "${DOCKHAND_JOB_OUTPUT_DIR}")
   endif()
-  target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL")
-  if(TARGET Dockhand::sdk)
-    target_link_libraries(${name} PRIVATE Dockhand::sdk)
-  endif()
-  if(ARG_LIBRARIES)
-    target_link_libraries(${name} PRIVATE ${ARG_LIBRARIES})
-  endif()
-  if(COMMAND dockhand_set_warnings)
-    dockhand_set_warnings(${name})
-  endif()
+  set(destination "")
   if(NOT ARG_NO_INSTALL)
     if(ARG_INSTALL_DIR)
       set(destination "${ARG_INSTALL_DIR}")
@@ -53,11 +36,16 @@ function(dockhand_add_job_library name)
     else()
       set(destination "lib/dockhand/jobs")
     endif()
-    if(DEFINED DOCKHAND_JOB_INSTALL_COMPONENT)
-      install(TARGETS ${name} LIBRARY DESTINATION "${destination}"
-              COMPONENT ${DOCKHAND_JOB_INSTALL_COMPONENT})
-    else()
-      install(TARGETS ${name} LIBRARY DESTINATION "${destination}")
-    endif()
   endif()
+  # Default visibility: its task functions stay in the dynamic symbol table (thread dumps).
+  _dockhand_add_module(${name}
+    SOURCES ${ARG_SOURCES}
+    LIBRARIES ${ARG_LIBRARIES}
+    OUTPUT_NAME "${name}"
+    PREFIX "lib"
+    VISIBILITY default
+    OUTPUT_DIR "${output_dir}"
+    DESTINATION "${destination}"
+    COMPONENT "${DOCKHAND_JOB_INSTALL_COMPONENT}")
+  target_compile_features(${name} PRIVATE cxx_std_17)
 endfunction()

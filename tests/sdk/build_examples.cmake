@@ -31,7 +31,8 @@ endfunction()
 run(${CMAKE_COMMAND} "-DCMAKE_INSTALL_PREFIX=${prefix}" -DCMAKE_INSTALL_COMPONENT=dev
     -P "${DOCKHAND_BUILD_DIR}/sdk/cmake_install.cmake")
 foreach(required include/dockhand/plugin.h include/dockhand/plugin.hpp
-                 lib/cmake/Dockhand/DockhandConfig.cmake lib/cmake/Dockhand/DockhandPlugin.cmake)
+                 lib/cmake/Dockhand/DockhandConfig.cmake lib/cmake/Dockhand/DockhandPlugin.cmake
+                 lib/cmake/Dockhand/DockhandJobLibrary.cmake lib/cmake/Dockhand/DockhandModule.cmake)
   if(NOT EXISTS "${prefix}/${required}")
     message(FATAL_ERROR "the dev component did not install ${required}")
   endif()
