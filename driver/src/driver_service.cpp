@@ -37,7 +37,6 @@ DriverService::DriverService(DriverConfig config, std::function<TimePoint()> now
       now_(std::move(now)),
       scheduler_(SchedulerOptions{config_.max_attempts, Millis(config_.agent_timeout_ms),
                                   config_.launch_ahead, Millis(config_.agent_reconnect_grace_ms)}),
-      metrics_(metrics::defaultRegistry()),
       event_log_(std::move(event_log)),
       result_fetcher_(
           ResultFetchOptions{Millis(config_.result_fetch_timeout_ms), config_.max_result_bytes, 2,
@@ -61,8 +60,7 @@ void DriverService::addAppProperties(const std::map<std::string, std::string>& p
 }
 
 void DriverService::start(const std::string& host, std::uint16_t port) {
-  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand-driver", DOCKHAND_VERSION,
-                               DOCKHAND_BUILD);
+  metrics::registerProcessInfo(registry_, "dockhand-driver", DOCKHAND_VERSION, DOCKHAND_BUILD);
   ServerOptions options;
   options.host = host;
   options.port = port;
@@ -189,15 +187,13 @@ void DriverService::inspect(const std::function<void(const Scheduler&)>& fn) con
 
 ServiceCounters DriverService::counters() const {
   std::lock_guard lock(mutex_);
-  ServiceCounters c;
-  c.frames = frames_.load();
-  c.bad_frames = bad_frames_.load();
-  c.registrations = registrations_;
-  c.refused_registrations = refused_registrations_;
-  c.agents_lost = agents_lost_;
-  c.stray_updates = scheduler_.strayUpdates();
-  c.auth_failures = auth_failures_.load();
-  return c;
+  return ServiceCounters{.frames = metrics_.frames(),
+                         .bad_frames = metrics_.badFrames(),
+                         .registrations = metrics_.registrations(),
+                         .refused_registrations = metrics_.refusedRegistrations(),
+                         .agents_lost = metrics_.agentsLost(),
+                         .stray_updates = scheduler_.strayUpdates(),
+                         .auth_failures = metrics_.authFailures()};
 }
 
 void DriverService::apply(Actions& actions) {
@@ -232,7 +228,6 @@ void DriverService::apply(Actions& actions) {
           logger("driver")->warn("agent '{}' lost: {}; its tasks are rescheduled", action.agent_id,
                                  action.reason);
           agentGone(action.agent_id, "lost: " + action.reason);
-          ++agents_lost_;
           metrics_.agentLost();
         }
         c.close(action.reason);
@@ -283,7 +278,6 @@ void DriverService::tickerLoop() {
         logger("driver")->warn("agent '{}' lost: not back within {} ms; its tasks are rescheduled",
                                id, config_.agent_reconnect_grace_ms);
         agentGone(id, fmt::format("lost: not back within {} ms", config_.agent_reconnect_grace_ms));
-        ++agents_lost_;
         metrics_.agentLost();
       }
       if (silent || !gone.empty()) {

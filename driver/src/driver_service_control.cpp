@@ -65,7 +65,7 @@ Json DriverService::executorsJson() const {
       {"fallback_blocks", held.fallback},
       {"external_blocks", held.external},
       {"blocks", scheduler_.blocks().size()},
-      {"auth", {{"required", config_.secret.has_value()}, {"failures", auth_failures_.load()}}}};
+      {"auth", {{"required", config_.secret.has_value()}, {"failures", metrics_.authFailures()}}}};
 }
 
 std::string DriverService::metricsText() {
@@ -73,7 +73,7 @@ std::string DriverService::metricsText() {
     std::lock_guard lock(mutex_);
     metrics_.setGauges(scheduler_);
   }
-  return metrics::defaultRegistry().expose() + metrics::processMetricsText();
+  return registry_.expose() + metrics::processMetricsText();
 }
 
 std::optional<HttpReply> DriverService::onHttpRequest(const ControlRequest& request) {
@@ -100,7 +100,7 @@ std::optional<HttpReply> DriverService::controlRequest(const ControlRequest& req
         protocol::auth::RequestToSign{.method = method, .path = path, .content = body},
         protocol::auth::wallClockMs());
     if (refusal) {
-      ++auth_failures_;
+      metrics_.authFailure();
       logger("driver")->warn("control request {} {} refused: {}", method, path, *refusal);
       HttpReply reply = errorReply(401, *refusal);
       reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));

@@ -55,7 +55,6 @@ bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
 
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
                            std::string message) {
-  ++bad_frames_;
   metrics_.badFrame();
   logger("driver")->debug("connection {} ({}): refused a frame: {}: {}", c.id(), c.peer(), code,
                           message);
@@ -67,7 +66,6 @@ void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view cod
 }
 
 void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_view frame) {
-  ++frames_;
   metrics_.frame();
   protocol::DecodeResult decoded = protocol::decodeEnvelope(frame, config_.max_frame_bytes);
   if (!decoded) {
@@ -83,7 +81,6 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
   }
   if (env.isError()) {
     if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
-      ++auth_failures_;
       metrics_.authFailure();
       logger("driver")->warn(
           "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
@@ -271,7 +268,6 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       // and stored is gone with the old process.
       scheduler_.removeAgent(reg.executor_id, "registered anew instead of resuming", actions);
       agentGone(reg.executor_id, "lost: registered anew instead of resuming");
-      ++agents_lost_;
       metrics_.agentLost();
       logger("driver")->warn(
           "agent '{}' lost: it registered anew instead of resuming; its tasks are rescheduled",
@@ -279,7 +275,6 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     }
     result = scheduler_.registerAgent(reg, now_(), actions);
     if (result) {
-      ++registrations_;
       metrics_.registration();
       agent_connections_[reg.executor_id] = c;
       if (const AgentInfo* added = scheduler_.agent(reg.executor_id); added && event_log_) {
@@ -290,7 +285,6 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
       apply(actions);
       changed_.notify_all();
     } else {
-      ++refused_registrations_;
       metrics_.refusedRegistration();
     }
   }
@@ -430,7 +424,6 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
     logHeld(c->agent_id, "connection closed: " + why);
   } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
     agentGone(c->agent_id, "lost: connection closed: " + why);
-    ++agents_lost_;
     metrics_.agentLost();
     logger("driver")->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
                            c->agent_id, why);

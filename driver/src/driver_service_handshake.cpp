@@ -2,7 +2,7 @@
 // secret, the mutual proof (the agent's in Hello and Authenticate, the driver's in its Hello
 // reply). A peer that fails it is refused with auth_failed, counted and closed. Runs on the
 // connection's reader thread; it touches only that connection's handshake fields and the
-// auth_failures_ counter (atomic), never the scheduler.
+// auth failure count (metrics_, atomic), never the scheduler.
 #include "dockhand/driver/driver_service.h"
 
 #include <string>
@@ -90,7 +90,6 @@ void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
 }
 
 void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {
-  ++auth_failures_;
   metrics_.authFailure();
   logger("driver")->warn("connection {} ({}): authentication failed, refused: {}", c.id(), c.peer(),
                          why);

@@ -114,6 +114,10 @@ TEST_F(DriverAuthTest, ControlApiTakesOnlyRequestsSignedWithTheSecret) {
   EXPECT_EQ(signedHttp("POST", decommission).status, 404) << "signed: reaches the API";
   EXPECT_EQ(authFailures(), 5u);
   EXPECT_NE(driver_->log().find("control request GET /v1/executors refused"), std::string::npos);
+  // One count: /metrics says what /v1/executors says (control requests included).
+  const HttpResult scraped = signedHttp("GET", "/metrics");
+  EXPECT_NE(scraped.text.find("\ndockhand_driver_auth_failures_total 5\n"), std::string::npos)
+      << scraped.text;
 }
 
 TEST_F(DriverAuthTest, StatusPageIsOpenButItsDataNeedsASignature) {

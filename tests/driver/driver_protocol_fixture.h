@@ -231,8 +231,9 @@ class DriverProtocolTest : public ::testing::Test {
 
 struct HttpResult {
   int status = 0;
-  Json body;
+  Json body;  // discarded when the body is not JSON (see text)
   std::string www_authenticate;
+  std::string text;
 };
 
 // One request to the driver's control API.
@@ -247,8 +248,11 @@ inline HttpResult http(std::uint16_t port, const std::string& method, const std:
   Poco::Net::HTTPResponse response;
   std::istream& in = session.receiveResponse(response);
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return {static_cast<int>(response.getStatus()), Json::parse(text, nullptr, false),
-          response.get("WWW-Authenticate", "")};
+  Json json = Json::parse(text, nullptr, false);
+  return {.status = static_cast<int>(response.getStatus()),
+          .body = std::move(json),
+          .www_authenticate = response.get("WWW-Authenticate", ""),
+          .text = std::move(text)};
 }
 
 // The entry of `id` in GET /v1/executors, or null.

@@ -4,6 +4,9 @@
 // job's tasks by state, and each agent's memory and block bytes from its heartbeats, as gauges
 // set from the scheduler at each scrape.
 //
+// Each DriverService counts into a registry of its own (what its /metrics serves), so that the
+// counts DriverService::counters() reads are this driver's, not every driver's of the process.
+//
 // Threads: the counters are atomics, counted from any thread; setGauges() runs with the
 // scheduler under DriverService's mutex.
 #pragma once
@@ -27,6 +30,14 @@ class DriverMetrics {
   void registration() { registrations_.inc(); }
   void refusedRegistration() { refused_registrations_.inc(); }
   void agentLost() { agents_lost_.inc(); }
+
+  // The counts so far (ServiceCounters).
+  std::uint64_t frames() const { return frames_.value(); }
+  std::uint64_t badFrames() const { return bad_frames_.value(); }
+  std::uint64_t authFailures() const { return auth_failures_.value(); }
+  std::uint64_t registrations() const { return registrations_.value(); }
+  std::uint64_t refusedRegistrations() const { return refused_registrations_.value(); }
+  std::uint64_t agentsLost() const { return agents_lost_.value(); }
   // A status update the scheduler took; only final states are counted.
   void taskStatus(protocol::TaskState state);
   // A launch the scheduler decided, and how long its task waited for a place.

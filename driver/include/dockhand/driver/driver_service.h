@@ -188,16 +188,12 @@ class DriverService : public FrameHandler {
   Scheduler scheduler_;
   std::map<std::string, std::shared_ptr<Connection>> agent_connections_;
   std::set<std::string> told_to_stop_;  // agents sent StopExecutor: their close is expected
-  DriverMetrics metrics_;
+  // What GET /metrics serves: this service's own (the one place it counts, ServiceCounters).
+  metrics::Registry registry_;
+  DriverMetrics metrics_{registry_};
   std::unique_ptr<EventLog> event_log_;  // under mutex_; null without one
-  std::atomic<std::uint64_t> frames_{0};
-  std::atomic<std::uint64_t> bad_frames_{0};
-  std::atomic<std::uint64_t> auth_failures_{0};
   // Checks control requests' signatures; set when there is a secret.
   std::unique_ptr<protocol::auth::RequestVerifier> control_verifier_;
-  std::uint64_t registrations_ = 0;          // under mutex_
-  std::uint64_t refused_registrations_ = 0;  // under mutex_
-  std::uint64_t agents_lost_ = 0;            // under mutex_
 
   std::mutex ticker_mutex_;
   std::condition_variable ticker_cv_;
