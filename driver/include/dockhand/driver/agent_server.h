@@ -30,6 +30,7 @@
 
 #include <Poco/Net/Context.h>
 
+#include "dockhand/driver/defaults.h"
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
@@ -50,10 +51,12 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: an ephemeral port; read it back with AgentServer::port()
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
-  int threads = 256;
-  long hello_timeout_ms = 10000;  // receive timeout until the handler calls markGreeted()
-  long idle_timeout_ms = 60000;   // receive timeout afterwards (then onIdle decides)
-  std::size_t max_queued_frames = 100000;
+  int threads = defaults::kServerThreads;
+  // Receive timeout until the handler calls markGreeted().
+  long hello_timeout_ms = defaults::kHelloTimeoutMs;
+  // Receive timeout afterwards (then onIdle decides).
+  long idle_timeout_ms = defaults::kAgentTimeoutMs;
+  std::size_t max_queued_frames = defaults::kMaxQueuedFrames;
   // Set: serve wss:// (and the control API https://) with this server context.
   Poco::Net::Context::Ptr tls;
 };

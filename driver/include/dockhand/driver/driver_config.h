@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "dockhand/driver/defaults.h"
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/messages.h"
@@ -26,7 +27,7 @@ struct DriverConfig {
   protocol::ResourceProfile resource_profile;
 
   // An agent that sends nothing for this long is lost: its tasks are rescheduled.
-  long agent_timeout_ms = 60000;
+  long agent_timeout_ms = defaults::kAgentTimeoutMs;
   // An agent that registered with `resumes` is held this long after its connection drops
   // (its tasks and blocks kept, nothing new sent to it) and may come back with ResumeExecutor;
   // past it, it is lost. 0: nobody is held, a dropped agent is lost at once.
@@ -35,7 +36,7 @@ struct DriverConfig {
   // dockhand.heartbeat.interval_ms unless `properties` sets that key.
   long heartbeat_interval_ms = 10000;
   // Tries of one job task before the job fails (a job file may override it).
-  int max_attempts = 4;
+  int max_attempts = defaults::kMaxAttempts;
   // Cores' worth of tasks each agent is sent beyond its free cores. They wait on the agent
   // and start the moment a running task ends, so no slot idles for a round trip to the
   // driver: for many short tasks. 0 (Spark's way): a task is sent only to a free core.
@@ -44,11 +45,11 @@ struct DriverConfig {
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   // Threads serving connections: one per connected agent (each agent's connection also has a
   // writer thread), so this is the most agents one driver holds at once.
-  int server_threads = 4096;
+  int server_threads = defaults::kServerThreads;
   // A connection that has not said Hello within this time is closed.
-  long hello_timeout_ms = 10000;
+  long hello_timeout_ms = defaults::kHelloTimeoutMs;
   // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
-  std::size_t max_queued_frames = 100000;
+  std::size_t max_queued_frames = defaults::kMaxQueuedFrames;
   // A library task's result stored as a block (too large for its status update) is fetched
   // from its agent's block server: each network operation of the fetch is bounded by this,
   // and a block above max_result_bytes is refused (the task's attempt fails).

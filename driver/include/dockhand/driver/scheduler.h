@@ -66,6 +66,7 @@
 
 #include "dockhand/base/result.h"
 #include "dockhand/driver/block_map.h"
+#include "dockhand/driver/defaults.h"
 #include "dockhand/driver/job_spec.h"
 #include "dockhand/protocol/messages.h"
 
@@ -196,13 +197,14 @@ struct Progress {
 };
 
 struct SchedulerOptions {
-  int default_max_attempts = 4;
-  Millis agent_timeout{60000};
+  int default_max_attempts = defaults::kMaxAttempts;
+  Millis agent_timeout{defaults::kAgentTimeoutMs};
   // Cores' worth of tasks an agent is sent beyond its free cores (DriverConfig::launch_ahead):
   // its free_cores start that much above its cores.
   int launch_ahead = 0;
   // How long an agent that registered with `resumes` is held after its connection drops
-  // (DriverConfig::agent_reconnect_grace_ms). 0: nobody is held, a dropped agent is lost.
+  // (DriverConfig::agent_reconnect_grace_ms, which the driver always passes). 0: nobody is
+  // held, a dropped agent is lost.
   Millis reconnect_grace{0};
 };
 

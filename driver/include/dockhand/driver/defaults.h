@@ -1,0 +1,21 @@
+// The defaults of the driver's settings that more than one part of it holds (DriverConfig, what
+// `--config` may change, and AgentServer's ServerOptions), each written once. docs/driver.md
+// documents them.
+#pragma once
+
+#include <cstddef>
+
+namespace dockhand::driver::defaults {
+
+// Tries of one job task before the job fails.
+inline constexpr int kMaxAttempts = 4;
+// Threads serving agent connections: the most agents one driver holds at once.
+inline constexpr int kServerThreads = 4096;
+// A connection that has not said Hello within this time is closed.
+inline constexpr long kHelloTimeoutMs = 10000;
+// An agent that sends nothing for this long is lost (also the connection's receive timeout).
+inline constexpr long kAgentTimeoutMs = 60000;
+// Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
+inline constexpr std::size_t kMaxQueuedFrames = 100000;
+
+}  // namespace dockhand::driver::defaults
