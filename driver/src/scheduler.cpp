@@ -16,50 +16,6 @@ namespace {
 constexpr int kMaxRelaunchesAfterLoss = 100;
 }  // namespace
 
-std::string_view toString(TaskOutcome outcome) {
-  switch (outcome) {
-    case TaskOutcome::kPending:
-      return "PENDING";
-    case TaskOutcome::kRunning:
-      return "RUNNING";
-    case TaskOutcome::kFinished:
-      return "FINISHED";
-    case TaskOutcome::kFailed:
-      return "FAILED";
-    case TaskOutcome::kKilled:
-      return "KILLED";
-    case TaskOutcome::kCancelled:
-      return "CANCELLED";
-  }
-  return "?";
-}
-
-std::string_view toString(JobState state) {
-  switch (state) {
-    case JobState::kNone:
-      return "NONE";
-    case JobState::kRunning:
-      return "RUNNING";
-    case JobState::kSucceeded:
-      return "SUCCEEDED";
-    case JobState::kFailed:
-      return "FAILED";
-  }
-  return "?";
-}
-
-std::string_view toString(AgentState state) {
-  switch (state) {
-    case AgentState::kRegistered:
-      return "registered";
-    case AgentState::kActive:
-      return "active";
-    case AgentState::kDecommissioning:
-      return "decommissioning";
-  }
-  return "?";
-}
-
 DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report) {
   DecommissionProgress p;
   p.agent_id = agent_id;
@@ -137,7 +93,7 @@ bool Scheduler::agentLaunched(const std::string& agent_id, TimePoint now, Action
   if (it == agents_.end()) return false;
   it->second.last_seen = now;
   if (it->second.state == AgentState::kRegistered) {
-    it->second.state = AgentState::kActive;
+    setAgentState(it->second, AgentState::kActive);
     if (takesTasks(it->second)) {
       total_free_cores_ += it->second.free_cores;
       indexAgent(it->second);
@@ -183,13 +139,13 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
     t.reason = fmt::format("agent {} lost: {}", agent_id, reason);
     if (job_state_ != JobState::kRunning) continue;
     if (t.launches - t.failures > kMaxRelaunchesAfterLoss) {
-      t.outcome = TaskOutcome::kFailed;
+      setOutcome(t, TaskOutcome::kFailed);
       failJob(fmt::format("task '{}' was lost {} times (last: {})", t.spec.name,
                           t.launches - t.failures, t.reason),
               out);
       return true;
     }
-    t.outcome = TaskOutcome::kPending;
+    setOutcome(t, TaskOutcome::kPending);
     t.pending_since = now_;
     pending_.push_front(index);
     ++relaunches_after_loss_;
@@ -204,7 +160,7 @@ bool Scheduler::decommissionAgent(const std::string& agent_id) {
   if (it == agents_.end()) return false;
   if (takesTasks(it->second)) total_free_cores_ -= it->second.free_cores;
   unindexAgent(it->second);
-  it->second.state = AgentState::kDecommissioning;
+  setAgentState(it->second, AgentState::kDecommissioning);
   return true;
 }
 
@@ -277,7 +233,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   now_ = now;
   job_ = std::move(job);
   ++job_seq_;
-  job_state_ = JobState::kRunning;
+  setJobState(JobState::kRunning);
   failure_reason_.clear();
   tasks_.clear();
   job_agent_peaks_.clear();
@@ -300,7 +256,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
     pending_.push_back(i);
   }
   if (tasks_.empty()) {
-    job_state_ = JobState::kSucceeded;
+    setJobState(JobState::kSucceeded);
     return;
   }
   schedule(now, out);
@@ -348,7 +304,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
 
   if (job_state_ != JobState::kRunning) {
     // The job is over; this is a task it killed (or one that finished before the kill).
-    if (update.state == TaskState::kFinished) t.outcome = TaskOutcome::kFinished;
+    if (update.state == TaskState::kFinished) setOutcome(t, TaskOutcome::kFinished);
     return;
   }
 
@@ -358,14 +314,14 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   }
   switch (update.state) {
     case TaskState::kFinished:
-      t.outcome = TaskOutcome::kFinished;
-      if (++finished_ == tasks_.size()) job_state_ = JobState::kSucceeded;
+      setOutcome(t, TaskOutcome::kFinished);
+      if (++finished_ == tasks_.size()) setJobState(JobState::kSucceeded);
       break;
     case TaskState::kFailed:
     case TaskState::kKilled: {
       ++t.failures;
       if (t.failures >= maxAttempts()) {
-        t.outcome = TaskOutcome::kFailed;
+        setOutcome(t, TaskOutcome::kFailed);
         std::string why =
             t.reason.empty() ? std::string(protocol::toString(update.state)) : t.reason;
         failJob(fmt::format("task '{}' failed {} time(s), the limit (last on {}: {})", t.spec.name,
@@ -373,7 +329,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
                 out);
         return;
       }
-      t.outcome = TaskOutcome::kPending;
+      setOutcome(t, TaskOutcome::kPending);
       t.pending_since = now_;
       pending_.push_front(run.index);
       ++retries_;
@@ -381,12 +337,12 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
     }
     case TaskState::kLost:
       if (t.launches - t.failures > kMaxRelaunchesAfterLoss) {
-        t.outcome = TaskOutcome::kFailed;
+        setOutcome(t, TaskOutcome::kFailed);
         failJob(fmt::format("task '{}' was lost {} times", t.spec.name, t.launches - t.failures),
                 out);
         return;
       }
-      t.outcome = TaskOutcome::kPending;
+      setOutcome(t, TaskOutcome::kPending);
       t.pending_since = now_;
       pending_.push_front(run.index);
       ++relaunches_after_loss_;
@@ -419,15 +375,15 @@ void Scheduler::cancel(const std::string& reason, Actions& out) {
 }
 
 void Scheduler::failJob(const std::string& reason, Actions& out) {
-  job_state_ = JobState::kFailed;
+  setJobState(JobState::kFailed);
   failure_reason_ = reason;
-  for (std::size_t index : pending_) tasks_[index].outcome = TaskOutcome::kCancelled;
+  for (std::size_t index : pending_) setOutcome(tasks_[index], TaskOutcome::kCancelled);
   pending_.clear();
   for (auto& [task_id, run] : running_) {
     if (run.job_seq != job_seq_ || run.kill_requested) continue;
     run.kill_requested = true;
     run.kill_reason = "job failed: " + reason;
-    tasks_[run.index].outcome = TaskOutcome::kKilled;
+    setOutcome(tasks_[run.index], TaskOutcome::kKilled);
     Action kill;
     kill.kind = Action::Kind::kKill;
     kill.agent_id = run.agent_id;

@@ -47,7 +47,7 @@ void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::str
         std::any_of(readers->second.begin(), readers->second.end(),
                     [&](std::size_t c) { return tasks_[c].outcome != TaskOutcome::kFinished; });
     if (!needed) continue;
-    p.outcome = TaskOutcome::kPending;
+    setOutcome(p, TaskOutcome::kPending);
     p.pending_since = now_;
     p.reason = fmt::format("rerun: its block {} was lost ({})", id, why);
     --finished_;
@@ -75,13 +75,13 @@ bool Scheduler::onFetchFailed(std::size_t index, const std::string& reader,
     if (holder) lost = blocks_.removeHolder(failure.block_id, *holder);
   }
   if (times >= maxAttempts()) {
-    t.outcome = TaskOutcome::kFailed;
+    setOutcome(t, TaskOutcome::kFailed);
     failJob(fmt::format("task '{}' could not fetch block {} {} time(s), the limit (last on {}: {})",
                         t.spec.name, failure.block_id, times, reader, t.reason),
             out);
     return false;
   }
-  t.outcome = TaskOutcome::kPending;
+  setOutcome(t, TaskOutcome::kPending);
   t.pending_since = now_;
   pending_.push_front(index);
   if (lost) {

@@ -137,7 +137,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   ++agent.tasks_launched;
 
   ++t.launches;
-  t.outcome = TaskOutcome::kRunning;
+  setOutcome(t, TaskOutcome::kRunning);
   t.task_id = d.task_id;
   t.agent_id = agent.id;
   t.launched_at = now;

@@ -81,7 +81,7 @@ Result<protocol::ResumeAccepted> Scheduler::resumeAgent(const protocol::ResumeEx
   agent.last_seen = now;
   // Only an agent whose executor is up resumes (6.6): it takes tasks at once, as after
   // LaunchedExecutor.
-  if (agent.state == AgentState::kRegistered) agent.state = AgentState::kActive;
+  if (agent.state == AgentState::kRegistered) setAgentState(agent, AgentState::kActive);
   if (takesTasks(agent)) {
     total_free_cores_ += agent.free_cores;
     indexAgent(agent);

@@ -66,6 +66,8 @@ inline protocol::StatusUpdate status(const Action& launch, TaskState state) {
 
 class SchedulerTest : public ::testing::Test {
  protected:
+  // Every test drives the state machines through legal moves only (canMove).
+  void TearDown() override { EXPECT_EQ(scheduler_.illegalMoves(), 0u); }
   TimePoint now_ = TimePoint{} + std::chrono::hours(1);
   Scheduler scheduler_{SchedulerOptions{4, Millis(60000)}};
 

@@ -81,6 +81,30 @@ TEST_F(SchedulerTest, HeartbeatsDuringAJobRaiseItsAgentPeaks) {
   EXPECT_TRUE(scheduler_.jobAgentPeaks().empty()) << "a new job starts from nothing";
 }
 
+TEST(SchedulerStatesTest, EachMachineAllowsOnlyItsMoves) {
+  EXPECT_TRUE(canMove(AgentState::kRegistered, AgentState::kActive));
+  EXPECT_TRUE(canMove(AgentState::kActive, AgentState::kDecommissioning));
+  EXPECT_TRUE(canMove(AgentState::kRegistered, AgentState::kDecommissioning));
+  EXPECT_FALSE(canMove(AgentState::kDecommissioning, AgentState::kActive));
+  EXPECT_FALSE(canMove(AgentState::kActive, AgentState::kRegistered));
+
+  EXPECT_TRUE(canMove(TaskOutcome::kPending, TaskOutcome::kRunning));
+  EXPECT_TRUE(canMove(TaskOutcome::kRunning, TaskOutcome::kPending)) << "a retry";
+  EXPECT_TRUE(canMove(TaskOutcome::kFinished, TaskOutcome::kPending)) << "its block was lost";
+  EXPECT_TRUE(canMove(TaskOutcome::kKilled, TaskOutcome::kFinished)) << "it beat the kill";
+  EXPECT_TRUE(canMove(TaskOutcome::kPending, TaskOutcome::kCancelled));
+  EXPECT_FALSE(canMove(TaskOutcome::kPending, TaskOutcome::kFinished)) << "never ran";
+  EXPECT_FALSE(canMove(TaskOutcome::kCancelled, TaskOutcome::kRunning));
+  EXPECT_FALSE(canMove(TaskOutcome::kFailed, TaskOutcome::kPending));
+  EXPECT_FALSE(canMove(TaskOutcome::kFinished, TaskOutcome::kFailed));
+
+  EXPECT_TRUE(canMove(JobState::kNone, JobState::kRunning));
+  EXPECT_TRUE(canMove(JobState::kFailed, JobState::kRunning)) << "the next job";
+  EXPECT_TRUE(canMove(JobState::kRunning, JobState::kSucceeded));
+  EXPECT_FALSE(canMove(JobState::kRunning, JobState::kRunning));
+  EXPECT_FALSE(canMove(JobState::kSucceeded, JobState::kFailed));
+}
+
 TEST_F(SchedulerTest, NoTasksBeforeLaunchedExecutor) {
   Actions out;
   ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok());

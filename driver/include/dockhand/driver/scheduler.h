@@ -182,6 +182,12 @@ struct TaskRecord {
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };
 std::string_view toString(JobState state);
 
+// The moves each state machine allows (scheduler_states.cpp): the Scheduler changes a state only
+// through its setAgentState, setOutcome and setJobState, which check them.
+bool canMove(AgentState from, AgentState to);
+bool canMove(TaskOutcome from, TaskOutcome to);
+bool canMove(JobState from, JobState to);
+
 struct Progress {
   std::size_t total = 0;
   std::size_t finished = 0;
@@ -310,6 +316,8 @@ class Scheduler {
   Progress progress() const;
   int maxAttempts() const;
   std::uint64_t strayUpdates() const { return stray_updates_; }
+  // State changes canMove() does not allow that were made anyway (a bug; logged). 0 in tests.
+  std::uint64_t illegalMoves() const { return illegal_moves_; }
   // A reason the pending tasks can never run on the registered agents (a task asks for
   // more cores or resource addresses than any agent has), or nullopt.
   std::optional<std::string> unschedulableReason() const;
@@ -358,6 +366,12 @@ class Scheduler {
   void release(const RunningTask& run);
   void failJob(const std::string& reason, Actions& out);
   void recordStatus(TaskRecord& record, const protocol::StatusUpdate& update);
+  // The one way each state machine moves (scheduler_states.cpp).
+  void setAgentState(AgentInfo& agent, AgentState to);
+  void setOutcome(TaskRecord& task, TaskOutcome to);
+  void setJobState(JobState to);
+  void noteIllegalMove(std::string_view machine, const std::string& who, std::string_view from,
+                       std::string_view to);
   // Raises jobAgentPeaks()[agent_id] by the figures of `beat` (a heartbeat's, or an ended task's).
   void raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat);
 
@@ -382,6 +396,7 @@ class Scheduler {
   std::size_t retries_ = 0;
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;
+  std::uint64_t illegal_moves_ = 0;
   TimePoint now_{};
 
   BlockMap blocks_;
