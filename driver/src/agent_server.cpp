@@ -356,7 +356,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       try {
         frame = receiveFrame(socket, c, reader, buffer);
       } catch (const Poco::TimeoutException&) {
-        if (!c.greeted) {
+        if (!c.greeted()) {
           c.send(
               protocol::makeError(protocol::error_code::kTimeout,
                                   fmt::format("no Hello within {} ms", options.hello_timeout_ms)));
@@ -374,7 +374,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       } catch (const Poco::Exception& e) {
         return fmt::format("connection error: {}", e.displayText());
       }
-      if (c.greeted && !greeted) {
+      if (c.greeted() && !greeted) {
         // After Hello the agent heartbeats; silence is judged by the driver's agent timeout.
         greeted = true;
         socket.setReceiveTimeout(Poco::Timespan(options.idle_timeout_ms * 1000));

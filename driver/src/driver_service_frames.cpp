@@ -44,13 +44,18 @@ std::string describeResources(const protocol::RegisterExecutor& reg) {
 }  // namespace
 
 void DriverService::onOpen(const std::shared_ptr<Connection>& c) {
+  c->context = std::make_unique<AgentSession>();
   logger("driver")->debug("connection {} from {}", c->id(), c->peer());
+}
+
+AgentSession& DriverService::session(Connection& c) {
+  return static_cast<AgentSession&>(*c.context);
 }
 
 bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
   // A registered agent's silence is judged by the ticker (agent_timeout_ms); a connection
   // that greeted but never registered is simply closed.
-  return !c->agent_id.empty();
+  return session(*c).registered();
 }
 
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
@@ -80,7 +85,7 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
     return;
   }
   if (env.isError()) {
-    if (env.error->code == ec::kAuthFailed && c->agent_id.empty()) {
+    if (env.error->code == ec::kAuthFailed && !session(*c).registered()) {
       metrics_.authFailure();
       logger("driver")->warn(
           "connection {} ({}): authentication failed: the agent refused this driver: {}", c->id(),
@@ -88,8 +93,8 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
       c->close("authentication failed");
       return;
     }
-    logger("driver")->warn("agent '{}' ({}) reported an error: {}: {}", c->agent_id, c->peer(),
-                           env.error->code, env.error->message);
+    logger("driver")->warn("agent '{}' ({}) reported an error: {}: {}", session(*c).agentId(),
+                           c->peer(), env.error->code, env.error->message);
     return;
   }
   const protocol::MessageSpec* spec = protocol::findMessage(env.type);
@@ -97,17 +102,8 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
     refuse(*c, env.id, ec::kUnknownType, fmt::format("unknown message type '{}'", env.type));
     return;
   }
-  if (c->auth_pending && spec->type != MessageType::kAuthenticate) {
-    refuseAuth(*c, env.id,
-               fmt::format("this driver requires authentication: Authenticate must follow Hello, "
-                           "got {}",
-                           env.type));
-    return;
-  }
-  if (!c->greeted && !c->auth_pending && spec->type != MessageType::kHello) {
-    refuse(*c, env.id, ec::kUnexpectedMessage,
-           fmt::format("the first frame must be Hello, got {}", env.type));
-    c->close("no Hello first");
+  if (auto refusal = session(*c).handshakeRefusal(spec->type, env.type)) {
+    refuseBySession(*c, env.id, *refusal);
     return;
   }
   if (spec->direction == protocol::Direction::kDriverToAgent) {
@@ -118,6 +114,10 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
   if (spec->ask && env.id == 0) {
     refuse(*c, 0, ec::kMalformedFrame,
            fmt::format("{} is an ask and needs an id > 0 to answer", env.type));
+    return;
+  }
+  if (auto refusal = session(*c).admit(spec->type, env.type, config_.secret.has_value())) {
+    refuseBySession(*c, env.id, *refusal);
     return;
   }
   try {
@@ -154,26 +154,21 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
     default:
       break;
   }
-  if (c->agent_id.empty()) {
-    if (spec.type == MessageType::kHeartbeat) return;  // harmless before registration
-    refuse(*c, env.id, ec::kNotRegistered,
-           fmt::format("{} before RegisterExecutor was accepted", env.type));
-    return;
-  }
+  const std::string& agent_id = session(*c).agentId();
   switch (spec.type) {
     case MessageType::kLaunchedExecutor: {
       auto launched = protocol::decodeBody<protocol::LaunchedExecutor>(env.body);
-      if (launched.executor_id != c->agent_id) {
+      if (launched.executor_id != agent_id) {
         refuse(*c, env.id, ec::kInvalidBody,
                fmt::format("LaunchedExecutor names '{}' but this connection registered '{}'",
-                           launched.executor_id, c->agent_id));
+                           launched.executor_id, agent_id));
         return;
       }
       std::lock_guard lock(mutex_);
       Actions actions;
-      scheduler_.agentLaunched(c->agent_id, now_(), actions);
+      scheduler_.agentLaunched(agent_id, now_(), actions);
       apply(actions);
-      logger("driver")->info("agent '{}' is ready for tasks", c->agent_id);
+      logger("driver")->info("agent '{}' is ready for tasks", agent_id);
       return;
     }
     case MessageType::kHeartbeat:
@@ -184,10 +179,10 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       std::vector<protocol::Peer> peers;
       {
         std::lock_guard lock(mutex_);
-        scheduler_.touch(c->agent_id, now_());
-        peers = scheduler_.peersFor(c->agent_id);
+        scheduler_.touch(agent_id, now_());
+        peers = scheduler_.peersFor(agent_id);
       }
-      logger("driver")->debug("agent '{}' asked for peers: {} offered", c->agent_id, peers.size());
+      logger("driver")->debug("agent '{}' asked for peers: {} offered", agent_id, peers.size());
       c->send(protocol::makeReply(env.id, protocol::toJson(peers)));
       return;
     }
@@ -195,13 +190,13 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       auto update = protocol::decodeBody<protocol::UpdateBlockInfo>(env.body);
       std::lock_guard lock(mutex_);
       const TimePoint now = now_();
-      scheduler_.touch(c->agent_id, now);
+      scheduler_.touch(agent_id, now);
       const JobState before = scheduler_.jobState();
       Actions actions;
-      scheduler_.updateBlocks(c->agent_id, update, now, actions);
-      if (event_log_) event_log_->blocksUpdated(c->agent_id, update);
+      scheduler_.updateBlocks(agent_id, update, now, actions);
+      if (event_log_) event_log_->blocksUpdated(agent_id, update);
       apply(actions);
-      logger("driver")->debug("agent '{}': {} block(s) added, {} removed", c->agent_id,
+      logger("driver")->debug("agent '{}': {} block(s) added, {} removed", agent_id,
                               update.added.size(), update.removed.size());
       if (scheduler_.jobState() != before) changed_.notify_all();
       return;
@@ -209,26 +204,26 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
     case MessageType::kRemoveExecutor: {
       auto removal = protocol::decodeBody<protocol::RemoveExecutor>(env.body);
       std::lock_guard lock(mutex_);
-      if (auto it = agent_connections_.find(c->agent_id);
+      if (auto it = agent_connections_.find(agent_id);
           it != agent_connections_.end() && it->second == c) {
         agent_connections_.erase(it);
       }
       const bool clean = removal.reason == kDecommissionFinished;
-      const std::size_t held = scheduler_.blocks().heldBy(c->agent_id);
+      const std::size_t held = scheduler_.blocks().heldBy(agent_id);
       Actions actions;
-      scheduler_.removeAgent(c->agent_id, "removed itself: " + removal.reason, actions);
-      agentGone(c->agent_id, "removed itself: " + removal.reason);
+      scheduler_.removeAgent(agent_id, "removed itself: " + removal.reason, actions);
+      agentGone(agent_id, "removed itself: " + removal.reason);
       apply(actions);
       if (clean) {
         logger("driver")->info(
             "agent '{}' finished decommissioning and left ({} block(s) still listed on "
             "it went with it)",
-            c->agent_id, held);
+            agent_id, held);
       } else {
-        logger("driver")->info("agent '{}' removed itself: {}", c->agent_id,
+        logger("driver")->info("agent '{}' removed itself: {}", agent_id,
                                removal.reason.empty() ? "no reason given" : removal.reason);
       }
-      c->agent_id.clear();
+      session(*c).unbind();
       changed_.notify_all();
       return;
     }
@@ -236,8 +231,8 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       protocol::decodeBody<protocol::ExecutorDecommissioning>(env.body);
       {
         std::lock_guard lock(mutex_);
-        scheduler_.touch(c->agent_id, now_());
-        markDecommissioning(c->agent_id, "it said ExecutorDecommissioning");
+        scheduler_.touch(agent_id, now_());
+        markDecommissioning(agent_id, "it said ExecutorDecommissioning");
         changed_.notify_all();
       }
       c->send(protocol::makeReply(env.id, protocol::Json{{"accepted", true}}));
@@ -252,11 +247,6 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
 
 void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
                                    const protocol::Envelope& env) {
-  if (!c->agent_id.empty()) {
-    refuse(*c, env.id, ec::kUnexpectedMessage,
-           fmt::format("this connection is already registered as '{}'", c->agent_id));
-    return;
-  }
   auto reg = protocol::decodeBody<protocol::RegisterExecutor>(env.body);
   Result<void> result;
   {
@@ -293,7 +283,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     refuse(*c, env.id, result.error().code, result.error().message);
     return;
   }
-  c->agent_id = reg.executor_id;
+  session(*c).bind(reg.executor_id);
   logger("driver")->info("agent '{}' registered from {} ({}): {} cores, resources: {}",
                          reg.executor_id, reg.hostname, c->peer(), reg.cores,
                          describeResources(reg));
@@ -301,11 +291,6 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
 
 void DriverService::handleResume(const std::shared_ptr<Connection>& c,
                                  const protocol::Envelope& env) {
-  if (!c->agent_id.empty()) {
-    refuse(*c, env.id, ec::kUnexpectedMessage,
-           fmt::format("this connection is already registered as '{}'", c->agent_id));
-    return;
-  }
   auto resume = protocol::decodeBody<protocol::ResumeExecutor>(env.body);
   std::optional<Error> refusal;
   std::size_t tasks = 0;
@@ -327,7 +312,7 @@ void DriverService::handleResume(const std::shared_ptr<Connection>& c,
     if (result) {
       // Bound to the agent as a registration and its LaunchedExecutor would: it is active.
       agent_connections_[resume.executor_id] = c;
-      c->agent_id = resume.executor_id;
+      session(*c).bind(resume.executor_id);
       tasks = result->tasks.size();
       blocks = scheduler_.blocks().heldBy(resume.executor_id);
       // The reply goes out before the kills and launches the resume leads to.
@@ -360,73 +345,71 @@ void DriverService::logHeld(const std::string& agent_id, const std::string& why)
 
 void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
                                  const protocol::Envelope& env) {
-  if (c->agent_id.empty()) {
-    refuse(*c, env.id, ec::kNotRegistered, "StatusUpdate before RegisterExecutor was accepted");
-    return;
-  }
+  const std::string& agent_id = session(*c).agentId();
   auto update = protocol::decodeBody<protocol::StatusUpdate>(env.body);
-  if (update.executor_id != c->agent_id) {
+  if (update.executor_id != agent_id) {
     refuse(*c, env.id, ec::kInvalidBody,
            fmt::format("StatusUpdate names executor '{}' but this connection registered '{}'",
-                       update.executor_id, c->agent_id));
+                       update.executor_id, agent_id));
     return;
   }
-  const TaskLogScope scope(update.task_id, c->agent_id);
+  const TaskLogScope scope(update.task_id, agent_id);
   const auto level = log_task_updates ? spdlog::level::info : spdlog::level::debug;
   if (logger("driver")->should_log(level)) {
-    logger("driver")->log(level, "task {} on '{}': {}{}{}", update.task_id, c->agent_id,
+    logger("driver")->log(level, "task {} on '{}': {}{}{}", update.task_id, agent_id,
                           protocol::toString(update.state), update.reason.empty() ? "" : ": ",
                           update.reason);
   }
   if (update.state == protocol::TaskState::kFinished && update.result.is_object() &&
-      update.result.contains("block") && fetchResultBlock(c->agent_id, update)) {
+      update.result.contains("block") && fetchResultBlock(agent_id, update)) {
     return;
   }
-  applyStatus(c->agent_id, update);
+  applyStatus(agent_id, update);
 }
 
 void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,
                                     const protocol::Envelope& env) {
   auto beat = protocol::decodeBody<protocol::Heartbeat>(env.body);
+  const std::string& agent_id = session(*c).agentId();
   metrics_.heartbeat();
   std::lock_guard lock(mutex_);
-  scheduler_.touch(c->agent_id, now_());
-  scheduler_.noteAgentMetrics(c->agent_id, beat.metrics);
+  scheduler_.touch(agent_id, now_());
+  scheduler_.noteAgentMetrics(agent_id, beat.metrics);
   if (beat.decommission.is_null()) {
-    scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission);
+    scheduler_.noteDecommissionProgress(agent_id, beat.decommission);
     return;
   }
   // Progress means it decommissions, whoever started it (SIGPWR, the driver).
-  markDecommissioning(c->agent_id, "its heartbeat reports a decommission");
-  if (scheduler_.noteDecommissionProgress(c->agent_id, beat.decommission)) {
+  markDecommissioning(agent_id, "its heartbeat reports a decommission");
+  if (scheduler_.noteDecommissionProgress(agent_id, beat.decommission)) {
     logger("driver")->info(
-        "agent '{}' decommission {}", c->agent_id,
-        describeDecommission(parseDecommissionProgress(c->agent_id, beat.decommission)));
+        "agent '{}' decommission {}", agent_id,
+        describeDecommission(parseDecommissionProgress(agent_id, beat.decommission)));
   }
 }
 
 void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::string& why) {
-  if (c->agent_id.empty()) {
+  const std::string& agent_id = session(*c).agentId();
+  if (agent_id.empty()) {
     logger("driver")->debug("connection {} ({}) closed: {}", c->id(), c->peer(), why);
     return;
   }
   std::lock_guard lock(mutex_);
-  auto it = agent_connections_.find(c->agent_id);
+  auto it = agent_connections_.find(agent_id);
   if (it == agent_connections_.end() || it->second != c) return;  // already dropped
   agent_connections_.erase(it);
   Actions actions;
-  if (told_to_stop_.erase(c->agent_id) > 0) {
-    scheduler_.removeAgent(c->agent_id, "stopped by the driver", actions);
-    agentGone(c->agent_id, "stopped by the driver");
-    logger("driver")->info("agent '{}' stopped", c->agent_id);
-  } else if (scheduler_.disconnectAgent(c->agent_id, "connection closed: " + why, now_(),
-                                        actions)) {
-    logHeld(c->agent_id, "connection closed: " + why);
-  } else if (scheduler_.removeAgent(c->agent_id, "connection closed: " + why, actions)) {
-    agentGone(c->agent_id, "lost: connection closed: " + why);
+  if (told_to_stop_.erase(agent_id) > 0) {
+    scheduler_.removeAgent(agent_id, "stopped by the driver", actions);
+    agentGone(agent_id, "stopped by the driver");
+    logger("driver")->info("agent '{}' stopped", agent_id);
+  } else if (scheduler_.disconnectAgent(agent_id, "connection closed: " + why, now_(), actions)) {
+    logHeld(agent_id, "connection closed: " + why);
+  } else if (scheduler_.removeAgent(agent_id, "connection closed: " + why, actions)) {
+    agentGone(agent_id, "lost: connection closed: " + why);
     metrics_.agentLost();
     logger("driver")->warn("agent '{}' lost: connection closed ({}); its tasks are rescheduled",
-                           c->agent_id, why);
+                           agent_id, why);
   }
   apply(actions);
   changed_.notify_all();

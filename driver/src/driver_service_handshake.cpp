@@ -19,10 +19,6 @@ namespace ec = protocol::error_code;
 
 void DriverService::handleHello(const std::shared_ptr<Connection>& c,
                                 const protocol::Envelope& env) {
-  if (c->greeted || c->auth_pending) {
-    refuse(*c, env.id, ec::kUnexpectedMessage, "Hello was already exchanged on this connection");
-    return;
-  }
   auto hello = protocol::decodeBody<protocol::Hello>(env.body);
   if (hello.protocol_version != protocol::kProtocolVersion) {
     refuse(*c, env.id, ec::kProtocolVersion,
@@ -39,7 +35,8 @@ void DriverService::handleHello(const std::shared_ptr<Connection>& c,
                           hello.role.empty() ? "peer" : hello.role, hello.software);
   if (!config_.secret) {
     // No secret here: an agent that asks for authentication sees no proof and refuses us.
-    c->greeted = true;
+    session(*c).greet();
+    c->markGreeted();
     c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
     return;
   }
@@ -58,35 +55,47 @@ void DriverService::handleHello(const std::shared_ptr<Connection>& c,
                     hello.auth->scheme, hello.auth->nonce.size(), protocol::auth::kHelloScheme));
     return;
   }
-  c->agent_nonce = hello.auth->nonce;
-  c->driver_nonce = protocol::auth::randomNonce();
-  c->auth_pending = true;
+  AgentSession& s = session(*c);
+  s.startAuthentication(hello.auth->nonce, protocol::auth::randomNonce());
   reply.auth = protocol::HelloAuth{
-      std::string(protocol::auth::kHelloScheme), c->driver_nonce,
-      protocol::auth::helloProof(*config_.secret, "driver", c->agent_nonce, c->driver_nonce)};
+      std::string(protocol::auth::kHelloScheme), s.driverNonce(),
+      protocol::auth::helloProof(*config_.secret, "driver", s.agentNonce(), s.driverNonce())};
   c->send(protocol::makeReply(env.id, protocol::toJson(reply)));
 }
 
 void DriverService::handleAuthenticate(const std::shared_ptr<Connection>& c,
                                        const protocol::Envelope& env) {
-  if (!c->auth_pending) {
-    refuse(*c, env.id, ec::kUnexpectedMessage,
-           config_.secret ? "Authenticate was already accepted on this connection"
-                          : "this driver does not authenticate (it has no auth_secret_file)");
-    return;
-  }
+  AgentSession& s = session(*c);
   auto authenticate = protocol::decodeBody<protocol::Authenticate>(env.body);
-  if (!protocol::auth::checkHelloProof(*config_.secret, "agent", c->agent_nonce, c->driver_nonce,
+  if (!protocol::auth::checkHelloProof(*config_.secret, "agent", s.agentNonce(), s.driverNonce(),
                                        authenticate.proof)) {
     refuseAuth(*c, env.id,
                "the agent's proof does not match this driver's cluster secret: the agent holds "
                "another secret");
     return;
   }
-  c->auth_pending = false;
-  c->greeted = true;
+  s.greet();
+  c->markGreeted();
   c->send(protocol::makeReply(env.id, protocol::Json::object()));
   logger("driver")->debug("connection {} ({}): authenticated", c->id(), c->peer());
+}
+
+void DriverService::refuseBySession(Connection& c, std::uint64_t id,
+                                    const SessionRefusal& refusal) {
+  switch (refusal.kind) {
+    case SessionRefusal::Kind::kIgnore:
+      return;
+    case SessionRefusal::Kind::kRefuse:
+      refuse(c, id, refusal.code, refusal.message);
+      return;
+    case SessionRefusal::Kind::kClose:
+      refuse(c, id, refusal.code, refusal.message);
+      c.close(refusal.close_reason);
+      return;
+    case SessionRefusal::Kind::kAuthFail:
+      refuseAuth(c, id, refusal.message);
+      return;
+  }
 }
 
 void DriverService::refuseAuth(Connection& c, std::uint64_t id, const std::string& why) {

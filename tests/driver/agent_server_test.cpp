@@ -34,9 +34,7 @@ class Echo final : public FrameHandler {
     if (other_.joinable()) other_.join();
   }
 
-  void onOpen(const std::shared_ptr<Connection>& connection) override {
-    connection->greeted = true;
-  }
+  void onOpen(const std::shared_ptr<Connection>& connection) override { connection->markGreeted(); }
   void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override {
     if (received_.fetch_add(1) == 0 && others_ > 0) {
       other_ = std::thread([connection, n = others_] {

@@ -61,7 +61,18 @@ struct ServerOptions {
   Poco::Net::Context::Ptr tls;
 };
 
-// One agent's connection. send() and close() may be called from any thread.
+// What a FrameHandler keeps with each connection (Connection::context): the server holds it
+// for the connection's life and never looks inside.
+class ConnectionContext {
+ public:
+  ConnectionContext() = default;
+  virtual ~ConnectionContext() = default;
+  ConnectionContext(const ConnectionContext&) = delete;
+  ConnectionContext& operator=(const ConnectionContext&) = delete;
+};
+
+// One agent's connection: transport only (what its frames mean is the FrameHandler's). send()
+// and close() may be called from any thread.
 class Connection {
  public:
   // A WebSocket control frame (pong).
@@ -87,14 +98,14 @@ class Connection {
   void close(const std::string& reason);
   bool closing() const { return closing_.load(); }
 
-  // Session state, touched only by the connection's reader thread (the handler's calls).
-  bool greeted = false;  // Hello (and, when the driver requires it, Authenticate) done
-  std::string agent_id;  // set once registered
-  // Authentication in progress: the driver answered Hello with its proof and waits for the
-  // agent's Authenticate over these nonces.
-  bool auth_pending = false;
-  std::string agent_nonce;
-  std::string driver_nonce;
+  // The handler says the handshake is done: the receive timeout becomes idle_timeout_ms
+  // (hello_timeout_ms before). Reader thread only (the handler's calls).
+  void markGreeted() { greeted_ = true; }
+  bool greeted() const { return greeted_; }
+
+  // What the handler keeps with this connection (DriverService: the agent's session), set in
+  // onOpen; the server never looks inside. Touched only by the connection's reader thread.
+  std::unique_ptr<ConnectionContext> context;
 
  private:
   friend class AgentServer;
@@ -111,6 +122,7 @@ class Connection {
 
   const std::uint64_t id_;
   const std::string peer_;
+  bool greeted_ = false;  // reader thread only
   const std::size_t max_queued_;
   Poco::Net::WebSocket* socket_ = nullptr;
   // Over TLS the reader and the writer take turns on the socket (an OpenSSL connection is not

@@ -53,6 +53,7 @@
 #include <thread>
 
 #include "dockhand/driver/agent_server.h"
+#include "dockhand/driver/agent_session.h"
 #include "dockhand/driver/driver_config.h"
 #include "dockhand/driver/driver_metrics.h"
 #include "dockhand/driver/event_log.h"
@@ -152,6 +153,10 @@ class DriverService : public FrameHandler {
   void handleAuthenticate(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   // Refuses a peer that failed authentication (auth_failed), counts it and closes.
   void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
+  // Answers (or drops) a frame its connection's session does not admit (AgentSession::admit).
+  void refuseBySession(Connection& c, std::uint64_t id, const SessionRefusal& refusal);
+  // The session onOpen gave the connection.
+  static AgentSession& session(Connection& c);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   // ResumeExecutor: binds this connection to the held agent, as a registration does.
   void handleResume(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
