@@ -1,8 +1,15 @@
 #include "dockhand/driver/cli_setup.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
 
 #include <filesystem>
 #include <fstream>
@@ -34,22 +41,42 @@ void SignalWatcher::blockInThisThread() {
 }
 
 SignalWatcher::SignalWatcher(std::function<void(int)> on_signal)
-    : on_signal_(std::move(on_signal)), thread_([this] { loop(); }) {}
+    : on_signal_(std::move(on_signal)) {
+  const sigset_t set = watchedSignals();
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC);
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (signal_fd_ < 0 || stop_fd_ < 0) {
+    const int error = errno;
+    if (signal_fd_ >= 0) ::close(signal_fd_);
+    if (stop_fd_ >= 0) ::close(stop_fd_);
+    throw std::system_error(error, std::generic_category(), "cannot watch SIGINT and SIGTERM");
+  }
+  thread_ = std::thread([this] { loop(); });
+}
 
 SignalWatcher::~SignalWatcher() {
-  stop_ = true;
+  const std::uint64_t one = 1;
+  while (::write(stop_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
   thread_.join();
+  ::close(signal_fd_);
+  ::close(stop_fd_);
 }
 
 void SignalWatcher::loop() {
-  sigset_t set = watchedSignals();
-  timespec wait{0, 200L * 1000 * 1000};
-  while (!stop_.load()) {
-    int sig = sigtimedwait(&set, nullptr, &wait);
-    if (sig > 0) {
-      received_.store(sig);
-      on_signal_(sig);
+  for (;;) {
+    std::array<pollfd, 2> fds{pollfd{.fd = signal_fd_, .events = POLLIN, .revents = 0},
+                              pollfd{.fd = stop_fd_, .events = POLLIN, .revents = 0}};
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
     }
+    if (fds[1].revents != 0) return;
+    signalfd_siginfo info{};
+    if (::read(signal_fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
+    const int sig = static_cast<int>(info.ssi_signo);
+    received_.store(sig);
+    on_signal_(sig);
   }
 }
 

@@ -239,6 +239,14 @@ void DriverService::apply(Actions& actions) {
 
 // ---- heartbeats and expiry --------------------------------------------------------------------
 
+void DriverService::wakeTicker() {
+  {
+    std::lock_guard lock(ticker_mutex_);
+    agent_came_ = true;
+  }
+  ticker_cv_.notify_all();
+}
+
 void DriverService::tickerLoop() {
   using std::chrono::milliseconds;
   const auto heartbeat_every = milliseconds(config_.heartbeat_interval_ms);
@@ -251,6 +259,23 @@ void DriverService::tickerLoop() {
   auto next_heartbeat = SteadyClock::now() + heartbeat_every;
   auto next_check = SteadyClock::now() + check_every;
   for (;;) {
+    {
+      std::unique_lock lock(ticker_mutex_);
+      agent_came_ = false;
+    }
+    bool no_agents = false;
+    {
+      std::lock_guard lock(mutex_);
+      no_agents = scheduler_.agents().empty();
+    }
+    if (no_agents) {
+      // Nothing to heartbeat or expire: sleep until an agent registers (no timer while idle).
+      std::unique_lock lock(ticker_mutex_);
+      ticker_cv_.wait(lock, [&] { return stopping_ || agent_came_; });
+      if (stopping_) return;
+      next_heartbeat = SteadyClock::now() + heartbeat_every;
+      next_check = SteadyClock::now() + check_every;
+    }
     {
       std::unique_lock lock(ticker_mutex_);
       if (ticker_cv_.wait_until(lock, std::min(next_heartbeat, next_check),

@@ -266,6 +266,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     result = scheduler_.registerAgent(reg, now_(), actions);
     if (result) {
       metrics_.registration();
+      wakeTicker();
       agent_connections_[reg.executor_id] = c;
       if (const AgentInfo* added = scheduler_.agent(reg.executor_id); added && event_log_) {
         event_log_->agentAdded(*added);

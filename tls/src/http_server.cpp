@@ -2,11 +2,16 @@
 
 #include <sys/socket.h>
 
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+
 #include <Poco/Exception.h>
-#include <Poco/Net/HTTPServer.h>
-#include <Poco/Net/TCPServer.h>
+#include <Poco/Net/HTTPServerConnectionFactory.h>
 #include <Poco/Net/TCPServerConnection.h>
 #include <Poco/Net/TCPServerConnectionFactory.h>
+#include <Poco/Net/TCPServerDispatcher.h>
 #include <Poco/ThreadPool.h>
 
 #include "dockhand/tls/tls.h"
@@ -40,42 +45,57 @@ class ForwardingFactory : public HTTPRequestHandlerFactory {
 HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
                        const Poco::Net::ServerSocket& socket, const HTTPServerParams::Ptr& params,
                        const Poco::Net::Context::Ptr& tls, HandshakeLog log)
-    : factory_(factory), listening_(socket) {
-  if (!tls) {
-    plain_ = pool != nullptr
-                 ? std::make_unique<Poco::Net::HTTPServer>(factory, *pool, socket, params)
-                 : std::make_unique<Poco::Net::HTTPServer>(factory, socket, params);
-    return;
+    : factory_(new ForwardingFactory(factory)), listening_(socket) {
+  Poco::Net::TCPServerConnectionFactory::Ptr connections;
+  if (tls) {
+    connections = module::api().handshake_first_factory(params, factory_, std::move(log));
+  } else {
+    connections = new Poco::Net::HTTPServerConnectionFactory(params, factory_);
   }
-  forwarding_ = new ForwardingFactory(factory);
-  factory_ = forwarding_;
-  auto* connections = module::api().handshake_first_factory(params, factory_, std::move(log));
-  secure_ = pool != nullptr
-                ? std::make_unique<Poco::Net::TCPServer>(connections, *pool, socket, params)
-                : std::make_unique<Poco::Net::TCPServer>(connections, socket, params);
+  dispatcher_ = new Poco::Net::TCPServerDispatcher(
+      connections, pool != nullptr ? *pool : Poco::ThreadPool::defaultPool(), params);
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  stopAll(false);
+  dispatcher_->release();
+}
 
 void HttpServer::start() {
-  if (plain_) {
-    plain_->start();
-  } else {
-    secure_->start();
+  if (started_) return;
+  started_ = true;
+  acceptor_ = std::thread([this] { acceptLoop(); });
+}
+
+void HttpServer::acceptLoop() {
+  const int fd = listening_.impl()->sockfd();
+  while (!stopped_.load()) {
+    pollfd ready{.fd = fd, .events = POLLIN, .revents = 0};
+    if (::poll(&ready, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;  // the socket is gone: nothing more can be accepted
+    }
+    if (stopped_.load()) return;
+    try {
+      Poco::Net::StreamSocket connection = listening_.acceptConnection();
+      connection.setNoDelay(true);
+      dispatcher_->enqueue(connection);
+    } catch (const Poco::Exception&) {
+      // Out of descriptors, or a connection reset before it was taken: as Poco's own loop
+      // does, give the machine a moment before the next try (only while that lasts).
+      if (!stopped_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 }
 
 void HttpServer::stopAll(bool abort_current) {
-  // Poco's accept loop polls the listening socket every 250 ms and looks at its stop flag in
-  // between, so stopping waits up to that long. A shut-down listening socket is readable at
-  // once (and refuses new connections): the loop comes round as soon as the flag is set.
+  if (stopped_.exchange(true)) return;
+  // A shut-down listening socket is readable at once (and refuses new connections): the
+  // accept loop wakes and sees the flag.
   ::shutdown(listening_.impl()->sockfd(), SHUT_RDWR);
-  if (plain_) {
-    plain_->stopAll(abort_current);
-    return;
-  }
-  secure_->stop();
-  static_cast<ForwardingFactory*>(forwarding_)->announceStop(abort_current);
+  if (acceptor_.joinable()) acceptor_.join();
+  dispatcher_->stop();
+  static_cast<ForwardingFactory*>(factory_.get())->announceStop(abort_current);
 }
 
 }  // namespace dockhand::tls

@@ -19,7 +19,8 @@
 
 namespace dockhand::driver {
 
-// SIGINT/SIGTERM, taken by one thread with sigtimedwait (they are blocked everywhere else).
+// SIGINT/SIGTERM, taken by one thread from a signalfd (they are blocked everywhere else). The
+// thread sleeps until a signal comes or the watcher is destroyed (an eventfd): no timer.
 class SignalWatcher {
  public:
   // Blocks SIGINT/SIGTERM in the calling thread (and so in threads it starts later) and
@@ -37,7 +38,8 @@ class SignalWatcher {
   void loop();
 
   std::function<void(int)> on_signal_;
-  std::atomic<bool> stop_{false};
+  int signal_fd_ = -1;
+  int stop_fd_ = -1;  // an eventfd: written once, by the destructor
   std::atomic<int> received_{0};
   std::thread thread_;
 };

@@ -155,6 +155,8 @@ class DriverService : public FrameHandler {
   void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
   // Answers (or drops) a frame its connection's session does not admit (AgentSession::admit).
   void refuseBySession(Connection& c, std::uint64_t id, const SessionRefusal& refusal);
+  // Tells the ticker an agent registered (it sleeps while there are none).
+  void wakeTicker();
   // The session onOpen gave the connection.
   static AgentSession& session(Connection& c);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
@@ -203,6 +205,8 @@ class DriverService : public FrameHandler {
   std::mutex ticker_mutex_;
   std::condition_variable ticker_cv_;
   bool stopping_ = false;
+  // An agent registered: a ticker asleep for want of agents has work again (ticker_mutex_).
+  bool agent_came_ = false;
   std::thread ticker_;
   std::atomic<bool> stopped_{false};
   // Last: stopped (its threads joined) before anything above goes.

@@ -7,11 +7,18 @@
 // HandshakeLog with the peer's address and an explanation (explainFailure), and the
 // connection is closed. A good one is then served by Poco's HTTPServerConnection, as
 // HTTPServer would serve it.
+//
+// The accept loop is its own: Poco's TCPServer wakes four times a second to look at its stop
+// flag, so every idle agent and driver did too. This one sleeps in poll() until a connection
+// comes or stopAll() shuts the listening socket down; the connections are then served by
+// Poco's TCPServerDispatcher on the pool, as TCPServer serves them.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
@@ -21,8 +28,7 @@
 namespace Poco {
 class ThreadPool;
 namespace Net {
-class HTTPServer;
-class TCPServer;
+class TCPServerDispatcher;
 }  // namespace Net
 }  // namespace Poco
 
@@ -47,11 +53,14 @@ class HttpServer {
   void stopAll(bool abort_current);
 
  private:
-  Poco::Net::HTTPRequestHandlerFactory::Ptr factory_;
-  Poco::Net::HTTPRequestHandlerFactory* forwarding_ = nullptr;  // factory_, over TLS
-  std::unique_ptr<Poco::Net::HTTPServer> plain_;
-  std::unique_ptr<Poco::Net::TCPServer> secure_;
-  Poco::Net::ServerSocket listening_;  // shares the servers' socket: stopAll() wakes them
+  void acceptLoop();
+
+  Poco::Net::HTTPRequestHandlerFactory::Ptr factory_;  // a ForwardingFactory over the caller's
+  Poco::Net::ServerSocket listening_;
+  Poco::Net::TCPServerDispatcher* dispatcher_ = nullptr;  // reference-counted by Poco
+  std::atomic<bool> stopped_{false};
+  bool started_ = false;
+  std::thread acceptor_;
 };
 
 }  // namespace dockhand::tls
