@@ -352,6 +352,24 @@ ProcStatus readProcStatus(pid_t pid) {
   return status;
 }
 
+// How many times the threads of `pid` went to sleep of their own accord so far (the sum of
+// voluntary_ctxt_switches over /proc/PID/task/*/status): over an idle interval, its wakeups.
+std::uint64_t voluntarySwitches(pid_t pid) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
+      }
+    }
+  }
+  return total;
+}
+
 // ---- 1. Agent start -> registered ----------------------------------------------------------
 
 void measureStartup(const Options& options, Results& results) {
@@ -455,6 +473,12 @@ void measureIdleAndRoundTrip(const Options& options, Results& results, const Sam
   results.add(measured("idle_rss_anon_mib", "  of which RssAnon", idle.anon_mib, "MiB"));
   results.add(measured("idle_rss_file_mib", "  of which RssFile", idle.file_mib, "MiB"));
   results.add(measured("idle_threads", "threads", static_cast<double>(idle.threads), ""));
+  // Nothing is due while idle (no heartbeats asked for): every wakeup is a timer of its own.
+  const std::uint64_t switches_before = voluntarySwitches(agent.pid());
+  sleepFor(2s);
+  results.add(measured("idle_wakeups_per_s", "wakeups per second (no heartbeats asked)",
+                       static_cast<double>(voluntarySwitches(agent.pid()) - switches_before) / 2.0,
+                       "/s"));
 
   RoundTrips trips = runRoundTrips(driver, agent, options.rounds, [](proto::LaunchTask& launch) {
     launch.task.payload = {{"command", {"/bin/true"}}};
