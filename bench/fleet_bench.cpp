@@ -1,7 +1,12 @@
 // dockhand-fleet-bench: one real dockhand-driver holding many real agents on this machine.
 //
 //   dockhand-fleet-bench [--agents N] [--tasks T] [--blocks B] [--decommission D]
-//                        [--idle-seconds S] [--bin-dir DIR]
+//                        [--idle-seconds S] [--simulated] [--bin-dir DIR]
+//
+// With --simulated the agents are not processes but simulated agents held by this program
+// (hollow_fleet.h): real connections speaking the real protocol, answering every task at once
+// and moving blocks by telling the driver, so that a driver is measured with 10,000 agents on
+// one machine. The one-agent baseline is then a simulated agent too.
 //
 // Every agent is the real `dockhand` program with `--cores 1` and the library runner (no
 // process per task), connected to one `dockhand-driver run` over loopback. In one run:
@@ -44,6 +49,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "hollow_fleet.h"
 #include "sanitizer_notice.h"
 #include "support/http_client.h"
 #include "support/process.h"
@@ -64,6 +70,7 @@ struct Options {
   int blocks = 2000;
   int decommission = 100;
   int idle_seconds = 20;
+  bool simulated = false;
   fs::path bin_dir;
 };
 
@@ -104,6 +111,12 @@ fs::path writeAgentConfig(const Options& o, const fs::path& path) {
                                {{{"name", "library"},
                                  {"config", {{"libraries", {{"bench", library}}}}}}}}}
                              .dump();
+  return path;
+}
+
+// Room for every agent's connection (server_threads is the most agents a driver holds).
+fs::path writeDriverConfig(int agents, const fs::path& path) {
+  std::ofstream(path) << Json{{"server_threads", std::max(4096, agents + 64)}}.dump();
   return path;
 }
 
@@ -156,13 +169,47 @@ double agentsKnown(const std::string& url) {
 
 void progress(const std::string& what) { std::fprintf(stderr, "fleet bench: %s\n", what.c_str()); }
 
-class Fleet {
+// The agents of a run: real processes (Fleet) or simulated ones (SimulatedFleet).
+class AgentFleet {
  public:
-  Fleet(const Options& o, fs::path dir) : o_(o), dir_(std::move(dir)) {}
+  AgentFleet() = default;
+  virtual ~AgentFleet() = default;
+  AgentFleet(const AgentFleet&) = delete;
+  AgentFleet& operator=(const AgentFleet&) = delete;
+  // Starts `count` agents (ids a1..aN) pointed at `port`, where nothing listens yet.
+  virtual void start(int count, int cores, int port) = 0;
+  // Waits until agent `id` left after its decommission; throws when it did not, or not well.
+  virtual void waitDecommissioned(const std::string& id, std::chrono::seconds budget) = 0;
+  virtual double cpuSeconds() const = 0;
+  // Waits (bounded) for every agent to end after the driver stopped them.
+  virtual void waitAllExited(std::chrono::seconds budget) = 0;
+};
 
-  // Starts `count` agents (ids a1..aN) pointed at `port`, where nothing listens yet, and waits
-  // until each has failed its first connection (so that each is up and retrying).
-  void start(int count, int cores, int port, const fs::path& config) {
+class SimulatedFleet final : public AgentFleet {
+ public:
+  void start(int count, int cores, int port) override { hollow_.start(count, cores, port); }
+  void waitDecommissioned(const std::string& id, std::chrono::seconds budget) override {
+    if (!hollow_.waitGone(id, budget)) {
+      throw std::runtime_error(
+          fmt::format("simulated agent {} did not leave: {}", id, hollow_.surprise()));
+    }
+  }
+  double cpuSeconds() const override { return hollow_.cpuSeconds(); }
+  void waitAllExited(std::chrono::seconds budget) override { hollow_.waitAllGone(budget); }
+  std::string surprise() const { return hollow_.surprise(); }
+
+ private:
+  dockhand::bench::HollowFleet hollow_;
+};
+
+class Fleet final : public AgentFleet {
+ public:
+  Fleet(const Options& o, fs::path dir, fs::path config)
+      : o_(o), dir_(std::move(dir)), config_(std::move(config)) {}
+
+  // Waits until each agent has failed its first connection (so that each is up and retrying).
+  void start(int count, int cores, int port) override {
+    const fs::path& config = config_;
     for (int i = 1; i <= count; ++i) {
       std::string id = fmt::format("a{}", i);
       fs::path work = dir_ / "work" / id;
@@ -208,16 +255,21 @@ class Fleet {
     }
   }
 
-  ChildProcess& agent(const std::string& id) { return *agents_.at(id); }
+  void waitDecommissioned(const std::string& id, std::chrono::seconds budget) override {
+    auto code = agents_.at(id)->waitExit(budget);
+    if (!code || *code != 0) {
+      throw std::runtime_error(fmt::format("decommissioned agent {} exited {}", id,
+                                           code ? std::to_string(*code) : "not at all"));
+    }
+  }
 
-  double cpuSeconds() const {
+  double cpuSeconds() const override {
     double total = 0;
     for (const auto& [id, child] : agents_) total += procStats(child->pid()).cpu_seconds;
     return total;
   }
 
-  // Waits (bounded) for every agent to exit after the driver stopped them.
-  void waitAllExited(std::chrono::seconds budget) {
+  void waitAllExited(std::chrono::seconds budget) override {
     auto deadline = Clock::now() + budget;
     for (auto& [id, child] : agents_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -228,6 +280,7 @@ class Fleet {
  private:
   const Options& o_;
   fs::path dir_;
+  fs::path config_;
   std::map<std::string, std::unique_ptr<ChildProcess>> agents_;
   std::map<std::string, fs::path> logs_;
 };
@@ -274,7 +327,7 @@ Json executors(const std::string& url) {
 
 // Decommissions `count` agents holding blocks at once; returns when the driver lists none of
 // them and every block is held by another agent (or a fallback store).
-void decommissionSome(const Options& o, const std::string& url, Fleet& fleet, Run& run) {
+void decommissionSome(const Options& o, const std::string& url, AgentFleet& fleet, Run& run) {
   Json before = executors(url);
   run.blocks_total = before.value("blocks", std::uint64_t{0});
   std::vector<std::string> chosen;
@@ -314,26 +367,25 @@ void decommissionSome(const Options& o, const std::string& url, Fleet& fleet, Ru
   }
   run.decommission_s = secondsSince(t0);
   run.decommissioned = static_cast<int>(chosen.size());
-  for (const auto& id : chosen) {
-    auto code = fleet.agent(id).waitExit(30s);
-    if (!code || *code != 0) {
-      throw std::runtime_error(fmt::format("decommissioned agent {} exited {}", id,
-                                           code ? std::to_string(*code) : "not at all"));
-    }
-  }
+  for (const auto& id : chosen) fleet.waitDecommissioned(id, 30s);
 }
 
 Run runFleet(const Options& o, int agents, int cores, bool measure_idle) {
   TempDir dir;
   auto job = dir.path() / "job.json";
   writeJob(job, o.tasks, o.blocks);
-  auto config = writeAgentConfig(o, dir.path() / "agent.json");
   const int port = dockhand::testing::unusedPort();
   const std::string url = fmt::format("http://127.0.0.1:{}", port);
   Run run;
-  Fleet fleet(o, dir.path());
+  std::unique_ptr<AgentFleet> owned;
+  if (o.simulated) {
+    owned = std::make_unique<SimulatedFleet>();
+  } else {
+    owned = std::make_unique<Fleet>(o, dir.path(), writeAgentConfig(o, dir.path() / "agent.json"));
+  }
+  AgentFleet& fleet = *owned;
   auto t0 = Clock::now();
-  fleet.start(agents, cores, port, config);
+  fleet.start(agents, cores, port);
   run.start_agents_s = secondsSince(t0);
   progress(fmt::format("{} agent(s) started in {:.1f} s; starting the driver", agents,
                        run.start_agents_s));
@@ -352,7 +404,9 @@ Run runFleet(const Options& o, int agents, int cores, bool measure_idle) {
                                    "--timeout",
                                    "600",
                                    "--linger",
-                                   std::to_string(linger)};
+                                   std::to_string(linger),
+                                   "--config",
+                                   writeDriverConfig(agents, dir.path() / "driver.json").string()};
   fs::path log = dir.path() / "driver.log";
   t0 = Clock::now();
   ChildProcess driver(argv, log.string());
@@ -414,6 +468,10 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   o.bin_dir = defaultBinDir();
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--simulated") {  // the one option without a value
+      o.simulated = true;
+      continue;
+    }
     if (i + 1 >= argc) return std::nullopt;
     std::string value = argv[++i];
     if (flag == "--bin-dir") {
@@ -457,15 +515,17 @@ int main(int argc, char** argv) {
   if (!parsed) {
     std::fprintf(stderr,
                  "usage: %s [--agents N (1000)] [--tasks T (20000)] [--blocks B (2000)] "
-                 "[--decommission D (100, < N)] [--idle-seconds S (20)] [--bin-dir DIR]\n",
+                 "[--decommission D (100, < N)] [--idle-seconds S (20)] [--simulated] "
+                 "[--bin-dir DIR]\n",
                  argv[0]);
     return 64;
   }
   const Options& o = *parsed;
   raiseOpenFileLimit();
   try {
-    std::printf("fleet bench: job of %d no-op + %d block-writing library tasks; %d cores\n",
-                o.tasks, o.blocks, static_cast<int>(std::thread::hardware_concurrency()));
+    std::printf("fleet bench: job of %d no-op + %d block-writing library tasks; %d cores%s\n",
+                o.tasks, o.blocks, static_cast<int>(std::thread::hardware_concurrency()),
+                o.simulated ? "; simulated agents (one process, the real protocol)" : "");
     std::fflush(stdout);
     Run one = runFleet(o, 1, 2, false);
     std::printf(
