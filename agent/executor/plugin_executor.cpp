@@ -185,7 +185,7 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   std::filesystem::path task_dir = taskDir(task.task_id);
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
-  if (auto error = makeTaskDir(task_dir, make_dir)) return Error(std::move(*error));
+  if (auto made = makeTaskDir(task_dir, make_dir); !made) return made.error();
   std::string task_json =
       taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
   {
@@ -465,10 +465,11 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                    store = block_store_, output_dir = std::move(output_dir), block_url = block_url_,
                    executor_id = executor_id_, event = std::move(*event)]() mutable {
         const TaskLogScope io_context(event.task_id);
-        if (auto error = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks)) {
-          log()->warn("task {}: {}", event.task_id, *error);
+        if (auto taken = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks);
+            !taken) {
+          log()->warn("task {}: {}", event.task_id, taken.error().message);
           event.state = protocol::TaskState::kFailed;
-          event.reason = *error;
+          event.reason = taken.error().message;
           event.blocks.clear();
         }
         retireTaskDir(event.task_id, /*known_has_dir=*/true);

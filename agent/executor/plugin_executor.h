@@ -224,8 +224,8 @@ class PluginExecutor final : public Executor {
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
   // Creates tasks/ once and, with `make_dir`, a task's directory, output/ and input/ (see
-  // launch()): a spare one renamed when there is one; why not, or nullopt.
-  std::optional<std::string> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
+  // launch()): a spare one renamed when there is one; fails saying why not.
+  Result<void> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
   // Core thread: renames a spare directory to `task_dir`; false when there is none (or it
   // cannot be).
   bool takeSpareDir(const std::filesystem::path& task_dir);

@@ -27,8 +27,7 @@ std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
   return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
 }
 
-std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir,
-                                                       bool make_dir) {
+Result<void> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir, bool make_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   auto failed = [&](const fs::path& path) {
@@ -43,19 +42,19 @@ std::optional<std::string> PluginExecutor::makeTaskDir(const std::filesystem::pa
       fs::permissions(task_dir.parent_path(),
                       fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
     }
-    if (ec) return failed(task_dir.parent_path());
+    if (ec) return Error(failed(task_dir.parent_path()));
     tasks_dir_ready_ = true;
   }
-  if (!make_dir) return std::nullopt;
-  if (takeSpareDir(task_dir)) return std::nullopt;
+  if (!make_dir) return {};
+  if (takeSpareDir(task_dir)) return {};
   fs::create_directory(task_dir, ec);
   if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
-  if (ec) return failed(task_dir);
+  if (ec) return Error(failed(task_dir));
   for (const char* sub : {"output", "input"}) {
     fs::create_directory(task_dir / sub, ec);
-    if (ec) return failed(task_dir / sub);
+    if (ec) return Error(failed(task_dir / sub));
   }
-  return std::nullopt;
+  return {};
 }
 
 bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
@@ -104,8 +103,9 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
     live.spare_dir_usable = !ec;
   }
   if (room && live.spare_dir_usable.value_or(false)) {
-    if (auto why = clearForReuse(dir)) {
-      logger("executor")->debug("an ended task's directory is removed, not reused: {}", *why);
+    if (auto cleared = clearForReuse(dir); !cleared) {
+      logger("executor")
+          ->debug("an ended task's directory is removed, not reused: {}", cleared.error().message);
     } else {
       fs::path spare = spare_root / std::to_string(live.spares_made++);
       // Renamed under the lock: a launch that follows a directory parked on disk (another

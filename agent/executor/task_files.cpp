@@ -68,26 +68,25 @@ Json runnerTaskJson(const protocol::TaskDescription& task, const std::filesystem
               {"inputs", std::move(inputs)}};
 }
 
-std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
-                                         const std::string& block_url,
-                                         const std::string& executor_id,
-                                         std::vector<protocol::BlockInfo>& blocks) {
+Result<void> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
+                           const std::string& block_url, const std::string& executor_id,
+                           std::vector<protocol::BlockInfo>& blocks) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(output_dir, ec)) return std::nullopt;
+  if (!std::filesystem::is_directory(output_dir, ec)) return {};
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(output_dir, ec)) {
     std::string name = entry.path().filename().string();
     std::error_code type_ec;
     if (!std::filesystem::is_regular_file(entry.symlink_status(type_ec))) {
-      return "output '" + name + "' in DOCKHAND_OUTPUT_DIR is not a regular file";
+      return Error("output '" + name + "' in DOCKHAND_OUTPUT_DIR is not a regular file");
     }
     if (!isValidBlockId(name)) {
-      return "output file '" + name + "' in DOCKHAND_OUTPUT_DIR is not a valid block id (" +
-             std::string(kBlockIdForms) + ")";
+      return Error("output file '" + name + "' in DOCKHAND_OUTPUT_DIR is not a valid block id (" +
+                   std::string(kBlockIdForms) + ")");
     }
     files.push_back(entry.path());
   }
-  if (ec) return "cannot list " + output_dir.string() + ": " + ec.message();
+  if (ec) return Error("cannot list " + output_dir.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
   for (const auto& file : files) {
     std::string id = file.filename().string();
@@ -95,23 +94,23 @@ std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesyste
       BlockMeta meta = store.adopt(id, file);
       blocks.push_back(describeBlock(meta, executor_id, block_url));
     } catch (const BlockStoreError& e) {
-      return "cannot store output block " + id + ": " + e.what();
+      return Error("cannot store output block " + id + ": " + e.what());
     }
   }
-  return std::nullopt;
+  return {};
 }
 
-std::optional<std::string> clearForReuse(const std::filesystem::path& dir) {
+Result<void> clearForReuse(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   constexpr auto kDirMode = fs::perms::owner_all;
   constexpr auto kSubMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                             fs::perms::others_read | fs::perms::others_exec;
   std::error_code ec;
   auto failed = [&](const fs::path& path) {
-    return "cannot clear '" + path.string() + "' for reuse: " + ec.message();
+    return Error("cannot clear '" + path.string() + "' for reuse: " + ec.message());
   };
   if (!fs::is_directory(fs::symlink_status(dir, ec))) {
-    return "not a directory: " + dir.string();
+    return Error("not a directory: " + dir.string());
   }
   // The modes first: the task may have taken the agent's own rights away.
   fs::permissions(dir, kDirMode, ec);
@@ -154,7 +153,7 @@ std::optional<std::string> clearForReuse(const std::filesystem::path& dir) {
     if (!ec) fs::permissions(dir / sub, kSubMode, ec);
     if (ec) return failed(dir / sub);
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace dockhand::agent

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocks/block_store.h"
+#include "dockhand/base/result.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::agent {
@@ -24,19 +25,18 @@ nlohmann::json runnerTaskJson(const protocol::TaskDescription& task,
 
 // Turns the files a task left in `output_dir` into blocks of `store`, appending each to
 // `blocks`. Every name is checked before any file is taken, so that a task with one bad name
-// leaves no half-taken outputs. Returns why the outputs cannot be taken, or nullopt.
-std::optional<std::string> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
-                                         const std::string& block_url,
-                                         const std::string& executor_id,
-                                         std::vector<protocol::BlockInfo>& blocks);
+// leaves no half-taken outputs. Fails saying why the outputs cannot be taken.
+Result<void> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,
+                           const std::string& block_url, const std::string& executor_id,
+                           std::vector<protocol::BlockInfo>& blocks);
 
 // Empties an ended task's directory `dir` for another task, keeping its inodes: `dir`,
 // `input/` and `output/` (emptied) and `stdout`/`stderr` when they are empty regular files of
 // one link, the agent's, that it may write; anything else in it goes, and a missing `input/` or
 // `output/` is made again. The modes are those of a new task directory (0700; the two
-// subdirectories 0755). Returns why it cannot, or nullopt; a `dir` that is not a directory (a link,
+// subdirectories 0755). Fails saying why it cannot; a `dir` that is not a directory (a link,
 // say) is refused untouched. Reusing a directory instead of removing it and making a new one saves
 // the file system five inode allocations and frees per task.
-std::optional<std::string> clearForReuse(const std::filesystem::path& dir);
+Result<void> clearForReuse(const std::filesystem::path& dir);
 
 }  // namespace dockhand::agent

@@ -46,23 +46,21 @@ bool DriverService::fetchResultBlock(const std::string& agent_id,
     }
   }
   if (!error.empty()) {
-    resultFetched(agent_id, update, std::nullopt, error);
+    resultFetched(agent_id, update, Error(error));
     return true;
   }
   const TaskLogScope scope(update.task_id, agent_id);
   logger("driver")->debug("task {} on '{}': fetching its result, block {} ({} bytes) from {}",
                           update.task_id, agent_id, block.id, block.size, block.url);
-  result_fetcher_.fetch(
-      std::move(block),
-      [this, agent_id, update](const std::optional<std::string>& bytes, const std::string& why) {
-        resultFetched(agent_id, update, bytes, why);
-      });
+  result_fetcher_.fetch(std::move(block),
+                        [this, agent_id, update](const Result<std::string>& bytes) {
+                          resultFetched(agent_id, update, bytes);
+                        });
   return true;
 }
 
 void DriverService::resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
-                                  const std::optional<std::string>& bytes,
-                                  const std::string& error) {
+                                  const Result<std::string>& bytes) {
   const TaskLogScope scope(update.task_id, agent_id);
   if (bytes) {
     protocol::putResultValue(update.result, *bytes);
@@ -72,10 +70,11 @@ void DriverService::resultFetched(const std::string& agent_id, protocol::StatusU
       scheduler_.forgetBlock(update.result.at("block").get<std::string>(), agent_id);
     }
   } else {
+    const std::string& why = bytes.error().message;
     logger("driver")->warn("task {} on '{}' finished, but its result cannot be had: {}",
-                           update.task_id, agent_id, error);
+                           update.task_id, agent_id, why);
     update.state = protocol::TaskState::kFailed;
-    update.reason = "the task finished, but the driver could not get its result: " + error;
+    update.reason = "the task finished, but the driver could not get its result: " + why;
   }
   applyStatus(agent_id, update);
 }

@@ -182,12 +182,11 @@ void ResultFetcher::work() {
       request = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::optional<std::string> bytes;
-    std::string error;
+    Result<std::string> bytes = Error("not fetched");
     try {
       bytes = fetchResultBlock(request.block, options_);
     } catch (const std::exception& e) {
-      error = e.what();
+      bytes = Error(e.what());
     }
     if (bytes) {
       // The driver has the bytes: the block is of no more use on the agent (Spark's driver
@@ -201,7 +200,7 @@ void ResultFetcher::work() {
       }
     }
     try {
-      request.done(bytes, error);
+      request.done(bytes);
     } catch (...) {  // NOLINT(bugprone-empty-catch): the owner's callback handles its own
       // errors; one that escapes must not end the driver.
     }

@@ -361,14 +361,13 @@ std::string LibraryRunner::threadDump(std::uint64_t task_id) {
     // The worker (and its slot) lives as long as its thread; only this thread (submit) or the
     // destructor ever frees one, so it may be used without the lock.
     thread["tid"] = worker->tid;
-    std::string why;
-    auto frames = sampler_.sample(worker->thread, worker->slot, kSampleTimeout, why);
+    auto frames = sampler_.sample(worker->thread, worker->slot, kSampleTimeout);
     bool same_task = false;
     {
       std::lock_guard lock(state_->mutex);
       same_task = task->worker == worker;
     }
-    putStack(thread, frames, why, same_task, "the task returned while its stack was being taken");
+    putStack(thread, frames, same_task, "the task returned while its stack was being taken");
   }
   return dumpText(task_id, thread);
 }

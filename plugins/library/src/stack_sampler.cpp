@@ -93,9 +93,8 @@ StackSampler::~StackSampler() {
   if (--gInstalled == 0 && !gPinned) ::sigaction(signalNumber(), &gPrevious, nullptr);
 }
 
-std::optional<std::vector<std::string>> StackSampler::sample(pthread_t thread, StackSlot& slot,
-                                                             std::chrono::milliseconds timeout,
-                                                             std::string& why) {
+Result<std::vector<std::string>> StackSampler::sample(pthread_t thread, StackSlot& slot,
+                                                      std::chrono::milliseconds timeout) {
   while (::sem_trywait(&slot.done) == 0) {
   }  // answers to earlier, abandoned requests
   const std::uint64_t generation = slot.wanted.load() + 1;
@@ -103,8 +102,7 @@ std::optional<std::vector<std::string>> StackSampler::sample(pthread_t thread, S
   sigval value{};
   value.sival_ptr = &slot;
   if (int error = ::pthread_sigqueue(thread, signalNumber(), value); error != 0) {
-    why = "cannot signal the task's thread: " + std::generic_category().message(error);
-    return std::nullopt;
+    return Error("cannot signal the task's thread: " + std::generic_category().message(error));
   }
   timespec deadline{};
   ::clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -118,9 +116,8 @@ std::optional<std::vector<std::string>> StackSampler::sample(pthread_t thread, S
   for (;;) {
     if (::sem_clockwait(&slot.done, CLOCK_MONOTONIC, &deadline) != 0) {
       if (errno == EINTR) continue;
-      why = "the task's thread did not answer within " + std::to_string(ms) +
-            " ms (it may be blocked in an uninterruptible call)";
-      return std::nullopt;
+      return Error("the task's thread did not answer within " + std::to_string(ms) +
+                   " ms (it may be blocked in an uninterruptible call)");
     }
     if (slot.answered.load() == generation) break;
   }

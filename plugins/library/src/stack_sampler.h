@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "dockhand/base/result.h"
+
 namespace dockhand::plugins::library {
 
 struct StackSlot {
@@ -56,11 +58,10 @@ class StackSampler {
   // Unblocks the signal on the calling thread.
   static void prepareThread();
 
-  // The symbolised frames of `thread`, innermost first; nullopt when it did not answer
-  // within `timeout` (or the signal could not be sent: `why` says which).
-  std::optional<std::vector<std::string>> sample(pthread_t thread, StackSlot& slot,
-                                                 std::chrono::milliseconds timeout,
-                                                 std::string& why);
+  // The symbolised frames of `thread`, innermost first; an error when it did not answer
+  // within `timeout` or the signal could not be sent (the message says which).
+  Result<std::vector<std::string>> sample(pthread_t thread, StackSlot& slot,
+                                          std::chrono::milliseconds timeout);
 
   // Leaves the handler installed when this sampler goes away.
   void keepInstalled() { keep_installed_ = true; }

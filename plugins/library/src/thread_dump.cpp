@@ -6,10 +6,10 @@ nlohmann::json dumpThread(const std::string& function, const std::string& librar
   return {{"function", function}, {"library", library}, {"stack", nlohmann::json::array()}};
 }
 
-void putStack(nlohmann::json& into, const std::optional<std::vector<std::string>>& frames,
-              const std::string& why, bool still_running, const std::string& moved_on) {
+void putStack(nlohmann::json& into, const Result<std::vector<std::string>>& frames,
+              bool still_running, const std::string& moved_on) {
   if (!frames) {
-    into["error"] = why;
+    into["error"] = frames.error().message;
   } else if (!still_running) {
     into["error"] = moved_on;
   } else {

@@ -13,16 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dockhand/base/result.h"
+
 namespace dockhand::plugins::library {
 
 // The task's thread in the dump, before its stack is known (an empty "stack").
 nlohmann::json dumpThread(const std::string& function, const std::string& library);
 
 // What a stack sample gave, put into `into`: the frames under "stack", or under "error" why
-// there are none: the sampler's `why`, or `moved_on` when the task no longer ran on that thread
+// there are none: the sampler's error, or `moved_on` when the task no longer ran on that thread
 // by the time the sample returned (`still_running` false).
-void putStack(nlohmann::json& into, const std::optional<std::vector<std::string>>& frames,
-              const std::string& why, bool still_running, const std::string& moved_on);
+void putStack(nlohmann::json& into, const Result<std::vector<std::string>>& frames,
+              bool still_running, const std::string& moved_on);
 
 // The dump's text (invalid UTF-8 in a frame replaced, never an exception).
 std::string dumpText(std::uint64_t task_id, const nlohmann::json& thread);

@@ -209,14 +209,13 @@ class Worker {
 
   void dump(std::uint64_t id) {
     json reply = {{"t", "dump"}, {"id", id}, {"tid", tid_}};
-    std::string why;
-    auto frames = sampler_.sample(task_thread, slot_, kSampleTimeout, why);
+    auto frames = sampler_.sample(task_thread, slot_, kSampleTimeout);
     bool same = false;
     {
       std::lock_guard lock(mutex_);
       same = current_ && assigned_ == id;
     }
-    putStack(reply, frames, why, same, "the task was not running while its stack was being taken");
+    putStack(reply, frames, same, "the task was not running while its stack was being taken");
     send(reply);
   }
 

@@ -82,7 +82,7 @@ TEST_F(ClearForReuseTest, KeepsTheDirectoriesAndEmptyOutputFilesAndRemovesTheRes
   fs::permissions(dir_ / "output", fs::perms::none);
   fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::others_all);
 
-  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+  ASSERT_TRUE(clearForReuse(dir_).ok());
 
   EXPECT_EQ(namesIn(dir_), (std::set<std::string>{"input", "output", "stderr", "stdout"}));
   EXPECT_TRUE(namesIn(dir_ / "input").empty());
@@ -103,7 +103,7 @@ TEST_F(ClearForReuseTest, AWrittenOrLinkedOutputFileGoesWithItsInode) {
   writeText(tmp_.path() / "elsewhere", "");
   fs::create_hard_link(tmp_.path() / "elsewhere", dir_ / "stderr");
 
-  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+  ASSERT_TRUE(clearForReuse(dir_).ok());
 
   EXPECT_EQ(namesIn(dir_), (std::set<std::string>{"input", "output"}));
   EXPECT_TRUE(fs::exists(tmp_.path() / "elsewhere"));
@@ -115,7 +115,7 @@ TEST_F(ClearForReuseTest, SubdirectoriesThatAreNotDirectoriesAreMadeAgain) {
   fs::remove(dir_ / "output");
   writeText(dir_ / "output", "a file");
 
-  ASSERT_EQ(clearForReuse(dir_), std::nullopt);
+  ASSERT_TRUE(clearForReuse(dir_).ok());
 
   EXPECT_TRUE(fs::is_directory(fs::symlink_status(dir_ / "input")));
   EXPECT_TRUE(fs::is_directory(fs::symlink_status(dir_ / "output")));
@@ -127,8 +127,8 @@ TEST_F(ClearForReuseTest, RefusesWhatIsNotADirectoryAndLeavesItAlone) {
   fs::create_directory_symlink(dir_, link);
   writeText(dir_ / "stdout", "kept\n");
 
-  EXPECT_NE(clearForReuse(link), std::nullopt);
-  EXPECT_NE(clearForReuse(tmp_.path() / "missing"), std::nullopt);
+  EXPECT_FALSE(clearForReuse(link).ok());
+  EXPECT_FALSE(clearForReuse(tmp_.path() / "missing").ok());
   EXPECT_EQ(dockhand::testing::readFile(dir_ / "stdout"), "kept\n");
 }
 

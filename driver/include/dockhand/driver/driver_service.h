@@ -170,9 +170,9 @@ class DriverService : public FrameHandler {
   // returns false when the scheduler should take the update as it is (a stray one).
   bool fetchResultBlock(const std::string& agent_id, const protocol::StatusUpdate& update);
   // The fetch of `update`'s result block ended: hands the scheduler the update with the
-  // bytes as its value, or a FAILED one with `error`.
+  // bytes as its value, or a FAILED one saying why there are none.
   void resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
-                     const std::optional<std::string>& bytes, const std::string& error);
+                     const Result<std::string>& bytes);
   // Feeds a status update to the scheduler and carries out what it decides.
   void applyStatus(const std::string& agent_id, const protocol::StatusUpdate& update);
   // Marks the agent decommissioning and logs it once; the caller holds mutex_.

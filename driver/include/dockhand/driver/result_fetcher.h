@@ -32,6 +32,7 @@
 #include <Poco/Net/Context.h>
 #include <Poco/Net/HTTPClientSession.h>
 
+#include "dockhand/base/result.h"
 #include "dockhand/protocol/auth.h"
 #include "dockhand/protocol/envelope.h"
 
@@ -78,9 +79,8 @@ std::string blockChecksum(std::string_view bytes);
 
 class ResultFetcher {
  public:
-  // The block's bytes, or nullopt and why not.
-  using Done =
-      std::function<void(const std::optional<std::string>& bytes, const std::string& error)>;
+  // The block's bytes, or why not.
+  using Done = std::function<void(const Result<std::string>& bytes)>;
 
   explicit ResultFetcher(ResultFetchOptions options);
   ~ResultFetcher();
