@@ -162,16 +162,16 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     const std::string& method = request.getMethod();
     const std::string content =
         method == HTTPRequest::HTTP_PUT ? request.get(kChecksumHeader, "") : std::string();
-    auto refusal = verifier->verify(
+    auto verdict = verifier->verify(
         request.get("Authorization", ""),
         protocol::auth::RequestToSign{.method = method, .path = path, .content = content},
         protocol::auth::wallClockMs());
-    if (!refusal) return true;
+    if (verdict) return true;
+    const std::string& why = verdict.error().message;
     server_.countAuthRefusal();
-    log()->warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(),
-                *refusal);
+    log()->warn("refused {} {} from {}: {}", method, path, request.clientAddress().toString(), why);
     response.set("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
-    sendText(response, HTTPResponse::HTTP_UNAUTHORIZED, "unauthorized: " + *refusal);
+    sendText(response, HTTPResponse::HTTP_UNAUTHORIZED, "unauthorized: " + why);
     return false;
   }
 

@@ -95,14 +95,15 @@ std::optional<HttpReply> DriverService::controlRequest(const ControlRequest& req
   const std::string& path = request.path;
   const std::string& body = request.body;
   if (control_verifier_) {
-    auto refusal = control_verifier_->verify(
+    auto verdict = control_verifier_->verify(
         request.authorization,
         protocol::auth::RequestToSign{.method = method, .path = path, .content = body},
         protocol::auth::wallClockMs());
-    if (refusal) {
+    if (!verdict) {
+      const std::string& why = verdict.error().message;
       metrics_.authFailure();
-      logger("driver")->warn("control request {} {} refused: {}", method, path, *refusal);
-      HttpReply reply = errorReply(401, *refusal);
+      logger("driver")->warn("control request {} {} refused: {}", method, path, why);
+      HttpReply reply = errorReply(401, why);
       reply.headers.emplace_back("WWW-Authenticate", std::string(protocol::auth::kHeaderScheme));
       return reply;
     }

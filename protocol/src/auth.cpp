@@ -206,16 +206,15 @@ void RequestVerifier::forgetExpired(std::int64_t now_ms) {
   }
 }
 
-std::optional<std::string> RequestVerifier::verify(std::string_view header,
-                                                   const RequestToSign& request,
-                                                   std::int64_t now_ms) {
+Result<void> RequestVerifier::verify(std::string_view header, const RequestToSign& request,
+                                     std::int64_t now_ms) {
   if (header.empty()) {
-    return std::string("this server requires signed requests (Authorization: ") +
-           std::string(kHeaderScheme) + "); the client holds no cluster secret";
+    return Error(std::string("this server requires signed requests (Authorization: ") +
+                 std::string(kHeaderScheme) + "); the client holds no cluster secret");
   }
   if (header.substr(0, kHeaderScheme.size()) != kHeaderScheme ||
       header.size() == kHeaderScheme.size() || header[kHeaderScheme.size()] != ' ') {
-    return "the Authorization header is not " + std::string(kHeaderScheme);
+    return Error("the Authorization header is not " + std::string(kHeaderScheme));
   }
   std::string_view ts;
   std::string_view nonce;
@@ -226,7 +225,7 @@ std::optional<std::string> RequestVerifier::verify(std::string_view header,
     std::string_view item = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     auto eq = item.find('=');
-    if (eq == std::string_view::npos) return std::string("malformed Authorization header");
+    if (eq == std::string_view::npos) return Error(std::string("malformed Authorization header"));
     std::string_view key = item.substr(0, eq);
     std::string_view value = item.substr(eq + 1);
     if (key == "ts") {
@@ -240,37 +239,37 @@ std::optional<std::string> RequestVerifier::verify(std::string_view header,
   std::int64_t when = 0;
   auto [end, ec] = std::from_chars(ts.data(), ts.data() + ts.size(), when);
   if (ts.empty() || ec != std::errc() || end != ts.data() + ts.size()) {
-    return std::string("malformed Authorization header: ts= is not a number");
+    return Error(std::string("malformed Authorization header: ts= is not a number"));
   }
   if (!validNonce(nonce)) {
-    return std::string("malformed Authorization header: nonce= is not 32 to 128 hex digits");
+    return Error(std::string("malformed Authorization header: nonce= is not 32 to 128 hex digits"));
   }
   if (mac.size() != 64 || !isHex(mac)) {
-    return std::string("malformed Authorization header: mac= is not 64 hex digits");
+    return Error(std::string("malformed Authorization header: mac= is not 64 hex digits"));
   }
   const std::int64_t skew = when > now_ms ? when - now_ms : now_ms - when;
   if (skew > max_skew_ms_) {
-    return fmt::format(
+    return Error(fmt::format(
         "request timestamp is {} ms away from this server's clock (at most {} ms allowed): "
         "synchronize the clocks",
-        skew, max_skew_ms_);
+        skew, max_skew_ms_));
   }
   if (!equalConstantTime(secret_.mac(blockMessage(request, ts, nonce)), mac)) {
-    return std::string(
-        "signature does not match: the client holds a different cluster secret, or the "
-        "request was altered");
+    return Error(
+        std::string("signature does not match: the client holds a different cluster secret, or the "
+                    "request was altered"));
   }
   std::lock_guard lock(mutex_);
   forgetExpired(now_ms);
-  if (seen_.count(nonce) != 0) return std::string("replayed request (nonce already used)");
+  if (seen_.count(nonce) != 0) return Error(std::string("replayed request (nonce already used)"));
   if (seen_.size() >= max_remembered_) {
-    return fmt::format("too many signed requests within {} ms; retry later", max_skew_ms_);
+    return Error(fmt::format("too many signed requests within {} ms; retry later", max_skew_ms_));
   }
   // A timestamp stays acceptable until when + max_skew: remember the nonce until then.
   const std::int64_t forget_at = when + max_skew_ms_;
   seen_.emplace(std::string(nonce), forget_at);
   expiry_.emplace(forget_at, std::string(nonce));
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace dockhand::protocol::auth

@@ -26,6 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "dockhand/base/result.h"
+
 namespace dockhand::protocol::auth {
 
 // The scheme named in Hello's `auth` member and in the Authorization header.
@@ -120,10 +122,10 @@ class RequestVerifier {
   RequestVerifier(const ClusterSecret& secret, std::int64_t max_skew_ms = 60000,
                   std::size_t max_remembered = 200000);
 
-  // nullopt: accepted (and the nonce is now spent). Otherwise why the request is refused, one
-  // line for the 401 body and the log; it never contains the secret or the expected MAC.
-  std::optional<std::string> verify(std::string_view header, const RequestToSign& request,
-                                    std::int64_t now_ms);
+  // Succeeds when the request is accepted (and the nonce is now spent). Otherwise the error
+  // says why it is refused, one line for the 401 body and the log; it never contains the secret
+  // or the expected MAC.
+  Result<void> verify(std::string_view header, const RequestToSign& request, std::int64_t now_ms);
 
   std::int64_t maxSkewMs() const { return max_skew_ms_; }
   std::size_t remembered() const;
