@@ -32,7 +32,7 @@ constexpr int kFinText = 0x81;  // FIN + text (RFC 6455 5.2)
 constexpr int kFinClose = 0x88;
 constexpr int kFinPong = 0x8A;
 constexpr std::uint32_t kMask = 0x5a17c3e9;  // any mask will do: nobody reads these but the driver
-constexpr std::uint64_t kBlockBytes = 16 * 1024;
+constexpr std::uint64_t kBlockBytes = std::uint64_t{16} * 1024;
 constexpr auto kRetryEvery = std::chrono::milliseconds(10);
 
 std::uint64_t wallMs() {

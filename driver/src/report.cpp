@@ -229,6 +229,7 @@ std::string formatCost(const std::vector<TaskRecord>& tasks) {
 
 std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>& peaks) {
   std::vector<std::pair<std::uint64_t, const std::string*>> order;
+  order.reserve(peaks.size());
   for (const auto& [id, p] : peaks) order.emplace_back(p.tasks_rss_bytes.value_or(0), &id);
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });

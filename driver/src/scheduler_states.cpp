@@ -78,10 +78,9 @@ bool canMove(TaskOutcome from, TaskOutcome to) {
     case TaskOutcome::kFinished:
       // Its agent said so; or a task the failed job was killing finished first.
       return from == TaskOutcome::kRunning || from == TaskOutcome::kKilled;
-    case TaskOutcome::kFailed:
-      return from == TaskOutcome::kRunning;  // out of attempts
-    case TaskOutcome::kKilled:
-      return from == TaskOutcome::kRunning;  // the job failed while it ran
+    case TaskOutcome::kFailed:  // out of attempts
+    case TaskOutcome::kKilled:  // the job failed while it ran
+      return from == TaskOutcome::kRunning;
     case TaskOutcome::kCancelled:
       return from == TaskOutcome::kPending;  // the job failed before it ran
   }

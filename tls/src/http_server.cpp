@@ -57,7 +57,11 @@ HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::Thre
 }
 
 HttpServer::~HttpServer() {
-  stopAll(false);
+  try {
+    stopAll(false);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw; the server is
+                   // going either way
+  }
   dispatcher_->release();
 }
 

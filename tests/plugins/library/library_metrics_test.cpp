@@ -17,6 +17,7 @@ namespace {
 using dockhand::testing::installJobLibrary;
 using dockhand::testing::libraryTask;
 using dockhand::testing::StatusRecorder;
+using dockhand::testing::taskDir;
 using dockhand::testing::TempDir;
 using nlohmann::json;
 
