@@ -136,17 +136,25 @@ Json DriverService::clusterJson() const {
     } else if (t.launches > 0 && t.outcome != TaskOutcome::kPending) {
       duration = t.duration.count();
     }
-    tasks.push_back(
-        {{"name", t.spec.name},
-         {"state", std::string(toString(t.outcome))},
-         {"task_id", t.task_id},
-         {"executor_id", t.agent_id},
-         {"attempts", t.launches},
-         {"duration_ms", std::move(duration)},
-         {"reason", t.reason},
-         {"log_urls", t.log_urls},
-         {"metrics", protocol::toJson(t.metrics)},
-         {"started_ms_ago", t.launches > 0 ? Json(toMs(now - t.launched_at)) : Json()}});
+    Json earlier = Json::array();
+    for (const EarlierAttempt& a : t.earlier) {
+      earlier.push_back({{"task_id", a.task_id},
+                         {"executor_id", a.agent_id},
+                         {"started_ms_ago", toMs(now - a.launched_at)},
+                         {"duration_ms", a.duration.count()},
+                         {"state", a.state}});
+    }
+    tasks.push_back({{"name", t.spec.name},
+                     {"state", std::string(toString(t.outcome))},
+                     {"task_id", t.task_id},
+                     {"executor_id", t.agent_id},
+                     {"attempts", t.launches},
+                     {"duration_ms", std::move(duration)},
+                     {"reason", t.reason},
+                     {"log_urls", t.log_urls},
+                     {"metrics", protocol::toJson(t.metrics)},
+                     {"started_ms_ago", t.launches > 0 ? Json(toMs(now - t.launched_at)) : Json()},
+                     {"earlier_attempts", std::move(earlier)}});
   }
   const Progress progress = scheduler_.progress();
   Json job = nullptr;

@@ -145,8 +145,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
               out);
       return true;
     }
-    setOutcome(t, TaskOutcome::kPending);
-    t.pending_since = now_;
+    sendBack(t, "LOST");
     pending_.push_front(index);
     ++relaunches_after_loss_;
   }
@@ -329,8 +328,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
                 out);
         return;
       }
-      setOutcome(t, TaskOutcome::kPending);
-      t.pending_since = now_;
+      sendBack(t, protocol::toString(update.state));
       pending_.push_front(run.index);
       ++retries_;
       break;
@@ -342,8 +340,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
                 out);
         return;
       }
-      setOutcome(t, TaskOutcome::kPending);
-      t.pending_since = now_;
+      sendBack(t, "LOST");
       pending_.push_front(run.index);
       ++relaunches_after_loss_;
       break;

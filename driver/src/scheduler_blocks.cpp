@@ -47,8 +47,7 @@ void Scheduler::onBlocksLost(const std::vector<std::string>& ids, const std::str
         std::any_of(readers->second.begin(), readers->second.end(),
                     [&](std::size_t c) { return tasks_[c].outcome != TaskOutcome::kFinished; });
     if (!needed) continue;
-    setOutcome(p, TaskOutcome::kPending);
-    p.pending_since = now_;
+    sendBack(p, "FINISHED");
     p.reason = fmt::format("rerun: its block {} was lost ({})", id, why);
     --finished_;
     ++reruns_for_lost_blocks_;
@@ -81,8 +80,7 @@ bool Scheduler::onFetchFailed(std::size_t index, const std::string& reader,
             out);
     return false;
   }
-  setOutcome(t, TaskOutcome::kPending);
-  t.pending_since = now_;
+  sendBack(t, "FAILED");
   pending_.push_front(index);
   if (lost) {
     onBlocksLost({failure.block_id},

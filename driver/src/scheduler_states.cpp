@@ -123,6 +123,22 @@ void Scheduler::setOutcome(TaskRecord& task, TaskOutcome to) {
   task.outcome = to;
 }
 
+void Scheduler::sendBack(TaskRecord& task, std::string_view ended_as) {
+  if (task.launches > 0) {
+    if (task.earlier.size() >= kMaxEarlierAttempts) task.earlier.erase(task.earlier.begin());
+    task.earlier.push_back(
+        EarlierAttempt{.task_id = task.task_id,
+                       .agent_id = task.agent_id,
+                       .launched_at = task.launched_at,
+                       .duration = task.outcome == TaskOutcome::kRunning
+                                       ? std::chrono::duration_cast<Millis>(now_ - task.launched_at)
+                                       : task.duration,
+                       .state = std::string(ended_as)});
+  }
+  setOutcome(task, TaskOutcome::kPending);
+  task.pending_since = now_;
+}
+
 void Scheduler::setJobState(JobState to) {
   if (!canMove(job_state_, to)) {
     noteIllegalMove("job", "'" + job_.name + "'", toString(job_state_), toString(to));

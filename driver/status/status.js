@@ -147,18 +147,25 @@
     return node;
   }
 
-  // Each listed task's latest launch as a bar over time (ms before now), on a row per agent
-  // and slot: launches that overlap on an agent take separate slots. Running bars reach now.
+  // Each launch of the listed tasks (the latest, and the earlier ones a retry or a rerun
+  // followed) as a bar over time (ms before now), on a row per agent and slot: launches that
+  // overlap on an agent take separate slots. Running bars reach now.
   function renderTimeline(tasks) {
     const box = document.getElementById('timeline');
-    const bars = tasks.filter((t) => t.started_ms_ago !== null && t.started_ms_ago !== undefined)
-        .map((t) => {
-          const start = -Number(t.started_ms_ago);
-          const running = t.state === 'RUNNING';
-          const end = running ? 0 : Math.min(0, start + (Number(t.duration_ms) || 0));
-          return {task: t, agent: String(t.executor_id || ''), start: start, end: end};
-        })
-        .sort((a, b) => a.start - b.start);
+    const launches = [];
+    for (const t of tasks) {
+      for (const a of t.earlier_attempts || []) launches.push({name: t.name, ...a});
+      if (t.started_ms_ago !== null && t.started_ms_ago !== undefined) {
+        launches.push({name: t.name, executor_id: t.executor_id, state: t.state,
+                       started_ms_ago: t.started_ms_ago, duration_ms: t.duration_ms});
+      }
+    }
+    const bars = launches.map((t) => {
+      const start = -Number(t.started_ms_ago);
+      const running = t.state === 'RUNNING';
+      const end = running ? 0 : Math.min(0, start + (Number(t.duration_ms) || 0));
+      return {task: t, agent: String(t.executor_id || ''), start: start, end: end};
+    }).sort((a, b) => a.start - b.start);
     if (bars.length === 0) {
       box.replaceChildren();
       return;

@@ -105,6 +105,36 @@ TEST(SchedulerStatesTest, EachMachineAllowsOnlyItsMoves) {
   EXPECT_FALSE(canMove(JobState::kSucceeded, JobState::kFailed));
 }
 
+TEST_F(SchedulerTest, ARetriedTaskKeepsItsEarlierAttemptsForTheTimeline) {
+  addAgent("a", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0")}), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 1u);
+  now_ += std::chrono::milliseconds(30);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFailed), now_, next);
+  auto second = launches(next);
+  ASSERT_EQ(second.size(), 1u);
+  const TaskRecord& t = scheduler_.tasks().at(0);
+  ASSERT_EQ(t.earlier.size(), 1u);
+  EXPECT_EQ(t.earlier[0].task_id, first[0].task.task_id);
+  EXPECT_EQ(t.earlier[0].agent_id, "a");
+  EXPECT_EQ(t.earlier[0].state, "FAILED");
+  EXPECT_EQ(t.earlier[0].duration, std::chrono::milliseconds(30));
+  EXPECT_EQ(t.task_id, second[0].task.task_id) << "the latest launch is the task's own";
+
+  for (int i = 0; i < 20; ++i) {  // lost again and again: only the last few are kept
+    Actions again;
+    auto running = launches(next);
+    if (running.empty()) break;
+    scheduler_.onStatusUpdate("a", status(running[0], TaskState::kLost), now_, again);
+    next = again;
+  }
+  EXPECT_EQ(scheduler_.tasks().at(0).earlier.size(), kMaxEarlierAttempts);
+  EXPECT_EQ(scheduler_.tasks().at(0).earlier.back().state, "LOST");
+}
+
 TEST_F(SchedulerTest, NoTasksBeforeLaunchedExecutor) {
   Actions out;
   ASSERT_TRUE(scheduler_.registerAgent(agentReg("a", 4), now_, out).ok());

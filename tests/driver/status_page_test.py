@@ -130,6 +130,10 @@ def check_job_and_decommission(args, browser, work):
     tasks = [{'name': TASK_WITH_MARKUP if i == 0 else f'write-{i}',
               'shell': f'head -c 1048576 /dev/urandom > "$DOCKHAND_OUTPUT_DIR/rdd_1_{i}"',
               'outputs': [f'rdd_1_{i}']} for i in range(BLOCKS)]
+    # Fails its first attempt: the timeline shows both launches.
+    marker = os.path.join(work, 'retried-once')
+    tasks.append({'name': 'retried',
+                  'shell': f'if [ -e "{marker}" ]; then exit 0; fi; touch "{marker}"; exit 3'})
     # Holds the job open until the test has seen it running (bounded: 30 s at most).
     tasks.append({'name': 'gate',
                   'shell': f'i=0; while [ ! -e "{gate}" ] && [ $i -lt 600 ]; do sleep 0.05; '
@@ -144,8 +148,8 @@ def check_job_and_decommission(args, browser, work):
         def running():
             page = browser.execute_script(READ_PAGE)
             ids = sorted(a['id'] for a in page['agents'])
-            writers_done = sum(1 for t in page['tasks']
-                               if t['name'] != 'gate' and t['state'] == 'FINISHED')
+            writers_done = sum(1 for t in page['tasks'] if t['name'] not in ('gate', 'retried')
+                               and t['state'] == 'FINISHED')
             gate_running = any(t['name'] == 'gate' and t['state'] == 'RUNNING'
                                for t in page['tasks'])
             ok = (ids == ['agent-1', 'agent-2'] and page['job'] == 'RUNNING' and
@@ -175,16 +179,18 @@ def check_job_and_decommission(args, browser, work):
         open(gate, 'w', encoding='utf-8').close()
         wait_for('the job to succeed on the page',
                  lambda: browser.execute_script(READ_PAGE)['job'] == 'SUCCEEDED', 20)
-        # The live timeline: one bar per task, each its task's (names as text), all finished.
+        # The live timeline: one bar per launch, each its task's (names as text): every task's
+        # finished one, and the retried task's failed first attempt.
         def all_bars_finished():
             bars = browser.execute_script(
                 "return Array.from(document.querySelectorAll('#timeline rect.task'))"
                 ".map((r) => [r.dataset.task, r.dataset.state]);")
-            done = len(bars) == BLOCKS + 1 and all(state == 'FINISHED' for _, state in bars)
+            failed = [name for name, state in bars if state != 'FINISHED']
+            done = len(bars) == len(tasks) + 1 and failed == ['retried']
             return bars if done else None
-        bars = wait_for('the timeline to draw every task finished', all_bars_finished, 10)
-        if sorted(name for name, _ in bars) != sorted(t['name'] for t in tasks):
-            raise Failure(f'the timeline\'s bars are not the tasks: {bars}')
+        bars = wait_for('the timeline to draw every launch', all_bars_finished, 10)
+        if sorted(name for name, _ in bars) != sorted([t['name'] for t in tasks] + ['retried']):
+            raise Failure(f'the timeline\'s bars are not the launches: {bars}')
 
         cluster = driver.cluster()
         holder = max(cluster['executors'], key=lambda a: a['blocks'])

@@ -156,6 +156,16 @@ std::string_view reportedState(const AgentInfo& agent);
 enum class TaskOutcome { kPending, kRunning, kFinished, kFailed, kKilled, kCancelled };
 std::string_view toString(TaskOutcome outcome);
 
+// A launch of a task that ended and was followed by another (a retry, a relaunch after a
+// loss, a map task run again for a lost block): the live timeline's earlier bars.
+struct EarlierAttempt {
+  std::uint64_t task_id = 0;
+  std::string agent_id;
+  TimePoint launched_at{};
+  Millis duration{0};
+  std::string state;  // how it ended: FAILED, KILLED, LOST or FINISHED
+};
+
 struct TaskRecord {
   TaskSpec spec;
   TaskOutcome outcome = TaskOutcome::kPending;
@@ -177,7 +187,9 @@ struct TaskRecord {
   std::map<std::string, std::string> log_urls;  // where its agent serves its logs, by stream
   std::map<std::string, int> fetch_failures;    // input block id -> launches that failed on it
   protocol::TaskMetrics metrics;                // what its latest ended attempt cost
+  std::vector<EarlierAttempt> earlier;          // the last kMaxEarlierAttempts, oldest first
 };
+inline constexpr std::size_t kMaxEarlierAttempts = 8;
 
 enum class JobState { kNone, kRunning, kSucceeded, kFailed };
 std::string_view toString(JobState state);
@@ -370,6 +382,9 @@ class Scheduler {
   void setAgentState(AgentInfo& agent, AgentState to);
   void setOutcome(TaskRecord& task, TaskOutcome to);
   void setJobState(JobState to);
+  // The task's latest attempt ended as `ended_as` and another will follow: the attempt goes
+  // into `earlier`, and the task is pending again (it is the caller's to queue it).
+  void sendBack(TaskRecord& task, std::string_view ended_as);
   void noteIllegalMove(std::string_view machine, const std::string& who, std::string_view from,
                        std::string_view to);
   // Raises jobAgentPeaks()[agent_id] by the figures of `beat` (a heartbeat's, or an ended task's).
