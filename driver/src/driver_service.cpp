@@ -242,7 +242,7 @@ void DriverService::apply(Actions& actions) {
 void DriverService::wakeTicker() {
   {
     std::lock_guard lock(ticker_mutex_);
-    agent_came_ = true;
+    ticker_poked_ = true;
   }
   ticker_cv_.notify_all();
 }
@@ -250,37 +250,36 @@ void DriverService::wakeTicker() {
 void DriverService::tickerLoop() {
   using std::chrono::milliseconds;
   const auto heartbeat_every = milliseconds(config_.heartbeat_interval_ms);
-  auto check_every =
-      std::min(milliseconds(1000), milliseconds(std::max(10L, config_.agent_timeout_ms / 4)));
-  if (config_.agent_reconnect_grace_ms > 0) {
-    check_every =
-        std::min(check_every, milliseconds(std::max(10L, config_.agent_reconnect_grace_ms / 4)));
-  }
   auto next_heartbeat = SteadyClock::now() + heartbeat_every;
-  auto next_check = SteadyClock::now() + check_every;
   for (;;) {
     {
       std::unique_lock lock(ticker_mutex_);
-      agent_came_ = false;
+      ticker_poked_ = false;
     }
-    bool no_agents = false;
+    std::optional<SteadyClock::time_point> next_expiry;
     {
       std::lock_guard lock(mutex_);
-      no_agents = scheduler_.agents().empty();
+      // The scheduler's clock may be another than the ticker's: wait for the same distance.
+      if (auto due = scheduler_.nextExpiry()) {
+        next_expiry = SteadyClock::now() + std::max(SteadyClock::duration::zero(), *due - now_());
+      }
     }
-    if (no_agents) {
+    if (!next_expiry) {
       // Nothing to heartbeat or expire: sleep until an agent registers (no timer while idle).
       std::unique_lock lock(ticker_mutex_);
-      ticker_cv_.wait(lock, [&] { return stopping_ || agent_came_; });
+      ticker_cv_.wait(lock, [&] { return stopping_ || ticker_poked_; });
       if (stopping_) return;
       next_heartbeat = SteadyClock::now() + heartbeat_every;
-      next_check = SteadyClock::now() + check_every;
+      continue;
     }
     {
+      // Wakes for the next heartbeat or the next agent due to expire, whichever is first, or
+      // early when an agent registers or drops (its deadline may come sooner).
       std::unique_lock lock(ticker_mutex_);
-      if (ticker_cv_.wait_until(lock, std::min(next_heartbeat, next_check),
-                                [&] { return stopping_; })) {
-        return;
+      if (ticker_cv_.wait_until(lock, std::min(next_heartbeat, *next_expiry),
+                                [&] { return stopping_ || ticker_poked_; })) {
+        if (stopping_) return;
+        continue;
       }
     }
     const auto now = SteadyClock::now();
@@ -292,8 +291,7 @@ void DriverService::tickerLoop() {
       const std::string frame = protocol::encodeEnvelope(protocol::makeMessage(beat));
       for (const auto& [id, connection] : agent_connections_) connection->send(frame);
     }
-    if (now >= next_check) {
-      next_check = now + check_every;
+    if (now >= *next_expiry) {
       std::lock_guard lock(mutex_);
       Actions actions;
       const TimePoint at = now_();

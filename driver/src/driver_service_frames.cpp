@@ -406,6 +406,7 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
     logger("driver")->info("agent '{}' stopped", agent_id);
   } else if (scheduler_.disconnectAgent(agent_id, "connection closed: " + why, now_(), actions)) {
     logHeld(agent_id, "connection closed: " + why);
+    wakeTicker();  // its grace window may end before the ticker's next deadline
   } else if (scheduler_.removeAgent(agent_id, "connection closed: " + why, actions)) {
     agentGone(agent_id, "lost: connection closed: " + why);
     metrics_.agentLost();

@@ -117,6 +117,18 @@ Result<protocol::ResumeAccepted> Scheduler::resumeAgent(const protocol::ResumeEx
   return accepted;
 }
 
+std::optional<TimePoint> Scheduler::nextExpiry() const {
+  std::optional<TimePoint> first;
+  for (const auto& [id, agent] : agents_) {
+    const TimePoint due = agent.disconnected_since
+                              ? *agent.disconnected_since + options_.reconnect_grace
+                              : agent.last_seen + options_.agent_timeout;
+    if (!first || due < *first) first = due;
+  }
+  if (first) *first += Millis(1);  // both expire strictly past their bound
+  return first;
+}
+
 std::vector<std::string> Scheduler::expireDisconnected(TimePoint now, Actions& out) {
   now_ = now;
   std::vector<std::string> expired;

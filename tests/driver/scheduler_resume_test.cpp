@@ -51,6 +51,25 @@ class ResumeTest : public BlockSchedulingTest {
   }
 };
 
+TEST_F(ResumeTest, NextExpiryIsTheFirstAgentDueToBeDropped) {
+  EXPECT_FALSE(scheduler_.nextExpiry()) << "no agent: nothing to wake for";
+  addResumingAgent("a", 1);
+  const TimePoint registered = now_;
+  EXPECT_EQ(scheduler_.nextExpiry(), registered + Millis(60000) + Millis(1));
+  now_ += Millis(5000);
+  addResumingAgent("b", 1);
+  scheduler_.touch("a", now_);  // a heard from: b is now the first due
+  EXPECT_EQ(scheduler_.nextExpiry(), registered + Millis(5000) + Millis(60000) + Millis(1));
+  Actions out;
+  ASSERT_TRUE(scheduler_.disconnectAgent("a", "connection closed", now_, out));
+  EXPECT_EQ(scheduler_.nextExpiry(), now_ + kGrace + Millis(1))
+      << "held: its grace window ends first";
+  // At that time, and not a millisecond before, it is dropped.
+  EXPECT_TRUE(scheduler_.expireDisconnected(now_ + kGrace, out).empty());
+  EXPECT_EQ(scheduler_.expireDisconnected(*scheduler_.nextExpiry(), out),
+            std::vector<std::string>{"a"});
+}
+
 TEST_F(ResumeTest, DisconnectKeepsTheTasksAndLaunchesNothingThere) {
   addResumingAgent("a", 2);
   Actions out;

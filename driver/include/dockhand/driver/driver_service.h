@@ -155,7 +155,8 @@ class DriverService : public FrameHandler {
   void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
   // Answers (or drops) a frame its connection's session does not admit (AgentSession::admit).
   void refuseBySession(Connection& c, std::uint64_t id, const SessionRefusal& refusal);
-  // Tells the ticker an agent registered (it sleeps while there are none).
+  // Tells the ticker an agent registered or dropped: it sleeps while there are none, and until
+  // the next heartbeat or expiry otherwise, which a held agent's grace window may bring nearer.
   void wakeTicker();
   // The session onOpen gave the connection.
   static AgentSession& session(Connection& c);
@@ -205,8 +206,8 @@ class DriverService : public FrameHandler {
   std::mutex ticker_mutex_;
   std::condition_variable ticker_cv_;
   bool stopping_ = false;
-  // An agent registered: a ticker asleep for want of agents has work again (ticker_mutex_).
-  bool agent_came_ = false;
+  // An agent registered or dropped: the ticker's next deadline may have moved (ticker_mutex_).
+  bool ticker_poked_ = false;
   std::thread ticker_;
   std::atomic<bool> stopped_{false};
   // Last: stopped (its threads joined) before anything above goes.

@@ -275,6 +275,10 @@ class Scheduler {
   // rescheduled without counting an attempt, its blocks dropped) and returns their ids.
   std::vector<std::string> expireDisconnected(TimePoint now, Actions& out);
   Millis reconnectGrace() const { return options_.reconnect_grace; }
+  // The first time at which expireSilentAgents or expireDisconnected would remove an agent if
+  // nothing changed meanwhile (a connected agent's last message + agent_timeout, a held one's
+  // disconnection + reconnect_grace, each a millisecond past it); nullopt with no agent.
+  std::optional<TimePoint> nextExpiry() const;
 
   const std::map<std::string, AgentInfo>& agents() const { return agents_; }
   const AgentInfo* agent(const std::string& id) const;
