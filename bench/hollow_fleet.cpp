@@ -63,7 +63,8 @@ struct HollowFleet::Agent {
   std::uint64_t hello_ask = 0;
   std::uint64_t register_ask = 0;
   std::uint64_t peers_ask = 0;
-  bool leaving = false;  // closes once `out` is written (after RemoveExecutor)
+  bool leaving = false;    // closes once `out` is written (after RemoveExecutor)
+  bool wants_out = false;  // EPOLLOUT is in its epoll interest
   std::vector<proto::BlockInfo> blocks;
   std::string blockUrl() const { return fmt::format("http://127.0.0.1:9/{}/", id); }
 };
@@ -169,6 +170,7 @@ void HollowFleet::connect(Agent& a) {
   event.events = EPOLLIN | EPOLLOUT;
   event.data.u64 = static_cast<std::uint64_t>(a.number);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, a.fd, &event);
+  a.wants_out = true;
 }
 
 void HollowFleet::onReadable(Agent& a) {
@@ -347,8 +349,12 @@ void HollowFleet::flush(Agent& a) {
     close(a, true);
     return;
   }
+  // Changed only when the need to write changes: one system call per frame would be the
+  // simulated fleet's own largest cost.
+  if (a.wants_out == !a.out.empty()) return;
+  a.wants_out = !a.out.empty();
   epoll_event event{};
-  event.events = EPOLLIN | (a.out.empty() ? 0U : static_cast<std::uint32_t>(EPOLLOUT));
+  event.events = EPOLLIN | (a.wants_out ? static_cast<std::uint32_t>(EPOLLOUT) : 0U);
   event.data.u64 = static_cast<std::uint64_t>(a.number);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, a.fd, &event);
 }

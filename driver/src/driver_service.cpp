@@ -239,12 +239,15 @@ void DriverService::apply(Actions& actions) {
 
 // ---- heartbeats and expiry --------------------------------------------------------------------
 
-void DriverService::wakeTicker() {
+void DriverService::wakeTicker(bool deadline_nearer) {
+  bool wake = false;
   {
     std::lock_guard lock(ticker_mutex_);
-    ticker_poked_ = true;
+    agent_came_ = true;
+    deadline_nearer_ = deadline_nearer_ || deadline_nearer;
+    wake = ticker_idle_ || deadline_nearer;
   }
-  ticker_cv_.notify_all();
+  if (wake) ticker_cv_.notify_all();
 }
 
 void DriverService::tickerLoop() {
@@ -254,7 +257,8 @@ void DriverService::tickerLoop() {
   for (;;) {
     {
       std::unique_lock lock(ticker_mutex_);
-      ticker_poked_ = false;
+      agent_came_ = false;
+      deadline_nearer_ = false;
     }
     std::optional<SteadyClock::time_point> next_expiry;
     {
@@ -267,17 +271,19 @@ void DriverService::tickerLoop() {
     if (!next_expiry) {
       // Nothing to heartbeat or expire: sleep until an agent registers (no timer while idle).
       std::unique_lock lock(ticker_mutex_);
-      ticker_cv_.wait(lock, [&] { return stopping_ || ticker_poked_; });
+      ticker_idle_ = true;
+      ticker_cv_.wait(lock, [&] { return stopping_ || agent_came_; });
+      ticker_idle_ = false;
       if (stopping_) return;
       next_heartbeat = SteadyClock::now() + heartbeat_every;
       continue;
     }
     {
       // Wakes for the next heartbeat or the next agent due to expire, whichever is first, or
-      // early when an agent registers or drops (its deadline may come sooner).
+      // early when a held agent's grace window may end sooner.
       std::unique_lock lock(ticker_mutex_);
       if (ticker_cv_.wait_until(lock, std::min(next_heartbeat, *next_expiry),
-                                [&] { return stopping_ || ticker_poked_; })) {
+                                [&] { return stopping_ || deadline_nearer_; })) {
         if (stopping_) return;
         continue;
       }

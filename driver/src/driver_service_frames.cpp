@@ -266,7 +266,7 @@ void DriverService::handleRegister(const std::shared_ptr<Connection>& c,
     result = scheduler_.registerAgent(reg, now_(), actions);
     if (result) {
       metrics_.registration();
-      wakeTicker();
+      wakeTicker(/*deadline_nearer=*/false);
       agent_connections_[reg.executor_id] = c;
       if (const AgentInfo* added = scheduler_.agent(reg.executor_id); added && event_log_) {
         event_log_->agentAdded(*added);
@@ -406,7 +406,7 @@ void DriverService::onClose(const std::shared_ptr<Connection>& c, const std::str
     logger("driver")->info("agent '{}' stopped", agent_id);
   } else if (scheduler_.disconnectAgent(agent_id, "connection closed: " + why, now_(), actions)) {
     logHeld(agent_id, "connection closed: " + why);
-    wakeTicker();  // its grace window may end before the ticker's next deadline
+    wakeTicker(/*deadline_nearer=*/true);  // its grace window may end before the next wake
   } else if (scheduler_.removeAgent(agent_id, "connection closed: " + why, actions)) {
     agentGone(agent_id, "lost: connection closed: " + why);
     metrics_.agentLost();

@@ -159,10 +159,6 @@ Json DriverService::clusterJson() const {
   const Progress progress = scheduler_.progress();
   Json job = nullptr;
   if (scheduler_.jobState() != JobState::kNone) {
-    Json peaks = Json::object();
-    for (const auto& [agent, figures] : scheduler_.jobAgentPeaks()) {
-      peaks[agent] = protocol::toJson(figures);
-    }
     job = Json{{"name", scheduler_.job().name},
                {"state", std::string(toString(scheduler_.jobState()))},
                {"failure_reason", scheduler_.failureReason()},
@@ -174,7 +170,7 @@ Json DriverService::clusterJson() const {
                {"retries", progress.retries},
                {"tasks_omitted", records.size() - listed.size()},
                {"tasks", std::move(tasks)},
-               {"agent_peaks", std::move(peaks)}};
+               {"agent_peaks", agentPeaksJson(scheduler_.jobAgentPeaks())}};
   }
   return Json{{"driver", {{"software", driverSoftware()}}},
               {"executors", std::move(agents)},

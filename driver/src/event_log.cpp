@@ -188,8 +188,6 @@ void EventLog::jobEnded(const JobReport& report) {
   for (const auto& t : report.tasks) {
     tasks.push_back({{"outcome", std::string(toString(t.outcome))}, {"attempts", t.launches}});
   }
-  Json peaks = Json::object();
-  for (const auto& [agent, figures] : report.agent_peaks) peaks[agent] = protocol::toJson(figures);
   write("job_end",
         {{"job", report.job.name},
          {"state", std::string(toString(report.state))},
@@ -197,7 +195,7 @@ void EventLog::jobEnded(const JobReport& report) {
          {"wall_ms", report.wall.count()},
          {"progress", std::move(progress)},
          {"tasks", std::move(tasks)},
-         {"agent_peaks", std::move(peaks)}},
+         {"agent_peaks", agentPeaksJson(report.agent_peaks)}},
         /*flush_now=*/true);
 }
 

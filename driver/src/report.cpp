@@ -255,6 +255,12 @@ std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>
   return line + "\n";
 }
 
+Json agentPeaksJson(const std::map<std::string, protocol::AgentMetrics>& peaks) {
+  Json out = Json::object();
+  for (const auto& [agent, figures] : peaks) out[agent] = protocol::toJson(figures);
+  return out;
+}
+
 std::string formatReport(const JobReport& report, bool quiet) {
   std::string out;
   if (!quiet) {

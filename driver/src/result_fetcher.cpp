@@ -182,12 +182,13 @@ void ResultFetcher::work() {
       request = std::move(queue_.front());
       queue_.pop_front();
     }
-    Result<std::string> bytes = Error("not fetched");
-    try {
-      bytes = fetchResultBlock(request.block, options_);
-    } catch (const std::exception& e) {
-      bytes = Error(e.what());
-    }
+    const Result<std::string> bytes = [&]() -> Result<std::string> {
+      try {
+        return fetchResultBlock(request.block, options_);
+      } catch (const std::exception& e) {
+        return Error(e.what());
+      }
+    }();
     if (bytes) {
       // The driver has the bytes: the block is of no more use on the agent (Spark's driver
       // removes an indirect result's block once fetched, too). A failure costs disk space only.

@@ -180,16 +180,14 @@ void Scheduler::noteAgentMetrics(const std::string& agent_id,
 }
 
 void Scheduler::raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat) {
-  protocol::AgentMetrics peaks;
-  if (auto known = job_agent_peaks_.find(agent_id); known != job_agent_peaks_.end()) {
-    peaks = known->second;
-  }
+  auto [it, added] = job_agent_peaks_.try_emplace(agent_id);
+  protocol::AgentMetrics& peaks = it->second;
   raisePeak(peaks.rss_bytes, beat.rss_bytes);
   raisePeak(peaks.tasks_rss_bytes, beat.tasks_rss_bytes);
   raisePeak(peaks.tasks_rss_bytes, beat.peak_tasks_rss_bytes);
   raisePeak(peaks.blocks, beat.blocks);
   raisePeak(peaks.block_bytes, beat.block_bytes);
-  if (!peaks.empty()) job_agent_peaks_[agent_id] = peaks;
+  if (added && peaks.empty()) job_agent_peaks_.erase(it);  // a beat that carried nothing
 }
 
 bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json& report) {
@@ -296,9 +294,11 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
   recordStatus(t, update);
   // The agent's tasks held at least what this one did: a task that ends between two heartbeats
   // (or after the job's last) still counts to its agent's peak.
-  protocol::AgentMetrics ended;
-  ended.peak_tasks_rss_bytes = update.metrics.peak_rss_bytes;
-  raiseJobPeaks(agent_id, ended);
+  if (update.metrics.peak_rss_bytes) {
+    protocol::AgentMetrics ended;
+    ended.peak_tasks_rss_bytes = update.metrics.peak_rss_bytes;
+    raiseJobPeaks(agent_id, ended);
+  }
   t.duration = std::chrono::duration_cast<Millis>(now - t.launched_at);
 
   if (job_state_ != JobState::kRunning) {

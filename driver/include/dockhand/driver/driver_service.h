@@ -155,9 +155,11 @@ class DriverService : public FrameHandler {
   void refuseAuth(Connection& c, std::uint64_t id, const std::string& why);
   // Answers (or drops) a frame its connection's session does not admit (AgentSession::admit).
   void refuseBySession(Connection& c, std::uint64_t id, const SessionRefusal& refusal);
-  // Tells the ticker an agent registered or dropped: it sleeps while there are none, and until
-  // the next heartbeat or expiry otherwise, which a held agent's grace window may bring nearer.
-  void wakeTicker();
+  // Tells the ticker what may move its next wake: it sleeps while no agent is registered (an
+  // agent registered: `deadline_nearer` false, which wakes only that sleep, so a storm of
+  // registrations costs the ticker nothing), and otherwise until the next heartbeat or
+  // expiry, which a held agent's grace window may bring nearer (`deadline_nearer` true).
+  void wakeTicker(bool deadline_nearer);
   // The session onOpen gave the connection.
   static AgentSession& session(Connection& c);
   void handleRegister(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
@@ -206,8 +208,11 @@ class DriverService : public FrameHandler {
   std::mutex ticker_mutex_;
   std::condition_variable ticker_cv_;
   bool stopping_ = false;
-  // An agent registered or dropped: the ticker's next deadline may have moved (ticker_mutex_).
-  bool ticker_poked_ = false;
+  // Under ticker_mutex_: the ticker sleeps for want of agents; an agent came; a deadline came
+  // nearer (see wakeTicker).
+  bool ticker_idle_ = false;
+  bool agent_came_ = false;
+  bool deadline_nearer_ = false;
   std::thread ticker_;
   std::atomic<bool> stopped_{false};
   // Last: stopped (its threads joined) before anything above goes.

@@ -55,6 +55,9 @@ std::string formatCost(const std::vector<TaskRecord>& tasks);
 //   "agent peaks: agent-2 120.0 MiB in tasks, 15.2 MiB itself, 4 blocks (1.2 MiB); agent-1 ..."
 // the three with the most in their tasks first, then "; and N more"; "" when none reported.
 std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>& peaks);
+// The same as JSON, {"agent-1": {"rss_bytes": N, ...}}: the event log's job_end and
+// /v1/cluster's job carry it.
+Json agentPeaksJson(const std::map<std::string, protocol::AgentMetrics>& peaks);
 
 // A job's end as `run` prints it and `report` replays it from an event log.
 struct JobReport {
