@@ -29,6 +29,8 @@
 #include "dockhand/tls/http_server.h"
 #include "dockhand/tls/tls.h"
 
+#include "connection_reactor.h"
+
 namespace dockhand::driver {
 
 using Poco::Net::WebSocket;
@@ -78,6 +80,8 @@ void Connection::attach(WebSocket* socket) {
 }
 
 bool Connection::send(Outbound frame) {
+  bool accepted = false;
+  bool wake = false;
   {
     std::lock_guard lock(mutex_);
     if (closing_.load()) return false;
@@ -85,18 +89,30 @@ bool Connection::send(Outbound frame) {
       close_reason_ =
           fmt::format("more than {} frames queued: the agent stopped reading", max_queued_);
       closing_.store(true);
-      cv_.notify_one();
       logger("driver")->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
-      return false;
-    }
-    queue_.push_back(std::move(frame));
-    if (!secure_ && std::this_thread::get_id() == reader_) {
-      held_ = true;  // the reader writes it before it waits for the next frame (sendHeld)
-      return true;
+      wake = true;
+    } else {
+      queue_.push_back(std::move(frame));
+      accepted = true;
+      if (reactor_ != nullptr) {
+        wake = !wake_pending_;  // once per batch: the reactor takes the whole queue
+        wake_pending_ = true;
+      } else if (!secure_ && std::this_thread::get_id() == reader_) {
+        held_ = true;  // the reader writes it before it waits for the next frame (sendHeld)
+        return true;
+      } else {
+        wake = true;
+      }
     }
   }
-  cv_.notify_one();
-  return true;
+  if (wake) {
+    if (reactor_ != nullptr) {
+      reactor_->wake(id_);
+    } else {
+      cv_.notify_one();
+    }
+  }
+  return accepted;
 }
 
 void Connection::close(const std::string& reason) {
@@ -106,7 +122,26 @@ void Connection::close(const std::string& reason) {
     close_reason_ = reason;
     closing_.store(true);
   }
-  cv_.notify_one();
+  if (reactor_ != nullptr) {
+    reactor_->wake(id_);
+  } else {
+    cv_.notify_one();
+  }
+}
+
+int Connection::encode(Outbound& item, std::string& text) {
+  if (auto* s = std::get_if<std::string>(&item)) {
+    text = std::move(*s);
+  } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
+    text = protocol::encodeEnvelope(*e);
+  } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
+    text = protocol::encodeEnvelope(protocol::makeMessage(*l));
+  } else {
+    auto& c = std::get<Control>(item);
+    text = std::move(c.payload);
+    return c.flags;
+  }
+  return WebSocket::FRAME_TEXT;
 }
 
 void Connection::stopWriter() {
@@ -129,18 +164,7 @@ void Connection::takeQueued(std::deque<Outbound>& batch, std::string& text) {
   // A plain connection gets the whole batch in one write: under load the scheduler queues
   // several frames (launches, replies) while one write is under way.
   for (auto& item : batch) {
-    int flags = WebSocket::FRAME_TEXT;
-    if (auto* s = std::get_if<std::string>(&item)) {
-      text = std::move(*s);
-    } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
-      text = protocol::encodeEnvelope(*e);
-    } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
-      text = protocol::encodeEnvelope(protocol::makeMessage(*l));
-    } else {
-      auto& c = std::get<Control>(item);
-      flags = c.flags;
-      text = std::move(c.payload);
-    }
+    const int flags = encode(item, text);
     if (!secure_) {
       net::appendServerFrame(unsent_, flags, text);
       continue;
@@ -264,6 +288,10 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       }
       return;
     }
+    if (!socket->secure()) {
+      adopt(*socket, peer);
+      return;
+    }
     serve(*socket, peer);
   }
 
@@ -309,6 +337,17 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     response.send() << reply->body;
   }
 
+  // A plain connection: the reactor serves it from here, and this pool thread goes back.
+  void adopt(WebSocket& socket, const std::string& peer) {
+    socket.setNoDelay(true);
+    auto connection = std::make_shared<Connection>(server_.next_connection_id_++, peer,
+                                                   server_.options().max_queued_frames);
+    connection->attach(server_.reactor_.get());
+    server_.track(connection);
+    server_.reactor_->adopt(std::move(connection), socket);
+  }
+
+  // A TLS connection: this pool thread reads it, a writer thread of its own writes it.
   void serve(WebSocket& socket, const std::string& peer) {
     const ServerOptions& options = server_.options();
     socket.setMaxPayloadSize(static_cast<int>(options.max_frame_bytes));
@@ -480,6 +519,9 @@ void AgentServer::start() {
   Poco::Net::ServerSocket socket = tls::newServerSocket(
       Poco::Net::SocketAddress(options_.host, options_.port), 256, options_.tls);
   port_ = socket.address().port();
+  reactor_ = std::make_unique<ConnectionReactor>(
+      options_, handler_, [this](const std::shared_ptr<Connection>& c) { untrack(c); });
+  reactor_->start();
 
   auto* params = new Poco::Net::HTTPServerParams;
   params->setMaxThreads(options_.threads);
@@ -513,6 +555,7 @@ void AgentServer::stop() {
   }
   server_->stopAll(true);
   pool_->joinAll();
+  reactor_->stop();
 }
 
 void AgentServer::track(const std::shared_ptr<Connection>& c) {

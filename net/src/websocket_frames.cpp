@@ -104,6 +104,33 @@ bool FrameReader::holdsFrame() const {
   return buffered() >= header_bytes && payloadLength(header) <= buffered() - header_bytes;
 }
 
+Result<std::optional<FrameHeader>> parseFrameHeader(std::string_view bytes) {
+  if (bytes.size() < 2) return std::optional<FrameHeader>();
+  const auto* header = reinterpret_cast<const unsigned char*>(bytes.data());
+  FrameHeader frame;
+  frame.flags = header[0];
+  frame.masked = (header[1] & 0x80U) != 0;
+  frame.header_bytes = headerBytes(header[1]);
+  if (bytes.size() < frame.header_bytes) return std::optional<FrameHeader>();
+  frame.length = payloadLength(header);
+  if ((frame.length >> 63U) != 0) {
+    return Error("a frame length with its most significant bit set (RFC 6455 5.2)");
+  }
+  const bool control = (static_cast<unsigned>(frame.flags) & 0x08U) != 0;
+  if (control && frame.length > 125) return Error("a control frame over 125 bytes (RFC 6455 5.5)");
+  if (frame.masked) {
+    std::memcpy(frame.mask.data(), header + frame.header_bytes - frame.mask.size(),
+                frame.mask.size());
+  }
+  return std::optional<FrameHeader>(frame);
+}
+
+void applyMask(char* data, std::size_t n, const std::array<unsigned char, 4>& mask) {
+  for (std::size_t i = 0; i < n; ++i) {
+    data[i] = static_cast<char>(static_cast<unsigned char>(data[i]) ^ mask[i % 4]);
+  }
+}
+
 ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
   if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
@@ -113,24 +140,15 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
     frame.end_of_stream = true;
     return frame;
   }
-  const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
-  frame.flags = header[0];
-  const bool masked = (header[1] & 0x80U) != 0;
-  const std::size_t header_bytes = headerBytes(header[1]);
+  const std::size_t header_bytes = headerBytes(static_cast<unsigned char>(buffer_[begin_ + 1]));
   if (!fill(*impl, header_bytes)) incomplete();
-  header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);  // fill may move it
-  const std::uint64_t length = payloadLength(header);
-  if ((length >> 63U) != 0) {
-    throw WebSocketException("a frame length with its most significant bit set (RFC 6455 5.2)",
-                             WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
-  }
-  const bool control = (static_cast<unsigned>(frame.flags) & 0x08U) != 0;
-  if (control && length > 125) {
-    throw WebSocketException("a control frame over 125 bytes (RFC 6455 5.5)",
-                             WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
-  }
-  std::array<unsigned char, 4> mask{};
-  if (masked) std::memcpy(mask.data(), header + header_bytes - mask.size(), mask.size());
+  auto parsed = parseFrameHeader(std::string_view(buffer_.data() + begin_, header_bytes));
+  if (!parsed) throw WebSocketException(parsed.error().message, WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
+  const FrameHeader& header = **parsed;
+  frame.flags = header.flags;
+  const bool masked = header.masked;
+  const std::uint64_t length = header.length;
+  const std::array<unsigned char, 4> mask = header.mask;
   take(nullptr, header_bytes);
   frame.length = length;
 
@@ -154,12 +172,26 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   const std::size_t copied = take(payload.data(), size);
   // The rest of a payload longer than what was read ahead comes straight into place.
   if (copied < size) readExactly(*impl, payload.data() + copied, size - copied);
-  if (masked) {
-    for (std::size_t i = 0; i < size; ++i) {
-      payload[i] = static_cast<char>(static_cast<unsigned char>(payload[i]) ^ mask[i % 4]);
-    }
-  }
+  if (masked) applyMask(payload.data(), size, mask);
   return frame;
+}
+
+bool takeReadAhead(WebSocket& ws, std::string& out) {
+  auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
+  if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
+  ws.setBlocking(false);
+  std::array<char, 16 * 1024> chunk{};
+  for (;;) {
+    int got = 0;
+    try {
+      got = RawReads::receiveSome(*impl, chunk.data(), chunk.size());
+    } catch (const Poco::Exception&) {
+      return true;  // nothing more now (or an error the reader meets on its next read)
+    }
+    if (got == 0) return false;
+    if (got < 0) return true;
+    out.append(chunk.data(), static_cast<std::size_t>(got));
+  }
 }
 
 namespace {

@@ -4,14 +4,14 @@
 // only: frame size limit, ping/pong, close, and one outbound queue per connection; what the frames
 // mean is the FrameHandler's business.
 //
-// Threads: each connection is served by one pool thread that reads frames and calls the
-// handler (onOpen, onFrame..., onClose: in that order, on that thread), and one writer
-// thread that drains the connection's outbound queue. Sending therefore never blocks the
-// caller on the network, and a slow or stuck agent only fills its own queue (beyond
-// max_queued_frames it is dropped). Over a plain connection the frames its own reader sends
-// (the replies and launches a status brings about) are written by the reader itself once it
-// has handled what it read, as far as the socket takes them without waiting; the writer is
-// woken only for the rest, and for frames from other threads.
+// Threads: the HTTP request (and the WebSocket upgrade) is read on a pool thread. A plain
+// ws:// connection is then served by the ConnectionReactor: one thread and epoll for all of
+// them, which reads frames, calls the handler (onOpen, onFrame..., onClose: in that order, on
+// that thread) and writes each connection's queue as its socket takes it; the pool thread
+// returns. A wss:// connection keeps its pool thread as its reader and gets a writer thread of
+// its own (OpenSSL's non-blocking reads and writes are not driven by the reactor yet). Either
+// way sending never blocks the caller on the network, and a slow or stuck agent only fills
+// its own queue (beyond max_queued_frames it is dropped).
 #pragma once
 
 #include <atomic>
@@ -46,6 +46,8 @@ class HttpServer;
 }  // namespace dockhand::tls
 
 namespace dockhand::driver {
+
+class ConnectionReactor;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -110,7 +112,13 @@ class Connection {
  private:
   friend class AgentServer;
   friend class WebSocketHandler;
+  friend class ConnectionReactor;
+  // A TLS connection: its own writer thread.
   void attach(Poco::Net::WebSocket* socket);
+  // A plain connection: served by `reactor`, which writes its frames.
+  void attach(ConnectionReactor* reactor) { reactor_ = reactor; }
+  // Encodes `item` into `text`; returns its WebSocket flags.
+  static int encode(Outbound& item, std::string& text);
   void writerLoop();
   void stopWriter();  // waits for the writer thread to end
   // The reader, before it waits for the next frame: writes the frames it sent meanwhile (what
@@ -146,6 +154,8 @@ class Connection {
   std::string close_reason_;
   std::atomic<bool> closing_{false};
   std::thread writer_;
+  ConnectionReactor* reactor_ = nullptr;  // set: a plain connection the reactor serves
+  bool wake_pending_ = false;             // the reactor was woken for queue_ (mutex_)
 };
 
 // A plain HTTP request to the driver's port other than GET /healthz (the control API).
@@ -203,6 +213,7 @@ class AgentServer {
   ServerOptions options_;
   FrameHandler& handler_;
   std::unique_ptr<Poco::ThreadPool> pool_;
+  std::unique_ptr<ConnectionReactor> reactor_;  // serves the plain connections
   std::unique_ptr<tls::HttpServer> server_;
   std::uint16_t port_ = 0;
   std::atomic<std::uint64_t> next_connection_id_{1};

@@ -11,11 +11,15 @@
 // and dropped, so the next frame starts where it should.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "dockhand/base/result.h"
 
 namespace Poco::Net {  // NOLINT(readability-identifier-naming): Poco's namespace
 class WebSocket;
@@ -30,6 +34,23 @@ struct ReceivedFrame {
   bool discarded = false;      // the payload was over the limit: read and dropped, not kept
   bool end_of_stream = false;  // the peer closed the connection before a frame began
 };
+
+// A frame's header (RFC 6455 section 5.2), as it starts a buffer of received bytes.
+struct FrameHeader {
+  int flags = 0;                 // FIN and opcode, as Poco's WebSocket::FrameFlags/FrameOpcodes
+  std::size_t header_bytes = 0;  // 2 to 14: the payload starts this far in
+  std::uint64_t length = 0;      // the payload's length
+  bool masked = false;
+  std::array<unsigned char, 4> mask{};
+};
+
+// The header at the start of `bytes`: nullopt while `bytes` holds only part of it; an Error for
+// a header no peer may send (a length with its top bit set, a control frame over 125 bytes).
+// The one reading of a frame header: FrameReader and the driver's reactor both use it.
+Result<std::optional<FrameHeader>> parseFrameHeader(std::string_view bytes);
+
+// Unmasks (or masks) `n` bytes at `data` in place with `mask`.
+void applyMask(char* data, std::size_t n, const std::array<unsigned char, 4>& mask);
 
 // One per connection, used by its reading thread only.
 class FrameReader {
@@ -74,6 +95,11 @@ void appendServerFrame(std::string& out, int flags, std::string_view payload);
 
 // Appends one frame masked with `mask` (a client's: every frame a client sends is masked).
 void appendClientFrame(std::string& out, int flags, std::string_view payload, std::uint32_t mask);
+
+// Takes what the WebSocket's handshake read ahead, and what the socket has now, into `out`
+// without waiting: for a reader that goes on with the socket's descriptor itself. Sets the
+// socket non-blocking. False when the peer closed the connection already.
+bool takeReadAhead(Poco::Net::WebSocket& ws, std::string& out);
 
 // Writes all of `bytes` to the connected socket `fd` (blocking, under the socket's send
 // timeout). Throws Poco::TimeoutException when the timeout passes, Poco::IOException on an

@@ -1,0 +1,591 @@
+#include "connection_reactor.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "dockhand/base/logging.h"
+#include "dockhand/base/thread_name.h"
+#include "dockhand/net/websocket_frames.h"
+#include "dockhand/protocol/messages.h"
+
+namespace dockhand::driver {
+
+using Poco::Net::WebSocket;
+
+namespace {
+
+constexpr std::uint64_t kWakeTag = 0;  // connection ids start at 1
+constexpr std::size_t kReadPiece = std::size_t{64} * 1024;
+// The most encoded bytes a connection holds unwritten before its queue is left to grow (and
+// meet max_queued_frames); also the most buffer it keeps between bursts.
+constexpr std::size_t kMaxUnsent = std::size_t{1} << 20;
+constexpr int kFinClose = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_CLOSE};
+constexpr int kFinPong = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PONG};
+
+std::string errnoText(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
+
+}  // namespace
+
+// What the reactor keeps for one connection; touched by the reactor's thread only.
+struct ConnectionReactor::Slot {
+  enum class Phase {
+    kOpen,      // frames go both ways
+    kClosing,   // a close frame is queued behind the last frames
+    kDraining,  // our side is shut: reading until the peer closes, or kCloseWait
+  };
+
+  std::shared_ptr<Connection> connection;
+  WebSocket socket;  // owns the descriptor
+  int fd = -1;
+  std::string in;  // read and not yet taken as frames, from in_begin
+  std::size_t in_begin = 0;
+  std::string message;  // a text message being assembled from fragments
+  bool in_message = false;
+  std::string out;  // encoded and not yet written, from out_begin
+  std::size_t out_begin = 0;
+  std::deque<Connection::Outbound> batch;  // taken from the connection's queue; kept for capacity
+  std::string text;
+  bool watching_out = false;  // EPOLLOUT is in its interest set
+  Phase phase = Phase::kOpen;
+  bool discard_input = false;  // closing for a reason of ours: what the peer still sends is dropped
+  bool ended = false;
+  std::string why;  // why it is closing, for onClose
+  Clock::time_point last_read;
+  Clock::time_point last_written;  // the last time written bytes moved, while some wait
+  Clock::time_point drain_until;
+  Clock::time_point armed = Clock::time_point::max();  // its live entry in timers_
+
+  Slot(std::shared_ptr<Connection> c, WebSocket ws)
+      : connection(std::move(c)), socket(std::move(ws)), fd(socket.impl()->sockfd()) {}
+};
+
+ConnectionReactor::ConnectionReactor(const ServerOptions& options, FrameHandler& handler, Gone gone)
+    : options_(options), handler_(handler), gone_(std::move(gone)) {}
+
+ConnectionReactor::~ConnectionReactor() {
+  stop();
+  if (epoll_ >= 0) ::close(epoll_);
+  if (wakeup_ >= 0) ::close(wakeup_);
+}
+
+void ConnectionReactor::start() {
+  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
+  wakeup_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wakeup_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kWakeTag;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, wakeup_, &event) != 0) {
+    throw std::system_error(errno, std::generic_category(), "epoll_ctl");
+  }
+  thread_ = std::thread([this] {
+    nameThisThread("dhd-reactor");
+    loop();
+  });
+  thread_id_ = thread_.get_id();
+}
+
+void ConnectionReactor::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (!signalled_) {
+      signalled_ = true;
+      const std::uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
+    }
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, WebSocket socket) {
+  std::lock_guard lock(mutex_);
+  adopted_.emplace_back(std::move(connection), std::move(socket));
+  if (!signalled_) {
+    signalled_ = true;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
+  }
+}
+
+void ConnectionReactor::wake(std::uint64_t id) {
+  if (std::this_thread::get_id() == thread_id_) {
+    dirty_.push_back(id);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  woken_.push_back(id);
+  if (!signalled_) {
+    signalled_ = true;
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
+  }
+}
+
+// ---- the loop ---------------------------------------------------------------------------------
+
+void ConnectionReactor::loop() {
+  std::array<epoll_event, 256> events{};
+  std::vector<std::uint64_t> dirty;
+  for (;;) {
+    const int n =
+        ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), waitMs(Clock::now()));
+    if (n < 0 && errno != EINTR) {
+      logger("driver")->error("the connection reactor stops: epoll_wait: {}", errnoText(errno));
+      break;
+    }
+    bool stop = false;
+    for (int i = 0; i < n; ++i) {
+      const epoll_event& event = events[static_cast<std::size_t>(i)];
+      if (event.data.u64 == kWakeTag) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] auto got = ::read(wakeup_, &count, sizeof count);
+        {
+          std::lock_guard lock(mutex_);
+          signalled_ = false;
+          stop = stopping_;
+        }
+        takeAdopted();
+        takeWoken();
+        continue;
+      }
+      auto it = slots_.find(event.data.u64);
+      if (it == slots_.end() || it->second->ended) continue;
+      Slot& s = *it->second;
+      if ((event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0) readable(s);
+      if (!s.ended && (event.events & EPOLLOUT) != 0) flush(s);
+    }
+    // What the handler sent while it handled these frames goes out now, in one write each.
+    while (!dirty_.empty()) {
+      dirty.swap(dirty_);
+      for (std::uint64_t id : dirty) {
+        auto it = slots_.find(id);
+        if (it != slots_.end() && !it->second->ended) flush(*it->second);
+      }
+      dirty.clear();
+    }
+    fireTimers(Clock::now());
+    for (std::uint64_t id : ended_) slots_.erase(id);
+    ended_.clear();
+    if (stop) break;
+  }
+  // Shutting down: whatever is still open ends now.
+  for (auto& [id, slot] : slots_) {
+    if (!slot->ended) end(*slot, "the driver is shutting down");
+  }
+  slots_.clear();
+  std::vector<std::pair<std::shared_ptr<Connection>, WebSocket>> late;
+  {
+    std::lock_guard lock(mutex_);
+    late.swap(adopted_);
+  }
+  for (auto& [connection, socket] : late) {
+    socket.close();
+    gone_(connection);
+  }
+}
+
+void ConnectionReactor::takeAdopted() {
+  std::vector<std::pair<std::shared_ptr<Connection>, WebSocket>> adopted;
+  {
+    std::lock_guard lock(mutex_);
+    adopted.swap(adopted_);
+  }
+  for (auto& [connection, socket] : adopted) open(std::move(connection), std::move(socket));
+}
+
+void ConnectionReactor::takeWoken() {
+  std::vector<std::uint64_t> woken;
+  {
+    std::lock_guard lock(mutex_);
+    woken.swap(woken_);
+  }
+  for (std::uint64_t id : woken) {
+    auto it = slots_.find(id);
+    if (it != slots_.end() && !it->second->ended) flush(*it->second);
+  }
+}
+
+void ConnectionReactor::open(std::shared_ptr<Connection> connection, WebSocket socket) {
+  const std::uint64_t id = connection->id();
+  auto slot = std::make_unique<Slot>(std::move(connection), std::move(socket));
+  Slot& s = *slot;
+  slots_.emplace(id, std::move(slot));
+  s.last_read = Clock::now();
+  bool open = true;
+  try {
+    open = net::takeReadAhead(s.socket, s.in);
+  } catch (const Poco::Exception& e) {
+    logger("driver")->warn("connection {} ({}): {}", id, s.connection->peer(), e.displayText());
+    open = false;
+  }
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP;
+  event.data.u64 = id;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, s.fd, &event) != 0) {
+    const std::string why = "epoll_ctl: " + errnoText(errno);
+    logger("driver")->error("connection {} ({}): {}", id, s.connection->peer(), why);
+    end(s, why);
+    return;
+  }
+  try {
+    handler_.onOpen(s.connection);
+  } catch (const std::exception& e) {
+    const std::string why = fmt::format("internal error: {}", e.what());
+    logger("driver")->error("connection {} ({}): {}", id, s.connection->peer(), why);
+    end(s, why);
+    return;
+  }
+  arm(s, s.last_read + std::chrono::milliseconds(options_.hello_timeout_ms));
+  takeFrames(s);
+  if (!open && !s.ended) end(s, "the agent closed the connection");
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+void ConnectionReactor::readable(Slot& s) {
+  if (s.in_begin == s.in.size()) {
+    s.in.clear();
+    s.in_begin = 0;
+  }
+  const std::size_t had = s.in.size();
+  s.in.resize(had + kReadPiece);
+  ssize_t got = 0;
+  do {
+    got = ::recv(s.fd, s.in.data() + had, kReadPiece, 0);
+  } while (got < 0 && errno == EINTR);
+  s.in.resize(had + static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
+  if (got < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    end(s, "connection error: " + errnoText(errno));
+    return;
+  }
+  if (got == 0) {
+    end(s, s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why);
+    return;
+  }
+  s.last_read = Clock::now();
+  if (s.discard_input) {
+    s.in.clear();
+    s.in_begin = 0;
+    return;
+  }
+  takeFrames(s);
+}
+
+void ConnectionReactor::takeFrames(Slot& s) {
+  while (!s.ended && !s.discard_input) {
+    const std::string_view buffered(s.in.data() + s.in_begin, s.in.size() - s.in_begin);
+    auto parsed = net::parseFrameHeader(buffered);
+    if (!parsed) {
+      end(s, "WebSocket error: " + parsed.error().message);
+      return;
+    }
+    if (!*parsed) break;
+    const net::FrameHeader& header = **parsed;
+    if (header.length > options_.max_frame_bytes) {
+      refuse(s, std::string(protocol::error_code::kFrameTooLarge),
+             fmt::format("a frame larger than the limit of {} bytes", options_.max_frame_bytes));
+      return;
+    }
+    const auto length = static_cast<std::size_t>(header.length);
+    if (buffered.size() < header.header_bytes + length) break;
+    char* payload = s.in.data() + s.in_begin + header.header_bytes;
+    if (header.masked) net::applyMask(payload, length, header.mask);
+    s.in_begin += header.header_bytes + length;
+    handleFrame(s, header.flags, std::string_view(payload, length));
+  }
+  if (s.ended) return;
+  // Keep the unread part at the front, so that the buffer does not creep.
+  if (s.in_begin == s.in.size()) {
+    s.in.clear();
+    s.in_begin = 0;
+  } else if (s.in_begin > 0) {
+    s.in.erase(0, s.in_begin);
+    s.in_begin = 0;
+  }
+  if (s.in.capacity() > 2 * (options_.max_frame_bytes + kReadPiece) ||
+      (s.in.empty() && s.in.capacity() > kMaxUnsent)) {
+    std::string(s.in).swap(s.in);  // after an outsized frame
+  }
+}
+
+void ConnectionReactor::handleFrame(Slot& s, int flags, std::string_view payload) {
+  Connection& c = *s.connection;
+  const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
+  switch (opcode) {
+    case WebSocket::FRAME_OP_CLOSE:
+      if (s.phase == Slot::Phase::kOpen) s.why = "the agent closed the WebSocket";
+      end(s, s.why);
+      return;
+    case WebSocket::FRAME_OP_PING:
+      c.send(Connection::Control{kFinPong, std::string(payload)});
+      return;
+    case WebSocket::FRAME_OP_PONG:
+      return;
+    case WebSocket::FRAME_OP_TEXT:
+    case WebSocket::FRAME_OP_BINARY:
+      s.message.assign(payload);
+      s.in_message = true;
+      break;
+    case WebSocket::FRAME_OP_CONT:
+      if (!s.in_message) {
+        c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
+                                   "continuation frame without a message to continue"));
+        return;
+      }
+      if (s.message.size() + payload.size() > options_.max_frame_bytes) {
+        refuse(s, std::string(protocol::error_code::kFrameTooLarge),
+               fmt::format("a fragmented message larger than the limit of {} bytes",
+                           options_.max_frame_bytes));
+        return;
+      }
+      s.message.append(payload);
+      break;
+    default:
+      c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
+                                 fmt::format("unsupported WebSocket opcode {}", opcode)));
+      return;
+  }
+  if ((flags & WebSocket::FRAME_FLAG_FIN) == 0) return;
+  s.in_message = false;
+  const bool was_closing = c.closing();
+  try {
+    handler_.onFrame(s.connection, s.message);
+  } catch (const std::exception& e) {
+    // The handler must not throw; if it does, this connection ends, the server goes on.
+    const std::string why = fmt::format("internal error: {}", e.what());
+    logger("driver")->error("connection {} ({}): {}", c.id(), c.peer(), why);
+    end(s, why);
+    return;
+  }
+  // The handler closed it (e.g. a bad Hello): the peer reads why, then it goes.
+  if (!was_closing && c.closing()) closeAfterRead(s, "closed by the driver");
+}
+
+// The connection ends for a reason of ours once the peer has read our last frames: what it
+// sends meanwhile is read and dropped.
+void ConnectionReactor::closeAfterRead(Slot& s, std::string why) {
+  s.why = std::move(why);
+  s.discard_input = true;
+  s.in.clear();
+  s.in_begin = 0;
+  wake(s.connection->id());
+}
+
+void ConnectionReactor::refuse(Slot& s, std::string error_code, std::string why) {
+  Connection& c = *s.connection;
+  logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
+  c.send(protocol::makeError(error_code, why));
+  c.close(why);
+  closeAfterRead(s, std::move(why));
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+void ConnectionReactor::flush(Slot& s) {
+  Connection& c = *s.connection;
+  bool closing = false;
+  std::string reason;
+  if (s.out_begin == s.out.size()) s.last_written = Clock::now();  // a stall counts from here
+  {
+    std::lock_guard lock(c.mutex_);
+    c.wake_pending_ = false;
+    if (s.out.size() - s.out_begin < kMaxUnsent) s.batch.swap(c.queue_);
+    closing = c.closing_.load() && c.queue_.empty();
+    if (closing) reason = c.close_reason_.substr(0, 120);
+  }
+  for (auto& item : s.batch) {
+    const int flags = Connection::encode(item, s.text);
+    net::appendServerFrame(s.out, flags, s.text);
+  }
+  s.batch.clear();
+  if (closing && s.phase == Slot::Phase::kOpen) {
+    if (s.why.empty()) s.why = "closed by the driver";
+    std::string body;
+    body += static_cast<char>(WebSocket::WS_NORMAL_CLOSE >> 8);
+    body += static_cast<char>(WebSocket::WS_NORMAL_CLOSE & 0xff);
+    body += reason;
+    net::appendServerFrame(s.out, kFinClose, body);
+    s.phase = Slot::Phase::kClosing;
+  }
+  if (!writeOut(s)) return;
+  if (s.out_begin < s.out.size()) {
+    watch(s, true);
+    return;
+  }
+  s.out.clear();
+  s.out_begin = 0;
+  if (s.out.capacity() > kMaxUnsent) std::string().swap(s.out);  // after a burst
+  watch(s, false);
+  if (s.phase == Slot::Phase::kClosing) {
+    ::shutdown(s.fd, SHUT_WR);
+    s.phase = Slot::Phase::kDraining;
+    s.drain_until = Clock::now() + kCloseWait;
+    arm(s, s.drain_until);
+  }
+}
+
+// Writes what the socket takes now; false when the connection ended on an error.
+bool ConnectionReactor::writeOut(Slot& s) {
+  const std::size_t before = s.out_begin;
+  while (s.out_begin < s.out.size()) {
+    const ssize_t n = ::send(s.fd, s.out.data() + s.out_begin, s.out.size() - s.out_begin,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      s.out_begin += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    const std::string why = "send failed: " + errnoText(errno);
+    logger("driver")->warn("connection {} ({}): {}", s.connection->id(), s.connection->peer(), why);
+    end(s, why);
+    return false;
+  }
+  if (s.out_begin != before || s.out_begin == s.out.size()) s.last_written = Clock::now();
+  return true;
+}
+
+void ConnectionReactor::watch(Slot& s, bool want_out) {
+  if (s.watching_out == want_out) return;
+  epoll_event event{};
+  event.events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0U);
+  event.data.u64 = s.connection->id();
+  if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, s.fd, &event) == 0) s.watching_out = want_out;
+  if (want_out) arm(s, s.last_written + kWriteStallLimit);
+}
+
+// ---- ending -----------------------------------------------------------------------------------
+
+void ConnectionReactor::end(Slot& s, const std::string& why) {
+  if (s.ended) return;
+  s.ended = true;
+  Connection& c = *s.connection;
+  try {
+    handler_.onClose(s.connection, why);
+  } catch (const std::exception& e) {
+    logger("driver")->error("connection {} ({}): close handler failed: {}", c.id(), c.peer(),
+                            e.what());
+  }
+  c.close(why);
+  // A last word where the socket still takes one (the peer may be gone already).
+  if (s.phase == Slot::Phase::kOpen) {
+    {
+      std::lock_guard lock(c.mutex_);
+      s.batch.swap(c.queue_);
+    }
+    for (auto& item : s.batch) {
+      const int flags = Connection::encode(item, s.text);
+      net::appendServerFrame(s.out, flags, s.text);
+    }
+    s.batch.clear();
+    if (s.out_begin < s.out.size()) {
+      [[maybe_unused]] auto n = ::send(s.fd, s.out.data() + s.out_begin, s.out.size() - s.out_begin,
+                                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd, nullptr);
+  try {
+    s.socket.close();
+  } catch (const Poco::Exception&) {
+    // Closed already.
+  }
+  ended_.push_back(c.id());
+  gone_(s.connection);
+}
+
+// ---- timers -----------------------------------------------------------------------------------
+
+void ConnectionReactor::arm(Slot& s, Clock::time_point at) {
+  if (at >= s.armed) return;  // an earlier entry comes first and re-arms
+  s.armed = at;
+  timers_.emplace(at, s.connection->id());
+}
+
+int ConnectionReactor::waitMs(Clock::time_point now) const {
+  if (!dirty_.empty()) return 0;
+  if (timers_.empty()) return -1;
+  const auto left = timers_.top().first - now;
+  if (left <= Clock::duration::zero()) return 0;
+  // Rounded up, so that the loop does not wake just before the deadline and spin.
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+}
+
+void ConnectionReactor::fireTimers(Clock::time_point now) {
+  while (!timers_.empty() && timers_.top().first <= now) {
+    const auto [at, id] = timers_.top();
+    timers_.pop();
+    auto it = slots_.find(id);
+    if (it == slots_.end() || it->second->ended || it->second->armed != at) continue;
+    Slot& s = *it->second;
+    s.armed = Clock::time_point::max();
+    onDeadline(s, now);
+  }
+}
+
+// A connection's timer came due: see which of its deadlines passed, and arm the next.
+void ConnectionReactor::onDeadline(Slot& s, Clock::time_point now) {
+  Connection& c = *s.connection;
+  if (s.phase == Slot::Phase::kDraining) {
+    if (now >= s.drain_until) {
+      end(s, s.why);
+      return;
+    }
+    arm(s, s.drain_until);
+    return;
+  }
+  if (s.out_begin < s.out.size()) {
+    if (now >= s.last_written + kWriteStallLimit) {
+      const std::string why =
+          fmt::format("the agent read nothing for {} s", kWriteStallLimit.count());
+      logger("driver")->warn("connection {} ({}): {}; dropping it", c.id(), c.peer(), why);
+      end(s, why);
+      return;
+    }
+    arm(s, s.last_written + kWriteStallLimit);
+  }
+  if (s.discard_input) return;  // closing: the drain deadline governs
+  const auto timeout =
+      std::chrono::milliseconds(c.greeted() ? options_.idle_timeout_ms : options_.hello_timeout_ms);
+  if (now < s.last_read + timeout) {
+    arm(s, s.last_read + timeout);
+    return;
+  }
+  if (!c.greeted()) {
+    c.send(protocol::makeError(protocol::error_code::kTimeout,
+                               fmt::format("no Hello within {} ms", options_.hello_timeout_ms)));
+    c.close("no Hello in time");
+    closeAfterRead(s, "no Hello in time");
+    return;
+  }
+  bool keep = false;
+  try {
+    keep = handler_.onIdle(s.connection);
+  } catch (const std::exception& e) {
+    logger("driver")->error("connection {} ({}): idle handler failed: {}", c.id(), c.peer(),
+                            e.what());
+  }
+  if (!keep) {
+    c.close("idle");
+    closeAfterRead(s, "idle");
+    return;
+  }
+  s.last_read = now;  // another idle period
+  arm(s, now + timeout);
+}
+
+}  // namespace dockhand::driver

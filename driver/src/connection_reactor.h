@@ -1,0 +1,116 @@
+// ConnectionReactor: one thread that serves every plain (ws://) agent connection of the driver
+// with epoll, so that the driver holds no thread per agent. The HTTP upgrade is still done on
+// a pool thread (AgentServer); the upgraded socket is then adopted here and the pool thread
+// returns.
+//
+// On this one thread, for each connection: non-blocking reads of what the socket has (up to
+// 64 KiB at a time, one read per readiness so that a busy agent does not starve the others),
+// frames taken out of that buffer (net::parseFrameHeader, the one reading of a header), the
+// handler's onOpen, onFrame... and onClose in that order; the connection's queued frames
+// encoded into one buffer and written as far as the socket takes them, the rest when epoll
+// says it may (EPOLLOUT). A sender on another thread queues a frame and, once per batch, wakes
+// this thread through an eventfd; a frame the handler sends while it handles a frame is
+// written once the frames read with it are handled, with no wake-up at all.
+//
+// Bounds: a connection whose queue passes max_queued_frames is dropped (Connection::send); one
+// whose written bytes have not moved for kWriteStallLimit is dropped with that reason; one
+// that sends no Hello within hello_timeout_ms gets an Error and is closed; a greeted one that
+// is silent for idle_timeout_ms is asked about (FrameHandler::onIdle). Timers are a queue of
+// deadlines, one per connection, re-armed lazily: the thread sleeps until the earliest one, or
+// for ever when there is none.
+//
+// A closing connection sends what was queued, a close frame, shuts its side down and reads
+// until the peer closes (at most kCloseWait) so that the peer reads every frame before the
+// socket goes. wss:// connections are not served here (AgentServer keeps a thread pair for
+// each: OpenSSL's want-read/want-write is not handled by this loop yet).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <Poco/Net/WebSocket.h>
+
+#include "dockhand/driver/agent_server.h"
+
+namespace dockhand::driver {
+
+class ConnectionReactor {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Called on the reactor's thread once a connection has ended (after onClose).
+  using Gone = std::function<void(const std::shared_ptr<Connection>&)>;
+
+  // A peer that reads nothing of what is written to it for this long is dropped.
+  static constexpr std::chrono::seconds kWriteStallLimit{30};
+  // How long a closing connection waits for the peer to close its side.
+  static constexpr std::chrono::seconds kCloseWait{2};
+
+  ConnectionReactor(const ServerOptions& options, FrameHandler& handler, Gone gone);
+  ~ConnectionReactor();
+  ConnectionReactor(const ConnectionReactor&) = delete;
+  ConnectionReactor& operator=(const ConnectionReactor&) = delete;
+
+  // Starts the thread. Throws std::system_error when epoll or eventfd cannot be made.
+  void start();
+  // Takes an upgraded plain WebSocket, its connection attached to this reactor already
+  // (Connection::attach); the connection is served from now on. Any thread.
+  void adopt(std::shared_ptr<Connection> connection, Poco::Net::WebSocket socket);
+  // Ends what is still open (onClose for each, "the driver is shutting down") and the thread.
+  void stop();
+
+  // Connection::send/close: `id` has frames queued or is to close. Any thread.
+  void wake(std::uint64_t id);
+
+ private:
+  struct Slot;
+  using Timer = std::pair<Clock::time_point, std::uint64_t>;
+
+  void loop();
+  void takeAdopted();
+  void takeWoken();
+  void open(std::shared_ptr<Connection> connection, Poco::Net::WebSocket socket);
+  void readable(Slot& s);
+  void takeFrames(Slot& s);
+  void handleFrame(Slot& s, int flags, std::string_view payload);
+  void flush(Slot& s);
+  bool writeOut(Slot& s);
+  void refuse(Slot& s, std::string error_code, std::string why);
+  void closeAfterRead(Slot& s, std::string why);
+  void end(Slot& s, const std::string& why);
+  void arm(Slot& s, Clock::time_point at);
+  void fireTimers(Clock::time_point now);
+  void onDeadline(Slot& s, Clock::time_point now);
+  int waitMs(Clock::time_point now) const;
+  void watch(Slot& s, bool want_out);
+
+  const ServerOptions& options_;
+  FrameHandler& handler_;
+  Gone gone_;
+  int epoll_ = -1;
+  int wakeup_ = -1;  // an eventfd
+  std::thread thread_;
+  std::thread::id thread_id_;
+
+  std::mutex mutex_;  // guards the three below
+  std::vector<std::pair<std::shared_ptr<Connection>, Poco::Net::WebSocket>> adopted_;
+  std::vector<std::uint64_t> woken_;
+  bool stopping_ = false;
+  bool signalled_ = false;  // the eventfd holds a wake-up not taken yet
+
+  // The reactor thread's own.
+  std::unordered_map<std::uint64_t, std::unique_ptr<Slot>> slots_;
+  std::vector<std::uint64_t> dirty_;  // connections its own sends queued frames on
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  std::vector<std::uint64_t> ended_;  // slots to free after the current batch
+};
+
+}  // namespace dockhand::driver
