@@ -89,6 +89,7 @@ bool Connection::send(Outbound frame) {
       close_reason_ =
           fmt::format("more than {} frames queued: the agent stopped reading", max_queued_);
       closing_.store(true);
+      overflowed_ = true;
       logger("driver")->warn("connection {} ({}): {}; dropping it", id_, peer_, close_reason_);
       wake = true;
     } else {

@@ -399,14 +399,24 @@ void ConnectionReactor::refuse(Slot& s, std::string error_code, std::string why)
 void ConnectionReactor::flush(Slot& s) {
   Connection& c = *s.connection;
   bool closing = false;
+  bool overflowed = false;
   std::string reason;
   if (s.out_begin == s.out.size()) s.last_written = Clock::now();  // a stall counts from here
   {
     std::lock_guard lock(c.mutex_);
     c.wake_pending_ = false;
-    if (s.out.size() - s.out_begin < kMaxUnsent) s.batch.swap(c.queue_);
-    closing = c.closing_.load() && c.queue_.empty();
-    if (closing) reason = c.close_reason_.substr(0, 120);
+    if (c.overflowed_) {
+      reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
+      overflowed = true;
+    } else {
+      if (s.out.size() - s.out_begin < kMaxUnsent) s.batch.swap(c.queue_);
+      closing = c.closing_.load() && c.queue_.empty();
+      if (closing) reason = c.close_reason_.substr(0, 120);
+    }
+  }
+  if (overflowed) {
+    end(s, reason);
+    return;
   }
   for (auto& item : s.batch) {
     const int flags = Connection::encode(item, s.text);
@@ -483,7 +493,7 @@ void ConnectionReactor::end(Slot& s, const std::string& why) {
   }
   c.close(why);
   // A last word where the socket still takes one (the peer may be gone already).
-  if (s.phase == Slot::Phase::kOpen) {
+  if (s.phase == Slot::Phase::kOpen && s.out_begin == s.out.size()) {
     {
       std::lock_guard lock(c.mutex_);
       s.batch.swap(c.queue_);

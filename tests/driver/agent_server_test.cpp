@@ -1,10 +1,12 @@
-// AgentServer's sending, over a real WebSocket on 127.0.0.1 with a handler written here: the
-// frames a connection's reader sends (which it writes itself) keep their order beside frames
-// from other threads (which the writer thread writes), and an agent that stops reading never
-// stops the reader.
+// AgentServer's connections, over real WebSockets on 127.0.0.1 with a handler written here:
+// the frames the handler sends while it handles a frame keep their order beside frames from
+// other threads; an agent that stops reading never stops the reactor, nor the other agents;
+// one that never reads is dropped at the queue bound with that reason; and many agents take
+// no thread each.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,7 +53,20 @@ class Echo final : public FrameHandler {
     changed_.notify_all();
   }
   bool onIdle(const std::shared_ptr<Connection>&) override { return true; }
-  void onClose(const std::shared_ptr<Connection>&, const std::string&) override {}
+  void onClose(const std::shared_ptr<Connection>&, const std::string& why) override {
+    {
+      std::lock_guard lock(mutex_);
+      closed_.push_back(why);
+    }
+    changed_.notify_all();
+  }
+
+  // The first close reason, once a connection closed; nullopt after `timeout`.
+  std::optional<std::string> waitClosed(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, timeout, [&] { return !closed_.empty(); })) return std::nullopt;
+    return closed_.front();
+  }
 
   // Waits until `count` frames were handled; false after `timeout`.
   bool waitHandled(int count, std::chrono::milliseconds timeout) {
@@ -67,7 +82,18 @@ class Echo final : public FrameHandler {
   std::mutex mutex_;
   std::condition_variable changed_;
   int handled_ = 0;
+  std::vector<std::string> closed_;
 };
+
+// The threads of this process.
+std::size_t threadCount() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++n;
+  }
+  return n;
+}
 
 TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
   constexpr int kFrames = 2000;
@@ -112,6 +138,75 @@ TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
     ASSERT_EQ(frame->at("pad").get<std::string>().size(), std::size_t{256} * 1024);
   }
   client.reset();
+  server.stop();
+}
+
+TEST(AgentServerTest, AnAgentThatReadsNothingDoesNotHoldUpTheOthers) {
+  Echo handler(std::size_t{256} * 1024, 0);
+  AgentServer server(ServerOptions{}, handler);
+  server.start();
+  auto stuck = std::make_unique<Client>(server.port());
+  auto other = std::make_unique<Client>(server.port());
+  for (int i = 0; i < 100; ++i) stuck->send(Json{{"n", i}});
+  // Every reply to the other agent comes while the first one's replies wait in its queue.
+  for (int i = 0; i < 50; ++i) {
+    other->send(Json{{"n", i}});
+    const std::optional<Json> frame = other->receive();
+    ASSERT_TRUE(frame) << "reply " << i << " to the agent that reads never came";
+    ASSERT_EQ(frame->at("reply"), i);
+  }
+  // Nothing of what waited is lost.
+  for (int i = 0; i < 100; ++i) {
+    const std::optional<Json> frame = stuck->receive();
+    ASSERT_TRUE(frame) << "reply " << i << " never came";
+    ASSERT_EQ(frame->at("reply"), i);
+  }
+  stuck.reset();
+  other.reset();
+  server.stop();
+}
+
+TEST(AgentServerTest, AnAgentThatNeverReadsIsDroppedAtTheQueueBound) {
+  Echo handler(std::size_t{256} * 1024, 0);
+  ServerOptions options;
+  options.max_queued_frames = 8;
+  AgentServer server(options, handler);
+  server.start();
+  auto stuck = std::make_unique<Client>(server.port());
+  // The socket buffers and the reactor's own megabyte of unsent bytes take some; then the queue
+  // passes its bound and the connection goes, with that reason.
+  for (int i = 0; i < 200; ++i) stuck->send(Json{{"n", i}});
+  const std::optional<std::string> why = handler.waitClosed(20s);
+  ASSERT_TRUE(why) << "a connection that read nothing was kept";
+  EXPECT_NE(why->find("frames queued"), std::string::npos) << *why;
+  stuck.reset();
+  server.stop();
+}
+
+TEST(AgentServerTest, AgentsTakeNoThreadEach) {
+  Echo handler(0, 0);
+  AgentServer server(ServerOptions{}, handler);
+  server.start();
+  std::vector<std::unique_ptr<Client>> agents;
+  agents.push_back(std::make_unique<Client>(server.port()));
+  agents.back()->send(Json{{"n", 0}});
+  ASSERT_TRUE(agents.back()->receive());
+  const std::size_t with_one = threadCount();
+  for (int i = 1; i <= 50; ++i) {
+    agents.push_back(std::make_unique<Client>(server.port()));
+    agents.back()->send(Json{{"n", i}});
+    ASSERT_TRUE(agents.back()->receive()) << "agent " << i;
+  }
+  // Each upgrade borrows a pool thread and gives it back: 50 more agents, a few threads at most.
+  EXPECT_LE(threadCount(), with_one + 4) << "threads with one agent: " << with_one;
+  // Every one of them is still served.
+  for (std::size_t i = 0; i < agents.size(); ++i) {
+    agents[i]->send(Json{{"n", static_cast<int>(i)}});
+    const std::optional<Json> frame = agents[i]->receive();
+    ASSERT_TRUE(frame) << "agent " << i;
+    EXPECT_EQ(frame->at("reply"), static_cast<int>(i));
+  }
+  agents.clear();
   server.stop();
 }
 

@@ -156,6 +156,7 @@ class Connection {
   std::thread writer_;
   ConnectionReactor* reactor_ = nullptr;  // set: a plain connection the reactor serves
   bool wake_pending_ = false;             // the reactor was woken for queue_ (mutex_)
+  bool overflowed_ = false;  // closed at max_queued_: dropped at once, not closed in turn (mutex_)
 };
 
 // A plain HTTP request to the driver's port other than GET /healthz (the control API).
