@@ -48,8 +48,9 @@ struct ConnectionReactor::Slot {
   std::shared_ptr<Connection> connection;
   WebSocket socket;  // owns the descriptor
   int fd = -1;
-  std::string in;  // read and not yet taken as frames, from in_begin
+  std::vector<char> in;  // read bytes: [in_begin, in_end) not yet taken as frames
   std::size_t in_begin = 0;
+  std::size_t in_end = 0;
   std::string message;  // a text message being assembled from fragments
   bool in_message = false;
   std::string out;  // encoded and not yet written, from out_begin
@@ -227,7 +228,10 @@ void ConnectionReactor::open(std::shared_ptr<Connection> connection, WebSocket s
   s.last_read = Clock::now();
   bool open = true;
   try {
-    open = net::takeReadAhead(s.socket, s.in);
+    std::string ahead;
+    open = net::takeReadAhead(s.socket, ahead);
+    s.in.assign(ahead.begin(), ahead.end());
+    s.in_end = s.in.size();
   } catch (const Poco::Exception& e) {
     logger("driver")->warn("connection {} ({}): {}", id, s.connection->peer(), e.displayText());
     open = false;
@@ -257,17 +261,20 @@ void ConnectionReactor::open(std::shared_ptr<Connection> connection, WebSocket s
 // ---- reading ----------------------------------------------------------------------------------
 
 void ConnectionReactor::readable(Slot& s) {
-  if (s.in_begin == s.in.size()) {
-    s.in.clear();
-    s.in_begin = 0;
+  if (s.in.size() - s.in_end < kReadPiece) {
+    // Room for a whole piece: the unread part moves to the front; the buffer grows only for a
+    // frame longer than it.
+    if (s.in_begin > 0) {
+      std::memmove(s.in.data(), s.in.data() + s.in_begin, s.in_end - s.in_begin);
+      s.in_end -= s.in_begin;
+      s.in_begin = 0;
+    }
+    if (s.in.size() - s.in_end < kReadPiece) s.in.resize(s.in_end + kReadPiece);
   }
-  const std::size_t had = s.in.size();
-  s.in.resize(had + kReadPiece);
   ssize_t got = 0;
   do {
-    got = ::recv(s.fd, s.in.data() + had, kReadPiece, 0);
+    got = ::recv(s.fd, s.in.data() + s.in_end, s.in.size() - s.in_end, 0);
   } while (got < 0 && errno == EINTR);
-  s.in.resize(had + static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
   if (got < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
     end(s, "connection error: " + errnoText(errno));
@@ -277,10 +284,10 @@ void ConnectionReactor::readable(Slot& s) {
     end(s, s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why);
     return;
   }
+  s.in_end += static_cast<std::size_t>(got);
   s.last_read = Clock::now();
   if (s.discard_input) {
-    s.in.clear();
-    s.in_begin = 0;
+    s.in_begin = s.in_end = 0;
     return;
   }
   takeFrames(s);
@@ -288,7 +295,7 @@ void ConnectionReactor::readable(Slot& s) {
 
 void ConnectionReactor::takeFrames(Slot& s) {
   while (!s.ended && !s.discard_input) {
-    const std::string_view buffered(s.in.data() + s.in_begin, s.in.size() - s.in_begin);
+    const std::string_view buffered(s.in.data() + s.in_begin, s.in_end - s.in_begin);
     auto parsed = net::parseFrameHeader(buffered);
     if (!parsed) {
       end(s, "WebSocket error: " + parsed.error().message);
@@ -310,16 +317,9 @@ void ConnectionReactor::takeFrames(Slot& s) {
   }
   if (s.ended) return;
   // Keep the unread part at the front, so that the buffer does not creep.
-  if (s.in_begin == s.in.size()) {
-    s.in.clear();
-    s.in_begin = 0;
-  } else if (s.in_begin > 0) {
-    s.in.erase(0, s.in_begin);
-    s.in_begin = 0;
-  }
-  if (s.in.capacity() > 2 * (options_.max_frame_bytes + kReadPiece) ||
-      (s.in.empty() && s.in.capacity() > kMaxUnsent)) {
-    std::string(s.in).swap(s.in);  // after an outsized frame
+  if (s.in_begin == s.in_end) {
+    s.in_begin = s.in_end = 0;
+    if (s.in.size() > kMaxUnsent) std::vector<char>().swap(s.in);  // after a large frame
   }
 }
 
@@ -338,6 +338,11 @@ void ConnectionReactor::handleFrame(Slot& s, int flags, std::string_view payload
       return;
     case WebSocket::FRAME_OP_TEXT:
     case WebSocket::FRAME_OP_BINARY:
+      if ((flags & WebSocket::FRAME_FLAG_FIN) != 0) {
+        s.in_message = false;
+        deliver(s, payload);  // a whole message in one frame: no copy
+        return;
+      }
       s.message.assign(payload);
       s.in_message = true;
       break;
@@ -362,9 +367,14 @@ void ConnectionReactor::handleFrame(Slot& s, int flags, std::string_view payload
   }
   if ((flags & WebSocket::FRAME_FLAG_FIN) == 0) return;
   s.in_message = false;
+  deliver(s, s.message);
+}
+
+void ConnectionReactor::deliver(Slot& s, std::string_view message) {
+  Connection& c = *s.connection;
   const bool was_closing = c.closing();
   try {
-    handler_.onFrame(s.connection, s.message);
+    handler_.onFrame(s.connection, message);
   } catch (const std::exception& e) {
     // The handler must not throw; if it does, this connection ends, the server goes on.
     const std::string why = fmt::format("internal error: {}", e.what());
@@ -381,8 +391,7 @@ void ConnectionReactor::handleFrame(Slot& s, int flags, std::string_view payload
 void ConnectionReactor::closeAfterRead(Slot& s, std::string why) {
   s.why = std::move(why);
   s.discard_input = true;
-  s.in.clear();
-  s.in_begin = 0;
+  s.in_begin = s.in_end = 0;
   wake(s.connection->id());
 }
 

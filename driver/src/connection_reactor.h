@@ -81,6 +81,7 @@ class ConnectionReactor {
   void readable(Slot& s);
   void takeFrames(Slot& s);
   void handleFrame(Slot& s, int flags, std::string_view payload);
+  void deliver(Slot& s, std::string_view message);
   void flush(Slot& s);
   bool writeOut(Slot& s);
   void refuse(Slot& s, std::string error_code, std::string why);

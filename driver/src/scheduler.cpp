@@ -200,15 +200,26 @@ bool Scheduler::noteDecommissionProgress(const std::string& agent_id, const Json
   return had != !report.is_null() || before != after;
 }
 
-std::vector<protocol::Peer> Scheduler::peersFor(const std::string& asker) const {
-  std::vector<protocol::Peer> peers;
-  for (const auto& [id, agent] : agents_) {
-    if (id == asker || agent.block_url.empty() || agent.state == AgentState::kDecommissioning ||
-        agent.disconnected_since) {
+std::vector<protocol::Peer> Scheduler::peersFor(const std::string& asker) {
+  std::vector<const std::pair<const std::string, AgentInfo>*> eligible;
+  for (const auto& entry : agents_) {
+    const AgentInfo& agent = entry.second;
+    if (entry.first == asker || agent.block_url.empty() ||
+        agent.state == AgentState::kDecommissioning || agent.disconnected_since) {
       continue;
     }
+    eligible.push_back(&entry);
+  }
+  const std::size_t offered = std::min(eligible.size(), options_.max_peers_offered);
+  std::vector<protocol::Peer> peers;
+  peers.reserve(offered);
+  // All of them, in id order, when they fit; else the next slice.
+  const std::size_t start = offered == eligible.size() ? 0 : peer_cursor_ % eligible.size();
+  for (std::size_t i = 0; i < offered; ++i) {
+    const auto& [id, agent] = *eligible[(start + i) % eligible.size()];
     peers.push_back(protocol::Peer{.executor_id = id, .block_url = agent.block_url});
   }
+  peer_cursor_ += offered;
   return peers;
 }
 

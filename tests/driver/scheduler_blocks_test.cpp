@@ -2,6 +2,11 @@
 // rerunning their producers, and decommissioning agents.
 #include "dockhand/driver/scheduler.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "scheduler_fixture.h"
@@ -319,6 +324,26 @@ TEST_F(BlockSchedulingTest, LostBlockWhoseReadersAllFinishedIsNotRecomputed) {
   report(map0.agent_id, {}, {"b0"}, after);
   EXPECT_EQ(scheduler_.progress().reruns_for_lost_blocks, 0u);
   EXPECT_EQ(launchOf(after, "map-0"), nullptr);
+}
+
+TEST_F(BlockSchedulingTest, ALargeClusterIsOfferedInSlicesThatCoverIt) {
+  const std::size_t limit = defaults::kMaxPeersOffered;
+  const std::size_t agents = limit + 6;
+  for (std::size_t i = 0; i < agents; ++i) addBlockAgent(fmt::format("a{:03}", i), 1);
+  std::set<std::string> seen;
+  std::vector<std::string> first;
+  for (int ask = 0; ask < 2; ++ask) {
+    auto peers = scheduler_.peersFor("a000");
+    ASSERT_EQ(peers.size(), limit) << "a reply does not grow with the cluster";
+    for (const auto& p : peers) {
+      EXPECT_NE(p.executor_id, "a000") << "never the asker";
+      seen.insert(p.executor_id);
+      if (ask == 0) first.push_back(p.executor_id);
+    }
+  }
+  EXPECT_EQ(seen.size(), agents - 1) << "two asks together offer every other agent";
+  EXPECT_NE(scheduler_.peersFor("a001")[0].executor_id, first[0])
+      << "the next asker starts elsewhere";
 }
 
 TEST_F(BlockSchedulingTest, DecommissioningAgentGetsNoTasksAndIsNoPeer) {

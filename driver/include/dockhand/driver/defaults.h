@@ -9,7 +9,8 @@ namespace dockhand::driver::defaults {
 
 // Tries of one job task before the job fails.
 inline constexpr int kMaxAttempts = 4;
-// Threads serving agent connections: the most agents one driver holds at once.
+// Threads serving HTTP requests (control API, upgrades) and wss:// agent connections (one
+// each); plain ws:// agents take none (one reactor thread serves them all).
 inline constexpr int kServerThreads = 4096;
 // A connection that has not said Hello within this time is closed.
 inline constexpr long kHelloTimeoutMs = 10000;
@@ -17,5 +18,9 @@ inline constexpr long kHelloTimeoutMs = 10000;
 inline constexpr long kAgentTimeoutMs = 60000;
 // Frames queued for one agent beyond this count mean it stopped reading: it is dropped.
 inline constexpr std::size_t kMaxQueuedFrames = 100000;
+// The most peers one GetPeers reply offers (a different slice of the cluster to each asker):
+// enough to spread a decommissioning agent's blocks, and a reply that does not grow with the
+// cluster (9,000 peers to each of 1,000 decommissioning agents were 600 MB of JSON).
+inline constexpr std::size_t kMaxPeersOffered = 64;
 
 }  // namespace dockhand::driver::defaults

@@ -224,6 +224,8 @@ struct SchedulerOptions {
   // (DriverConfig::agent_reconnect_grace_ms, which the driver always passes). 0: nobody is
   // held, a dropped agent is lost.
   Millis reconnect_grace{0};
+  // The most peers peersFor offers.
+  std::size_t max_peers_offered = defaults::kMaxPeersOffered;
 };
 
 class Scheduler {
@@ -250,8 +252,10 @@ class Scheduler {
   // raises that job's peaks for the agent (jobAgentPeaks()).
   void noteAgentMetrics(const std::string& agent_id, const protocol::AgentMetrics& metrics);
   // The block servers that may take `asker`'s blocks: registered agents with a block_url,
-  // not decommissioning, not disconnected, not the asker.
-  std::vector<protocol::Peer> peersFor(const std::string& asker) const;
+  // not decommissioning, not disconnected, not the asker. At most max_peers_offered of them:
+  // each call offers the next slice of the eligible agents (in id order, wrapping), so that
+  // agents decommissioning together spread their blocks over the cluster.
+  std::vector<protocol::Peer> peersFor(const std::string& asker);
   // Removes every connected agent silent for longer than agent_timeout (a kDisconnect action
   // each, to close its connection) and returns their ids. One that registered with `resumes`
   // is held as by disconnectAgent() instead of removed (the kDisconnect still closes it).
@@ -396,7 +400,8 @@ class Scheduler {
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
-  int total_free_cores_ = 0;  // over agents that takesTasks()
+  std::size_t peer_cursor_ = 0;  // where the next GetPeers slice starts (peersFor)
+  int total_free_cores_ = 0;     // over agents that takesTasks()
   // The agents that takesTasks() as (-free cores, id): most free cores first, ties by id, so that a
   // pick looks at the best candidates first and stops at the first that fits, instead of scanning
   // every agent for every launch (dockhand-fleet-bench: 1,000 agents).
