@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <istream>
 #include <thread>
@@ -511,6 +512,9 @@ class WebSocketHandlerFactory : public Poco::Net::HTTPRequestHandlerFactory {
 
 // ---- AgentServer ----------------------------------------------------------------------------
 
+// The most pool threads of a plain (ws://) server: HTTP requests and upgrades only.
+constexpr int kPlainThreads = 16;
+
 AgentServer::AgentServer(ServerOptions options, FrameHandler& handler)
     : options_(std::move(options)), handler_(handler) {}
 
@@ -525,13 +529,17 @@ void AgentServer::start() {
   reactor_->start();
 
   auto* params = new Poco::Net::HTTPServerParams;
-  params->setMaxThreads(options_.threads);
-  params->setMaxQueued(1024);
+  // Over ws:// a pool thread serves one HTTP request or upgrade and goes back (the reactor
+  // serves the connection): a few are plenty, and a registration storm waits in the queue
+  // instead of growing the pool. Over wss:// each agent holds one for its connection's life.
+  const int threads = options_.tls ? options_.threads : std::min(options_.threads, kPlainThreads);
+  params->setMaxThreads(threads);
+  params->setMaxQueued(4096);
   params->setKeepAlive(true);
   params->setKeepAliveTimeout(Poco::Timespan(10, 0));
   params->setTimeout(Poco::Timespan(10, 0));  // for the HTTP request before the upgrade
   params->setServerName("dockhand-driver");
-  pool_ = std::make_unique<Poco::ThreadPool>(2, options_.threads + 2, 60);
+  pool_ = std::make_unique<Poco::ThreadPool>(2, threads + 2, 60);
   server_ = std::make_unique<tls::HttpServer>(
       new WebSocketHandlerFactory(*this), pool_.get(), socket, params, options_.tls,
       [](const std::string& peer, const std::string& why) {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 #include <gtest/gtest.h>
 
 #include "dockhand/driver/agent_server.h"
@@ -207,6 +209,36 @@ TEST(AgentServerTest, AgentsTakeNoThreadEach) {
     EXPECT_EQ(frame->at("reply"), static_cast<int>(i));
   }
   agents.clear();
+  server.stop();
+}
+
+TEST(AgentServerTest, ConnectionsThatSendNothingHoldNoThreadAndAreClosed) {
+  Echo handler(0, 0);
+  AgentServer server(ServerOptions{}, handler);
+  server.start();
+  const std::size_t before = threadCount();
+  std::vector<Poco::Net::StreamSocket> silent;
+  for (int i = 0; i < 40; ++i) {
+    silent.emplace_back(Poco::Net::SocketAddress("127.0.0.1", server.port()));
+  }
+  // An agent that speaks is served at once, beside forty that say nothing.
+  auto agent = std::make_unique<Client>(server.port());
+  agent->send(Json{{"n", 7}});
+  const std::optional<Json> reply = agent->receive();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->at("reply"), 7);
+  EXPECT_LE(threadCount(), before + 4) << "the silent connections took threads";
+  // The server's HTTP timeout (10 s) closes them: a read sees the end.
+  silent.front().setReceiveTimeout(Poco::Timespan(20, 0));
+  char byte = 0;
+  int got = -1;
+  try {
+    got = silent.front().receiveBytes(&byte, 1);
+  } catch (const Poco::Exception&) {
+    got = 0;  // reset: closed too
+  }
+  EXPECT_EQ(got, 0) << "a connection that sent nothing was kept past the timeout";
+  agent.reset();
   server.stop();
 }
 

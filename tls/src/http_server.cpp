@@ -1,11 +1,17 @@
 #include "dockhand/tls/http_server.h"
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include <poll.h>
-
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
+#include <deque>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPServerConnectionFactory.h>
@@ -45,7 +51,9 @@ class ForwardingFactory : public HTTPRequestHandlerFactory {
 HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::ThreadPool* pool,
                        const Poco::Net::ServerSocket& socket, const HTTPServerParams::Ptr& params,
                        const Poco::Net::Context::Ptr& tls, HandshakeLog log)
-    : factory_(new ForwardingFactory(factory)), listening_(socket) {
+    : factory_(new ForwardingFactory(factory)),
+      listening_(socket),
+      params_timeout_us_(params->getTimeout().totalMicroseconds()) {
   Poco::Net::TCPServerConnectionFactory::Ptr connections;
   if (tls) {
     connections = module::api().handshake_first_factory(params, factory_, std::move(log));
@@ -72,24 +80,80 @@ void HttpServer::start() {
 }
 
 void HttpServer::acceptLoop() {
-  const int fd = listening_.impl()->sockfd();
+  using Clock = std::chrono::steady_clock;
+  const int listening = listening_.impl()->sockfd();
+  const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll < 0) return;
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = listening;
+  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, listening, &event) != 0) {
+    ::close(epoll);
+    return;
+  }
+  // Accepted connections wait here, not on a pool thread, until their first bytes come (the
+  // HTTP request, or a TLS ClientHello): a client slow to send never holds a thread, and a
+  // storm of connections does not grow the pool. One that sends nothing within the params'
+  // timeout is closed.
+  struct Waiting {
+    StreamSocket socket;
+    std::uint64_t number = 0;
+  };
+  std::unordered_map<int, Waiting> waiting;
+  std::deque<std::tuple<Clock::time_point, int, std::uint64_t>> deadlines;  // in accept order
+  std::uint64_t accepted = 0;
+  const auto patience = std::chrono::microseconds(params_timeout_us_);
+  std::array<epoll_event, 64> events{};
   while (!stopped_.load()) {
-    pollfd ready{.fd = fd, .events = POLLIN, .revents = 0};
-    if (::poll(&ready, 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;  // the socket is gone: nothing more can be accepted
+    int wait_ms = -1;
+    if (!deadlines.empty()) {
+      const auto left = std::get<0>(deadlines.front()) - Clock::now();
+      wait_ms = static_cast<int>(
+          std::max<std::int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
     }
-    if (stopped_.load()) return;
-    try {
-      Poco::Net::StreamSocket connection = listening_.acceptConnection();
-      connection.setNoDelay(true);
-      dispatcher_->enqueue(connection);
-    } catch (const Poco::Exception&) {
-      // Out of descriptors, or a connection reset before it was taken: as Poco's own loop
-      // does, give the machine a moment before the next try (only while that lasts).
-      if (!stopped_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int n = ::epoll_wait(epoll, events.data(), static_cast<int>(events.size()), wait_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (stopped_.load()) break;
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[static_cast<std::size_t>(i)].data.fd;
+      if (fd != listening) {
+        auto it = waiting.find(fd);
+        if (it == waiting.end()) continue;
+        ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+        dispatcher_->enqueue(it->second.socket);
+        waiting.erase(it);
+        continue;
+      }
+      try {
+        StreamSocket connection = listening_.acceptConnection();
+        connection.setNoDelay(true);
+        const int socket_fd = connection.impl()->sockfd();
+        epoll_event ready{};
+        ready.events = EPOLLIN | EPOLLRDHUP;
+        ready.data.fd = socket_fd;
+        if (::epoll_ctl(epoll, EPOLL_CTL_ADD, socket_fd, &ready) != 0) {
+          dispatcher_->enqueue(connection);  // served as before, on a pool thread
+          continue;
+        }
+        waiting[socket_fd] = Waiting{connection, ++accepted};
+        deadlines.emplace_back(Clock::now() + patience, socket_fd, accepted);
+      } catch (const Poco::Exception&) {
+        // Out of descriptors, or a connection reset before it was taken: as Poco's own loop
+        // does, give the machine a moment before the next try (only while that lasts).
+        if (!stopped_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    const auto now = Clock::now();
+    while (!deadlines.empty() && std::get<0>(deadlines.front()) <= now) {
+      const auto [at, fd, number] = deadlines.front();
+      deadlines.pop_front();
+      auto it = waiting.find(fd);
+      if (it == waiting.end() || it->second.number != number) continue;  // served already
+      ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+      waiting.erase(it);  // closes it
     }
   }
+  ::close(epoll);
 }
 
 void HttpServer::stopAll(bool abort_current) {

@@ -9,12 +9,16 @@
 // HTTPServer would serve it.
 //
 // The accept loop is its own: Poco's TCPServer wakes four times a second to look at its stop
-// flag, so every idle agent and driver did too. This one sleeps in poll() until a connection
-// comes or stopAll() shuts the listening socket down; the connections are then served by
-// Poco's TCPServerDispatcher on the pool, as TCPServer serves them.
+// flag, so every idle agent and driver did too. This one sleeps in epoll until a connection
+// comes or stopAll() shuts the listening socket down. An accepted connection waits in that
+// epoll, not on a pool thread, until its first bytes arrive (or is closed after the params'
+// timeout), and is then served by Poco's TCPServerDispatcher on the pool, as TCPServer serves
+// them: a client slow to send holds no thread, and a storm of connections does not grow the
+// pool.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +61,7 @@ class HttpServer {
 
   Poco::Net::HTTPRequestHandlerFactory::Ptr factory_;  // a ForwardingFactory over the caller's
   Poco::Net::ServerSocket listening_;
+  std::int64_t params_timeout_us_;  // how long an accepted connection may wait for its first byte
   Poco::Net::TCPServerDispatcher* dispatcher_ = nullptr;  // reference-counted by Poco
   std::atomic<bool> stopped_{false};
   bool started_ = false;
