@@ -28,6 +28,9 @@ constexpr std::size_t kReadPiece = std::size_t{64} * 1024;
 // The most encoded bytes a connection holds unwritten before its queue is left to grow (and
 // meet max_queued_frames); also the most buffer it keeps between bursts.
 constexpr std::size_t kMaxUnsent = std::size_t{1} << 20;
+// The most frames of one connection handled, or taken from its queue at once, per turn of the
+// loop: a connection with a burst waits for the next turn, so that the others are served.
+constexpr int kFramesPerTurn = 64;
 constexpr int kFinClose = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_CLOSE};
 constexpr int kFinPong = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PONG};
 
@@ -61,7 +64,8 @@ struct ConnectionReactor::Slot {
   Phase phase = Phase::kOpen;
   bool discard_input = false;  // closing for a reason of ours: what the peer still sends is dropped
   bool ended = false;
-  std::string why;  // why it is closing, for onClose
+  bool in_backlog = false;  // has frames or queued frames left for the next turn
+  std::string why;          // why it is closing, for onClose
   Clock::time_point last_read;
   Clock::time_point last_written;  // the last time written bytes moved, while some wait
   Clock::time_point drain_until;
@@ -141,6 +145,7 @@ void ConnectionReactor::wake(std::uint64_t id) {
 void ConnectionReactor::loop() {
   std::array<epoll_event, 256> events{};
   std::vector<std::uint64_t> dirty;
+  std::vector<std::uint64_t> backlog;
   for (;;) {
     const int n =
         ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), waitMs(Clock::now()));
@@ -170,13 +175,20 @@ void ConnectionReactor::loop() {
       if (!s.ended && (event.events & EPOLLOUT) != 0) flush(s);
     }
     // What the handler sent while it handled these frames goes out now, in one write each.
-    while (!dirty_.empty()) {
-      dirty.swap(dirty_);
-      for (std::uint64_t id : dirty) {
+    flushDirty(dirty);
+    // The connections that had more than one turn's worth get their next turn.
+    if (!backlog_.empty()) {
+      backlog.swap(backlog_);
+      for (std::uint64_t id : backlog) {
         auto it = slots_.find(id);
-        if (it != slots_.end() && !it->second->ended) flush(*it->second);
+        if (it == slots_.end() || it->second->ended) continue;
+        Slot& s = *it->second;
+        s.in_backlog = false;
+        takeFrames(s);
+        if (!s.ended) flush(s);
       }
-      dirty.clear();
+      backlog.clear();
+      flushDirty(dirty);
     }
     fireTimers(Clock::now());
     for (std::uint64_t id : ended_) slots_.erase(id);
@@ -197,6 +209,23 @@ void ConnectionReactor::loop() {
     socket.close();
     gone_(connection);
   }
+}
+
+void ConnectionReactor::flushDirty(std::vector<std::uint64_t>& spare) {
+  while (!dirty_.empty()) {
+    spare.swap(dirty_);
+    for (std::uint64_t id : spare) {
+      auto it = slots_.find(id);
+      if (it != slots_.end() && !it->second->ended) flush(*it->second);
+    }
+    spare.clear();
+  }
+}
+
+void ConnectionReactor::later(Slot& s) {
+  if (s.in_backlog) return;
+  s.in_backlog = true;
+  backlog_.push_back(s.connection->id());
 }
 
 void ConnectionReactor::takeAdopted() {
@@ -294,7 +323,12 @@ void ConnectionReactor::readable(Slot& s) {
 }
 
 void ConnectionReactor::takeFrames(Slot& s) {
+  int handled = 0;
   while (!s.ended && !s.discard_input) {
+    if (handled == kFramesPerTurn) {
+      later(s);  // the rest next turn
+      break;
+    }
     const std::string_view buffered(s.in.data() + s.in_begin, s.in_end - s.in_begin);
     auto parsed = net::parseFrameHeader(buffered);
     if (!parsed) {
@@ -313,6 +347,7 @@ void ConnectionReactor::takeFrames(Slot& s) {
     char* payload = s.in.data() + s.in_begin + header.header_bytes;
     if (header.masked) net::applyMask(payload, length, header.mask);
     s.in_begin += header.header_bytes + length;
+    ++handled;
     handleFrame(s, header.flags, std::string_view(payload, length));
   }
   if (s.ended) return;
@@ -411,27 +446,38 @@ void ConnectionReactor::flush(Slot& s) {
   bool overflowed = false;
   std::string reason;
   if (s.out_begin == s.out.size()) s.last_written = Clock::now();  // a stall counts from here
-  {
-    std::lock_guard lock(c.mutex_);
-    c.wake_pending_ = false;
-    if (c.overflowed_) {
-      reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
-      overflowed = true;
-    } else {
-      if (s.out.size() - s.out_begin < kMaxUnsent) s.batch.swap(c.queue_);
-      closing = c.closing_.load() && c.queue_.empty();
+  bool left = false;  // frames stay queued for the next turn
+  for (int round = 0; round < kFramesPerTurn; ++round) {
+    {
+      std::lock_guard lock(c.mutex_);
+      c.wake_pending_ = false;
+      if (c.overflowed_) {
+        reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
+        overflowed = true;
+        break;
+      }
+      if (s.out.size() - s.out_begin < kMaxUnsent) {
+        for (int n = 0; n < kFramesPerTurn && !c.queue_.empty(); ++n) {
+          s.batch.push_back(std::move(c.queue_.front()));
+          c.queue_.pop_front();
+        }
+      }
+      left = !c.queue_.empty();
+      closing = c.closing_.load() && !left;
       if (closing) reason = c.close_reason_.substr(0, 120);
     }
+    if (s.batch.empty()) break;
+    for (auto& item : s.batch) {
+      const int flags = Connection::encode(item, s.text);
+      net::appendServerFrame(s.out, flags, s.text);
+    }
+    s.batch.clear();
+    if (!left) break;
   }
   if (overflowed) {
     end(s, reason);
     return;
   }
-  for (auto& item : s.batch) {
-    const int flags = Connection::encode(item, s.text);
-    net::appendServerFrame(s.out, flags, s.text);
-  }
-  s.batch.clear();
   if (closing && s.phase == Slot::Phase::kOpen) {
     if (s.why.empty()) s.why = "closed by the driver";
     std::string body;
@@ -450,6 +496,7 @@ void ConnectionReactor::flush(Slot& s) {
   s.out_begin = 0;
   if (s.out.capacity() > kMaxUnsent) std::string().swap(s.out);  // after a burst
   watch(s, false);
+  if (left) later(s);  // the socket took it all: the rest of the queue next turn
   if (s.phase == Slot::Phase::kClosing) {
     ::shutdown(s.fd, SHUT_WR);
     s.phase = Slot::Phase::kDraining;
@@ -536,7 +583,7 @@ void ConnectionReactor::arm(Slot& s, Clock::time_point at) {
 }
 
 int ConnectionReactor::waitMs(Clock::time_point now) const {
-  if (!dirty_.empty()) return 0;
+  if (!dirty_.empty() || !backlog_.empty()) return 0;
   if (timers_.empty()) return -1;
   const auto left = timers_.top().first - now;
   if (left <= Clock::duration::zero()) return 0;

@@ -5,7 +5,9 @@
 //
 // On this one thread, for each connection: non-blocking reads of what the socket has (up to
 // 64 KiB at a time, one read per readiness so that a busy agent does not starve the others),
-// frames taken out of that buffer (net::parseFrameHeader, the one reading of a header), the
+// frames taken out of that buffer (net::parseFrameHeader, the one reading of a header; at
+// most 64 of one connection per turn of the loop, the rest on the next turn, so that an agent
+// with a burst does not hold up the others), the
 // handler's onOpen, onFrame... and onClose in that order; the connection's queued frames
 // encoded into one buffer and written as far as the socket takes them, the rest when epoll
 // says it may (EPOLLOUT). A sender on another thread queues a frame and, once per batch, wakes
@@ -77,6 +79,8 @@ class ConnectionReactor {
   void loop();
   void takeAdopted();
   void takeWoken();
+  void flushDirty(std::vector<std::uint64_t>& spare);
+  void later(Slot& s);
   void open(std::shared_ptr<Connection> connection, Poco::Net::WebSocket socket);
   void readable(Slot& s);
   void takeFrames(Slot& s);
@@ -109,7 +113,8 @@ class ConnectionReactor {
 
   // The reactor thread's own.
   std::unordered_map<std::uint64_t, std::unique_ptr<Slot>> slots_;
-  std::vector<std::uint64_t> dirty_;  // connections its own sends queued frames on
+  std::vector<std::uint64_t> dirty_;    // connections its own sends queued frames on
+  std::vector<std::uint64_t> backlog_;  // connections with frames left for the next turn
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::vector<std::uint64_t> ended_;  // slots to free after the current batch
 };
