@@ -63,6 +63,20 @@ void drainUntilClosed(WebSocket& socket, std::chrono::milliseconds budget) {
 
 }  // namespace
 
+std::string_view toString(DropReason reason) {
+  switch (reason) {
+    case DropReason::kFrameTooLarge:
+      return "frame_too_large";
+    case DropReason::kStoppedReading:
+      return "stopped_reading";
+    case DropReason::kNoHello:
+      return "no_hello";
+    case DropReason::kBadWebSocket:
+      return "bad_websocket";
+  }
+  return "unknown";
+}
+
 // ---- Connection -----------------------------------------------------------------------------
 
 Connection::Connection(std::uint64_t id, std::string peer, std::size_t max_queued)
@@ -371,6 +385,12 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       why = fmt::format("internal error: {}", e.what());
       logger("driver")->error("connection {} ({}): {}", connection->id(), peer, why);
     }
+    bool overflowed = false;
+    {
+      std::lock_guard lock(connection->mutex_);
+      overflowed = connection->overflowed_;
+    }
+    if (overflowed) handler.onDropped(connection, DropReason::kStoppedReading);
     try {
       handler.onClose(connection, why);
     } catch (const std::exception& e) {
@@ -398,6 +418,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
         frame = receiveFrame(socket, c, reader, buffer);
       } catch (const Poco::TimeoutException&) {
         if (!c.greeted()) {
+          server_.handler_.onDropped(shared, DropReason::kNoHello);
           c.send(
               protocol::makeError(protocol::error_code::kTimeout,
                                   fmt::format("no Hello within {} ms", options.hello_timeout_ms)));
@@ -409,8 +430,9 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
         continue;
       } catch (const Poco::Net::WebSocketException& e) {
         if (e.code() == WebSocket::WS_ERR_PAYLOAD_TOO_BIG) {
-          return refuseOversized(socket, c, "a frame");
+          return refuseOversized(socket, shared, "a frame");
         }
+        server_.handler_.onDropped(shared, DropReason::kBadWebSocket);
         return fmt::format("WebSocket error: {}", e.displayText());
       } catch (const Poco::Exception& e) {
         return fmt::format("connection error: {}", e.displayText());
@@ -422,7 +444,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
       }
       if (frame.end_of_stream) return "the agent closed the connection";
       // Its payload is read and dropped already; the connection still ends (docs/protocol.md).
-      if (frame.discarded) return refuseOversized(socket, c, "a frame");
+      if (frame.discarded) return refuseOversized(socket, shared, "a frame");
       const int opcode = frame.flags & WebSocket::FRAME_OP_BITMASK;
       switch (opcode) {
         case WebSocket::FRAME_OP_CLOSE:
@@ -445,7 +467,7 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
             continue;
           }
           if (message.size() + buffer.size() > options.max_frame_bytes) {
-            return refuseOversized(socket, c, "a fragmented message");
+            return refuseOversized(socket, shared, "a fragmented message");
           }
           message.append(buffer.begin(), buffer.end());
           break;
@@ -483,7 +505,10 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     return reader.next(socket, payload);
   }
 
-  std::string refuseOversized(WebSocket& socket, Connection& c, const char* what) {
+  std::string refuseOversized(WebSocket& socket, const std::shared_ptr<Connection>& shared,
+                              const char* what) {
+    Connection& c = *shared;
+    server_.handler_.onDropped(shared, DropReason::kFrameTooLarge);
     std::string why = fmt::format("{} larger than the limit of {} bytes", what,
                                   server_.options().max_frame_bytes);
     logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);

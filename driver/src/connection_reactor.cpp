@@ -332,6 +332,7 @@ void ConnectionReactor::takeFrames(Slot& s) {
     const std::string_view buffered(s.in.data() + s.in_begin, s.in_end - s.in_begin);
     auto parsed = net::parseFrameHeader(buffered);
     if (!parsed) {
+      handler_.onDropped(s.connection, DropReason::kBadWebSocket);
       end(s, "WebSocket error: " + parsed.error().message);
       return;
     }
@@ -432,6 +433,7 @@ void ConnectionReactor::closeAfterRead(Slot& s, std::string why) {
 
 void ConnectionReactor::refuse(Slot& s, std::string error_code, std::string why) {
   Connection& c = *s.connection;
+  handler_.onDropped(s.connection, DropReason::kFrameTooLarge);
   logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
   c.send(protocol::makeError(error_code, why));
   c.close(why);
@@ -475,6 +477,7 @@ void ConnectionReactor::flush(Slot& s) {
     if (!left) break;
   }
   if (overflowed) {
+    handler_.onDropped(s.connection, DropReason::kStoppedReading);
     end(s, reason);
     return;
   }
@@ -619,6 +622,7 @@ void ConnectionReactor::onDeadline(Slot& s, Clock::time_point now) {
       const std::string why =
           fmt::format("the agent read nothing for {} s", kWriteStallLimit.count());
       logger("driver")->warn("connection {} ({}): {}; dropping it", c.id(), c.peer(), why);
+      handler_.onDropped(s.connection, DropReason::kStoppedReading);
       end(s, why);
       return;
     }
@@ -632,6 +636,7 @@ void ConnectionReactor::onDeadline(Slot& s, Clock::time_point now) {
     return;
   }
   if (!c.greeted()) {
+    handler_.onDropped(s.connection, DropReason::kNoHello);
     c.send(protocol::makeError(protocol::error_code::kTimeout,
                                fmt::format("no Hello within {} ms", options_.hello_timeout_ms)));
     c.close("no Hello in time");

@@ -58,6 +58,11 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
       control_requests_(registry.counter("dockhand_driver_control_requests_total",
                                          "Control API requests (/v1/...), by method and status.",
                                          {"method", "code"})),
+      dropped_(registry.counter("dockhand_driver_connections_dropped_total",
+                                "Agent connections the driver dropped for how they behaved, by "
+                                "reason: frame_too_large, stopped_reading (queue bound or no "
+                                "write progress for 30 s), no_hello, bad_websocket.",
+                                {"reason"})),
       agents_(registry.gauge("dockhand_driver_agents",
                              "Registered agents, by state (disconnected: held for its grace "
                              "window).",
@@ -99,6 +104,10 @@ void DriverMetrics::launched(SteadyClock::duration waited) {
 
 void DriverMetrics::controlRequest(const std::string& method, int status) {
   control_requests_.labels({method, std::to_string(status)}).inc();
+}
+
+void DriverMetrics::connectionDropped(DropReason reason) {
+  dropped_.labels({std::string(toString(reason))}).inc();
 }
 
 void DriverMetrics::setGauges(const Scheduler& scheduler) {

@@ -58,6 +58,11 @@ bool DriverService::onIdle(const std::shared_ptr<Connection>& c) {
   return session(*c).registered();
 }
 
+void DriverService::onDropped(const std::shared_ptr<Connection>& /*connection*/,
+                              DropReason reason) {
+  metrics_.connectionDropped(reason);
+}
+
 void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view code,
                            std::string message) {
   metrics_.badFrame();

@@ -55,6 +55,14 @@ class Echo final : public FrameHandler {
     changed_.notify_all();
   }
   bool onIdle(const std::shared_ptr<Connection>&) override { return true; }
+  void onDropped(const std::shared_ptr<Connection>&, DropReason reason) override {
+    std::lock_guard lock(mutex_);
+    dropped_.push_back(reason);
+  }
+  std::vector<DropReason> dropped() {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
   void onClose(const std::shared_ptr<Connection>&, const std::string& why) override {
     {
       std::lock_guard lock(mutex_);
@@ -85,6 +93,7 @@ class Echo final : public FrameHandler {
   std::condition_variable changed_;
   int handled_ = 0;
   std::vector<std::string> closed_;
+  std::vector<DropReason> dropped_;
 };
 
 // The threads of this process.
@@ -181,6 +190,7 @@ TEST(AgentServerTest, AnAgentThatNeverReadsIsDroppedAtTheQueueBound) {
   const std::optional<std::string> why = handler.waitClosed(20s);
   ASSERT_TRUE(why) << "a connection that read nothing was kept";
   EXPECT_NE(why->find("frames queued"), std::string::npos) << *why;
+  EXPECT_EQ(handler.dropped(), std::vector<DropReason>{DropReason::kStoppedReading});
   stuck.reset();
   server.stop();
 }

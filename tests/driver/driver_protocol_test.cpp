@@ -125,6 +125,12 @@ TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ((*error)["type"], "Error");
   EXPECT_EQ(errorCode(*error), "frame_too_large");
+  const HttpResult scraped = http(port_, "GET", "/metrics");
+  EXPECT_NE(
+      scraped.text.find("dockhand_driver_connections_dropped_total{reason=\"frame_too_large\"} 1"),
+      std::string::npos)
+      << "the drop is counted:\n"
+      << scraped.text;
   EXPECT_TRUE(big.closedByPeer());
   EXPECT_EQ(bystander.registerAs("still-here")["ok"], true);
   Client after(port_);

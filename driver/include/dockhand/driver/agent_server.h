@@ -31,6 +31,7 @@
 #include <Poco/Net/Context.h>
 
 #include "dockhand/driver/defaults.h"
+#include "dockhand/driver/drop_reason.h"
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
@@ -179,6 +180,11 @@ struct HttpReply {
 class FrameHandler {
  public:
   virtual ~FrameHandler() = default;
+  // The transport drops `connection` for `reason` (onClose follows). Must not throw.
+  virtual void onDropped(const std::shared_ptr<Connection>& connection, DropReason reason) {
+    (void)connection;
+    (void)reason;
+  }
   // A plain HTTP request other than GET /healthz, on a pool thread; nullopt: not handled
   // (answered 426, agents connect with a WebSocket). Must not throw.
   virtual std::optional<HttpReply> onHttpRequest(const ControlRequest& request) {

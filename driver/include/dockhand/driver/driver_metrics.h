@@ -14,6 +14,7 @@
 #include <array>
 #include <string>
 
+#include "dockhand/driver/drop_reason.h"
 #include "dockhand/driver/scheduler.h"
 #include "dockhand/metrics/metrics.h"
 
@@ -30,6 +31,8 @@ class DriverMetrics {
   void registration() { registrations_.inc(); }
   void refusedRegistration() { refused_registrations_.inc(); }
   void agentLost() { agents_lost_.inc(); }
+  // A connection the transport dropped on its own (AgentServer), by why.
+  void connectionDropped(DropReason reason);
 
   // The counts so far (ServiceCounters).
   std::uint64_t frames() const { return frames_.value(); }
@@ -59,6 +62,7 @@ class DriverMetrics {
   std::array<metrics::Counter*, 5> task_ends_{};  // by protocol::TaskState
   metrics::Histogram& scheduling_latency_;
   metrics::Family<metrics::Counter>& control_requests_;
+  metrics::Family<metrics::Counter>& dropped_;
   metrics::Family<metrics::Gauge>& agents_;
   metrics::Family<metrics::Gauge>& tasks_;
   // Per agent, from its heartbeats: set anew at each scrape (an agent gone has no series).

@@ -134,6 +134,7 @@ class DriverService : public FrameHandler {
   void onOpen(const std::shared_ptr<Connection>& connection) override;
   void onFrame(const std::shared_ptr<Connection>& connection, std::string_view frame) override;
   bool onIdle(const std::shared_ptr<Connection>& connection) override;
+  void onDropped(const std::shared_ptr<Connection>& connection, DropReason reason) override;
   std::optional<HttpReply> onHttpRequest(const ControlRequest& request) override;
   void onClose(const std::shared_ptr<Connection>& connection, const std::string& why) override;
 
