@@ -71,8 +71,8 @@ struct ConnectionReactor::Slot {
   Clock::time_point drain_until;
   Clock::time_point armed = Clock::time_point::max();  // its live entry in timers_
 
-  Slot(std::shared_ptr<Connection> c, WebSocket ws)
-      : connection(std::move(c)), socket(std::move(ws)), fd(socket.impl()->sockfd()) {}
+  Slot(std::shared_ptr<Connection> c, const WebSocket& ws)
+      : connection(std::move(c)), socket(ws), fd(socket.impl()->sockfd()) {}
 };
 
 ConnectionReactor::ConnectionReactor(const ServerOptions& options, FrameHandler& handler, Gone gone)
@@ -116,9 +116,9 @@ void ConnectionReactor::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, WebSocket socket) {
+void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, const WebSocket& socket) {
   std::lock_guard lock(mutex_);
-  adopted_.emplace_back(std::move(connection), std::move(socket));
+  adopted_.emplace_back(std::move(connection), socket);
   if (!signalled_) {
     signalled_ = true;
     const std::uint64_t one = 1;
@@ -234,7 +234,7 @@ void ConnectionReactor::takeAdopted() {
     std::lock_guard lock(mutex_);
     adopted.swap(adopted_);
   }
-  for (auto& [connection, socket] : adopted) open(std::move(connection), std::move(socket));
+  for (auto& [connection, socket] : adopted) open(std::move(connection), socket);
 }
 
 void ConnectionReactor::takeWoken() {
@@ -249,9 +249,9 @@ void ConnectionReactor::takeWoken() {
   }
 }
 
-void ConnectionReactor::open(std::shared_ptr<Connection> connection, WebSocket socket) {
+void ConnectionReactor::open(std::shared_ptr<Connection> connection, const WebSocket& socket) {
   const std::uint64_t id = connection->id();
-  auto slot = std::make_unique<Slot>(std::move(connection), std::move(socket));
+  auto slot = std::make_unique<Slot>(std::move(connection), socket);
   Slot& s = *slot;
   slots_.emplace(id, std::move(slot));
   s.last_read = Clock::now();
@@ -431,7 +431,7 @@ void ConnectionReactor::closeAfterRead(Slot& s, std::string why) {
   wake(s.connection->id());
 }
 
-void ConnectionReactor::refuse(Slot& s, std::string error_code, std::string why) {
+void ConnectionReactor::refuse(Slot& s, const std::string& error_code, std::string why) {
   Connection& c = *s.connection;
   handler_.onDropped(s.connection, DropReason::kFrameTooLarge);
   logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);

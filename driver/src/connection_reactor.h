@@ -65,7 +65,7 @@ class ConnectionReactor {
   void start();
   // Takes an upgraded plain WebSocket, its connection attached to this reactor already
   // (Connection::attach); the connection is served from now on. Any thread.
-  void adopt(std::shared_ptr<Connection> connection, Poco::Net::WebSocket socket);
+  void adopt(std::shared_ptr<Connection> connection, const Poco::Net::WebSocket& socket);
   // Ends what is still open (onClose for each, "the driver is shutting down") and the thread.
   void stop();
 
@@ -81,14 +81,14 @@ class ConnectionReactor {
   void takeWoken();
   void flushDirty(std::vector<std::uint64_t>& spare);
   void later(Slot& s);
-  void open(std::shared_ptr<Connection> connection, Poco::Net::WebSocket socket);
+  void open(std::shared_ptr<Connection> connection, const Poco::Net::WebSocket& socket);
   void readable(Slot& s);
   void takeFrames(Slot& s);
   void handleFrame(Slot& s, int flags, std::string_view payload);
   void deliver(Slot& s, std::string_view message);
   void flush(Slot& s);
   bool writeOut(Slot& s);
-  void refuse(Slot& s, std::string error_code, std::string why);
+  void refuse(Slot& s, const std::string& error_code, std::string why);
   void closeAfterRead(Slot& s, std::string why);
   void end(Slot& s, const std::string& why);
   void arm(Slot& s, Clock::time_point at);

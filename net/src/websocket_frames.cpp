@@ -180,7 +180,7 @@ bool takeReadAhead(WebSocket& ws, std::string& out) {
   auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
   if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
   ws.setBlocking(false);
-  std::array<char, 16 * 1024> chunk{};
+  std::array<char, std::size_t{16} * 1024> chunk{};
   for (;;) {
     int got = 0;
     try {

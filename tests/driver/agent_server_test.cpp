@@ -228,6 +228,7 @@ TEST(AgentServerTest, ConnectionsThatSendNothingHoldNoThreadAndAreClosed) {
   server.start();
   const std::size_t before = threadCount();
   std::vector<Poco::Net::StreamSocket> silent;
+  silent.reserve(40);
   for (int i = 0; i < 40; ++i) {
     silent.emplace_back(Poco::Net::SocketAddress("127.0.0.1", server.port()));
   }
