@@ -76,7 +76,53 @@ std::optional<ProcessStats> readProcessStats(pid_t pid) {
   return stats;
 }
 
+namespace {
+
+// The children of every thread of `pid`, appended to `out`; false when the kernel keeps no
+// children lists (CONFIG_PROC_CHILDREN) or `pid` is gone.
+bool appendChildren(pid_t pid, std::vector<pid_t>& out) {
+  const std::string tasks = fmt::format("/proc/{}/task", pid);
+  DIR* dir = ::opendir(tasks.c_str());
+  if (dir == nullptr) return false;
+  bool listed = false;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream in(fmt::format("{}/{}/children", tasks, entry->d_name));
+    if (!in) continue;
+    listed = true;
+    for (long child = 0; in >> child;) {
+      if (child > 0) out.push_back(static_cast<pid_t>(child));
+    }
+  }
+  ::closedir(dir);
+  return listed;
+}
+
+// descendantsRssBytes by the children lists; nullopt when the kernel keeps none.
+std::optional<std::uint64_t> treeRssPages(pid_t self) {
+  std::vector<pid_t> pending;
+  if (!appendChildren(self, pending)) return std::nullopt;
+  std::unordered_map<pid_t, bool> seen;  // bounded: a pid's reuse cannot loop the walk
+  std::uint64_t pages = 0;
+  while (!pending.empty()) {
+    const pid_t pid = pending.back();
+    pending.pop_back();
+    if (pid == self || !seen.emplace(pid, true).second) continue;
+    const auto fields = statFields(fmt::format("/proc/{}/stat", pid));
+    if (!fields) continue;  // gone meanwhile
+    pages += number((*fields)[21]);
+    appendChildren(pid, pending);
+  }
+  return pages;
+}
+
+}  // namespace
+
 std::uint64_t descendantsRssBytes(pid_t root) {
+  const pid_t self = root == 0 ? ::getpid() : root;
+  if (const auto pages = treeRssPages(self)) {
+    return *pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  }
   struct Entry {
     pid_t ppid;
     std::uint64_t rss_pages;
@@ -94,7 +140,6 @@ std::uint64_t descendantsRssBytes(pid_t root) {
                                           number((*fields)[21])};
   }
   ::closedir(proc);
-  const pid_t self = root == 0 ? ::getpid() : root;
   std::uint64_t pages = 0;
   for (const auto& [pid, entry] : processes) {
     // Up the parent chain to `self`, or to a process that is not ours (bounded: a chain

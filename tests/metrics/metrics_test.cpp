@@ -1,6 +1,11 @@
 #include "dockhand/metrics/metrics.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +17,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "dockhand/metrics/process_stats.h"
 
 namespace dockhand::metrics {
 namespace {
@@ -170,6 +177,44 @@ TEST(MetricsTest, ExpositionPassesPromtool) {
   std::filesystem::remove(file);
   EXPECT_EQ(status, 0) << output;
   EXPECT_EQ(output, "") << "promtool's lint findings";
+}
+
+// A child that holds `bytes` (touched) in a process group of its own and, with `grandchild`,
+// starts one in that group that does the same; each writes one byte to `ready` once its memory
+// is resident, then sleeps until killed.
+pid_t holdMemory(std::size_t bytes, bool grandchild, int ready) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  if (grandchild) {
+    ::setpgid(0, 0);
+    holdMemory(bytes, false, ready);
+  }
+  void* held = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (held == MAP_FAILED) ::_exit(1);
+  std::memset(held, 1, bytes);
+  const char byte = 1;
+  if (::write(ready, &byte, 1) != 1) ::_exit(1);
+  for (;;) ::pause();
+}
+
+TEST(ProcessStatsTest, DescendantsRssCountsChildrenAndGrandchildren) {
+  constexpr std::size_t kHeld = std::size_t{32} << 20;
+  const std::uint64_t before = descendantsRssBytes(0);
+  int pipe_fds[2] = {-1, -1};
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = holdMemory(kHeld, /*grandchild=*/true, pipe_fds[1]);
+  ::close(pipe_fds[1]);  // a child that dies early ends the reads below
+  ASSERT_GT(child, 0);
+  char bytes[2] = {};
+  const bool both_ready =
+      ::read(pipe_fds[0], &bytes[0], 1) == 1 && ::read(pipe_fds[0], &bytes[1], 1) == 1;
+  const std::uint64_t during = descendantsRssBytes(0);
+  ::kill(-child, SIGKILL);  // the child's group: it and its own child
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(pipe_fds[0]);
+  ASSERT_TRUE(both_ready);
+  EXPECT_GE(during, before + 2 * kHeld) << "the child's and the grandchild's memory both count";
 }
 
 }  // namespace

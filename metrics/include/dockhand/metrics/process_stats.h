@@ -23,7 +23,10 @@ struct ProcessStats {
 std::optional<ProcessStats> readProcessStats(pid_t pid = 0);
 
 // The resident bytes of every live descendant of `root` (its children, theirs, ...; not root
-// itself), summed: what the tasks an agent started hold. One pass over /proc.
+// itself), summed: what the tasks an agent started hold. Walks down from `root` through each
+// thread's /proc/<pid>/task/<tid>/children list, so it reads only the tree (an idle agent: a
+// dozen small files), not every process of the machine; where the kernel has no children lists
+// it makes one pass over /proc instead.
 std::uint64_t descendantsRssBytes(pid_t root);
 
 // This process's open descriptors and its limit (RLIMIT_NOFILE soft limit).
