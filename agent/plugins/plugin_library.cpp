@@ -122,7 +122,7 @@ Result<std::string> verifyDescriptor(const PluginTrust& trust, int fd,
 namespace {
 
 // The reason to refuse a descriptor, or "" (checkDescriptor's body).
-std::string descriptorProblem(const dh_plugin_descriptor* raw) {
+std::string descriptorProblem(const dh_plugin_descriptor* raw, std::uint16_t host_minor) {
   if (raw == nullptr) return "dh_plugin_entry returned no descriptor";
   if (raw->struct_size < offsetof(dh_plugin_descriptor, name)) {
     return "descriptor struct_size " + std::to_string(raw->struct_size) + " is too small";
@@ -131,11 +131,11 @@ std::string descriptorProblem(const dh_plugin_descriptor* raw) {
     return "ABI major " + std::to_string(raw->abi_major) + ", host supports " +
            std::to_string(DH_ABI_MAJOR);
   }
-  if (raw->abi_minor > DH_ABI_MINOR) {
-    return "built against newer ABI minor " + std::to_string(raw->abi_major) + "." +
-           std::to_string(raw->abi_minor) + ", host supports up to " +
-           std::to_string(DH_ABI_MAJOR) + "." + std::to_string(DH_ABI_MINOR) +
-           " (upgrade the agent or rebuild the plugin)";
+  if (raw->abi_minor > host_minor) {
+    return "needs ABI " + std::to_string(raw->abi_major) + "." + std::to_string(raw->abi_minor) +
+           ", host supports up to " + std::to_string(DH_ABI_MAJOR) + "." +
+           std::to_string(host_minor) +
+           " (upgrade the agent, or use a plugin build that needs less)";
   }
   if (raw->struct_size < kMinDescriptorSize) {
     return "descriptor struct_size " + std::to_string(raw->struct_size) + " is smaller than ABI " +
@@ -175,8 +175,10 @@ std::string descriptorProblem(const dh_plugin_descriptor* raw) {
 
 }  // namespace
 
-Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor) {
-  if (std::string why = descriptorProblem(descriptor); !why.empty()) return Error(std::move(why));
+Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor, std::uint16_t host_minor) {
+  if (std::string why = descriptorProblem(descriptor, host_minor); !why.empty()) {
+    return Error(std::move(why));
+  }
   return {};
 }
 

@@ -99,9 +99,10 @@ class PluginLibrary {
   std::string version_;
 };
 
-// Checks a descriptor against this host's ABI: success, or the reason for refusing it.
-// Exposed for tests.
-Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor);
+// Checks a descriptor against this host's ABI (`host_minor`: the minor the host claims, its own
+// unless a test says otherwise): success, or the reason for refusing it. Exposed for tests.
+Result<void> checkDescriptor(const dh_plugin_descriptor* descriptor,
+                             std::uint16_t host_minor = DH_ABI_MINOR);
 
 // A plugin's name: [a-z0-9_-]{1,64}.
 bool isValidPluginName(std::string_view name);

@@ -150,7 +150,8 @@ TEST(SdkExamplesTest, InspectDescribesEachExampleWithoutCreatingIt) {
     auto info = json::parse(readFile(out));
     EXPECT_EQ(info["name"], e.name);
     EXPECT_EQ(info["version"], "1.0.0");
-    EXPECT_EQ(info["abi"], std::to_string(DH_ABI_MAJOR) + "." + std::to_string(DH_ABI_MINOR));
+    // The minor it needs: none of the examples fills a hook newer than 1.0.
+    EXPECT_EQ(info["abi"], std::to_string(DH_ABI_MAJOR) + ".0");
     EXPECT_EQ(info["kinds"], json::array({e.kind}));
     EXPECT_EQ(info["config_schema"]["type"], "object") << e.name;
   }

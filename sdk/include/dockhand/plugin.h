@@ -20,9 +20,14 @@
  *   DH_ABI_MAJOR changes when an existing function or field changes meaning or place. The
  *   host loads a plugin only when its abi_major equals the host's. DH_ABI_MINOR grows when
  *   something is appended: a new field at the END of a struct, a new hook at the END of a
- *   table, never anywhere else. The host supports every minor up to its own; it refuses a
- *   plugin built against a newer minor than it knows. Every table starts with `struct_size`
- *   (sizeof the struct as its provider compiled it):
+ *   table, never anywhere else. A descriptor's abi_minor is the oldest host minor the plugin
+ *   NEEDS, not the header it was built with: the host supports every minor up to its own and
+ *   refuses a plugin that needs a newer one. A plugin built against this header that fills
+ *   only 1.3's hooks says 3 and loads on a 1.3 host (what it filled beyond is not called there);
+ *   DH_ABI_MINOR is always a safe value, and plugin.hpp derives the least one from the hooks
+ *   a class fills. (Plugins built before this rule put the header's minor there;
+ *   read as a need it only ever asks for more, so they load exactly as before.) Every table starts
+ * with `struct_size` (sizeof the struct as its provider compiled it):
  *     - the host copies a plugin's table up to the plugin's struct_size and treats every
  *       field beyond it as NULL ("not implemented"), so a plugin built against an older
  *       minor keeps loading and working;
@@ -369,7 +374,7 @@ typedef struct dh_block_migration_vtable {
 typedef struct dh_plugin_descriptor {
   uint32_t struct_size; /* sizeof(dh_plugin_descriptor) as the plugin was compiled */
   uint16_t abi_major;   /* DH_ABI_MAJOR the plugin was compiled against */
-  uint16_t abi_minor;   /* DH_ABI_MINOR the plugin was compiled against */
+  uint16_t abi_minor;   /* the oldest host DH_ABI_MINOR the plugin needs (see VERSIONING) */
 
   const char* name;        /* REQUIRED: [a-z0-9_-]+, unique among the loaded plugins */
   const char* version;     /* REQUIRED: the plugin's own version, e.g. "1.2.0" */

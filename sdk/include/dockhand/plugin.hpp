@@ -297,6 +297,17 @@ struct RunnerFlagsOf<T, std::void_t<decltype(T::kRunnerFlags)>> {
   static constexpr std::uint32_t value = T::kRunnerFlags;
 };
 
+template <class T, class = void>
+struct DeclaredMinorOf {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
+  static constexpr std::uint16_t value = 0;
+};
+template <class T>
+struct DeclaredMinorOf<T, std::void_t<decltype(T::kRequiredAbiMinor)>> {
+  // NOLINTNEXTLINE(readability-identifier-naming): a trait's result is `value`, as in std
+  static constexpr std::uint16_t value = T::kRequiredAbiMinor;
+};
+
 // Whether T declares tryLaunch itself (the base's, which says no, gets no hook).
 template <class T>
 constexpr bool kDeclaresTryLaunch =
@@ -423,6 +434,22 @@ struct Glue {
   }
 
   static constexpr std::uint32_t runnerFlags() noexcept { return RunnerFlagsOf<T>::value; }
+
+  // The oldest host minor this plugin needs: the newest of the hooks it fills whose absence on
+  // an older host would change what it does (flags 1.4, try_launch 1.5, detach/adopt 1.6), or
+  // what the class declares (kRequiredAbiMinor), whichever is higher. task_stats (1.1) is
+  // filled for every runner but never needed. A plugin that fills none of them loads on 1.0.
+  static constexpr std::uint16_t requiredMinor() noexcept {
+    std::uint16_t minor = DeclaredMinorOf<T>::value;
+    if constexpr (kIsRunner) {
+      if (runnerFlags() != 0 && minor < 4) minor = 4;
+      if (kDeclaresTryLaunch<T> && minor < 5) minor = 5;
+      if (kDeclaresHandover<T> && minor < 6) minor = 6;
+    }
+    return minor;
+  }
+  static_assert(requiredMinor() <= DH_ABI_MINOR,
+                "kRequiredAbiMinor is newer than the header this plugin is built with");
   static const dh_task_runner_vtable* taskRunnerTable() noexcept {
     if constexpr (kIsRunner) {
       static const dh_task_runner_vtable kTable = {sizeof(dh_task_runner_vtable),
@@ -463,7 +490,7 @@ struct Glue {
     static const dh_plugin_descriptor kDescriptor = {
         sizeof(dh_plugin_descriptor),
         DH_ABI_MAJOR,
-        DH_ABI_MINOR,
+        requiredMinor(),
         name,
         version,
         description,
@@ -511,7 +538,10 @@ struct Glue {
 // BlockMigration and is constructible from (dockhand::sdk::Host, std::string_view config_json).
 // Optionally, `static constexpr const char* kConfigSchema = "...";` in Class fills the
 // descriptor's config_schema, and a runner's `static constexpr std::uint32_t kRunnerFlags`
-// (DH_RUNNER_* bits) its task_runner table's flags.
+// (DH_RUNNER_* bits) its task_runner table's flags, and `static constexpr std::uint16_t
+// kRequiredAbiMinor` raises the host minor it asks for (e.g. 7 for a plugin that cannot work
+// without dh_host.verify_code); the descriptor's abi_minor is otherwise derived from the hooks
+// the class fills (Glue::requiredMinor).
 #define DOCKHAND_PLUGIN(Class, name, version, description)                                     \
   extern "C" DH_EXPORT const dh_plugin_descriptor* dh_plugin_entry(void) {                     \
     return ::dockhand::sdk::detail::Glue<Class>::descriptor((name), (version), (description)); \

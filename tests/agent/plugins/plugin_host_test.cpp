@@ -133,7 +133,7 @@ TEST(PluginHostTest, RefusesOtherAbiMajor) {
 TEST(PluginHostTest, RefusesNewerAbiMinor) {
   PluginHost host({});
   EXPECT_THAT(refusal(host, fixture("newer-minor")),
-              HasSubstr("': built against newer ABI minor 1." + std::to_string(DH_ABI_MINOR + 1) +
+              HasSubstr("': needs ABI 1." + std::to_string(DH_ABI_MINOR + 1) +
                         ", host supports up to 1." + std::to_string(DH_ABI_MINOR)));
 }
 
@@ -391,6 +391,35 @@ TEST(PluginHostTest, RefusesFileInDirectoryWritableByOthers) {
             "plugin '" + copy.file().string() + "': refused: directory " + copy.dir().string() +
                 " is writable by group or others (mode 0777); run chmod go-w on it, or set "
                 "allow_insecure_plugins for development");
+}
+
+// The descriptor of a plugin the build made against this header, loaded by the real loader.
+const dh_plugin_descriptor* builtDescriptor(const std::string& file) {
+  const std::string path = (kPluginDir / file).string();
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept: the test's lifetime
+  if (handle == nullptr) return nullptr;
+  auto* entry = reinterpret_cast<dh_plugin_entry_fn>(::dlsym(handle, "dh_plugin_entry"));
+  return entry != nullptr ? entry() : nullptr;
+}
+
+TEST(PluginHostTest, APluginBuiltAgainstThisHeaderAsksOnlyForTheMinorItsHooksNeed) {
+  // Built against 1.DH_ABI_MINOR; what each fills decides which hosts may load it.
+  const dh_plugin_descriptor* discovery = builtDescriptor("dockhand-static.so");
+  const dh_plugin_descriptor* library = builtDescriptor("dockhand-library.so");
+  const dh_plugin_descriptor* process = builtDescriptor("dockhand-process.so");
+  ASSERT_NE(discovery, nullptr);
+  ASSERT_NE(library, nullptr);
+  ASSERT_NE(process, nullptr);
+  EXPECT_EQ(discovery->abi_minor, 0) << "no hook after 1.0";
+  EXPECT_EQ(library->abi_minor, 5) << "flags (1.4) and try_launch (1.5)";
+  EXPECT_EQ(process->abi_minor, 6) << "detach and adopt (1.6)";
+  // A host that claims an older minor loads what needs no more than it has.
+  EXPECT_EQ(refusal(checkDescriptor(discovery, 0)), "");
+  EXPECT_EQ(refusal(checkDescriptor(library, 5)), "");
+  EXPECT_EQ(refusal(checkDescriptor(process, 6)), "");
+  EXPECT_EQ(refusal(checkDescriptor(process, 5)),
+            "needs ABI 1.6, host supports up to 1.5 (upgrade the agent, or use a plugin build "
+            "that needs less)");
 }
 
 }  // namespace
