@@ -1,5 +1,7 @@
 #include "connection_reactor.h"
 
+#include "connection_reactor_slot.h"
+
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -39,41 +41,6 @@ std::string errnoText(int error) {
 }
 
 }  // namespace
-
-// What the reactor keeps for one connection; touched by the reactor's thread only.
-struct ConnectionReactor::Slot {
-  enum class Phase {
-    kOpen,      // frames go both ways
-    kClosing,   // a close frame is queued behind the last frames
-    kDraining,  // our side is shut: reading until the peer closes, or kCloseWait
-  };
-
-  std::shared_ptr<Connection> connection;
-  WebSocket socket;  // owns the descriptor
-  int fd = -1;
-  std::vector<char> in;  // read bytes: [in_begin, in_end) not yet taken as frames
-  std::size_t in_begin = 0;
-  std::size_t in_end = 0;
-  std::string message;  // a text message being assembled from fragments
-  bool in_message = false;
-  std::string out;  // encoded and not yet written, from out_begin
-  std::size_t out_begin = 0;
-  std::deque<Connection::Outbound> batch;  // taken from the connection's queue; kept for capacity
-  std::string text;
-  bool watching_out = false;  // EPOLLOUT is in its interest set
-  Phase phase = Phase::kOpen;
-  bool discard_input = false;  // closing for a reason of ours: what the peer still sends is dropped
-  bool ended = false;
-  bool in_backlog = false;  // has frames or queued frames left for the next turn
-  std::string why;          // why it is closing, for onClose
-  Clock::time_point last_read;
-  Clock::time_point last_written;  // the last time written bytes moved, while some wait
-  Clock::time_point drain_until;
-  Clock::time_point armed = Clock::time_point::max();  // its live entry in timers_
-
-  Slot(std::shared_ptr<Connection> c, const WebSocket& ws)
-      : connection(std::move(c)), socket(ws), fd(socket.impl()->sockfd()) {}
-};
 
 ConnectionReactor::ConnectionReactor(const ServerOptions& options, FrameHandler& handler, Gone gone)
     : options_(options), handler_(handler), gone_(std::move(gone)) {}
@@ -575,88 +542,6 @@ void ConnectionReactor::end(Slot& s, const std::string& why) {
   }
   ended_.push_back(c.id());
   gone_(s.connection);
-}
-
-// ---- timers -----------------------------------------------------------------------------------
-
-void ConnectionReactor::arm(Slot& s, Clock::time_point at) {
-  if (at >= s.armed) return;  // an earlier entry comes first and re-arms
-  s.armed = at;
-  timers_.emplace(at, s.connection->id());
-}
-
-int ConnectionReactor::waitMs(Clock::time_point now) const {
-  if (!dirty_.empty() || !backlog_.empty()) return 0;
-  if (timers_.empty()) return -1;
-  const auto left = timers_.top().first - now;
-  if (left <= Clock::duration::zero()) return 0;
-  // Rounded up, so that the loop does not wake just before the deadline and spin.
-  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
-}
-
-void ConnectionReactor::fireTimers(Clock::time_point now) {
-  while (!timers_.empty() && timers_.top().first <= now) {
-    const auto [at, id] = timers_.top();
-    timers_.pop();
-    auto it = slots_.find(id);
-    if (it == slots_.end() || it->second->ended || it->second->armed != at) continue;
-    Slot& s = *it->second;
-    s.armed = Clock::time_point::max();
-    onDeadline(s, now);
-  }
-}
-
-// A connection's timer came due: see which of its deadlines passed, and arm the next.
-void ConnectionReactor::onDeadline(Slot& s, Clock::time_point now) {
-  Connection& c = *s.connection;
-  if (s.phase == Slot::Phase::kDraining) {
-    if (now >= s.drain_until) {
-      end(s, s.why);
-      return;
-    }
-    arm(s, s.drain_until);
-    return;
-  }
-  if (s.out_begin < s.out.size()) {
-    if (now >= s.last_written + kWriteStallLimit) {
-      const std::string why =
-          fmt::format("the agent read nothing for {} s", kWriteStallLimit.count());
-      logger("driver")->warn("connection {} ({}): {}; dropping it", c.id(), c.peer(), why);
-      handler_.onDropped(s.connection, DropReason::kStoppedReading);
-      end(s, why);
-      return;
-    }
-    arm(s, s.last_written + kWriteStallLimit);
-  }
-  if (s.discard_input) return;  // closing: the drain deadline governs
-  const auto timeout =
-      std::chrono::milliseconds(c.greeted() ? options_.idle_timeout_ms : options_.hello_timeout_ms);
-  if (now < s.last_read + timeout) {
-    arm(s, s.last_read + timeout);
-    return;
-  }
-  if (!c.greeted()) {
-    handler_.onDropped(s.connection, DropReason::kNoHello);
-    c.send(protocol::makeError(protocol::error_code::kTimeout,
-                               fmt::format("no Hello within {} ms", options_.hello_timeout_ms)));
-    c.close("no Hello in time");
-    closeAfterRead(s, "no Hello in time");
-    return;
-  }
-  bool keep = false;
-  try {
-    keep = handler_.onIdle(s.connection);
-  } catch (const std::exception& e) {
-    logger("driver")->error("connection {} ({}): idle handler failed: {}", c.id(), c.peer(),
-                            e.what());
-  }
-  if (!keep) {
-    c.close("idle");
-    closeAfterRead(s, "idle");
-    return;
-  }
-  s.last_read = now;  // another idle period
-  arm(s, now + timeout);
 }
 
 }  // namespace dockhand::driver

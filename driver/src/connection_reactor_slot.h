@@ -1,0 +1,53 @@
+// ConnectionReactor::Slot: what the reactor keeps for one connection, shared by the reactor's
+// source files (connection_reactor.cpp: the loop, reading, writing, ending;
+// connection_reactor_timers.cpp: its deadlines). Private to the driver.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Poco/Net/WebSocket.h>
+
+#include "connection_reactor.h"
+
+namespace dockhand::driver {
+
+// What the reactor keeps for one connection; touched by the reactor's thread only.
+struct ConnectionReactor::Slot {
+  enum class Phase {
+    kOpen,      // frames go both ways
+    kClosing,   // a close frame is queued behind the last frames
+    kDraining,  // our side is shut: reading until the peer closes, or kCloseWait
+  };
+
+  std::shared_ptr<Connection> connection;
+  Poco::Net::WebSocket socket;  // owns the descriptor
+  int fd = -1;
+  std::vector<char> in;  // read bytes: [in_begin, in_end) not yet taken as frames
+  std::size_t in_begin = 0;
+  std::size_t in_end = 0;
+  std::string message;  // a text message being assembled from fragments
+  bool in_message = false;
+  std::string out;  // encoded and not yet written, from out_begin
+  std::size_t out_begin = 0;
+  std::deque<Connection::Outbound> batch;  // taken from the connection's queue; kept for capacity
+  std::string text;
+  bool watching_out = false;  // EPOLLOUT is in its interest set
+  Phase phase = Phase::kOpen;
+  bool discard_input = false;  // closing for a reason of ours: what the peer still sends is dropped
+  bool ended = false;
+  bool in_backlog = false;  // has frames or queued frames left for the next turn
+  std::string why;          // why it is closing, for onClose
+  Clock::time_point last_read;
+  Clock::time_point last_written;  // the last time written bytes moved, while some wait
+  Clock::time_point drain_until;
+  Clock::time_point armed = Clock::time_point::max();  // its live entry in timers_
+
+  Slot(std::shared_ptr<Connection> c, const Poco::Net::WebSocket& ws)
+      : connection(std::move(c)), socket(ws), fd(socket.impl()->sockfd()) {}
+};
+
+}  // namespace dockhand::driver
