@@ -74,11 +74,7 @@ void ConnectionReactor::stop() {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
     stopping_ = true;
-    if (!signalled_) {
-      signalled_ = true;
-      const std::uint64_t one = 1;
-      [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
-    }
+    signalLocked();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -86,11 +82,14 @@ void ConnectionReactor::stop() {
 void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, const WebSocket& socket) {
   std::lock_guard lock(mutex_);
   adopted_.emplace_back(std::move(connection), socket);
-  if (!signalled_) {
-    signalled_ = true;
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
-  }
+  signalLocked();
+}
+
+void ConnectionReactor::signalLocked() {
+  if (signalled_) return;  // one wake-up not taken yet is enough
+  signalled_ = true;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
 }
 
 void ConnectionReactor::wake(std::uint64_t id) {
@@ -100,11 +99,7 @@ void ConnectionReactor::wake(std::uint64_t id) {
   }
   std::lock_guard lock(mutex_);
   woken_.push_back(id);
-  if (!signalled_) {
-    signalled_ = true;
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wakeup_, &one, sizeof one);
-  }
+  signalLocked();
 }
 
 // ---- the loop ---------------------------------------------------------------------------------
@@ -416,15 +411,13 @@ void ConnectionReactor::flush(Slot& s) {
   std::string reason;
   if (s.out_begin == s.out.size()) s.last_written = Clock::now();  // a stall counts from here
   bool left = false;  // frames stay queued for the next turn
-  for (int round = 0; round < kFramesPerTurn; ++round) {
-    {
-      std::lock_guard lock(c.mutex_);
-      c.wake_pending_ = false;
-      if (c.overflowed_) {
-        reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
-        overflowed = true;
-        break;
-      }
+  {
+    std::lock_guard lock(c.mutex_);
+    c.wake_pending_ = false;
+    overflowed = c.overflowed_;
+    if (overflowed) {
+      reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
+    } else {
       if (s.out.size() - s.out_begin < kMaxUnsent) {
         for (int n = 0; n < kFramesPerTurn && !c.queue_.empty(); ++n) {
           s.batch.push_back(std::move(c.queue_.front()));
@@ -435,14 +428,8 @@ void ConnectionReactor::flush(Slot& s) {
       closing = c.closing_.load() && !left;
       if (closing) reason = c.close_reason_.substr(0, 120);
     }
-    if (s.batch.empty()) break;
-    for (auto& item : s.batch) {
-      const int flags = Connection::encode(item, s.text);
-      net::appendServerFrame(s.out, flags, s.text);
-    }
-    s.batch.clear();
-    if (!left) break;
   }
+  encodeBatch(s);
   if (overflowed) {
     handler_.onDropped(s.connection, DropReason::kStoppedReading);
     end(s, reason);
@@ -473,6 +460,15 @@ void ConnectionReactor::flush(Slot& s) {
     s.drain_until = Clock::now() + kCloseWait;
     arm(s, s.drain_until);
   }
+}
+
+// Encodes the frames taken from the connection's queue onto what is to be written.
+void ConnectionReactor::encodeBatch(Slot& s) {
+  for (auto& item : s.batch) {
+    const int flags = Connection::encode(item, s.text);
+    net::appendServerFrame(s.out, flags, s.text);
+  }
+  s.batch.clear();
 }
 
 // Writes what the socket takes now; false when the connection ended on an error.
@@ -524,11 +520,7 @@ void ConnectionReactor::end(Slot& s, const std::string& why) {
       std::lock_guard lock(c.mutex_);
       s.batch.swap(c.queue_);
     }
-    for (auto& item : s.batch) {
-      const int flags = Connection::encode(item, s.text);
-      net::appendServerFrame(s.out, flags, s.text);
-    }
-    s.batch.clear();
+    encodeBatch(s);
     if (s.out_begin < s.out.size()) {
       [[maybe_unused]] auto n = ::send(s.fd, s.out.data() + s.out_begin, s.out.size() - s.out_begin,
                                        MSG_NOSIGNAL | MSG_DONTWAIT);

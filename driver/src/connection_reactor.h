@@ -87,6 +87,8 @@ class ConnectionReactor {
   void handleFrame(Slot& s, int flags, std::string_view payload);
   void deliver(Slot& s, std::string_view message);
   void flush(Slot& s);
+  void encodeBatch(Slot& s);
+  void signalLocked();  // wakes the loop through the eventfd; under mutex_
   bool writeOut(Slot& s);
   void refuse(Slot& s, const std::string& error_code, std::string why);
   void closeAfterRead(Slot& s, std::string why);

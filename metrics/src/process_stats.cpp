@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -102,12 +103,12 @@ bool appendChildren(pid_t pid, std::vector<pid_t>& out) {
 std::optional<std::uint64_t> treeRssPages(pid_t self) {
   std::vector<pid_t> pending;
   if (!appendChildren(self, pending)) return std::nullopt;
-  std::unordered_map<pid_t, bool> seen;  // bounded: a pid's reuse cannot loop the walk
+  std::unordered_set<pid_t> seen;  // bounded: a pid's reuse cannot loop the walk
   std::uint64_t pages = 0;
   while (!pending.empty()) {
     const pid_t pid = pending.back();
     pending.pop_back();
-    if (pid == self || !seen.emplace(pid, true).second) continue;
+    if (pid == self || !seen.insert(pid).second) continue;
     const auto fields = statFields(fmt::format("/proc/{}/stat", pid));
     if (!fields) continue;  // gone meanwhile
     pages += number((*fields)[21]);

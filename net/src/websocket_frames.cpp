@@ -146,9 +146,7 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   if (!parsed) throw WebSocketException(parsed.error().message, WebSocket::WS_ERR_PAYLOAD_TOO_BIG);
   const FrameHeader& header = **parsed;
   frame.flags = header.flags;
-  const bool masked = header.masked;
   const std::uint64_t length = header.length;
-  const std::array<unsigned char, 4> mask = header.mask;
   take(nullptr, header_bytes);
   frame.length = length;
 
@@ -172,7 +170,7 @@ ReceivedFrame FrameReader::next(WebSocket& ws, std::vector<char>& payload) {
   const std::size_t copied = take(payload.data(), size);
   // The rest of a payload longer than what was read ahead comes straight into place.
   if (copied < size) readExactly(*impl, payload.data() + copied, size - copied);
-  if (masked) applyMask(payload.data(), size, mask);
+  if (header.masked) applyMask(payload.data(), size, header.mask);
   return frame;
 }
 
