@@ -38,11 +38,14 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_options.h"
+#include "dockhand/base/child_spawn.h"
 #include "dockhand/protocol/messages.h"
 #include "sample_stats.h"
 #include "sanitizer_notice.h"
@@ -129,61 +132,17 @@ struct Options {
   fs::path bin_dir;
 };
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-int parseCount(const std::string& option, const std::string& value) {
-  try {
-    std::size_t used = 0;
-    int n = std::stoi(value, &used);
-    if (used == value.size() && n > 0) return n;
-  } catch (const std::exception&) {
-    // reported below
-  }
-  throw UsageError(option + " needs a positive integer, got '" + value + "'");
-}
-
-fs::path defaultBinDir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(self.parent_path() / "dockhand", ec)) return self.parent_path();
-  return DOCKHAND_BIN_DIR;
-}
-
-std::optional<Options> parseOptions(int argc, char** argv) {
+// Options, or the code to exit with (after the usage or an error was printed).
+std::variant<Options, int> parseOptions(int argc, char** argv) {
   Options options;
   std::optional<int> tasks;
   std::optional<int> rounds;
   std::optional<int> starts;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return std::nullopt;
-    } else if (arg == "--tasks") {
-      tasks = parseCount(arg, value());
-    } else if (arg == "--rounds") {
-      rounds = parseCount(arg, value());
-    } else if (arg == "--starts") {
-      starts = parseCount(arg, value());
-    } else if (arg == "--quick") {
-      options.quick = true;
-    } else if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--round-trip-only") {
-      options.round_trip_only = true;
-    } else if (arg == "--bin-dir") {
-      options.bin_dir = value();
-    } else {
-      throw UsageError("unknown option '" + arg + "'");
-    }
-  }
+  BenchOptions parser(kUsage);
+  parser.count("--tasks", tasks).count("--rounds", rounds).count("--starts", starts);
+  parser.flag("--quick", options.quick).flag("--json", options.json);
+  parser.flag("--round-trip-only", options.round_trip_only).path("--bin-dir", options.bin_dir);
+  if (auto exit_code = parser.parse(argc, argv)) return *exit_code;
   if (options.quick) {
     options.tasks = 300;
     options.rounds = 100;
@@ -192,10 +151,10 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   options.tasks = tasks.value_or(options.tasks);
   options.rounds = rounds.value_or(options.rounds);
   options.starts = starts.value_or(options.starts);
-  if (options.bin_dir.empty()) options.bin_dir = defaultBinDir();
+  if (options.bin_dir.empty()) options.bin_dir = binDirWith("dockhand", DOCKHAND_BIN_DIR);
   for (const char* program : {"dockhand", "dockhand-driver"}) {
     if (!fs::exists(options.bin_dir / program)) {
-      throw UsageError((options.bin_dir / program).string() + " not found (use --bin-dir)");
+      return parser.refuse((options.bin_dir / program).string() + " not found (use --bin-dir)");
     }
   }
   return options;
@@ -590,21 +549,12 @@ SampleStats measureRunnerLikeSpawn(int count) {
     previous = task_dir;
     std::string out = (task_dir / "stdout").string();
     std::string err = (task_dir / "stderr").string();
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, program, &actions, &attr, kArgv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) throw std::runtime_error(std::string("posix_spawn /bin/true: ") + strerror(rc));
-    reap(pid);
+    ChildSpawn child;
+    child.ownProcessGroup().stdinFromNull();
+    child.open(1, out, ChildSpawn::kTruncate).open(2, err, ChildSpawn::kTruncate);
+    const Result<pid_t> pid = child.start(program, kArgv);
+    if (!pid) throw std::runtime_error(pid.error().message);
+    reap(*pid);
     samples.push_back(elapsedMs(t0) * 1000.0);
   }
   return SampleStats(std::move(samples));
@@ -1009,15 +959,9 @@ void printJson(const Options& options, const Results& results) {
 
 int run(int argc, char** argv) {
   noticeSanitizer();
-  std::optional<Options> parsed;
-  try {
-    parsed = parseOptions(argc, argv);
-  } catch (const UsageError& e) {
-    std::cerr << "dockhand-bench: " << e.what() << "\n" << kUsage;
-    return 64;
-  }
-  if (!parsed) return 0;
-  const Options& options = *parsed;
+  auto parsed = parseOptions(argc, argv);
+  if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const Options& options = std::get<Options>(parsed);
 
   struct sigaction action {};
   action.sa_handler = onStopSignal;

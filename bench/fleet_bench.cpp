@@ -44,11 +44,13 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_options.h"
 #include "hollow_fleet.h"
 #include "sanitizer_notice.h"
 #include "support/http_client.h"
@@ -57,6 +59,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dockhand::bench::BenchOptions;
+using dockhand::bench::binDirWith;
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 using dockhand::testing::ChildProcess;
@@ -76,13 +80,6 @@ struct Options {
 
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-fs::path defaultBinDir() {
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(self.parent_path() / "dockhand-driver")) return self.parent_path();
-  return DOCKHAND_BIN_DIR;
 }
 
 // A job of `tasks` no-op tasks and `blocks` tasks that each leave one block.
@@ -463,38 +460,21 @@ Run runFleet(const Options& o, int agents, int cores, bool measure_idle) {
   return run;
 }
 
-std::optional<Options> parseOptions(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: dockhand-fleet-bench [--agents N (1000)] [--tasks T (20000)] [--blocks B (2000)] "
+    "[--decommission D (100, < N)] [--idle-seconds S (20)] [--simulated] [--bin-dir DIR]";
+
+// Options, or the code to exit with (after the usage or an error was printed).
+std::variant<Options, int> parseOptions(int argc, char** argv) {
   Options o;
-  o.bin_dir = defaultBinDir();
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--simulated") {  // the one option without a value
-      o.simulated = true;
-      continue;
-    }
-    if (i + 1 >= argc) return std::nullopt;
-    std::string value = argv[++i];
-    if (flag == "--bin-dir") {
-      o.bin_dir = value;
-      continue;
-    }
-    int n = std::atoi(value.c_str());
-    if (n < 0 || (n == 0 && value != "0")) return std::nullopt;
-    if (flag == "--agents" && n > 0) {
-      o.agents = n;
-    } else if (flag == "--tasks") {
-      o.tasks = n;
-    } else if (flag == "--blocks") {
-      o.blocks = n;
-    } else if (flag == "--decommission") {
-      o.decommission = n;
-    } else if (flag == "--idle-seconds" && n > 0) {
-      o.idle_seconds = n;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (o.tasks + o.blocks == 0 || o.decommission >= o.agents) return std::nullopt;
+  o.bin_dir = binDirWith("dockhand-driver", DOCKHAND_BIN_DIR);
+  BenchOptions parser(kUsage);
+  parser.count("--agents", o.agents).count("--tasks", o.tasks, 0).count("--blocks", o.blocks, 0);
+  parser.count("--decommission", o.decommission, 0).count("--idle-seconds", o.idle_seconds);
+  parser.flag("--simulated", o.simulated).path("--bin-dir", o.bin_dir);
+  if (auto exit_code = parser.parse(argc, argv)) return *exit_code;
+  if (o.tasks + o.blocks == 0) return parser.refuse("--tasks and --blocks are both 0");
+  if (o.decommission >= o.agents) return parser.refuse("--decommission must be below --agents");
   return o;
 }
 
@@ -512,15 +492,8 @@ void raiseOpenFileLimit() {
 int main(int argc, char** argv) {
   dockhand::bench::noticeSanitizer();
   auto parsed = parseOptions(argc, argv);
-  if (!parsed) {
-    std::fprintf(stderr,
-                 "usage: %s [--agents N (1000)] [--tasks T (20000)] [--blocks B (2000)] "
-                 "[--decommission D (100, < N)] [--idle-seconds S (20)] [--simulated] "
-                 "[--bin-dir DIR]\n",
-                 argv[0]);
-    return 64;
-  }
-  const Options& o = *parsed;
+  if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const Options& o = std::get<Options>(parsed);
   raiseOpenFileLimit();
   try {
     std::printf("fleet bench: job of %d no-op + %d block-writing library tasks; %d cores%s\n",

@@ -39,6 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_options.h"
 #include "dockhand/protocol/messages.h"
 #include "sanitizer_notice.h"
 #include "support/fake_driver.h"
@@ -48,6 +49,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dockhand::bench::BenchOptions;
 using Clock = std::chrono::steady_clock;
 namespace proto = dockhand::protocol;
 using dockhand::testing::ChildProcess;
@@ -312,26 +314,12 @@ int main(int argc, char** argv) {
   Options o;
   const char* tmp = std::getenv("TMPDIR");
   fs::path base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--dir") {
-      base = argv[i + 1];
-    } else if (flag == "--blocks") {
-      o.blocks = std::max(1, std::atoi(argv[i + 1]));
-    } else if (flag == "--block-mib") {
-      o.block_mib = std::max(1, std::atoi(argv[i + 1]));
-    } else if (flag == "--rounds") {
-      o.rounds = std::max(1, std::atoi(argv[i + 1]));
-    } else if (flag == "--concurrency") {
-      o.concurrency = std::max(1, std::atoi(argv[i + 1]));
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--blocks N] [--block-mib M] [--concurrency C] "
-                   "[--rounds R]\n",
-                   argv[0]);
-      return 64;
-    }
-  }
+  BenchOptions parser(
+      "usage: dockhand-migration-bench [--dir DIR] [--blocks N] [--block-mib M] "
+      "[--concurrency C] [--rounds R]");
+  parser.path("--dir", base).count("--blocks", o.blocks).count("--block-mib", o.block_mib);
+  parser.count("--rounds", o.rounds).count("--concurrency", o.concurrency);
+  if (auto exit_code = parser.parse(argc, argv)) return *exit_code;
   o.dir = base / ("dockhand-migration-bench-" + std::to_string(::getpid()));
   fs::create_directories(o.dir);
   try {

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_options.h"
 #include "blocks/block_fetcher.h"
 #include "dockhand/protocol/messages.h"
 #include "sample_stats.h"
@@ -43,6 +44,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dockhand::bench::BenchOptions;
 using Clock = std::chrono::steady_clock;
 namespace proto = dockhand::protocol;
 using dockhand::bench::SampleStats;
@@ -206,33 +208,12 @@ int runBench(int argc, char** argv) {
   Options o;
   const char* tmp = std::getenv("TMPDIR");
   fs::path base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--dir") {
-      base = argv[i + 1];
-    } else if (flag == "--blocks") {
-      o.counts.clear();
-      std::stringstream list(argv[i + 1]);
-      for (std::string n; std::getline(list, n, ',');)
-        o.counts.push_back(std::max(0, std::atoi(n.c_str())));
-    } else if (flag == "--block-kib") {
-      o.block_kib = std::max(1, std::atoi(argv[i + 1]));
-    } else if (flag == "--tasks") {
-      o.tasks = std::max(0, std::atoi(argv[i + 1]));
-    } else if (flag == "--rounds") {
-      o.rounds = std::max(1, std::atoi(argv[i + 1]));
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--blocks N,N,...] [--block-kib K] [--tasks T] [--rounds R] "
-                   "[--dir DIR]\n",
-                   argv[0]);
-      return 64;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "%s: option %s needs a value\n", argv[0], argv[argc - 1]);
-    return 64;
-  }
+  BenchOptions parser(
+      "usage: dockhand-restart-bench [--blocks N,N,...] [--block-kib K] [--tasks T] "
+      "[--rounds R] [--dir DIR]");
+  parser.counts("--blocks", o.counts).count("--block-kib", o.block_kib);
+  parser.count("--tasks", o.tasks, 0).count("--rounds", o.rounds).path("--dir", base);
+  if (auto exit_code = parser.parse(argc, argv)) return *exit_code;
   o.dir = base / ("dockhand-restart-bench-" + std::to_string(::getpid()));
   fs::create_directories(o.dir);
   std::printf(

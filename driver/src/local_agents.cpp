@@ -1,8 +1,6 @@
 #include "dockhand/driver/local_agents.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +14,7 @@
 
 #include <fmt/format.h>
 
-extern char** environ;
+#include "dockhand/base/child_spawn.h"
 
 namespace dockhand::driver {
 
@@ -57,47 +55,15 @@ void LocalAgents::start() {
     if (!options_.log_format.empty()) {
       args.insert(args.end(), {"--log-format", options_.log_format});
     }
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, 1, agent.log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    // The driver's sockets (the listening one included) must not leak into the agents.
-    posix_spawn_file_actions_addclosefrom_np(&files, 3);
-
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
     // Its own process group (a terminal's Ctrl-C reaches the driver, which stops the agents
-    // in order), no blocked signals, default dispositions for what the driver handles.
-    sigset_t empty;
-    sigemptyset(&empty);
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &empty);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-
-    pid_t pid = -1;
-    int rc = ::posix_spawn(&pid, options_.agent_bin.c_str(), &files, &attr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&files);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      throw std::runtime_error(
-          fmt::format("cannot start {} ({}): {}", agent.id, options_.agent_bin, std::strerror(rc)));
-    }
-    agent.pid = pid;
+    // in order), no blocked signal, default dispositions; stdout and stderr into its log; the
+    // driver's sockets (the listening one included) closed.
+    ChildSpawn child;
+    child.ownProcessGroup().cleanSignals().stdinFromNull();
+    child.open(1, agent.log_path, ChildSpawn::kTruncate).dup(1, 2).closeFrom(3);
+    Result<pid_t> pid = child.start(args);
+    if (!pid) throw std::runtime_error(fmt::format("{}: {}", agent.id, pid.error().message));
+    agent.pid = *pid;
     agents_.push_back(std::move(agent));
   }
 }

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-extern char** environ;
+#include "dockhand/base/child_spawn.h"
 
 namespace dockhand::plugins {
 namespace {
@@ -44,29 +43,12 @@ class Pipe {
 
 // Starts args[0] in a process group of its own, stdin from /dev/null, stdout and stderr into
 // the pipes' write ends, no signal blocked.
-pid_t spawn(std::vector<std::string>& args, const Pipe& out, const Pipe& err) {
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_adddup2(&actions, out.write(), 1);
-  ::posix_spawn_file_actions_adddup2(&actions, err.write(), 2);
-  posix_spawnattr_t attr;
-  ::posix_spawnattr_init(&attr);
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::posix_spawnattr_setsigmask(&attr, &none);
-  ::posix_spawnattr_setpgroup(&attr, 0);
-  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::posix_spawnattr_destroy(&attr);
-  if (rc != 0) throw std::runtime_error("cannot run " + args[0] + ": " + std::strerror(rc));
-  return pid;
+pid_t spawn(const std::vector<std::string>& args, const Pipe& out, const Pipe& err) {
+  ChildSpawn child;
+  child.ownProcessGroup().cleanSignals().stdinFromNull().dup(out.write(), 1).dup(err.write(), 2);
+  const Result<pid_t> pid = child.start(args);
+  if (!pid) throw std::runtime_error(pid.error().message);
+  return *pid;
 }
 
 }  // namespace

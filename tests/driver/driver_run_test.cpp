@@ -1,9 +1,7 @@
 // End-to-end tests of `dockhand-driver run` with real local agents (the `dockhand` program
 // built next to it), plus its exit codes for bad input. Every run is bounded by --timeout
 // and an outer deadline; each test owns its temp dir.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "dockhand/base/child_spawn.h"
 
 namespace {
 
@@ -55,23 +53,18 @@ class DriverRunTest : public ::testing::Test {
                 std::chrono::seconds limit = std::chrono::seconds(60)) {
     const std::string bin = std::string(DOCKHAND_BIN_DIR) + "/dockhand-driver";
     args.insert(args.begin(), bin);
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     const std::string out = (dir_ / "stdout").string();
     const std::string err = (dir_ / "stderr").string();
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
+    dockhand::ChildSpawn child;
+    child.open(1, out, dockhand::ChildSpawn::kTruncate)
+        .open(2, err, dockhand::ChildSpawn::kTruncate);
     RunResult result;
-    if (::posix_spawn(&pid, bin.c_str(), &files, nullptr, argv.data(), environ) != 0) {
-      posix_spawn_file_actions_destroy(&files);
+    const dockhand::Result<pid_t> started = child.start(args);
+    if (!started) {
+      ADD_FAILURE() << started.error().message;
       return result;
     }
-    posix_spawn_file_actions_destroy(&files);
+    const pid_t pid = *started;
     const auto deadline = std::chrono::steady_clock::now() + limit;
     int status = 0;
     while (::waitpid(pid, &status, WNOHANG) == 0) {

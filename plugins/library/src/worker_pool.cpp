@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,12 +17,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "dockhand/base/child_spawn.h"
 #include "dockhand/base/loaded_object.h"
 #include "dockhand/plugin.hpp"
 #include "task_end.h"
 #include "thread_dump.h"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
 namespace dockhand::plugins::library {
 namespace {
@@ -152,40 +150,20 @@ void WorkerPool::spawn() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     throw sdk::Error(DH_ERROR, "socketpair for a worker process: " + errnoText(errno));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawnattr_init(&attr);
-  sigset_t all;
-  sigset_t none;
-  ::sigfillset(&all);
-  ::sigemptyset(&none);
   // Its own process group (a terminal's Ctrl-C reaches the agent, which ends the workers);
-  // default dispositions and no blocked signals, whatever the agent's thread had.
-  ::posix_spawnattr_setflags(
-      &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  ::posix_spawnattr_setpgroup(&attr, 0);
-  ::posix_spawnattr_setsigdefault(&attr, &all);
-  ::posix_spawnattr_setsigmask(&attr, &none);
-  ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_adddup2(&actions, 2, 1);  // a task's stdout goes to the log too
-  ::posix_spawn_file_actions_adddup2(&actions, fds[1], 3);
-  ::posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  std::string program = program_;
-  char* argv[] = {program.data(), nullptr};
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, program_.c_str(), &actions, &attr, argv, environ);
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::posix_spawnattr_destroy(&attr);
+  // default dispositions and no blocked signals, whatever the agent's thread had; a task's
+  // stdout goes to the log too; the channel is its fd 3.
+  ChildSpawn child;
+  child.ownProcessGroup().cleanSignals().stdinFromNull().dup(2, 1).dup(fds[1], 3).closeFrom(4);
+  const Result<pid_t> pid = child.start(std::vector<std::string>{program_});
   ::close(fds[1]);
-  if (rc != 0) {
+  if (!pid) {
     ::close(fds[0]);
-    throw sdk::Error(DH_ERROR,
-                     "cannot start the worker program " + program_ + ": " + errnoText(rc));
+    throw sdk::Error(DH_ERROR, "the worker program: " + pid.error().message);
   }
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   auto process = std::make_unique<Process>();
-  process->pid = pid;
+  process->pid = *pid;
   process->fd = fds[0];
   send(*process, {{"t", "config"}, {"config", config_json_}});
   processes_.push_back(std::move(process));

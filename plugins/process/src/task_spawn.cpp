@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "dockhand/base/child_spawn.h"
 #include "dockhand/plugin.hpp"
 #include "errno_text.h"
 #include "task_environment.h"
@@ -241,31 +241,6 @@ class Fds {
   std::vector<int> fds_;
 };
 
-// posix_spawn's attribute and file-action objects, destroyed on every path.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    ::posix_spawnattr_init(&attr_);
-    ::posix_spawn_file_actions_init(&actions_);
-  }
-  ~SpawnSetup() {
-    ::posix_spawn_file_actions_destroy(&actions_);
-    ::posix_spawnattr_destroy(&attr_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-  posix_spawnattr_t* attr() { return &attr_; }
-  posix_spawn_file_actions_t* actions() { return &actions_; }
-
- private:
-  posix_spawnattr_t attr_;
-  posix_spawn_file_actions_t actions_;
-};
-
-void check(int rc, const char* what) {
-  if (rc != 0) throw sdk::Error(DH_ERROR, std::string(what) + ": " + errnoText(rc));
-}
-
 }  // namespace
 
 std::string searchPath(const std::string& name) {
@@ -288,38 +263,13 @@ std::string searchPath(const std::string& name) {
 }
 
 pid_t spawnWithPosixSpawn(const TaskSpec& spec, char* const* argv, char* const* envp) {
-  SpawnSetup setup;
-  sigset_t all;
-  sigset_t none;
-  ::sigfillset(&all);
-  ::sigemptyset(&none);
-  check(::posix_spawnattr_setflags(
-            setup.attr(), POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK),
-        "posix_spawnattr_setflags");
-  check(::posix_spawnattr_setpgroup(setup.attr(), 0), "posix_spawnattr_setpgroup");
-  check(::posix_spawnattr_setsigdefault(setup.attr(), &all), "posix_spawnattr_setsigdefault");
-  check(::posix_spawnattr_setsigmask(setup.attr(), &none), "posix_spawnattr_setsigmask");
-  const std::string out_path = spec.work_dir + "/stdout";
-  const std::string err_path = spec.work_dir + "/stderr";
-  check(::posix_spawn_file_actions_addopen(setup.actions(), 0, "/dev/null", O_RDONLY, 0),
-        "posix_spawn_file_actions_addopen");
-  check(::posix_spawn_file_actions_addopen(setup.actions(), 1, out_path.c_str(),
-                                           O_WRONLY | O_CREAT | O_TRUNC, 0644),
-        "posix_spawn_file_actions_addopen");
-  check(::posix_spawn_file_actions_addopen(setup.actions(), 2, err_path.c_str(),
-                                           O_WRONLY | O_CREAT | O_TRUNC, 0644),
-        "posix_spawn_file_actions_addopen");
-  check(::posix_spawn_file_actions_addchdir_np(setup.actions(), spec.cwd.c_str()),
-        "posix_spawn_file_actions_addchdir_np");
-
-  pid_t pid = -1;
-  int rc = spec.search_path
-               ? ::posix_spawnp(&pid, argv[0], setup.actions(), setup.attr(), argv, envp)
-               : ::posix_spawn(&pid, argv[0], setup.actions(), setup.attr(), argv, envp);
-  if (rc != 0) {
-    throw sdk::Error(DH_ERROR, "cannot start '" + spec.argv.front() + "': " + errnoText(rc));
-  }
-  return pid;
+  ChildSpawn child;
+  child.ownProcessGroup().cleanSignals().stdinFromNull();
+  child.open(1, spec.work_dir + "/stdout", ChildSpawn::kTruncate);
+  child.open(2, spec.work_dir + "/stderr", ChildSpawn::kTruncate).chdir(spec.cwd);
+  const Result<pid_t> pid = child.start(argv[0], argv, envp, spec.search_path);
+  if (!pid) throw sdk::Error(DH_ERROR, pid.error().message);
+  return *pid;
 }
 
 pid_t spawnWithClone(const TaskSpec& spec, char* const* argv, char* const* envp,

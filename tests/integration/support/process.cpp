@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
+#include "dockhand/base/child_spawn.h"
 
 namespace dockhand::testing {
 
@@ -41,30 +40,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::stri
   envp.reserve(environment.size() + 1);
   for (auto& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  cargv.reserve(args.size() + 1);
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  int rc = posix_spawn(&pid_, cargv[0], &actions, &attr, cargv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  }
+  ChildSpawn child;
+  child.cleanSignals().stdinFromNull().open(1, log_path, ChildSpawn::kAppend).dup(1, 2);
+  const Result<pid_t> pid = child.start(argv, envp.data());
+  if (!pid) throw std::runtime_error(pid.error().message);
+  pid_ = *pid;
 }
 
 ChildProcess::~ChildProcess() {
