@@ -49,20 +49,19 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       settings_(readSettings(config_)),
       signer_(settings_.secret ? protocol::auth::makeRequestSigner(*settings_.secret)
                                : protocol::auth::RequestSigner{}),
-      host_(pluginSearchPath(config_), config_.allow_insecure_plugins, pluginCallLimits(config_),
-            pluginTrust(config_)),
+      host_(pluginSearchPath(config_), config_.allow_insecure_plugins,
+            pluginCallSettings(config_, metrics_), pluginTrust(config_, metrics_)),
       executor_(loop_, guard_, config_.work_dir, config_.executor_id),
       plugins_(loadAgentPlugins()),
       discoverers_(makeDiscoverers()),
       guard_(executor_, backend_),
       store_(openBlockStore()),
-      gauges_(metrics::defaultRegistry()),
+      gauges_(*metrics_),
       server_(startBlockServer()),
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
       backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
-  metrics::registerProcessInfo(metrics::defaultRegistry(), "dockhand", DOCKHAND_VERSION,
-                               DOCKHAND_BUILD);
+  metrics::registerProcessInfo(*metrics_, "dockhand", DOCKHAND_VERSION, DOCKHAND_BUILD);
   // The executor's settings, before the first launch.
   executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
   executor_.setRequestSigner(signer_);
@@ -184,6 +183,7 @@ std::unique_ptr<BlockServer> Agent::startBlockServer() {
     options.port = config_.block_port;
     options.fallback_dir = config_.fallback_dir;
     options.tls = settings_.tls_server;
+    options.metrics = metrics_.get();
     if (settings_.secret) {
       options.verifier = std::make_shared<protocol::auth::RequestVerifier>(*settings_.secret);
     }
@@ -275,12 +275,14 @@ WebSocketLink::Options Agent::linkOptions() const {
                                 static_cast<std::size_t>(config_.max_frame_bytes),
                                 std::string("dockhand ") + DOCKHAND_VERSION,
                                 settings_.secret,
-                                settings_.tls_client};
+                                settings_.tls_client,
+                                metrics_.get()};
 }
 
 BackendOptions Agent::backendOptions() {
   BackendOptions options;
   options.driver_url = config_.driver_url;
+  options.metrics = metrics_.get();
   options.executor_id = config_.executor_id;
   options.hostname = config_.hostname;
   options.cores = config_.cores;

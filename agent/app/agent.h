@@ -175,6 +175,9 @@ class Agent {
   std::vector<HandedOverTask> handed_over_;
   Settings settings_;
   protocol::auth::RequestSigner signer_;
+  // The agent's metrics (GET /metrics): every part that counts is handed it. Shared, because
+  // a plugin call that never returns may count after the agent is gone (plugin_calls.h).
+  std::shared_ptr<metrics::Registry> metrics_ = std::make_shared<metrics::Registry>();
   EventLoop loop_;
   // Set (from any plugin thread) once a plugin asked the agent to end (dh_host.unrecoverable):
   // the exit then leaves every plugin as it is, destroy() uncalled.

@@ -54,7 +54,7 @@ nlohmann::json Agent::servedStatus() {
 
 std::string Agent::servedMetrics() {
   gauges_.update(servedStatus());
-  return metrics::defaultRegistry().expose() + metrics::processMetricsText();
+  return metrics_->expose() + metrics::processMetricsText();
 }
 
 nlohmann::json Agent::statusJson() const {

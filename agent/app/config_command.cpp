@@ -69,8 +69,8 @@ std::vector<std::string> pluginProblems(const AgentConfig& config) {
   } catch (const ConfigError& e) {
     problems.emplace_back(e.what());
   }
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
-                  pluginTrust(config));
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  pluginCallSettings(config), pluginTrust(config));
   for (const LoadedPlugin& plugin : loadEveryPlugin(host, config, specs, /*create=*/false)) {
     if (!plugin.ok()) {
       if (plugin.spec.required) problems.push_back(loadFailure(plugin));

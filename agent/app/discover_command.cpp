@@ -61,8 +61,8 @@ int runDiscoverCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   spdlog::set_level(as_json ? spdlog::level::err : spdlog::level::warn);
 
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
-                  pluginTrust(config));
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  pluginCallSettings(config), pluginTrust(config));
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers;
   PluginDiscoverer* script_step = nullptr;
   try {

@@ -174,14 +174,17 @@ std::vector<std::string> kindNames(std::uint32_t kinds) {
   return names;
 }
 
-PluginCallLimits pluginCallLimits(const AgentConfig& config) {
-  return PluginCallLimits{std::chrono::milliseconds(config.plugin_call_timeout_ms),
-                          std::chrono::milliseconds(config.plugin_call_warn_ms)};
+PluginCallSettings pluginCallSettings(const AgentConfig& config,
+                                      std::shared_ptr<metrics::Registry> metrics) {
+  return PluginCallSettings{std::chrono::milliseconds(config.plugin_call_timeout_ms),
+                            std::chrono::milliseconds(config.plugin_call_warn_ms),
+                            std::move(metrics)};
 }
 
-PluginTrust pluginTrust(const AgentConfig& config) {
+PluginTrust pluginTrust(const AgentConfig& config, std::shared_ptr<metrics::Registry> metrics) {
   PluginTrust trust = config.plugin_trust;
   trust.allow_insecure = config.allow_insecure_plugins;
+  trust.metrics = std::move(metrics);
   return trust;
 }
 

@@ -99,10 +99,14 @@ Result<nlohmann::json> migrationPluginConfig(const AgentConfig& config, const Mi
 std::vector<std::filesystem::path> pluginSearchPath(const AgentConfig& config);
 
 // The plugin_trust policy of `config`, as a PluginHost takes it (allow_insecure_plugins lifts
-// the owner-and-mode check of its catalogs and keys too).
-PluginTrust pluginTrust(const AgentConfig& config);
-// The bounds of every plugin call (plugin_call_timeout_ms, plugin_call_warn_ms).
-PluginCallLimits pluginCallLimits(const AgentConfig& config);
+// the owner-and-mode check of its catalogs and keys too); refusals counted into `metrics` (the
+// agent's registry; null: not counted).
+PluginTrust pluginTrust(const AgentConfig& config,
+                        std::shared_ptr<metrics::Registry> metrics = nullptr);
+// The bounds of every plugin call (plugin_call_timeout_ms, plugin_call_warn_ms); the calls
+// counted into `metrics` (null: each instance's own registry, which nothing exposes).
+PluginCallSettings pluginCallSettings(const AgentConfig& config,
+                                      std::shared_ptr<metrics::Registry> metrics = nullptr);
 
 // "task_runner,resource_discovery" for a descriptor's kinds.
 std::vector<std::string> kindNames(std::uint32_t kinds);

@@ -361,8 +361,8 @@ std::vector<std::string> resourcesToDiscover(const AgentConfig& config,
 int checkPlugins(const AgentConfig& config, const std::vector<PluginSpec>& specs,
                  const PluginCheckOptions& options, std::ostream& out) {
   const Millis bound(config.plugin_call_timeout_ms);
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
-                  pluginTrust(config));
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  pluginCallSettings(config), pluginTrust(config));
   auto reports = std::make_shared<TaskReports>();
   PluginCallbacks callbacks;
   callbacks.task_status = [reports](std::uint64_t id, std::int32_t state, std::string_view detail) {

@@ -119,8 +119,8 @@ int list(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   if (!read) return toInt(ExitCode::kConfigError);
   const auto& [config, specs] = *read;
   quietLogging();
-  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins, pluginCallLimits(config),
-                  pluginTrust(config));
+  PluginHost host(pluginSearchPath(config), config.allow_insecure_plugins,
+                  pluginCallSettings(config), pluginTrust(config));
   // Every plugin, required or not, to report on all of them.
   const std::vector<LoadedPlugin> loaded = loadEveryPlugin(host, config, specs, /*create=*/true);
   std::string required_failure;

@@ -476,7 +476,7 @@ BlockServer::BlockServer(BlockServerOptions options, BlockStore& store, StatusPr
       readiness_(std::move(readiness)),
       logs_(std::move(logs)),
       auth_refusals_counter_(
-          metrics::defaultRegistry()
+          metrics::registryOr(options_.metrics, own_metrics_)
               .counter("dockhand_auth_failures_total",
                        "Requests and handshakes refused for authentication, by where.", {"where"})
               .labels({"block_server"})) {}

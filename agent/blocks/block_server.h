@@ -72,6 +72,9 @@ struct BlockServerOptions {
   std::shared_ptr<protocol::auth::RequestVerifier> verifier;
   // Set: the server speaks https:// with this server context (docs/security.md).
   Poco::Net::Context::Ptr tls;
+  // Where its refusals are counted (dockhand_auth_failures_total{where="block_server"}); null:
+  // a registry of its own.
+  metrics::Registry* metrics = nullptr;
 };
 
 // What a log request gets from the log provider: an open file descriptor to read (the server
@@ -146,6 +149,7 @@ class BlockServer {
   std::shared_ptr<std::atomic<std::size_t>> writes_in_flight_ =
       std::make_shared<std::atomic<std::size_t>>(0);
   std::atomic<std::uint64_t> auth_refusals_{0};
+  std::unique_ptr<metrics::Registry> own_metrics_;  // options_.metrics unset
   metrics::Counter& auth_refusals_counter_;  // dockhand_auth_failures_total{where="block_server"}
   std::unique_ptr<tls::HttpServer> server_;
   int port_ = 0;

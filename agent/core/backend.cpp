@@ -78,7 +78,7 @@ Backend::Backend(BackendOptions options, DriverLink& link, Executor& executor, T
       timers_(timers),
       log_control_(log_control),
       exiter_(exiter),
-      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
+      metrics_(metrics::registryOr(options_.metrics, own_metrics_)),
       task_log_url_(options_.task_log_url),
       queue_(options_.cores),
       decommission_(options_.decommission, options_.executor_id, options_.ask_timeout, link_,

@@ -88,7 +88,7 @@ struct BackendOptions {
   Millis heartbeat_interval{10000};  // the app config's dockhand.heartbeat.interval_ms wins
   Millis driver_timeout{60000};      // the app config's dockhand.driver.timeout_ms wins
   Millis kill_memory{600000};        // how long a kill for a not-yet-launched task is kept
-  // Where the task counters go (docs/operations.md#metrics); null: the process's registry.
+  // Where the task counters go (docs/operations.md#metrics); null: a registry of its own.
   metrics::Registry* metrics = nullptr;
   std::size_t max_remembered_kills = 100000;
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
@@ -365,6 +365,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   std::optional<Timers::TimerId> restart_timer_;  // restart_wait running out
   std::uint64_t resumes_ = 0;
   std::optional<TimePoint> last_task_finish_;
+  std::unique_ptr<metrics::Registry> own_metrics_;  // options_.metrics unset
   TaskCounters metrics_;
   // The largest peak_rss_bytes of the tasks that ended since the last heartbeat.
   std::uint64_t ended_peak_rss_ = 0;

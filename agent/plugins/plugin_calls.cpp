@@ -33,8 +33,8 @@ using HookMetrics = PluginCalls::HookMetrics;
 // PluginCalls::noteError() counts against.
 thread_local HookMetrics* gCurrentHook = nullptr;
 
-HookMetrics makeHookMetrics(const std::string& plugin, const std::string& hook) {
-  metrics::Registry& registry = metrics::defaultRegistry();
+HookMetrics makeHookMetrics(metrics::Registry& registry, const std::string& plugin,
+                            const std::string& hook) {
   const std::vector<std::string> labels{plugin, hook};
   HookMetrics m;
   m.calls =
@@ -71,8 +71,8 @@ bool mustNotBlock(const std::string& hook) {
   return std::find(kQuick.begin(), kQuick.end(), hook) != kQuick.end();
 }
 
-metrics::Gauge& stuckGauge(const std::string& plugin) {
-  return metrics::defaultRegistry()
+metrics::Gauge& stuckGauge(metrics::Registry& registry, const std::string& plugin) {
+  return registry
       .gauge("dockhand_plugin_stuck",
              "1 once a call into the plugin overran its bound: its later calls fail until the "
              "agent restarts.",
@@ -88,7 +88,8 @@ std::string PluginCalls::CallInfo::text() const {
 
 struct PluginCalls::State {
   std::string plugin;
-  std::string name;  // the plugin's name, for the metrics' labels
+  std::string name;                             // the plugin's name, for the metrics' labels
+  std::shared_ptr<metrics::Registry> registry;  // where `hooks` and `stuck_gauge` count
   // Under `mutex`: one entry per hook called so far; the pointers stay valid.
   std::map<std::string, HookMetrics, std::less<>> hooks;
   HookMetrics* current_hook = nullptr;  // of the call in progress
@@ -216,14 +217,16 @@ void PluginCalls::watchCalls(const std::shared_ptr<State>& s) {
   }
 }
 
-PluginCalls::PluginCalls(std::string plugin, PluginCallLimits limits, std::string name)
+PluginCalls::PluginCalls(std::string plugin, PluginCallSettings limits, std::string name)
     : plugin_(std::move(plugin)), timeout_(limits.timeout), state_(std::make_shared<State>()) {
   state_->plugin = plugin_;
   state_->name = name.empty() ? plugin_ : std::move(name);
   state_->timeout = limits.timeout;
   state_->warn_after = limits.warn_after;
   state_->log = logger("plugin." + state_->name);
-  state_->stuck_gauge = &stuckGauge(state_->name);
+  state_->registry =
+      limits.metrics ? std::move(limits.metrics) : std::make_shared<metrics::Registry>();
+  state_->stuck_gauge = &stuckGauge(*state_->registry, state_->name);
 }
 
 void PluginCalls::noteReturned(State& s, HookMetrics& metrics, const CallInfo& info,
@@ -288,7 +291,8 @@ bool PluginCalls::submit(Call call) {
 
 PluginCalls::HookMetrics& PluginCalls::hookMetrics(State& s, const std::string& hook) {
   auto it = s.hooks.find(hook);
-  if (it == s.hooks.end()) it = s.hooks.emplace(hook, makeHookMetrics(s.name, hook)).first;
+  if (it == s.hooks.end())
+    it = s.hooks.emplace(hook, makeHookMetrics(*s.registry, s.name, hook)).first;
   return it->second;
 }
 

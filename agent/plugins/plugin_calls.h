@@ -44,12 +44,21 @@
 
 #include "plugins/plugin_result.h"
 
+namespace dockhand::metrics {
+class Registry;
+}  // namespace dockhand::metrics
+
 namespace dockhand::agent {
 
-// The bounds of an instance's calls (agent config plugin_call_timeout_ms, plugin_call_warn_ms).
-struct PluginCallLimits {
+// How an instance's calls are bounded (agent config plugin_call_timeout_ms,
+// plugin_call_warn_ms) and where they are counted.
+struct PluginCallSettings {
   std::chrono::milliseconds timeout{60000};   // a call past it makes the instance stuck
   std::chrono::milliseconds warn_after{100};  // a call past it is logged and counted
+  // Where the calls are counted and timed (dockhand_plugin_calls_total, ...): the agent's
+  // registry; null: one of the instance's own. Shared, because a stuck call's thread may
+  // outlive the instance and the agent and still count when it returns.
+  std::shared_ptr<metrics::Registry> metrics{};
 };
 
 class PluginCalls {
@@ -87,7 +96,7 @@ class PluginCalls {
   // plugin's name in the metrics' labels and its logger's ("plugin.<name>"; empty: `plugin`).
   // Each call that returns is counted and timed by plugin and hook, each overrun counted
   // (docs/operations.md#metrics).
-  PluginCalls(std::string plugin, PluginCallLimits limits, std::string name = {});
+  PluginCalls(std::string plugin, PluginCallSettings limits, std::string name = {});
   // stop() with the call timeout; the threads are detached if that fails.
   ~PluginCalls();
   PluginCalls(const PluginCalls&) = delete;

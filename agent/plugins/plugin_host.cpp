@@ -13,7 +13,7 @@ bool isPath(const std::string& name_or_path) {
 }  // namespace
 
 PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure,
-                       PluginCallLimits limits, PluginTrust trust)
+                       PluginCallSettings limits, PluginTrust trust)
     : plugin_dirs_(std::move(plugin_dirs)),
       allow_insecure_(allow_insecure),
       trust_(std::move(trust)),

@@ -37,7 +37,7 @@ class PluginHost {
   // timed by `limits` (plugin_call_timeout_ms, plugin_call_warn_ms; see plugin_calls.h). A file
   // loads only when `trust` lets it (plugin_trust.h; the default trusts any file).
   explicit PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allow_insecure = false,
-                      PluginCallLimits limits = {}, PluginTrust trust = {});
+                      PluginCallSettings limits = {}, PluginTrust trust = {});
 
   // The file for a plugin name or path. Throws PluginLoadError when no directory has it.
   std::filesystem::path locate(const std::string& name_or_path) const;
@@ -64,13 +64,13 @@ class PluginHost {
                                                              RequestSigner sign_request = {});
 
   const std::vector<std::filesystem::path>& pluginDirs() const { return plugin_dirs_; }
-  const PluginCallLimits& callLimits() const { return call_limits_; }
+  const PluginCallSettings& callLimits() const { return call_limits_; }
 
  private:
   std::vector<std::filesystem::path> plugin_dirs_;
   bool allow_insecure_ = false;
   PluginTrust trust_;
-  PluginCallLimits call_limits_;
+  PluginCallSettings call_limits_;
   mutable std::mutex mutex_;
   std::map<std::filesystem::path, std::shared_ptr<const PluginLibrary>> by_path_;
   std::map<std::string, std::shared_ptr<const PluginLibrary>> by_name_;

@@ -67,7 +67,7 @@ Result<void> PluginInstance::checkConfig(const PluginLibrary& library,
 std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const PluginLibrary> library,
                                                        const std::string& config_json,
                                                        PluginCallbacks callbacks,
-                                                       PluginCallLimits limits) {
+                                                       PluginCallSettings limits) {
   const auto parsed = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
   if (auto checked = checkConfig(*library, parsed); !checked) {
     throw PluginLoadError(checked.error().message);
@@ -129,7 +129,7 @@ std::vector<std::string> PluginInstance::leftBehind() {
 
 PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
                                std::string config_json, PluginCallbacks callbacks,
-                               PluginCallLimits limits)
+                               PluginCallSettings limits)
     : library_(std::move(library)),
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),

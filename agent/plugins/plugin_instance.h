@@ -72,7 +72,7 @@ class PluginInstance {
   static std::shared_ptr<PluginInstance> create(std::shared_ptr<const PluginLibrary> library,
                                                 const std::string& config_json,
                                                 PluginCallbacks callbacks,
-                                                PluginCallLimits limits = {});
+                                                PluginCallSettings limits = {});
 
   // Calls the plugin's destroy() (the deleter of create()'s shared_ptr has stopped the calls).
   ~PluginInstance();
@@ -96,7 +96,7 @@ class PluginInstance {
 
  private:
   PluginInstance(std::shared_ptr<const PluginLibrary> library, std::string config_json,
-                 PluginCallbacks callbacks, PluginCallLimits limits);
+                 PluginCallbacks callbacks, PluginCallSettings limits);
   // create()'s deleter: stops the calls, then destroys the instance or leaves it behind.
   static void release(PluginInstance* instance);
   std::string lastError(dh_plugin* handle) const;

@@ -107,12 +107,12 @@ Result<std::string> verifyDescriptor(const PluginTrust& trust, int fd,
   auto bytes = readAll(fd);
   if (!bytes) return bytes.error();
   auto trusted = checkTrust(trust, path, *bytes);
-  if (!trusted) {
-    metrics::defaultRegistry()
-        .counter("dockhand_plugin_refusals_total",
-                 "Plugin files (and job libraries) the plugin_trust policy refused to load "
-                 "(docs/plugins.md, \"Trust\").",
-                 {"policy"})
+  if (!trusted && trust.metrics) {
+    trust.metrics
+        ->counter("dockhand_plugin_refusals_total",
+                  "Plugin files (and job libraries) the plugin_trust policy refused to load "
+                  "(docs/plugins.md, \"Trust\").",
+                  {"policy"})
         .labels({std::string(toString(trust.policy))})
         .inc();
   }

@@ -17,11 +17,16 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "dockhand/base/result.h"
+
+namespace dockhand::metrics {
+class Registry;
+}  // namespace dockhand::metrics
 
 namespace dockhand::agent {
 
@@ -31,6 +36,9 @@ struct PluginTrust {
   std::vector<std::filesystem::path> catalogs;  // read in order; one that does not exist is skipped
   std::filesystem::path keys_dir;               // empty or missing: no trusted key
   bool allow_insecure = false;                  // catalogs and keys skip the owner-and-mode check
+  // Where refusals are counted (dockhand_plugin_refusals_total{policy}): the agent's registry;
+  // null: not counted (the command-line tools).
+  std::shared_ptr<metrics::Registry> metrics{};
 };
 
 inline std::string_view toString(PluginTrust::Policy policy) {

@@ -70,7 +70,7 @@ WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& eve
     : options_(std::move(options)),
       sink_(sink),
       events_(events),
-      metrics_(options_.metrics != nullptr ? *options_.metrics : metrics::defaultRegistry()),
+      metrics_(metrics::registryOr(options_.metrics, own_metrics_)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   // Masking keys need not be secret here (RFC 6455 10.3: they keep a proxy from reading the
   // frames as something else), but they must vary: a generator seeded once per link.

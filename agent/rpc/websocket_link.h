@@ -46,7 +46,7 @@ class WebSocketLink final : public DriverLink {
     std::optional<protocol::auth::ClusterSecret> secret;
     // The TLS client context for a wss:// URL (docs/security.md); null: plain ws:// only.
     Poco::Net::Context::Ptr tls;
-    // Where the link's counters go (rpc/link_metrics.h); null: the process's registry.
+    // Where the link's counters go (rpc/link_metrics.h); null: a registry of its own.
     metrics::Registry* metrics = nullptr;
   };
 
@@ -109,6 +109,7 @@ class WebSocketLink final : public DriverLink {
   std::atomic<bool> connected_{false};
   std::atomic<bool> closing_{false};
   std::atomic<std::uint64_t> malformed_frames_{0};
+  std::unique_ptr<metrics::Registry> own_metrics_;  // options_.metrics unset
   LinkMetrics metrics_;
 
   // Writes `batch_` (under send_mutex_); false when the write failed (the frames are dropped:

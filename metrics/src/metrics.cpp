@@ -310,11 +310,10 @@ void registerProcessInfo(Registry& registry, const std::string& program, const s
                .count());
 }
 
-Registry& defaultRegistry() {
-  // Never destroyed: threads a process leaves behind (a plugin call that never returned, the
-  // pools of servers stopped at exit) may still count while static destructors run.
-  static auto* const kRegistry = new Registry;
-  return *kRegistry;
+Registry& registryOr(Registry* given, std::unique_ptr<Registry>& own) {
+  if (given != nullptr) return *given;
+  if (!own) own = std::make_unique<Registry>();
+  return *own;
 }
 
 }  // namespace dockhand::metrics

@@ -150,7 +150,7 @@ TEST_F(DiscoveryPluginsTest, ScriptFromConfigAndDeclineWithoutOne) {
 // never asked, and the stuck plugin is not called again.
 TEST_F(DiscoveryPluginsTest, DiscoverThatNeverReturnsIsGivenUpOnAfterTheTimeout) {
   PluginHost host({kPluginDir}, /*allow_insecure=*/false,
-                  PluginCallLimits{std::chrono::milliseconds(300)});
+                  PluginCallSettings{std::chrono::milliseconds(300)});
   PluginDiscoverer hangs(host.create(DOCKHAND_HANG_DISCOVERY, "{}"));
   PluginDiscoverer statics(host.create("static", R"({"resources": {"gpu": ["0"]}})"));
   DiscoveryChain chain({&hangs, &statics});

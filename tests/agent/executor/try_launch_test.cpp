@@ -169,7 +169,7 @@ class TryLaunchTest : public ::testing::Test {
   QueueSink sink_;
   std::vector<TaskStatusEvent> events_;
   Recording statuses_{events_};
-  PluginHost host_{{}, /*allow_insecure=*/false, PluginCallLimits{10s}};
+  PluginHost host_{{}, /*allow_insecure=*/false, PluginCallSettings{10s}};
   std::unique_ptr<PluginExecutor> executor_;
 };
 

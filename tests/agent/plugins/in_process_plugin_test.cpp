@@ -117,7 +117,7 @@ class InProcessPluginTest : public ::testing::Test {
   }
 
   Script& script_;
-  PluginHost host_{{}, /*allow_insecure=*/false, PluginCallLimits{200ms}};
+  PluginHost host_{{}, /*allow_insecure=*/false, PluginCallSettings{200ms}};
 };
 
 TEST_F(InProcessPluginTest, DescriptorIsCheckedLikeALoadedOne) {

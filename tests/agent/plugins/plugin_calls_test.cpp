@@ -159,12 +159,13 @@ TEST(PluginCallsTest, CallThatReturnsLateLeavesTheRunnerStuck) {
 // plugin and hook, an error noted during a call counted against its hook, an overrun counted
 // as a timeout and the plugin marked stuck.
 TEST(PluginCallsTest, CountsCallsErrorsTimeoutsAndStuckByPluginAndHook) {
-  metrics::Registry& registry = metrics::defaultRegistry();
+  auto shared = std::make_shared<metrics::Registry>();
+  metrics::Registry& registry = *shared;
   const std::vector<std::string> discover{"metrics-probe", "discover"};
   const std::vector<std::string> launch{"metrics-probe", "launch"};
   StuckReport report;
   auto gate = std::make_shared<Gate>();
-  PluginCalls calls("plugin 'metrics-probe'", {100ms}, "metrics-probe");
+  PluginCalls calls("plugin 'metrics-probe'", {100ms, 100ms, shared}, "metrics-probe");
   calls.onStuck(report.handler());
   EXPECT_EQ(
       registry.gauge("dockhand_plugin_stuck", "", {"plugin"}).labels({"metrics-probe"}).value(), 0);
@@ -345,13 +346,14 @@ TEST(PluginCallsTest, AnInstanceNeverCalledStartsNoThreadAndStopsAtOnce) {
 // ---- callHere: a call made on the caller's thread ------------------------------------------
 
 TEST(PluginCallsTest, CallHereRunsOnTheCallersThreadWhenNothingElseIsCalledAndIsCounted) {
-  metrics::Registry& registry = metrics::defaultRegistry();
+  auto shared = std::make_shared<metrics::Registry>();
+  metrics::Registry& registry = *shared;
   const std::vector<std::string> labels{"here-probe", "try_launch"};
   auto& calls_total = registry.counter("dockhand_plugin_calls_total", "", {"plugin", "hook"});
   auto& errors = registry.counter("dockhand_plugin_call_errors_total", "", {"plugin", "hook"});
   const auto calls_before = calls_total.labels(labels).value();
   const auto errors_before = errors.labels(labels).value();
-  PluginCalls calls("plugin 'here-probe'", {10s}, "here-probe");
+  PluginCalls calls("plugin 'here-probe'", {10s, 100ms, shared}, "here-probe");
   std::thread::id ran_on;
   std::optional<PluginResult> answer = calls.callHere({"try_launch", 1}, [&] {
     ran_on = std::this_thread::get_id();

@@ -333,7 +333,7 @@ TEST(PluginHostTest, EveryFailingCallReturnsThePluginsMessage) {
 TEST(PluginHostTest, ASlowCallIsWarnedAboutByTheHostsLimitAndStillWorks) {
   LogCapture log;
   PluginHost host({}, /*allow_insecure=*/false,
-                  PluginCallLimits{std::chrono::seconds(60), std::chrono::milliseconds(50)});
+                  PluginCallSettings{std::chrono::seconds(60), std::chrono::milliseconds(50)});
   StatusRecorder recorder;
   auto runner =
       host.createTaskRunner(fixture("slow-launch"), R"({"launch_ms":250})", recorder.callback());

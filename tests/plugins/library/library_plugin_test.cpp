@@ -132,7 +132,7 @@ TEST_P(LibraryModeTest, AJobLibraryThePolicyDoesNotTrustIsRefusedUntilPinned) {
   agent::PluginTrust trust;
   trust.policy = agent::PluginTrust::Policy::kVerified;
   trust.catalogs = {catalog};
-  PluginHost strict({DOCKHAND_PLUGIN_DIR}, false, PluginCallLimits{}, trust);
+  PluginHost strict({DOCKHAND_PLUGIN_DIR}, false, PluginCallSettings{}, trust);
   json config = baseConfig();
   config["libraries"]["test"] = library_path_;
   runner_ = strict.createTaskRunner("library", config.dump(), recorder_.callback());

@@ -121,7 +121,7 @@ class DriverService : public FrameHandler {
   // The cluster as GET /v1/cluster answers (the status page's data).
   Json clusterJson() const;
 
-  // GET /metrics's text: the gauges set from the scheduler, then the process's registry.
+  // GET /metrics's text: the gauges set from the scheduler, then the service's registry.
   std::string metricsText();
 
   // Runs `fn` with the scheduler under the lock (for reports and progress).

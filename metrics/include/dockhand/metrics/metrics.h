@@ -154,9 +154,10 @@ class Registry {
   std::map<std::string, Entry*, std::less<>> by_name_;
 };
 
-// The process's registry: what `GET /metrics` answers. Each part counts into it. It is never
-// destroyed, so that threads still running at exit may count.
-Registry& defaultRegistry();
+// No registry is process-wide: a program makes one (the agent's Agent, the driver's service)
+// and hands it to each part that counts. A part given none counts into one of its own that
+// nothing exposes (tests, the command-line tools): `given` when set, else `own`, made here.
+Registry& registryOr(Registry* given, std::unique_ptr<Registry>& own);
 
 // The process's own facts: dockhand_build_info{program, version, build} 1 and
 // dockhand_process_start_time_seconds (the Unix time of this call; make it at start-up).
