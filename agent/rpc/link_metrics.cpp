@@ -11,12 +11,12 @@ namespace proto = dockhand::protocol;
 
 LinkMetrics::LinkMetrics(metrics::Registry& registry)
     : received_(
-          byType(registry.counter("dockhand_driver_frames_received_total",
+          byType(registry.counter("dockhand_driver_link_frames_received_total",
                                   "Frames received from the driver, by message type.", {"type"}))),
-      sent_(byType(registry.counter("dockhand_driver_frames_sent_total",
+      sent_(byType(registry.counter("dockhand_driver_link_frames_sent_total",
                                     "Frames sent to the driver, by message type.", {"type"}))),
       decode_errors_(registry
-                         .counter("dockhand_driver_frame_decode_errors_total",
+                         .counter("dockhand_driver_link_frame_decode_errors_total",
                                   "Frames from the driver that could not be decoded (answered "
                                   "with an error).")
                          .get()),

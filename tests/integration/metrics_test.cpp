@@ -236,7 +236,7 @@ TEST_F(MetricsTest, ScrapesPassPromtoolAndCountersMatchTheDriversReport) {
             agent_sum("dockhand_tasks_started_total"));
   for (const auto& [id, s] : agent) {
     EXPECT_EQ(value(s, "dockhand_driver_link_connected"), 1) << id;
-    EXPECT_EQ(value(s, "dockhand_driver_frames_received_total{type=\"LaunchTask\"}"),
+    EXPECT_EQ(value(s, "dockhand_driver_link_frames_received_total{type=\"LaunchTask\"}"),
               value(s, "dockhand_tasks_started_total"))
         << id;
     EXPECT_EQ(value(s, "dockhand_cores"), 2) << id;
