@@ -51,22 +51,17 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
                                : protocol::auth::RequestSigner{}),
       host_(pluginSearchPath(config_), config_.allow_insecure_plugins,
             pluginCallSettings(config_, metrics_), pluginTrust(config_, metrics_)),
-      executor_(loop_, guard_, config_.work_dir, config_.executor_id),
+      store_(openBlockStore()),
+      executor_(loop_, guard_, executorOptions()),
       plugins_(loadAgentPlugins()),
       discoverers_(makeDiscoverers()),
       guard_(executor_, backend_),
-      store_(openBlockStore()),
       gauges_(*metrics_),
       server_(startBlockServer()),
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
       backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
   metrics::registerProcessInfo(*metrics_, "dockhand", DOCKHAND_VERSION, DOCKHAND_BUILD);
-  // The executor's settings, before the first launch.
-  executor_.keepTaskDirs(static_cast<std::size_t>(config_.keep_task_dirs));
-  executor_.setRequestSigner(signer_);
-  if (settings_.tls_client) executor_.setTlsClientContext(settings_.tls_client);
-  executor_.attachBlockStore(*store_, blockUrl());
 }
 
 Agent::~Agent() = default;
@@ -266,6 +261,19 @@ std::vector<std::unique_ptr<BlockMigrationPlugin>> Agent::makeMigrationPlugins(
     log->info("block migration plugin {} ready", name);
   }
   return out;
+}
+
+PluginExecutorOptions Agent::executorOptions() {
+  PluginExecutorOptions options;
+  options.work_dir = config_.work_dir;
+  options.executor_id = config_.executor_id;
+  options.store = store_.get();
+  // The block server is built after the executor; the URL is asked once a task has outputs.
+  options.block_url = [this] { return blockUrl(); };
+  options.signer = signer_;
+  options.tls = settings_.tls_client;
+  options.keep_task_dirs = static_cast<std::size_t>(config_.keep_task_dirs);
+  return options;
 }
 
 WebSocketLink::Options Agent::linkOptions() const {

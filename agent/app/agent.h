@@ -138,6 +138,7 @@ class Agent {
   std::unique_ptr<PluginDecommissioner> makeDecommissioner();
   std::vector<std::unique_ptr<BlockMigrationPlugin>> makeMigrationPlugins(
       const MigrationProgressCallback& progress);
+  PluginExecutorOptions executorOptions();
   WebSocketLink::Options linkOptions() const;
   // <scheme>://<hostname>:<port> of the block server.
   std::string blockUrl() const;
@@ -184,6 +185,7 @@ class Agent {
   std::atomic<bool> unrecoverable_{false};
   SpdlogLevelControl log_control_;
   PluginHost host_;
+  std::unique_ptr<BlockStore> store_;  // before executor_, which ingests into it
   PluginExecutor executor_;
   // The script step to load when a request first names a discovery script (scriptStepSpec);
   // empty once tried, or when there is none. Declared before plugins_: loadAgentPlugins()
@@ -195,7 +197,6 @@ class Agent {
   PluginDiscoverer* script_step_ = nullptr;
   std::vector<std::unique_ptr<PluginDiscoverer>> discoverers_;
   ResourceGuard guard_;
-  std::unique_ptr<BlockStore> store_;
   StatusBoard status_board_;
   AgentGauges gauges_;
   UsageSampler usage_;  // core thread: the heartbeats' figures

@@ -95,12 +95,17 @@ std::optional<TaskStatusEvent> toTaskStatusEvent(std::uint64_t task_id, std::int
 }
 
 PluginExecutor::PluginExecutor(EventSink& events, TaskStatusSink& statuses,
-                               std::filesystem::path work_dir, std::string executor_id)
+                               PluginExecutorOptions options)
     : events_(events),
-      work_dir_(std::move(work_dir)),
-      executor_id_(std::move(executor_id)),
+      work_dir_(std::move(options.work_dir)),
+      executor_id_(std::move(options.executor_id)),
       registry_(std::make_shared<Registry>()),
       live_(std::make_shared<Live>()),
+      keep_task_dirs_(options.keep_task_dirs),
+      block_store_(options.store),
+      block_url_(std::move(options.block_url)),
+      signer_(std::move(options.signer)),
+      tls_(std::move(options.tls)),
       io_(std::make_unique<IoPool>(2)) {
   registry_->statuses = &statuses;
   registry_->retire_dir = [this](std::uint64_t task_id) { retireTaskDir(task_id); };
@@ -134,11 +139,6 @@ PluginExecutor::~PluginExecutor() {
   Millis grace(0);
   for (const auto& [name, runner] : runners_) grace = std::max(grace, runner->calls->timeout());
   destroyRunners(SteadyClock::now() + grace);
-}
-
-void PluginExecutor::attachBlockStore(BlockStore& store, std::string block_url) {
-  block_store_ = &store;
-  block_url_ = std::move(block_url);
 }
 
 std::vector<std::string> PluginExecutor::runnerNames() const {
@@ -462,7 +462,8 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
       io_->submit([this, events = &events_, registry = registry_, live = live_,
-                   store = block_store_, output_dir = std::move(output_dir), block_url = block_url_,
+                   store = block_store_, output_dir = std::move(output_dir),
+                   block_url = block_url_ ? block_url_() : std::string(),
                    executor_id = executor_id_, event = std::move(*event)]() mutable {
         const TaskLogScope io_context(event.task_id);
         if (auto taken = ingestOutputs(*store, output_dir, block_url, executor_id, event.blocks);

@@ -69,12 +69,27 @@
 
 namespace dockhand::agent {
 
+// What a PluginExecutor is built with; all of it known before the first launch.
+struct PluginExecutorOptions {
+  std::filesystem::path work_dir;  // tasks' directories go under <work_dir>/tasks
+  std::string executor_id;
+  // Set: FINISHED tasks' outputs become blocks of this store (which must outlive the
+  // executor), advertised at <block_url()>/blocks/<id>. block_url is asked when an output
+  // is ingested, so it may name a server whose port is known only once it listens.
+  BlockStore* store = nullptr;
+  std::function<std::string()> block_url{};
+  // Signs the GETs of task inputs (a cluster that authenticates).
+  protocol::auth::RequestSigner signer{};
+  // Input fetches over https:// with this client context (null: plain http://).
+  Poco::Net::Context::Ptr tls{};
+  std::size_t keep_task_dirs = 100;  // see keepTaskDirs()
+};
+
 class PluginExecutor final : public Executor {
  public:
   // Every status goes to `statuses` on the core thread. `events` and `statuses` must outlive
   // the executor; `statuses` is only stored here, so it may be built after the executor.
-  PluginExecutor(EventSink& events, TaskStatusSink& statuses, std::filesystem::path work_dir,
-                 std::string executor_id);
+  PluginExecutor(EventSink& events, TaskStatusSink& statuses, PluginExecutorOptions options);
   ~PluginExecutor() override;
 
   // The callback a runner instance reports its tasks' states through (dh_host.task_status):
@@ -85,17 +100,10 @@ class PluginExecutor final : public Executor {
   // Tasks naming `name` go to `runner` from now on. Call before the first launch.
   void addRunner(const std::string& name, std::unique_ptr<TaskRunnerPlugin> runner);
 
-  // Makes FINISHED tasks' outputs blocks of `store`, advertised at <block_url>/blocks/<id>.
-  // Call before the first launch. The store must outlive the executor.
-  void attachBlockStore(BlockStore& store, std::string block_url);
-  // Signs the GETs of task inputs (a cluster that authenticates). Call before the first launch.
-  void setRequestSigner(protocol::auth::RequestSigner signer) { signer_ = std::move(signer); }
-  // Input fetches go over https:// with this TLS client context (null: plain http://).
-  void setTlsClientContext(Poco::Net::Context::Ptr tls) { tls_ = std::move(tls); }
   // How many ended tasks' directories stay (the most recent ones, for their stdout/stderr);
   // older ones are removed on an I/O thread once their runner reported them ended and their
-  // outputs became blocks (default 100). Any thread, any time (a reload changes it): the next
-  // task that ends applies it.
+  // outputs became blocks (PluginExecutorOptions::keep_task_dirs at first). Any thread, any
+  // time (a reload changes it): the next task that ends applies it.
   void keepTaskDirs(std::size_t count);
   // Any thread (the block server's): opens a task's `stream` ("stdout" or "stderr", the files
   // its runner writes in its directory) for reading, or says why not: no such stream, a
@@ -252,7 +260,7 @@ class PluginExecutor final : public Executor {
   std::size_t keep_task_dirs_ = 100;      // under live_->mutex
   std::atomic<bool> leave_runners_{false};
   BlockStore* block_store_ = nullptr;
-  std::string block_url_;
+  std::function<std::string()> block_url_;
   protocol::auth::RequestSigner signer_;
   Poco::Net::Context::Ptr tls_;
   std::unique_ptr<IoPool> io_;  // input fetches and output ingestion; joined first

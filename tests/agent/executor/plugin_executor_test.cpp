@@ -26,7 +26,8 @@ using protocol::TaskState;
 class PluginExecutorTest : public ::testing::Test {
  protected:
   PluginExecutorTest() {
-    executor_ = std::make_unique<PluginExecutor>(sink_, statuses_, tmp_.path(), "exec-1");
+    executor_ = std::make_unique<PluginExecutor>(
+        sink_, statuses_, PluginExecutorOptions{.work_dir = tmp_.path(), .executor_id = "exec-1"});
     executor_->addRunner("process", host_.createTaskRunner("process", R"({"kill_grace_ms": 200})",
                                                            executor_->runnerReports()));
   }

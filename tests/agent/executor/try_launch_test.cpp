@@ -97,7 +97,8 @@ class TryLaunchTest : public ::testing::Test {
     descriptor_.last_error = &lastError;
     descriptor_.task_runner = &kRunner;
     host_.add(PluginLibrary::fromDescriptor(&descriptor_));
-    executor_ = std::make_unique<PluginExecutor>(sink_, statuses_, tmp_.path(), "exec-1");
+    executor_ = std::make_unique<PluginExecutor>(
+        sink_, statuses_, PluginExecutorOptions{.work_dir = tmp_.path(), .executor_id = "exec-1"});
     executor_->addRunner("quick",
                          host_.createTaskRunner("quick", "{}", executor_->runnerReports()));
     // create() ran on the call thread, which may not have finished with it yet: until it has,
