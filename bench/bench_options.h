@@ -97,7 +97,9 @@ class BenchOptions {
       try {
         option->second(value);
       } catch (const BadValue& e) {
-        return refuse(name + " " + value + ": " + e.what());
+        std::string why = name;
+        why.append(" ").append(value).append(": ").append(e.what());
+        return refuse(why);
       }
     }
     return std::nullopt;

@@ -491,11 +491,11 @@ void raiseOpenFileLimit() {
 
 int main(int argc, char** argv) {
   dockhand::bench::noticeSanitizer();
-  auto parsed = parseOptions(argc, argv);
-  if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
-  const Options& o = std::get<Options>(parsed);
-  raiseOpenFileLimit();
   try {
+    auto parsed = parseOptions(argc, argv);
+    if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+    const Options& o = std::get<Options>(parsed);
+    raiseOpenFileLimit();
     std::printf("fleet bench: job of %d no-op + %d block-writing library tasks; %d cores%s\n",
                 o.tasks, o.blocks, static_cast<int>(std::thread::hardware_concurrency()),
                 o.simulated ? "; simulated agents (one process, the real protocol)" : "");

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "decommission/migration_config.h"
 #include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
@@ -15,17 +16,8 @@ using nlohmann::json;
 
 namespace {
 
-// An agent setting a block-migration plugin may take in its config: the key, where it comes
-// from in the agent's config (for the error when a plugin needs one that is not set), and its
-// value (null: not set, not offered).
-struct MigrationSetting {
-  const char* key;
-  const char* setting;
-  json value;
-};
-
-// A plugin is given each setting its config schema declares (a plugin without a schema gets an
-// empty config).
+// The agent settings a block-migration plugin may take (composeMigrationConfig gives it those
+// its config schema declares).
 std::vector<MigrationSetting> migrationSettings(const AgentConfig& config) {
   const DecommissionConfig& d = config.decommission;
   json tls = nullptr;
@@ -49,33 +41,14 @@ std::vector<MigrationSetting> migrationSettings(const AgentConfig& config) {
 
 Result<json> migrationPluginConfig(const AgentConfig& config, const MigrationEntry& entry,
                                    const json& schema) {
-  const std::string& name = entry.name;
   // What it declares of the agent's settings, and nothing it does not (the host knows no
   // plugin by name), under what the config gives it.
   json given = json::object();
   for (const PluginEntry& plugin : config.plugins) {
-    if (plugin.name == name && plugin.config.is_object()) given.update(plugin.config);
+    if (plugin.name == entry.name && plugin.config.is_object()) given.update(plugin.config);
   }
   if (entry.config.is_object()) given.update(entry.config);
-  const json properties =
-      schema.is_object() ? schema.value("properties", json::object()) : json::object();
-  const json required =
-      schema.is_object() ? schema.value("required", json::array()) : json::array();
-  json plugin_config = json::object();
-  for (const MigrationSetting& s : migrationSettings(config)) {
-    if (!properties.is_object() || !properties.contains(s.key) || given.contains(s.key)) continue;
-    if (!s.value.is_null()) {
-      plugin_config[s.key] = s.value;
-    } else if (required.is_array() &&
-               std::find(required.begin(), required.end(), s.key) != required.end()) {
-      return Error(fmt::format(
-          "decommission.migration names '{}' but {} is not set (or give the plugin's {} in its "
-          "config)",
-          name, s.setting, s.key));
-    }
-  }
-  plugin_config.update(given);
-  return plugin_config;
+  return composeMigrationConfig(entry.name, given, migrationSettings(config), schema);
 }
 
 std::vector<std::filesystem::path> manifestFiles(const std::filesystem::path& dir) {

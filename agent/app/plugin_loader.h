@@ -90,7 +90,8 @@ bool isScriptStep(const LoadedPlugin& plugin);
 // (decommission.max_concurrent, bandwidth_bytes_per_s, max_failures_per_block, the agent's
 // tls, fallback_dir as "dir"), under the `plugins` entry of the same name's config, under the
 // entry's own config. An error names the setting when the schema requires one that is neither
-// set nor given. Checking the result against the schema is PluginInstance::create's.
+// set nor given (the rule: decommission/migration_config.h). Checking the result against the
+// schema is PluginInstance::create's.
 Result<nlohmann::json> migrationPluginConfig(const AgentConfig& config, const MigrationEntry& entry,
                                              const nlohmann::json& schema);
 

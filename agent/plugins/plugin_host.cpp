@@ -17,7 +17,7 @@ PluginHost::PluginHost(std::vector<std::filesystem::path> plugin_dirs, bool allo
     : plugin_dirs_(std::move(plugin_dirs)),
       allow_insecure_(allow_insecure),
       trust_(std::move(trust)),
-      call_limits_(limits) {}
+      call_limits_(std::move(limits)) {}
 
 std::filesystem::path PluginHost::locate(const std::string& name_or_path) const {
   if (name_or_path.empty()) throw PluginLoadError("plugin '': empty plugin name");

@@ -73,7 +73,7 @@ std::shared_ptr<PluginInstance> PluginInstance::create(std::shared_ptr<const Plu
     throw PluginLoadError(checked.error().message);
   }
   std::shared_ptr<PluginInstance> instance(
-      new PluginInstance(std::move(library), config_json, std::move(callbacks), limits),
+      new PluginInstance(std::move(library), config_json, std::move(callbacks), std::move(limits)),
       &PluginInstance::release);
   PluginInstance& self = *instance;
   const PluginResult created = self.calls_.call({"create"}, [&self] {
@@ -134,7 +134,7 @@ PluginInstance::PluginInstance(std::shared_ptr<const PluginLibrary> library,
       config_json_(std::move(config_json)),
       callbacks_(std::move(callbacks)),
       logger_(logger("plugin." + library_->name())),
-      calls_("plugin '" + library_->name() + "'", limits, library_->name()) {
+      calls_("plugin '" + library_->name() + "'", std::move(limits), library_->name()) {
   host_.struct_size = sizeof(dh_host);
   host_.ctx = this;
   host_.log = &hostLog;

@@ -53,7 +53,7 @@ pid_t spawn(const std::vector<std::string>& args, const Pipe& out, const Pipe& e
 
 }  // namespace
 
-BoundedRun runBounded(std::vector<std::string> args, std::chrono::milliseconds timeout) {
+BoundedRun runBounded(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
   Pipe out;
   Pipe err;
   const pid_t pid = spawn(args, out, err);

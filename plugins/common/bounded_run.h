@@ -28,6 +28,6 @@ inline constexpr std::size_t kBoundedRunCaptureBytes = std::size_t{1} << 20;
 // args[0] is the program's path (no PATH search); the rest are its arguments. Throws
 // std::runtime_error when it cannot be started: "cannot start '<args[0]>': <why>", or
 // "pipe: <why>".
-BoundedRun runBounded(std::vector<std::string> args, std::chrono::milliseconds timeout);
+BoundedRun runBounded(const std::vector<std::string>& args, std::chrono::milliseconds timeout);
 
 }  // namespace dockhand::plugins
