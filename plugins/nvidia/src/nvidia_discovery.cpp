@@ -155,9 +155,9 @@ std::string findProgram(const std::string& program) {
 }
 
 // nvidia-smi run to its end or the deadline (plugins/common/bounded_run.h).
-BoundedRun runProgram(std::vector<std::string> args, std::chrono::milliseconds timeout) {
+BoundedRun runProgram(const std::vector<std::string>& args, std::chrono::milliseconds timeout) {
   try {
-    return dockhand::plugins::runBounded(std::move(args), timeout);
+    return dockhand::plugins::runBounded(args, timeout);
   } catch (const std::runtime_error& e) {
     throw Error(DH_ERROR, std::string("nvidia: ") + e.what());
   }

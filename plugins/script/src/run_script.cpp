@@ -22,7 +22,7 @@ BoundedRun runScript(const std::string& path, std::chrono::milliseconds timeout)
   } else {
     args = {"/bin/sh", path};
   }
-  return runBounded(std::move(args), timeout);
+  return runBounded(args, timeout);
 }
 
 }  // namespace dockhand::plugins::script
