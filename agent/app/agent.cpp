@@ -184,7 +184,7 @@ std::unique_ptr<BlockServer> Agent::startBlockServer() {
     }
     auto server = std::make_unique<BlockServer>(
         options, *store_, [this] { return servedStatus(); }, [this] { return servedMetrics(); },
-        [this] { return notReadyReason(servedStatus()); },
+        [this] { return notReadyReason(served().snapshot); },
         [this](bool task, std::uint64_t task_id, const std::string& stream) {
           return task ? executor_.openTaskLog(task_id, stream) : openOwnLog(stream);
         });
@@ -338,7 +338,7 @@ BackendOptions Agent::backendOptions() {
   // reader whose core-thread refresh does not come in time still sees the agent running.
   options.on_running = [this] {
     recordSession({});
-    status_board_.set(statusJson());
+    status_board_.set(statusNow());
     notifySystemd("READY=1\nSTATUS=registered with the driver");
   };
   // A restart in place is a reload to systemd: STOPPING=1 would leave the unit deactivating for
@@ -394,7 +394,7 @@ int Agent::run() {
   on_signal.decommission = [this] { loop_.post([this] { backend_.onDecommissionSignal(); }); };
   const SignalThread signal_thread(decommissionSignalNumber(config_.decommission.signal),
                                    std::move(on_signal));
-  loop_.post([this] { status_board_.set(statusJson()); });
+  loop_.post([this] { status_board_.set(statusNow()); });
   std::unique_ptr<WorkerWatcher> watcher;
   if (!config_.worker_url.empty()) {
     watcher = std::make_unique<WorkerWatcher>(config_.worker_url, [this](const std::string& why) {

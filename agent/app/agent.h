@@ -39,6 +39,7 @@
 #include "app/agent_metrics.h"
 #include "app/log_setup.h"
 #include "app/plugin_loader.h"
+#include "app/status_board.h"
 #include "app/usage_sampler.h"
 #include "blocks/block_server.h"
 #include "blocks/block_store.h"
@@ -96,26 +97,6 @@ class Agent {
     Poco::Net::Context::Ptr tls_client;
     std::map<std::string, protocol::ResourceInfo> given_resources;  // the resources file
   };
-  // The agent's state for /v1/status: made on the core thread when a reader on the block
-  // server's threads asks for it (nothing runs while nobody asks), read there.
-  class StatusBoard {
-   public:
-    void set(nlohmann::json status);
-    // A status made after this call: `request` has the core thread make one (set()), unless a
-    // request is on its way already. Waits up to `wait` for it; then, or once closed, the
-    // last one.
-    nlohmann::json fresh(const std::function<void()>& request, Millis wait);
-    // The core thread has ended: fresh() answers at once.
-    void close();
-
-   private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::uint64_t generation_ = 0;
-    bool requested_ = false;
-    bool closed_ = false;
-    nlohmann::json status_ = nlohmann::json::object();
-  };
   // What discovery found, for the status output (core thread).
   struct Discovery {
     bool done = false;
@@ -146,10 +127,13 @@ class Agent {
   // BackendOptions::discover_resources: runs the discovery chain for the app's profile.
   std::string discoverResources(const protocol::ResourceProfile& profile,
                                 std::map<std::string, protocol::ResourceInfo>& resources);
-  nlohmann::json statusJson() const;
-  // GET /v1/status's JSON: the status board's with the block store's and the server's counts.
+  // The agent's state now, as JSON and typed (core thread): what the status board serves.
+  AgentStatus statusNow() const;
+  // The status board's latest, with the block store's counts (read where it is served).
+  AgentStatus served();
+  // GET /v1/status's JSON: served() with the server's authentication counts.
   nlohmann::json servedStatus();
-  // GET /metrics's text: the gauges set from servedStatus(), then the registry's exposition.
+  // GET /metrics's text: the gauges set from served()'s snapshot, then the registry's exposition.
   std::string servedMetrics();
   void logStart() const;
   // The orderly end after the loop returned; ends the process at once when a plugin call is

@@ -6,8 +6,6 @@
 namespace dockhand::agent {
 namespace {
 
-using Json = nlohmann::json;
-
 // The agent states of /v1/status's "state" (Backend's, and "decommissioning").
 constexpr std::array<const char*, 7> kStates = {"idle",           "connecting", "fetching-config",
                                                 "registering",    "running",    "stopping",
@@ -16,16 +14,9 @@ constexpr std::array<const char*, 7> kStates = {"idle",           "connecting", 
 constexpr std::array<const char*, 6> kPhases = {
     "inactive", "waiting-for-tasks", "migrating", "finishing", "finished", "deadline-passed"};
 
-double number(const Json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  auto it = object.find(key);
-  return it != object.end() && it->is_number() ? it->get<double>() : 0;
-}
-
-std::string text(const Json& object, const char* key) {
-  if (!object.is_object()) return {};
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+template <class Number>
+double asDouble(Number n) {
+  return static_cast<double>(n);
 }
 
 }  // namespace
@@ -83,57 +74,34 @@ AgentGauges::AgentGauges(metrics::Registry& registry)
   for (const char* phase : kPhases) phase_.labels({phase});
   for (const char* state : {"migrated", "left", "failed"}) decommission_blocks_.labels({state});
   for (const char* state : {"migrated", "left"}) decommission_bytes_.labels({state});
-  update(Json::object());
+  update(AgentSnapshot{});
 }
 
-void AgentGauges::update(const Json& status) {
-  const std::string state = text(status, "state");
-  for (const char* known : kStates) state_.labels({known}).set(state == known ? 1 : 0);
-  running_tasks_.set(number(status, "running_tasks"));
-  waiting_tasks_.set(number(status, "waiting_tasks"));
-  const Json cores = status.is_object() ? status.value("cores", Json()) : Json();
-  cores_.set(number(cores, "total"));
-  cores_in_use_.set(number(cores, "in_use"));
-
-  const Json resources = status.is_object() ? status.value("resources", Json()) : Json();
-  if (resources.is_object()) {
-    for (const auto& [name, resource] : resources.items()) {
-      if (!resource.is_object()) continue;
-      double total = 0;
-      double in_use = 0;
-      if (auto addresses = resource.find("addresses");
-          addresses != resource.end() && addresses->is_array()) {
-        total = static_cast<double>(addresses->size());
-      }
-      if (auto allocation = resource.find("allocation");
-          allocation != resource.end() && allocation->is_object()) {
-        for (const auto& [address, held] : allocation->items()) {
-          auto holders = held.is_object() ? held.find("held_by") : held.end();
-          if (held.is_object() && holders != held.end() && holders->is_array() &&
-              !holders->empty()) {
-            ++in_use;
-          }
-        }
-      }
-      addresses_.labels({name}).set(total);
-      addresses_in_use_.labels({name}).set(in_use);
-    }
+void AgentGauges::update(const AgentSnapshot& snapshot) {
+  const BackendFigures& backend = snapshot.backend;
+  for (const char* known : kStates) state_.labels({known}).set(backend.state == known ? 1 : 0);
+  running_tasks_.set(asDouble(backend.running_tasks));
+  waiting_tasks_.set(asDouble(backend.waiting_tasks));
+  cores_.set(backend.cores);
+  cores_in_use_.set(backend.cores_in_use);
+  for (const auto& [name, use] : snapshot.resources) {
+    addresses_.labels({name}).set(asDouble(use.total));
+    addresses_in_use_.labels({name}).set(asDouble(use.in_use));
   }
+  blocks_.set(asDouble(snapshot.blocks));
+  block_bytes_.set(asDouble(snapshot.block_bytes));
 
-  const Json blocks = status.is_object() ? status.value("blocks", Json()) : Json();
-  blocks_.set(number(blocks, "count"));
-  block_bytes_.set(number(blocks, "bytes"));
-
-  const Json decommission = status.is_object() ? status.value("decommission", Json()) : Json();
-  const std::string phase = decommission.is_object() ? text(decommission, "state") : "inactive";
+  const DecommissionFigures none;
+  const DecommissionFigures& d = backend.decommission ? *backend.decommission : none;
+  const std::string phase = backend.decommission ? d.state : "inactive";
   for (const char* known : kPhases) phase_.labels({known}).set(phase == known ? 1 : 0);
-  decommission_blocks_.labels({"migrated"}).set(number(decommission, "blocks_migrated"));
-  decommission_blocks_.labels({"left"}).set(number(decommission, "blocks_left"));
-  decommission_blocks_.labels({"failed"}).set(number(decommission, "blocks_failed"));
-  decommission_bytes_.labels({"migrated"}).set(number(decommission, "bytes_migrated"));
-  decommission_bytes_.labels({"left"}).set(number(decommission, "bytes_left"));
-  decommission_rate_.set(number(decommission, "bytes_per_s"));
-  decommission_eta_.set(number(decommission, "eta_ms") / 1000.0);
+  decommission_blocks_.labels({"migrated"}).set(asDouble(d.blocks_migrated));
+  decommission_blocks_.labels({"left"}).set(asDouble(d.blocks_left));
+  decommission_blocks_.labels({"failed"}).set(asDouble(d.blocks_failed));
+  decommission_bytes_.labels({"migrated"}).set(asDouble(d.bytes_migrated));
+  decommission_bytes_.labels({"left"}).set(asDouble(d.bytes_left));
+  decommission_rate_.set(asDouble(d.bytes_per_s.value_or(0)));
+  decommission_eta_.set(asDouble(d.eta_ms.value_or(0)) / 1000.0);
 }
 
 }  // namespace dockhand::agent

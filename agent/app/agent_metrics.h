@@ -1,15 +1,14 @@
 // AgentGauges: the agent's gauges that describe a state rather than count events (running
 // tasks, cores and resource addresses in use, blocks stored, the agent's state and its
-// decommission's phase and progress). They are set from the agent's status (the JSON of
-// GET /v1/status, which the core thread makes when a scrape asks for it) each time /metrics is
-// scraped, so that nothing on the task path keeps them. docs/operations.md#metrics lists them.
+// decommission's phase and progress). They are set from the agent's snapshot (AgentSnapshot,
+// which the core thread makes when a scrape asks for it) each time /metrics is scraped, so
+// that nothing on the task path keeps them. docs/operations.md#metrics lists them.
 //
 // Threads: update() may run on several block server threads at once (each sets the same
-// values from its own copy of the status).
+// values from its own copy of the snapshot).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
+#include "app/agent_snapshot.h"
 #include "dockhand/metrics/metrics.h"
 
 namespace dockhand::agent {
@@ -17,8 +16,8 @@ namespace dockhand::agent {
 class AgentGauges {
  public:
   explicit AgentGauges(metrics::Registry& registry);
-  // Sets every gauge from `status` (fields it lacks count as 0 or absent).
-  void update(const nlohmann::json& status);
+  // Sets every gauge from `snapshot`.
+  void update(const AgentSnapshot& snapshot);
 
  private:
   metrics::Family<metrics::Gauge>& state_;

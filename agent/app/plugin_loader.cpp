@@ -240,6 +240,22 @@ std::vector<LoadedPlugin> loadEveryPlugin(PluginHost& host, const AgentConfig& c
   return loaded;
 }
 
+namespace {
+
+// A plugin's name in reports: its library's, or what was asked for (a name or a path).
+std::string pluginName(const LoadedPlugin& plugin) {
+  return plugin.library ? plugin.library->name() : plugin.spec.target;
+}
+
+}  // namespace
+
+std::optional<std::string> requiredPluginNotLoaded(const std::vector<LoadedPlugin>& plugins) {
+  for (const LoadedPlugin& p : plugins) {
+    if (p.spec.required && !p.ok()) return pluginName(p);
+  }
+  return std::nullopt;
+}
+
 json pluginReport(const std::vector<LoadedPlugin>& plugins) {
   json out = json::array();
   for (const LoadedPlugin& p : plugins) {
@@ -250,13 +266,12 @@ json pluginReport(const std::vector<LoadedPlugin>& plugins) {
     if (p.spec.migration) entry["role"] = "decommission.migration";
     if (!p.path.empty()) entry["path"] = p.path.string();
     if (p.library) {
-      entry["name"] = p.library->name();
       entry["version"] = p.library->version();
       entry["abi"] = p.library->abiVersion();
       entry["kinds"] = kindNames(p.library->descriptor().kinds);
       entry["trusted_by"] = p.library->trustedBy();
     }
-    if (!p.library) entry["name"] = p.spec.target;  // what was asked for: a name or a path
+    entry["name"] = pluginName(p);
     if (!p.ok()) entry["error"] = p.error;
     out.push_back(std::move(entry));
   }

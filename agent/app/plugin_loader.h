@@ -115,5 +115,8 @@ std::vector<std::string> kindNames(std::uint32_t kinds);
 // status output and the log. A plugin that failed has "status": "failed" and its "error"; its
 // "name" is what was asked for (a name or a path) when the library did not load.
 nlohmann::json pluginReport(const std::vector<LoadedPlugin>& plugins);
+// The first plugin of `plugins` that is required and did not load, by the name pluginReport
+// gives it; nothing when every required one loaded (the agent is not ready otherwise).
+std::optional<std::string> requiredPluginNotLoaded(const std::vector<LoadedPlugin>& plugins);
 
 }  // namespace dockhand::agent

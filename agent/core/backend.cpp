@@ -569,16 +569,28 @@ int Backend::coresInUse() const {
   return cores;
 }
 
+BackendFigures Backend::figures() const {
+  BackendFigures f;
+  f.state = decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
+                                                         : std::string(toString(state_));
+  f.running_tasks = running_.size();
+  f.waiting_tasks = queue_.size();
+  f.cores = options_.cores;
+  f.cores_in_use = coresInUse();
+  f.queued_updates = outbox_.size();
+  f.decommission = decommission_.figures();
+  return f;
+}
+
 Json Backend::statusJson() const {
-  return Json{
-      {"executor_id", options_.executor_id},
-      {"state", decommission_.decommissioning() && !exiting_ ? std::string("decommissioning")
-                                                             : std::string(toString(state_))},
-      {"running_tasks", running_.size()},
-      {"waiting_tasks", queue_.size()},
-      {"cores", {{"total", options_.cores}, {"in_use", coresInUse()}}},
-      {"queued_updates", outbox_.size()},
-      {"decommission", decommissionProgress()}};
+  const BackendFigures f = figures();
+  return Json{{"executor_id", options_.executor_id},
+              {"state", f.state},
+              {"running_tasks", f.running_tasks},
+              {"waiting_tasks", f.waiting_tasks},
+              {"cores", {{"total", f.cores}, {"in_use", f.cores_in_use}}},
+              {"queued_updates", f.queued_updates},
+              {"decommission", decommission_.progress()}};
 }
 
 }  // namespace dockhand::agent

@@ -146,6 +146,17 @@ struct BackendOptions {
   DecommissionOptions decommission;
 };
 
+// The Backend's part of the agent's state (Backend::figures()), made on the core thread.
+struct BackendFigures {
+  std::string state;  // "running", "registering", ..., "decommissioning"; empty before any
+  std::size_t running_tasks = 0;
+  std::size_t waiting_tasks = 0;  // launched ahead, waiting for cores
+  int cores = 0;
+  int cores_in_use = 0;
+  std::size_t queued_updates = 0;  // status updates not yet sent
+  std::optional<DecommissionFigures> decommission;
+};
+
 class Backend final : public DriverEvents, public TaskStatusSink, private DecommissionFlow::Host {
  public:
   enum class State {
@@ -219,7 +230,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   Json decommissionProgress() const { return decommission_.progress(); }
   // The cores the running tasks asked for.
   int coresInUse() const;
-  // The agent's state for /v1/status: {"executor_id", "state", "running_tasks", "cores", ...}.
+  // The agent's state, typed (what /metrics and /readyz read).
+  BackendFigures figures() const;
+  // figures() for /v1/status: {"executor_id", "state", "running_tasks", "waiting_tasks",
+  // "cores": {"total", "in_use"}, "queued_updates", "decommission"}.
   Json statusJson() const;
 
  private:

@@ -313,53 +313,61 @@ void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64
 
 // ---- Progress ------------------------------------------------------------------------------
 
-Json DecommissionFlow::progress() const {
-  if (!decommissioning()) return nullptr;
-  const std::size_t running = host_.runningTasks();
-  std::string state;
+std::optional<DecommissionFigures> DecommissionFlow::figures() const {
+  if (!decommissioning()) return std::nullopt;
+  DecommissionFigures f;
+  f.running_tasks = host_.runningTasks();
   if (phase_ == Phase::kDecommissioning) {
-    state = running > 0 ? "waiting-for-tasks" : (migrationEnabled() ? "migrating" : "finishing");
+    f.state = f.running_tasks > 0 ? "waiting-for-tasks"
+                                  : (migrationEnabled() ? "migrating" : "finishing");
   } else {
-    state = toString(phase_);  // finished, deadline-passed
+    f.state = toString(phase_);  // finished, deadline-passed
   }
   // While a pass runs, what it has moved so far counts as migrated, and what it set out to
   // move (its own count of the blocks here) replaces the last pass's count of what was left.
-  std::uint64_t blocks_migrated = blocks_migrated_;
-  std::uint64_t bytes_migrated = bytes_migrated_;
-  std::uint64_t blocks_left = blocks_left_;
-  std::uint64_t bytes_left = bytes_left_;
+  f.blocks_migrated = blocks_migrated_;
+  f.bytes_migrated = bytes_migrated_;
+  f.blocks_left = blocks_left_;
+  f.bytes_left = bytes_left_;
   if (pass_running_ && pass_progress_.blocks_total > 0) {
-    blocks_migrated += pass_progress_.blocks_moved;
-    bytes_migrated += pass_progress_.bytes_moved;
-    blocks_left = pass_progress_.blocks_total -
-                  std::min(pass_progress_.blocks_moved, pass_progress_.blocks_total);
-    bytes_left = pass_progress_.bytes_total -
-                 std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
+    f.blocks_migrated += pass_progress_.blocks_moved;
+    f.bytes_migrated += pass_progress_.bytes_moved;
+    f.blocks_left = pass_progress_.blocks_total -
+                    std::min(pass_progress_.blocks_moved, pass_progress_.blocks_total);
+    f.bytes_left = pass_progress_.bytes_total -
+                   std::min(pass_progress_.bytes_moved, pass_progress_.bytes_total);
   }
   // The rate since the first pass began, and the time the bytes left take at that rate.
-  Json rate = nullptr;
-  Json eta = nullptr;
   if (migration_started_) {
     const double seconds =
         std::chrono::duration<double>(timers_.now() - *migration_started_).count();
-    if (seconds > 0 && bytes_migrated > 0) {
-      const double per_s = static_cast<double>(bytes_migrated) / seconds;
-      rate = static_cast<std::uint64_t>(per_s);
-      eta = static_cast<std::uint64_t>(static_cast<double>(bytes_left) / per_s * 1000.0);
+    if (seconds > 0 && f.bytes_migrated > 0) {
+      const double per_s = static_cast<double>(f.bytes_migrated) / seconds;
+      f.bytes_per_s = static_cast<std::uint64_t>(per_s);
+      f.eta_ms = static_cast<std::uint64_t>(static_cast<double>(f.bytes_left) / per_s * 1000.0);
     }
   }
-  return Json{{"state", state},
-              {"running_tasks", running},
-              {"bytes_per_s", std::move(rate)},
-              {"eta_ms", std::move(eta)},
-              {"blocks_total", blocks_migrated + blocks_left},
-              {"blocks_migrated", blocks_migrated},
-              {"blocks_failed", blocks_failed_},
-              {"blocks_left", blocks_left},
-              {"bytes_total", bytes_migrated + bytes_left},
-              {"bytes_migrated", bytes_migrated},
-              {"bytes_left", bytes_left},
-              {"passes", passes_}};
+  f.blocks_failed = blocks_failed_;
+  f.passes = passes_;
+  return f;
+}
+
+Json DecommissionFlow::progress() const {
+  const std::optional<DecommissionFigures> f = figures();
+  if (!f) return nullptr;
+  auto known = [](const std::optional<std::uint64_t>& v) { return v ? Json(*v) : Json(nullptr); };
+  return Json{{"state", f->state},
+              {"running_tasks", f->running_tasks},
+              {"bytes_per_s", known(f->bytes_per_s)},
+              {"eta_ms", known(f->eta_ms)},
+              {"blocks_total", f->blocks_migrated + f->blocks_left},
+              {"blocks_migrated", f->blocks_migrated},
+              {"blocks_failed", f->blocks_failed},
+              {"blocks_left", f->blocks_left},
+              {"bytes_total", f->bytes_migrated + f->bytes_left},
+              {"bytes_migrated", f->bytes_migrated},
+              {"bytes_left", f->bytes_left},
+              {"passes", f->passes}};
 }
 
 }  // namespace dockhand::agent

@@ -60,6 +60,23 @@ enum class DecommissionPhase {
 
 std::string_view toString(DecommissionPhase phase);
 
+// How far a decommission has got (DecommissionFlow::figures()): what its progress JSON says
+// and /metrics reads. Totals are migrated + left.
+struct DecommissionFigures {
+  std::string state;  // waiting-for-tasks, migrating, finishing, finished, deadline-passed
+  std::size_t running_tasks = 0;
+  // Bytes moved per second since the first pass began, and how long the bytes left take at
+  // that rate; unknown until it has moved some.
+  std::optional<std::uint64_t> bytes_per_s;
+  std::optional<std::uint64_t> eta_ms;
+  std::uint64_t blocks_migrated = 0;
+  std::uint64_t blocks_failed = 0;
+  std::uint64_t blocks_left = 0;
+  std::uint64_t bytes_migrated = 0;
+  std::uint64_t bytes_left = 0;
+  std::uint64_t passes = 0;
+};
+
 class DecommissionFlow {
  public:
   using Phase = DecommissionPhase;
@@ -105,9 +122,11 @@ class DecommissionFlow {
   Phase phase() const { return phase_; }
   // Decommissioning started (and maybe ended): Decommissioning, Finished or DeadlinePassed.
   bool decommissioning() const;
-  // {"state", "running_tasks", "blocks_total", "blocks_migrated", "blocks_failed",
-  //  "blocks_left", "bytes_total", "bytes_migrated", "bytes_left", "passes"} while
-  // decommissioning, null otherwise.
+  // How far it has got, while decommissioning; nothing otherwise.
+  std::optional<DecommissionFigures> figures() const;
+  // figures() as the heartbeat and /v1/status carry it: {"state", "running_tasks",
+  // "bytes_per_s", "eta_ms", "blocks_total", "blocks_migrated", "blocks_failed", "blocks_left",
+  // "bytes_total", "bytes_migrated", "bytes_left", "passes"}; null when not decommissioning.
   Json progress() const;
 
   // Whether moveTo(to) is allowed from `from` (the arrows drawn above).

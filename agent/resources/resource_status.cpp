@@ -1,8 +1,26 @@
 #include "resources/resource_status.h"
 
+#include <set>
+
 namespace dockhand::agent {
 
 using nlohmann::json;
+
+std::map<std::string, AddressUse> addressUse(
+    const std::map<std::string, DiscoveredResource>& resources, const ResourceLedger& ledger) {
+  std::map<std::string, AddressUse> out;
+  for (const auto& [name, r] : resources) {
+    std::set<std::string> held;
+    for (const auto& [task_id, by_resource] : ledger.held()) {
+      auto mine = by_resource.find(name);
+      if (mine != by_resource.end()) held.insert(mine->second.begin(), mine->second.end());
+    }
+    AddressUse& use = out[name];
+    use.total = r.info.addresses.size();
+    for (const auto& address : r.info.addresses) use.in_use += held.count(address);
+  }
+  return out;
+}
 
 json resourceStatusJson(const std::map<std::string, DiscoveredResource>& resources,
                         const std::map<std::string, double>& amount_per_task,

@@ -6,6 +6,7 @@
 // Pure: the caller gathers the inputs on the core thread, where the ledger lives.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 
@@ -14,6 +15,16 @@
 #include "resources/resource_discovery.h"
 
 namespace dockhand::agent {
+
+// How many addresses a resource has, and how many of them a running task holds.
+struct AddressUse {
+  std::size_t total = 0;
+  std::size_t in_use = 0;
+};
+
+// Per registered resource, its AddressUse (what /metrics shows).
+std::map<std::string, AddressUse> addressUse(
+    const std::map<std::string, DiscoveredResource>& resources, const ResourceLedger& ledger);
 
 // {"gpu": {"addresses": ["0", "1"], "found_by": "nvidia", "requested": 2,
 //          "amount_per_task": 0.25, "tasks_per_address": 4, "details": {...},
