@@ -60,7 +60,9 @@ Agent::Agent(AgentConfig config, ConfigRereader reread)
       server_(startBlockServer()),
       decommissioner_(makeDecommissioner()),
       link_(linkOptions(), loop_, backend_),
-      backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()) {
+      backend_(backendOptions(), link_, guard_, loop_, log_control_, loop_, decommissioner_.get()),
+      discovery_(discoveryOptions(), guard_, discoverersInOrder(), script_step_,
+                 [this] { return loadScriptStep(); }) {
   metrics::registerProcessInfo(*metrics_, "dockhand", DOCKHAND_VERSION, DOCKHAND_BUILD);
 }
 
@@ -142,7 +144,7 @@ std::vector<LoadedPlugin> Agent::loadAgentPlugins() {
       throw PluginLoadError(std::string("plugin manifest: ") + e.what());
     }
     plugins = loadPlugins(host_, specs, /*create=*/true, pluginCallbacks());
-    // The script step is loaded when a request first names a script (discoverResources): an
+    // The script step is loaded when a request first names a script (AgentDiscovery::discover): an
     // agent whose resources need none never maps it.
     script_step_spec_ = scriptStepSpec(config_, plugins);
   } catch (const PluginLoadError& e) {
@@ -329,9 +331,8 @@ BackendOptions Agent::backendOptions() {
   options.ask_timeout = Millis(config_.ask_timeout_ms);
   options.stop_grace = Millis(config_.stop_grace_ms);
   options.restart_wait = Millis(config_.restart_wait_ms);
-  options.discover_resources = [this](const protocol::ResourceProfile& profile,
-                                      std::map<std::string, protocol::ResourceInfo>& resources) {
-    return discoverResources(profile, resources);
+  options.discover_resources = [this](const protocol::ResourceProfile& profile) {
+    return discovery_.discover(profile);
   };
   // Under systemd (Type=notify): ready once registered, stopping as the exit begins.
   // The status board is made current here, before LaunchedExecutor goes out, so that a

@@ -21,12 +21,10 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -51,6 +49,7 @@
 #include "dockhand/protocol/auth.h"
 #include "executor/plugin_executor.h"
 #include "plugins/plugin_host.h"
+#include "resources/agent_discovery.h"
 #include "resources/resource_discovery.h"
 #include "resources/resource_guard.h"
 #include "rpc/websocket_link.h"
@@ -97,20 +96,13 @@ class Agent {
     Poco::Net::Context::Ptr tls_client;
     std::map<std::string, protocol::ResourceInfo> given_resources;  // the resources file
   };
-  // What discovery found, for the status output (core thread).
-  struct Discovery {
-    bool done = false;
-    std::map<std::string, DiscoveredResource> found;
-    std::map<std::string, double> amount_per_task;
-    std::vector<std::string> chain;
-    std::map<std::string, nlohmann::json> described;
-  };
 
   static Settings readSettings(const AgentConfig& config);
   std::vector<LoadedPlugin> loadAgentPlugins();
   PluginCallbacks pluginCallbacks();
-  // Loads the script step (script_step_spec_) and adds it to the discoverers; once.
-  void loadScriptStep();
+  // Loads the script step (script_step_spec_) and adds it to the discoverers: it, or null
+  // when there is none or it did not load.
+  Discoverer* loadScriptStep();
   std::vector<std::unique_ptr<PluginDiscoverer>> makeDiscoverers();
   std::unique_ptr<BlockStore> openBlockStore();
   std::unique_ptr<BlockServer> startBlockServer();
@@ -124,9 +116,8 @@ class Agent {
   // <scheme>://<hostname>:<port> of the block server.
   std::string blockUrl() const;
   BackendOptions backendOptions();
-  // BackendOptions::discover_resources: runs the discovery chain for the app's profile.
-  std::string discoverResources(const protocol::ResourceProfile& profile,
-                                std::map<std::string, protocol::ResourceInfo>& resources);
+  AgentDiscovery::Options discoveryOptions() const;
+  std::vector<Discoverer*> discoverersInOrder() const;
   // The agent's state now, as JSON and typed (core thread): what the status board serves.
   AgentStatus statusNow() const;
   // The status board's latest, with the block store's counts (read where it is served).
@@ -188,7 +179,7 @@ class Agent {
   std::unique_ptr<PluginDecommissioner> decommissioner_;
   WebSocketLink link_;
   Backend backend_;
-  Discovery discovery_;
+  AgentDiscovery discovery_;  // BackendOptions::discover_resources
 };
 
 }  // namespace dockhand::agent

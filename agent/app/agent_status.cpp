@@ -5,7 +5,6 @@
 #include "app/agent.h"
 #include "dockhand/metrics/metrics.h"
 #include "dockhand/metrics/process_stats.h"
-#include "resources/resource_status.h"
 
 namespace dockhand::agent {
 
@@ -36,18 +35,11 @@ std::string Agent::servedMetrics() {
 AgentStatus Agent::statusNow() const {
   AgentStatus status;
   status.snapshot.backend = backend_.figures();
-  status.snapshot.resources = addressUse(discovery_.found, guard_.ledger());
+  status.snapshot.resources = discovery_.use();
   status.snapshot.plugin_not_loaded = requiredPluginNotLoaded(plugins_);
   status.json = backend_.statusJson();
-  nlohmann::json discovery = nullptr;
-  if (discovery_.done) {
-    nlohmann::json plugins = nlohmann::json::object();
-    for (const auto& [name, details] : discovery_.described) plugins[name] = details;
-    discovery = {{"chain", discovery_.chain}, {"plugins", std::move(plugins)}};
-  }
-  status.json.update({{"resources", resourceStatusJson(discovery_.found, discovery_.amount_per_task,
-                                                       guard_.ledger(), discovery_.described)},
-                      {"discovery", std::move(discovery)},
+  status.json.update({{"resources", discovery_.resourcesJson()},
+                      {"discovery", discovery_.discoveryJson()},
                       {"plugins", pluginReport(plugins_)},
                       {"stuck_runners", executor_.stuckRunners()}});
   return status;

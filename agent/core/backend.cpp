@@ -226,8 +226,9 @@ void Backend::fetchAppConfig() {
 void Backend::applyAppConfig(const Json& body) {
   auto config = proto::decodeBody<proto::AppConfig>(body);
   if (options_.discover_resources) {
-    std::string refusal = options_.discover_resources(config.resource_profile, options_.resources);
-    if (!refusal.empty()) throw ResourcesUnavailable(refusal);
+    auto found = options_.discover_resources(config.resource_profile);
+    if (!found) throw ResourcesUnavailable(found.error().message);
+    options_.resources = std::move(*found);
   }
   properties_ = std::move(config.properties);
   properties_["dockhand.app.id"] = options_.app_id;

@@ -57,6 +57,7 @@
 #include "core/exit_codes.h"
 #include "core/ports.h"
 #include "core/task_log_url.h"
+#include "dockhand/base/result.h"
 #include "dockhand/metrics/metrics.h"
 #include "dockhand/protocol/messages.h"
 
@@ -94,12 +95,12 @@ struct BackendOptions {
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
 
   // Called on the core thread with the app's resource profile once the app config arrived,
-  // before registering: fills `resources` with what to register, or returns why this agent
-  // cannot offer what the profile asks (the agent then exits with resources-unavailable). It
-  // may block (discovery scripts run here; nothing else runs before registration). Empty:
-  // register `resources` as given.
-  std::function<std::string(const protocol::ResourceProfile& profile,
-                            std::map<std::string, protocol::ResourceInfo>& resources)>
+  // before registering: the resources to register, or why this agent cannot offer what the
+  // profile asks (the agent then exits with resources-unavailable). It may block (discovery
+  // scripts run here; nothing else runs before registration). Empty: register `resources` as
+  // given.
+  std::function<Result<std::map<std::string, protocol::ResourceInfo>>(
+      const protocol::ResourceProfile& profile)>
       discover_resources;
 
   // This agent's previous process was registered with this driver under the same executor id
