@@ -106,8 +106,6 @@ class Agent {
   std::vector<std::unique_ptr<PluginDiscoverer>> makeDiscoverers();
   std::unique_ptr<BlockStore> openBlockStore();
   std::unique_ptr<BlockServer> startBlockServer();
-  // The agent's own stdout or stderr for /v1/logs/agent/<stream>, when it is a regular file.
-  static LogFile openOwnLog(const std::string& stream);
   std::unique_ptr<PluginDecommissioner> makeDecommissioner();
   std::vector<std::unique_ptr<BlockMigrationPlugin>> makeMigrationPlugins(
       const MigrationProgressCallback& progress);
