@@ -12,6 +12,7 @@ protocol::AgentMetrics UsageSampler::sample() {
     figures.rss_bytes = self->rss_bytes;
     figures.peak_rss_bytes = self->peak_rss_bytes;
     figures.cpu_time_ms = static_cast<std::uint64_t>(std::llround(self->cpu_seconds * 1000.0));
+    figures.threads = self->threads;
   }
   const auto now = std::chrono::steady_clock::now();
   if (!tree_at_ || now - *tree_at_ >= tree_every_) {

@@ -78,7 +78,11 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
       agent_block_bytes_(registry.gauge("dockhand_driver_agent_block_bytes",
                                         "Bytes of the blocks each agent reported holding in its "
                                         "latest heartbeat.",
-                                        {"agent"})) {
+                                        {"agent"})),
+      agent_threads_(registry.gauge("dockhand_driver_agent_threads",
+                                    "Threads of each agent's process, as its latest heartbeat "
+                                    "reported them.",
+                                    {"agent"})) {
   auto& ends =
       registry.counter("dockhand_driver_task_ends_total",
                        "Final task status updates the scheduler took, by state.", {"state"});
@@ -124,6 +128,7 @@ void DriverMetrics::setGauges(const Scheduler& scheduler) {
   }
   agent_memory_.clear();
   agent_block_bytes_.clear();
+  agent_threads_.clear();
   for (const auto& [id, agent] : scheduler.agents()) {
     const auto& m = agent.metrics;
     for (const auto& [of, value] :
@@ -132,6 +137,7 @@ void DriverMetrics::setGauges(const Scheduler& scheduler) {
       if (value) agent_memory_.labels({id, of}).set(static_cast<double>(*value));
     }
     if (m.block_bytes) agent_block_bytes_.labels({id}).set(static_cast<double>(*m.block_bytes));
+    if (m.threads) agent_threads_.labels({id}).set(static_cast<double>(*m.threads));
   }
 }
 

@@ -109,6 +109,20 @@
     return cell;
   }
 
+  // What the agent's latest heartbeat said it holds (protocol.md 8.17): its blocks, its own
+  // memory and threads, its tasks' processes' memory. Empty before its first heartbeat.
+  function holdsCell(m) {
+    const cell = el('td', {className: 'holds'});
+    m = m || {};
+    const parts = [];
+    if (m.blocks !== undefined) parts.push(m.blocks + ' blocks (' + bytes(m.block_bytes || 0) + ')');
+    if (m.rss_bytes !== undefined) parts.push('agent ' + bytes(m.rss_bytes));
+    if (m.threads !== undefined) parts.push(m.threads + ' threads');
+    if (m.tasks_rss_bytes !== undefined) parts.push('tasks ' + bytes(m.tasks_rss_bytes));
+    for (const part of parts) cell.append(el('div', {}, part));
+    return cell;
+  }
+
   function linksCell(agent) {
     const cell = el('td', {className: 'links'});
     for (const [name, url] of Object.entries(agent.log_urls || {})) cell.append(link(url, name));
@@ -132,7 +146,7 @@
          el('td', {className: 'num'}, a.free_cores + '/' + a.cores), resourcesCell(a.resources),
          el('td', {className: 'num'}, a.running_tasks), el('td', {className: 'num'}, a.tasks_finished),
          el('td', {className: 'num'}, a.tasks_failed), el('td', {className: 'num'}, a.blocks),
-         decommissionCell(a.decommission), linksCell(a)));
+         holdsCell(a.metrics), decommissionCell(a.decommission), linksCell(a)));
     document.querySelector('#agents tbody').replaceChildren(...rows);
     document.getElementById('agent-count').textContent = '(' + rows.length + ')';
     document.getElementById('blocks-summary').textContent =

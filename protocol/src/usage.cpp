@@ -18,10 +18,11 @@ const std::array<MetricField<TaskMetrics>, 11> kTaskMetricFields = {{
     {"output_bytes", &TaskMetrics::output_bytes},
 }};
 
-const std::array<MetricField<AgentMetrics>, 7> kAgentMetricFields = {{
+const std::array<MetricField<AgentMetrics>, 8> kAgentMetricFields = {{
     {"rss_bytes", &AgentMetrics::rss_bytes},
     {"peak_rss_bytes", &AgentMetrics::peak_rss_bytes},
     {"cpu_time_ms", &AgentMetrics::cpu_time_ms},
+    {"threads", &AgentMetrics::threads},
     {"tasks_rss_bytes", &AgentMetrics::tasks_rss_bytes},
     {"peak_tasks_rss_bytes", &AgentMetrics::peak_tasks_rss_bytes},
     {"blocks", &AgentMetrics::blocks},

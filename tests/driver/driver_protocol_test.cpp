@@ -137,6 +137,44 @@ TEST_F(DriverProtocolTest, RefusesAnOversizedFrameAndCloses) {
   EXPECT_EQ(after.hello()["ok"], true);
 }
 
+// What an agent's heartbeat says it holds reaches GET /v1/executors and /metrics (one series
+// per agent), and an agent that left has no series left.
+TEST_F(DriverProtocolTest, HeartbeatFiguresReachTheExecutorsListAndMetricsUntilTheAgentLeaves) {
+  ASSERT_NO_FATAL_FAILURE(start());
+  Client agent(port_);
+  ASSERT_EQ(agent.hello()["ok"], true);
+  ASSERT_EQ(agent.registerAs("exec-1")["ok"], true);
+  agent.send(
+      {{"type", "Heartbeat"},
+       {"body",
+        {{"executor_id", "exec-1"},
+         {"running_tasks", 0},
+         {"metrics",
+          {{"rss_bytes", 12582912}, {"threads", 14}, {"blocks", 3}, {"block_bytes", 4096}}}}}});
+  const auto by = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < by && !executor(port_, "exec-1")["metrics"].contains("threads")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(executor(port_, "exec-1")["metrics"]["threads"], 14);
+  std::string text = http(port_, "GET", "/metrics").text;
+  EXPECT_NE(text.find("dockhand_driver_agent_threads{agent=\"exec-1\"} 14\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("dockhand_driver_agent_block_bytes{agent=\"exec-1\"} 4096\n"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("dockhand_driver_agent_memory_bytes{agent=\"exec-1\",of=\"agent\"} 12582912\n"),
+      std::string::npos);
+
+  agent.send(
+      {{"type", "RemoveExecutor"}, {"body", {{"executor_id", "exec-1"}, {"reason", "done"}}}});
+  const auto gone_by = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < gone_by && !executor(port_, "exec-1").is_null()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  text = http(port_, "GET", "/metrics").text;
+  EXPECT_EQ(text.find("agent=\"exec-1\""), std::string::npos) << text;
+}
+
 TEST_F(DriverProtocolTest, SilentAgentIsDroppedAndItsIdFreed) {
   Json config = baseConfig();
   config["agent_timeout_ms"] = 800;

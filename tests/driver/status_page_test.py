@@ -171,6 +171,12 @@ def check_job_and_decommission(args, browser, work):
             links = dict(task['links'])
             if not re.search(r'/v1/tasks/\d+/logs/stdout$', links.get('stdout', '')):
                 raise Failure(f'task {task["name"]}: no stdout log link in {task["links"]}')
+        # What each agent's heartbeats say it holds: its threads and blocks (the writers' blocks
+        # land on one agent or the other, so only the threads are certain for both).
+        def holds_shown():
+            agents = browser.execute_script(READ_PAGE)['agents']
+            return agents if all(re.search(r'\d+ threads', a['text']) for a in agents) else None
+        wait_for('each agent row to show what its heartbeat says it holds', holds_shown, 20)
         if page['injected'] != 0:
             raise Failure('markup from a task name became an element')
         if not any(t['name'] == TASK_WITH_MARKUP for t in page['tasks']):

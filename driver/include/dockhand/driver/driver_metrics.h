@@ -68,6 +68,7 @@ class DriverMetrics {
   // Per agent, from its heartbeats: set anew at each scrape (an agent gone has no series).
   metrics::Family<metrics::Gauge>& agent_memory_;
   metrics::Family<metrics::Gauge>& agent_block_bytes_;
+  metrics::Family<metrics::Gauge>& agent_threads_;
 };
 
 }  // namespace dockhand::driver
