@@ -29,7 +29,7 @@ nlohmann::json describeForStatus(Discoverer& discoverer) {
 }  // namespace
 
 AgentDiscovery::AgentDiscovery(Options options, ResourceGuard& guard,
-                               std::vector<Discoverer*> chain, Discoverer* script_step,
+                               const std::vector<Discoverer*>& chain, Discoverer* script_step,
                                ScriptStepLoader load_script_step)
     : options_(std::move(options)),
       guard_(guard),

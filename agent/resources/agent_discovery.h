@@ -38,7 +38,7 @@ class AgentDiscovery {
   using ScriptStepLoader = std::function<Discoverer*()>;
 
   // `chain` in the configured order; `script_step` (one of them, or null) is asked last.
-  AgentDiscovery(Options options, ResourceGuard& guard, std::vector<Discoverer*> chain,
+  AgentDiscovery(Options options, ResourceGuard& guard, const std::vector<Discoverer*>& chain,
                  Discoverer* script_step, ScriptStepLoader load_script_step);
 
   // Finds what `profile` asks for (over the agent's own requests) and registers it with the
