@@ -37,7 +37,7 @@ AgentStatus Agent::statusNow() const {
   status.snapshot.backend = backend_.figures();
   status.snapshot.resources = discovery_.use();
   status.snapshot.plugin_not_loaded = requiredPluginNotLoaded(plugins_);
-  status.json = backend_.statusJson();
+  status.json = backend_.statusJson(status.snapshot.backend);
   status.json.update({{"resources", discovery_.resourcesJson()},
                       {"discovery", discovery_.discoveryJson()},
                       {"plugins", pluginReport(plugins_)},

@@ -583,15 +583,14 @@ BackendFigures Backend::figures() const {
   return f;
 }
 
-Json Backend::statusJson() const {
-  const BackendFigures f = figures();
+Json Backend::statusJson(const BackendFigures& f) const {
   return Json{{"executor_id", options_.executor_id},
               {"state", f.state},
               {"running_tasks", f.running_tasks},
               {"waiting_tasks", f.waiting_tasks},
               {"cores", {{"total", f.cores}, {"in_use", f.cores_in_use}}},
               {"queued_updates", f.queued_updates},
-              {"decommission", decommission_.progress()}};
+              {"decommission", progressJson(f.decommission)}};
 }
 
 }  // namespace dockhand::agent

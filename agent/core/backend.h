@@ -233,9 +233,11 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   int coresInUse() const;
   // The agent's state, typed (what /metrics and /readyz read).
   BackendFigures figures() const;
-  // figures() for /v1/status: {"executor_id", "state", "running_tasks", "waiting_tasks",
-  // "cores": {"total", "in_use"}, "queued_updates", "decommission"}.
-  Json statusJson() const;
+  // `f` (figures() of the same moment) for /v1/status: {"executor_id", "state",
+  // "running_tasks", "waiting_tasks", "cores": {"total", "in_use"}, "queued_updates",
+  // "decommission"}.
+  Json statusJson(const BackendFigures& f) const;
+  Json statusJson() const { return statusJson(figures()); }
 
  private:
   struct RunningTask {

@@ -352,8 +352,7 @@ std::optional<DecommissionFigures> DecommissionFlow::figures() const {
   return f;
 }
 
-Json DecommissionFlow::progress() const {
-  const std::optional<DecommissionFigures> f = figures();
+Json progressJson(const std::optional<DecommissionFigures>& f) {
   if (!f) return nullptr;
   auto known = [](const std::optional<std::uint64_t>& v) { return v ? Json(*v) : Json(nullptr); };
   return Json{{"state", f->state},

@@ -77,6 +77,11 @@ struct DecommissionFigures {
   std::uint64_t passes = 0;
 };
 
+// `figures` as the heartbeat and /v1/status carry them: {"state", "running_tasks",
+// "bytes_per_s", "eta_ms", "blocks_total", "blocks_migrated", "blocks_failed", "blocks_left",
+// "bytes_total", "bytes_migrated", "bytes_left", "passes"}; null when not decommissioning.
+Json progressJson(const std::optional<DecommissionFigures>& figures);
+
 class DecommissionFlow {
  public:
   using Phase = DecommissionPhase;
@@ -124,10 +129,8 @@ class DecommissionFlow {
   bool decommissioning() const;
   // How far it has got, while decommissioning; nothing otherwise.
   std::optional<DecommissionFigures> figures() const;
-  // figures() as the heartbeat and /v1/status carry it: {"state", "running_tasks",
-  // "bytes_per_s", "eta_ms", "blocks_total", "blocks_migrated", "blocks_failed", "blocks_left",
-  // "bytes_total", "bytes_migrated", "bytes_left", "passes"}; null when not decommissioning.
-  Json progress() const;
+  // figures() as the heartbeat and /v1/status carry it (progressJson).
+  Json progress() const { return progressJson(figures()); }
 
   // Whether moveTo(to) is allowed from `from` (the arrows drawn above).
   static bool isLegalMove(Phase from, Phase to);
