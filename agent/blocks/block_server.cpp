@@ -493,7 +493,7 @@ void BlockServer::start() {
   try {
     const Poco::Net::SocketAddress address(options_.bind_address,
                                            static_cast<Poco::UInt16>(options_.port));
-    Poco::Net::ServerSocket socket = tls::newServerSocket(address, 128, options_.tls);
+    Poco::Net::ServerSocket socket = tls::newServerSocket(address, 128);
     port_ = socket.address().port();
     auto* params = new Poco::Net::HTTPServerParams;
     params->setMaxThreads(options_.max_threads);

@@ -79,9 +79,10 @@ void ConnectionReactor::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, const WebSocket& socket) {
+void ConnectionReactor::adopt(std::shared_ptr<Connection> connection, const WebSocket& socket,
+                              tls::NonBlockingStream* tls) {
   std::lock_guard lock(mutex_);
-  adopted_.emplace_back(std::move(connection), socket);
+  adopted_.push_back(Adopted{std::move(connection), socket, tls});
   signalLocked();
 }
 
@@ -133,8 +134,11 @@ void ConnectionReactor::loop() {
       auto it = slots_.find(event.data.u64);
       if (it == slots_.end() || it->second->ended) continue;
       Slot& s = *it->second;
-      if ((event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0) readable(s);
-      if (!s.ended && (event.events & EPOLLOUT) != 0) flush(s);
+      const bool in = (event.events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0;
+      const bool out = (event.events & EPOLLOUT) != 0;
+      // A TLS read may wait for writability, a TLS write for readability.
+      if (in || (out && s.read_wants_out)) readable(s);
+      if (!s.ended && (out || (in && s.write_wants_in))) flush(s);
     }
     // What the handler sent while it handled these frames goes out now, in one write each.
     flushDirty(dirty);
@@ -146,7 +150,11 @@ void ConnectionReactor::loop() {
         if (it == slots_.end() || it->second->ended) continue;
         Slot& s = *it->second;
         s.in_backlog = false;
-        takeFrames(s);
+        if (s.read_more) {
+          readable(s);  // bytes the TLS layer holds (readable takes the frames too)
+        } else {
+          takeFrames(s);
+        }
         if (!s.ended) flush(s);
       }
       backlog.clear();
@@ -162,14 +170,14 @@ void ConnectionReactor::loop() {
     if (!slot->ended) end(*slot, "the driver is shutting down");
   }
   slots_.clear();
-  std::vector<std::pair<std::shared_ptr<Connection>, WebSocket>> late;
+  std::vector<Adopted> late;
   {
     std::lock_guard lock(mutex_);
     late.swap(adopted_);
   }
-  for (auto& [connection, socket] : late) {
-    socket.close();
-    gone_(connection);
+  for (auto& adopted : late) {
+    adopted.socket.close();
+    gone_(adopted.connection);
   }
 }
 
@@ -191,12 +199,12 @@ void ConnectionReactor::later(Slot& s) {
 }
 
 void ConnectionReactor::takeAdopted() {
-  std::vector<std::pair<std::shared_ptr<Connection>, WebSocket>> adopted;
+  std::vector<Adopted> adopted;
   {
     std::lock_guard lock(mutex_);
     adopted.swap(adopted_);
   }
-  for (auto& [connection, socket] : adopted) open(std::move(connection), socket);
+  for (auto& one : adopted) open(std::move(one));
 }
 
 void ConnectionReactor::takeWoken() {
@@ -211,9 +219,9 @@ void ConnectionReactor::takeWoken() {
   }
 }
 
-void ConnectionReactor::open(std::shared_ptr<Connection> connection, const WebSocket& socket) {
-  const std::uint64_t id = connection->id();
-  auto slot = std::make_unique<Slot>(std::move(connection), socket);
+void ConnectionReactor::open(Adopted adopted) {
+  const std::uint64_t id = adopted.connection->id();
+  auto slot = std::make_unique<Slot>(std::move(adopted));
   Slot& s = *slot;
   slots_.emplace(id, std::move(slot));
   s.last_read = Clock::now();
@@ -252,6 +260,8 @@ void ConnectionReactor::open(std::shared_ptr<Connection> connection, const WebSo
 // ---- reading ----------------------------------------------------------------------------------
 
 void ConnectionReactor::readable(Slot& s) {
+  s.read_more = false;
+  s.read_wants_out = false;
   if (s.in.size() - s.in_end < kReadPiece) {
     // Room for a whole piece: the unread part moves to the front; the buffer grows only for a
     // frame longer than it.
@@ -262,26 +272,65 @@ void ConnectionReactor::readable(Slot& s) {
     }
     if (s.in.size() - s.in_end < kReadPiece) s.in.resize(s.in_end + kReadPiece);
   }
-  ssize_t got = 0;
-  do {
-    got = ::recv(s.fd, s.in.data() + s.in_end, s.in.size() - s.in_end, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    end(s, "connection error: " + errnoText(errno));
+  // One read of the socket (plain), or TLS records until OpenSSL wants the socket or the room
+  // is full (each read returns one record's bytes at most).
+  bool got_any = false;
+  for (;;) {
+    const Io io = receive(s, s.in.data() + s.in_end, s.in.size() - s.in_end);
+    if (io.status == Status::kDone) {
+      s.in_end += io.bytes;
+      got_any = true;
+      if (s.tls != nullptr && s.in_end < s.in.size()) continue;
+      s.read_more = s.tls != nullptr && s.tls->pending();
+      break;
+    }
+    if (io.status == Status::kWantRead) break;
+    if (io.status == Status::kWantWrite) {
+      s.read_wants_out = true;
+      watch(s, true);
+      break;
+    }
+    if (io.status == Status::kClosed) {
+      end(s, s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why);
+    } else {
+      end(s, "connection error: " + io.error);
+    }
     return;
   }
-  if (got == 0) {
-    end(s, s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why);
-    return;
-  }
-  s.in_end += static_cast<std::size_t>(got);
+  if (s.write_wants_in && !s.ended) flush(s);
+  if (!got_any || s.ended) return;
   s.last_read = Clock::now();
   if (s.discard_input) {
     s.in_begin = s.in_end = 0;
-    return;
+  } else {
+    takeFrames(s);
   }
-  takeFrames(s);
+  if (s.read_more && !s.ended) later(s);
+}
+
+// One read: a plain socket's recv, or a TLS read.
+ConnectionReactor::Io ConnectionReactor::receive(Slot& s, char* data, std::size_t size) {
+  if (s.tls != nullptr) return s.tls->read(data, size);
+  ssize_t got = 0;
+  do {
+    got = ::recv(s.fd, data, size, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got > 0) return Io{Status::kDone, static_cast<std::size_t>(got), {}};
+  if (got == 0) return Io{Status::kClosed, 0, {}};
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{Status::kWantRead, 0, {}};
+  return Io{Status::kFailed, 0, errnoText(errno)};
+}
+
+// One write: a plain socket's send, or a TLS write.
+ConnectionReactor::Io ConnectionReactor::transmit(Slot& s, const char* data, std::size_t size) {
+  if (s.tls != nullptr) return s.tls->write(data, size);
+  ssize_t n = 0;
+  do {
+    n = ::send(s.fd, data, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n >= 0) return Io{Status::kDone, static_cast<std::size_t>(n), {}};
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{Status::kWantWrite, 0, {}};
+  return Io{Status::kFailed, 0, errnoText(errno)};
 }
 
 void ConnectionReactor::takeFrames(Slot& s) {
@@ -455,6 +504,7 @@ void ConnectionReactor::flush(Slot& s) {
   watch(s, false);
   if (left) later(s);  // the socket took it all: the rest of the queue next turn
   if (s.phase == Slot::Phase::kClosing) {
+    if (s.tls != nullptr) s.tls->closeNotify();
     ::shutdown(s.fd, SHUT_WR);
     s.phase = Slot::Phase::kDraining;
     s.drain_until = Clock::now() + kCloseWait;
@@ -473,17 +523,22 @@ void ConnectionReactor::encodeBatch(Slot& s) {
 
 // Writes what the socket takes now; false when the connection ended on an error.
 bool ConnectionReactor::writeOut(Slot& s) {
+  s.write_wants_in = false;
   const std::size_t before = s.out_begin;
   while (s.out_begin < s.out.size()) {
-    const ssize_t n = ::send(s.fd, s.out.data() + s.out_begin, s.out.size() - s.out_begin,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      s.out_begin += static_cast<std::size_t>(n);
+    const Io io = transmit(s, s.out.data() + s.out_begin, s.out.size() - s.out_begin);
+    if (io.status == Status::kDone && io.bytes > 0) {
+      s.out_begin += io.bytes;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    const std::string why = "send failed: " + errnoText(errno);
+    if (io.status == Status::kWantWrite || io.status == Status::kDone) break;
+    if (io.status == Status::kWantRead) {
+      s.write_wants_in = true;  // readable() calls flush again
+      break;
+    }
+    const std::string why = io.status == Status::kClosed
+                                ? "send failed: the agent closed the connection"
+                                : "send failed: " + io.error;
     logger("driver")->warn("connection {} ({}): {}", s.connection->id(), s.connection->peer(), why);
     end(s, why);
     return false;
@@ -493,6 +548,7 @@ bool ConnectionReactor::writeOut(Slot& s) {
 }
 
 void ConnectionReactor::watch(Slot& s, bool want_out) {
+  want_out = want_out || s.read_wants_out;
   if (s.watching_out == want_out) return;
   epoll_event event{};
   event.events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0U);
@@ -522,8 +578,7 @@ void ConnectionReactor::end(Slot& s, const std::string& why) {
     }
     encodeBatch(s);
     if (s.out_begin < s.out.size()) {
-      [[maybe_unused]] auto n = ::send(s.fd, s.out.data() + s.out_begin, s.out.size() - s.out_begin,
-                                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      transmit(s, s.out.data() + s.out_begin, s.out.size() - s.out_begin);
     }
   }
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd, nullptr);

@@ -1,10 +1,13 @@
-// ConnectionReactor: one thread that serves every plain (ws://) agent connection of the driver
-// with epoll, so that the driver holds no thread per agent. The HTTP upgrade is still done on
-// a pool thread (AgentServer); the upgraded socket is then adopted here and the pool thread
-// returns.
+// ConnectionReactor: one thread that serves every agent connection of the driver, ws:// and
+// wss://, with epoll, so that the driver holds no thread per agent. The HTTP upgrade (and the
+// TLS handshake before it) is still done on a pool thread (AgentServer); the upgraded socket is
+// then adopted here and the pool thread returns. A wss:// connection's bytes go through its
+// tls::NonBlockingStream: a read or a write that OpenSSL cannot finish until the socket is
+// readable (or writable) waits for that readiness in the same epoll, and decrypted bytes left in
+// the TLS layer are read on the next turn, since the socket does not announce them.
 //
 // On this one thread, for each connection: non-blocking reads of what the socket has (up to
-// 64 KiB at a time, one read per readiness so that a busy agent does not starve the others),
+// 64 KiB at a time per readiness, so that a busy agent does not starve the others),
 // frames taken out of that buffer (net::parseFrameHeader, the one reading of a header; at
 // most 64 of one connection per turn of the loop, the rest on the next turn, so that an agent
 // with a burst does not hold up the others), the
@@ -23,8 +26,7 @@
 //
 // A closing connection sends what was queued, a close frame, shuts its side down and reads
 // until the peer closes (at most kCloseWait) so that the peer reads every frame before the
-// socket goes. wss:// connections are not served here (AgentServer keeps a thread pair for
-// each: OpenSSL's want-read/want-write is not handled by this loop yet).
+// socket goes (over TLS, a close_notify comes before the shutdown).
 #pragma once
 
 #include <chrono>
@@ -42,6 +44,7 @@
 #include <Poco/Net/WebSocket.h>
 
 #include "dockhand/driver/agent_server.h"
+#include "dockhand/tls/tls.h"
 
 namespace dockhand::driver {
 
@@ -63,9 +66,11 @@ class ConnectionReactor {
 
   // Starts the thread. Throws std::system_error when epoll or eventfd cannot be made.
   void start();
-  // Takes an upgraded plain WebSocket, its connection attached to this reactor already
-  // (Connection::attach); the connection is served from now on. Any thread.
-  void adopt(std::shared_ptr<Connection> connection, const Poco::Net::WebSocket& socket);
+  // Takes an upgraded WebSocket, its connection attached to this reactor already
+  // (Connection::attach); the connection is served from now on. `tls`: the connection's TLS
+  // (wss://), which lives as long as the socket; null for ws://. Any thread.
+  void adopt(std::shared_ptr<Connection> connection, const Poco::Net::WebSocket& socket,
+             tls::NonBlockingStream* tls);
   // Ends what is still open (onClose for each, "the driver is shutting down") and the thread.
   void stop();
 
@@ -74,6 +79,11 @@ class ConnectionReactor {
 
  private:
   struct Slot;
+  struct Adopted {
+    std::shared_ptr<Connection> connection;
+    Poco::Net::WebSocket socket;
+    tls::NonBlockingStream* tls = nullptr;
+  };
   using Timer = std::pair<Clock::time_point, std::uint64_t>;
 
   void loop();
@@ -81,7 +91,7 @@ class ConnectionReactor {
   void takeWoken();
   void flushDirty(std::vector<std::uint64_t>& spare);
   void later(Slot& s);
-  void open(std::shared_ptr<Connection> connection, const Poco::Net::WebSocket& socket);
+  void open(Adopted adopted);
   void readable(Slot& s);
   void takeFrames(Slot& s);
   void handleFrame(Slot& s, int flags, std::string_view payload);
@@ -90,6 +100,10 @@ class ConnectionReactor {
   void encodeBatch(Slot& s);
   void signalLocked();  // wakes the loop through the eventfd; under mutex_
   bool writeOut(Slot& s);
+  using Status = tls::NonBlockingStream::Status;
+  using Io = tls::NonBlockingStream::Io;
+  static Io receive(Slot& s, char* data, std::size_t size);
+  static Io transmit(Slot& s, const char* data, std::size_t size);
   void refuse(Slot& s, const std::string& error_code, std::string why);
   void closeAfterRead(Slot& s, std::string why);
   void end(Slot& s, const std::string& why);
@@ -108,7 +122,7 @@ class ConnectionReactor {
   std::thread::id thread_id_;
 
   std::mutex mutex_;  // guards the three below
-  std::vector<std::pair<std::shared_ptr<Connection>, Poco::Net::WebSocket>> adopted_;
+  std::vector<Adopted> adopted_;
   std::vector<std::uint64_t> woken_;
   bool stopping_ = false;
   bool signalled_ = false;  // the eventfd holds a wake-up not taken yet

@@ -24,9 +24,13 @@ struct ConnectionReactor::Slot {
   };
 
   std::shared_ptr<Connection> connection;
-  Poco::Net::WebSocket socket;  // owns the descriptor
+  Poco::Net::WebSocket socket;  // owns the descriptor (and the TLS connection)
   int fd = -1;
-  std::vector<char> in;  // read bytes: [in_begin, in_end) not yet taken as frames
+  tls::NonBlockingStream* tls = nullptr;  // wss://: its bytes go through this
+  bool read_more = false;       // TLS holds decrypted bytes not read yet: read on the next turn
+  bool read_wants_out = false;  // a TLS read waits for the socket to be writable
+  bool write_wants_in = false;  // a TLS write waits for the socket to be readable
+  std::vector<char> in;         // read bytes: [in_begin, in_end) not yet taken as frames
   std::size_t in_begin = 0;
   std::size_t in_end = 0;
   std::string message;  // a text message being assembled from fragments
@@ -46,8 +50,11 @@ struct ConnectionReactor::Slot {
   Clock::time_point drain_until;
   Clock::time_point armed = Clock::time_point::max();  // its live entry in timers_
 
-  Slot(std::shared_ptr<Connection> c, const Poco::Net::WebSocket& ws)
-      : connection(std::move(c)), socket(ws), fd(socket.impl()->sockfd()) {}
+  explicit Slot(Adopted adopted)
+      : connection(std::move(adopted.connection)),
+        socket(adopted.socket),
+        fd(socket.impl()->sockfd()),
+        tls(adopted.tls) {}
 };
 
 }  // namespace dockhand::driver

@@ -246,20 +246,4 @@ void sendAll(int fd, std::string_view bytes) {
   }
 }
 
-std::size_t sendWhatFits(int fd, std::string_view bytes) {
-  std::size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t sent =
-        ::send(fd, bytes.data() + written, bytes.size() - written, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent > 0) {
-      written += static_cast<std::size_t>(sent);
-    } else if (sent < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;  // full (EAGAIN), or an error left for sendAll
-    }
-  }
-  return written;
-}
-
 }  // namespace dockhand::net

@@ -1,8 +1,10 @@
-// AgentServer's connections, over real WebSockets on 127.0.0.1 with a handler written here:
-// the frames the handler sends while it handles a frame keep their order beside frames from
-// other threads; an agent that stops reading never stops the reactor, nor the other agents;
-// one that never reads is dropped at the queue bound with that reason; and many agents take
-// no thread each.
+// AgentServer's connections, over real WebSockets on 127.0.0.1 with a handler written here,
+// each test over ws:// and over wss:// (the reactor serves both; the TLS certificates are made
+// by the openssl program, and the wss:// runs are skipped without it): the frames the handler
+// sends while it handles a frame keep their order beside frames from other threads; frames
+// larger than a TLS record arrive whole both ways; an agent that stops reading never stops the
+// reactor, nor the other agents; one that never reads is dropped at the queue bound with that
+// reason; and many agents take no thread each.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,7 +21,10 @@
 #include <gtest/gtest.h>
 
 #include "dockhand/driver/agent_server.h"
+#include "dockhand/tls/tls.h"
 #include "driver_protocol_fixture.h"
+#include "support/process.h"
+#include "support/test_pki.h"
 
 namespace dockhand::driver {
 namespace {
@@ -106,13 +111,60 @@ std::size_t threadCount() {
   return n;
 }
 
-TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
+// The transport under test: GetParam() is true for wss://.
+class AgentServerTest : public ::testing::TestWithParam<bool> {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::TestPki::available()) return;
+    dir_ = new testing::TempDir;
+    pki_ = new testing::TestPki(dir_->path() / "pki");
+    tls::TlsConfig server;
+    server.enabled = true;
+    server.certificate_file = pki_->cert("server");
+    server.private_key_file = pki_->key("server");
+    server.ca_file = pki_->cert("ca");
+    server_context_ = new Poco::Net::Context::Ptr(tls::makeContext(server, tls::Role::kServer));
+    tls::TlsConfig client;
+    client.enabled = true;
+    client.ca_file = pki_->cert("ca");
+    client_context_ = new Poco::Net::Context::Ptr(tls::makeContext(client, tls::Role::kClient));
+  }
+  static void TearDownTestSuite() {
+    delete client_context_;
+    delete server_context_;
+    delete pki_;
+    delete dir_;
+    client_context_ = server_context_ = nullptr;
+    pki_ = nullptr;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (GetParam() && pki_ == nullptr) GTEST_SKIP() << "the openssl program is not installed";
+  }
+
+  static ServerOptions serverOptions() {
+    ServerOptions options;
+    if (GetParam()) options.tls = *server_context_;
+    return options;
+  }
+  static std::unique_ptr<Client> connect(std::uint16_t port) {
+    return std::make_unique<Client>(port, GetParam() ? *client_context_ : nullptr);
+  }
+
+ private:
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline testing::TestPki* pki_ = nullptr;
+  static inline Poco::Net::Context::Ptr* server_context_ = nullptr;
+  static inline Poco::Net::Context::Ptr* client_context_ = nullptr;
+};
+
+TEST_P(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
   constexpr int kFrames = 2000;
   constexpr int kOthers = 2000;
   Echo handler(0, kOthers);
-  AgentServer server(ServerOptions{}, handler);
+  AgentServer server(serverOptions(), handler);
   server.start();
-  auto client = std::make_unique<Client>(server.port());
+  auto client = connect(server.port());
   for (int i = 0; i < kFrames; ++i) client->send(Json{{"n", i}});
   int next_reply = 0;
   int next_other = 0;
@@ -131,14 +183,14 @@ TEST(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
   server.stop();
 }
 
-TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
+TEST_P(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
   // Each reply is 256 KiB: a few fill the socket buffers, and the client reads nothing until
   // every frame it sent was handled.
   constexpr int kFrames = 200;
   Echo handler(std::size_t{256} * 1024, 0);
-  AgentServer server(ServerOptions{}, handler);
+  AgentServer server(serverOptions(), handler);
   server.start();
-  auto client = std::make_unique<Client>(server.port());
+  auto client = connect(server.port());
   for (int i = 0; i < kFrames; ++i) client->send(Json{{"n", i}});
   EXPECT_TRUE(handler.waitHandled(kFrames, 20s))
       << "the reader stopped while the agent read nothing";
@@ -152,12 +204,12 @@ TEST(AgentServerTest, AnAgentThatStopsReadingDoesNotStopTheReader) {
   server.stop();
 }
 
-TEST(AgentServerTest, AnAgentThatReadsNothingDoesNotHoldUpTheOthers) {
+TEST_P(AgentServerTest, AnAgentThatReadsNothingDoesNotHoldUpTheOthers) {
   Echo handler(std::size_t{256} * 1024, 0);
-  AgentServer server(ServerOptions{}, handler);
+  AgentServer server(serverOptions(), handler);
   server.start();
-  auto stuck = std::make_unique<Client>(server.port());
-  auto other = std::make_unique<Client>(server.port());
+  auto stuck = connect(server.port());
+  auto other = connect(server.port());
   for (int i = 0; i < 100; ++i) stuck->send(Json{{"n", i}});
   // Every reply to the other agent comes while the first one's replies wait in its queue.
   for (int i = 0; i < 50; ++i) {
@@ -177,13 +229,13 @@ TEST(AgentServerTest, AnAgentThatReadsNothingDoesNotHoldUpTheOthers) {
   server.stop();
 }
 
-TEST(AgentServerTest, AnAgentThatNeverReadsIsDroppedAtTheQueueBound) {
+TEST_P(AgentServerTest, AnAgentThatNeverReadsIsDroppedAtTheQueueBound) {
   Echo handler(std::size_t{256} * 1024, 0);
-  ServerOptions options;
+  ServerOptions options = serverOptions();
   options.max_queued_frames = 8;
   AgentServer server(options, handler);
   server.start();
-  auto stuck = std::make_unique<Client>(server.port());
+  auto stuck = connect(server.port());
   // The socket buffers and the reactor's own megabyte of unsent bytes take some; then the queue
   // passes its bound and the connection goes, with that reason.
   for (int i = 0; i < 200; ++i) stuck->send(Json{{"n", i}});
@@ -195,17 +247,17 @@ TEST(AgentServerTest, AnAgentThatNeverReadsIsDroppedAtTheQueueBound) {
   server.stop();
 }
 
-TEST(AgentServerTest, AgentsTakeNoThreadEach) {
+TEST_P(AgentServerTest, AgentsTakeNoThreadEach) {
   Echo handler(0, 0);
-  AgentServer server(ServerOptions{}, handler);
+  AgentServer server(serverOptions(), handler);
   server.start();
   std::vector<std::unique_ptr<Client>> agents;
-  agents.push_back(std::make_unique<Client>(server.port()));
+  agents.push_back(connect(server.port()));
   agents.back()->send(Json{{"n", 0}});
   ASSERT_TRUE(agents.back()->receive());
   const std::size_t with_one = threadCount();
   for (int i = 1; i <= 50; ++i) {
-    agents.push_back(std::make_unique<Client>(server.port()));
+    agents.push_back(connect(server.port()));
     agents.back()->send(Json{{"n", i}});
     ASSERT_TRUE(agents.back()->receive()) << "agent " << i;
   }
@@ -222,18 +274,18 @@ TEST(AgentServerTest, AgentsTakeNoThreadEach) {
   server.stop();
 }
 
-TEST(AgentServerTest, ConnectionsThatSendNothingHoldNoThreadAndAreClosed) {
+TEST_P(AgentServerTest, ConnectionsThatSendNothingHoldNoThreadAndAreClosed) {
   Echo handler(0, 0);
-  AgentServer server(ServerOptions{}, handler);
+  AgentServer server(serverOptions(), handler);
   server.start();
   const std::size_t before = threadCount();
   std::vector<Poco::Net::StreamSocket> silent;
-  silent.reserve(40);
+  silent.reserve(40);  // over wss:// too: no ClientHello, no handshake
   for (int i = 0; i < 40; ++i) {
     silent.emplace_back(Poco::Net::SocketAddress("127.0.0.1", server.port()));
   }
   // An agent that speaks is served at once, beside forty that say nothing.
-  auto agent = std::make_unique<Client>(server.port());
+  auto agent = connect(server.port());
   agent->send(Json{{"n", 7}});
   const std::optional<Json> reply = agent->receive();
   ASSERT_TRUE(reply);
@@ -252,6 +304,32 @@ TEST(AgentServerTest, ConnectionsThatSendNothingHoldNoThreadAndAreClosed) {
   agent.reset();
   server.stop();
 }
+
+TEST_P(AgentServerTest, FramesLargerThanATlsRecordArriveWholeBothWays) {
+  // 300 KiB each way: about twenty TLS records a frame, more than a socket buffer holds.
+  constexpr std::size_t kPad = std::size_t{300} * 1024;
+  constexpr int kFrames = 20;
+  Echo handler(kPad, 0);
+  AgentServer server(serverOptions(), handler);
+  server.start();
+  auto client = connect(server.port());
+  for (int i = 0; i < kFrames; ++i) {
+    client->send(Json{{"n", i}, {"pad", std::string(kPad, std::to_string(i % 10).front())}});
+  }
+  for (int i = 0; i < kFrames; ++i) {
+    const std::optional<Json> frame = client->receive();
+    ASSERT_TRUE(frame) << "reply " << i << " never came";
+    ASSERT_EQ(frame->at("reply"), i);
+    ASSERT_EQ(frame->at("pad").get<std::string>(), std::string(kPad, '.'));
+  }
+  client.reset();
+  server.stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AgentServerTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& transport) {
+                           return std::string(transport.param ? "wss" : "ws");
+                         });
 
 }  // namespace
 }  // namespace dockhand::driver

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/auth.h"
+#include "dockhand/tls/tls.h"
 
 extern char** environ;
 
@@ -128,14 +129,16 @@ class DriverProcess {
   int exit_status_ = 0;
 };
 
-// A raw WebSocket client speaking the frame format by hand.
+// A raw WebSocket client speaking the frame format by hand: ws://, or wss:// over a client
+// context `tls`.
 class Client {
  public:
-  explicit Client(std::uint16_t port) : session_("127.0.0.1", port) {
+  explicit Client(std::uint16_t port, const Poco::Net::Context::Ptr& tls = nullptr)
+      : session_(dockhand::tls::newClientSession("127.0.0.1", port, tls)) {
     Poco::Net::HTTPRequest request(Poco::Net::HTTPRequest::HTTP_GET, "/",
                                    Poco::Net::HTTPMessage::HTTP_1_1);
     Poco::Net::HTTPResponse response;
-    ws_ = std::make_unique<WebSocket>(session_, request, response);
+    ws_ = std::make_unique<WebSocket>(*session_, request, response);
     ws_->setReceiveTimeout(Poco::Timespan(5, 0));
     ws_->setMaxPayloadSize(1 << 24);
   }
@@ -203,7 +206,7 @@ class Client {
   }
 
  private:
-  Poco::Net::HTTPClientSession session_;
+  std::unique_ptr<Poco::Net::HTTPClientSession> session_;
   std::unique_ptr<WebSocket> ws_;
   std::uint64_t next_id_ = 1;
 };

@@ -115,10 +115,12 @@ std::unique_ptr<Poco::Net::HTTPClientSession> newClientSession(
   return module::api().client_session(host, port, context);
 }
 
-Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog,
-                                        const Poco::Net::Context::Ptr& context) {
-  if (!context) return Poco::Net::ServerSocket(address, backlog);
-  return module::api().server_socket(address, backlog, context);
+Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog) {
+  return Poco::Net::ServerSocket(address, backlog);
+}
+
+NonBlockingStream* nonBlockingStream(const Poco::Net::StreamSocket& socket) {
+  return module::api().non_blocking_stream(socket);
 }
 
 std::string signEd25519(const std::string& private_key_pem, std::string_view data) {

@@ -56,7 +56,7 @@ HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::Thre
       params_timeout_us_(params->getTimeout().totalMicroseconds()) {
   Poco::Net::TCPServerConnectionFactory::Ptr connections;
   if (tls) {
-    connections = module::api().handshake_first_factory(params, factory_, std::move(log));
+    connections = module::api().handshake_first_factory(params, factory_, tls, std::move(log));
   } else {
     connections = new Poco::Net::HTTPServerConnectionFactory(params, factory_);
   }

@@ -1,6 +1,7 @@
 // The part of TLS that needs OpenSSL and Poco's NetSSL: the checks of the files, the contexts,
-// client sessions, listening sockets and the handshake-first connections. Built into the TLS
-// module (libdockhand-tls.so) only, which a program loads when its TLS is on (tls_module.h).
+// client sessions and signatures (the server side of a connection is server_stream.cpp). Built
+// into the TLS module (libdockhand-tls.so) only, which a program loads when its TLS is on
+// (tls_module.h).
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -12,13 +13,9 @@
 
 #include <Poco/Exception.h>
 #include <Poco/Net/HTTPSClientSession.h>
-#include <Poco/Net/HTTPServerConnection.h>
 #include <Poco/Net/NetSSL.h>
 #include <Poco/Net/RejectCertificateHandler.h>
 #include <Poco/Net/SSLManager.h>
-#include <Poco/Net/SecureServerSocket.h>
-#include <Poco/Net/SecureStreamSocket.h>
-#include <Poco/Net/TCPServerConnection.h>
 #include <fmt/format.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -32,9 +29,6 @@
 namespace dockhand::tls::module {
 
 namespace {
-
-using Poco::Net::HTTPRequestHandlerFactory;
-using Poco::Net::HTTPServerParams;
 
 struct BioDeleter {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -161,55 +155,6 @@ void installRefusingHandlers() {
   });
 }
 
-// Completes the TLS handshake, then serves HTTP on the connection as HTTPServer does.
-class HandshakeFirstConnection : public Poco::Net::TCPServerConnection {
- public:
-  HandshakeFirstConnection(const Poco::Net::StreamSocket& socket, HTTPServerParams::Ptr params,
-                           HTTPRequestHandlerFactory::Ptr factory, const HandshakeLog& log)
-      : TCPServerConnection(socket),
-        params_(std::move(params)),
-        factory_(std::move(factory)),
-        log_(log) {}
-
-  void run() override {
-    std::string peer = "unknown peer";
-    try {
-      peer = socket().peerAddress().toString();
-      // A client that connects and says nothing must not hold a thread for ever.
-      socket().setReceiveTimeout(params_->getTimeout());
-      socket().setSendTimeout(params_->getTimeout());
-      Poco::Net::SecureStreamSocket secure(socket());
-      secure.completeHandshake();
-    } catch (const Poco::Exception& e) {
-      if (log_) log_(peer, explainFailure(e));
-      return;
-    }
-    Poco::Net::HTTPServerConnection http(socket(), params_, factory_);
-    http.run();
-  }
-
- private:
-  HTTPServerParams::Ptr params_;
-  HTTPRequestHandlerFactory::Ptr factory_;
-  const HandshakeLog& log_;
-};
-
-class HandshakeFirstFactory : public Poco::Net::TCPServerConnectionFactory {
- public:
-  HandshakeFirstFactory(HTTPServerParams::Ptr params, HTTPRequestHandlerFactory::Ptr factory,
-                        HandshakeLog log)
-      : params_(std::move(params)), factory_(std::move(factory)), log_(std::move(log)) {}
-
-  Poco::Net::TCPServerConnection* createConnection(const Poco::Net::StreamSocket& socket) override {
-    return new HandshakeFirstConnection(socket, params_, factory_, log_);
-  }
-
- private:
-  HTTPServerParams::Ptr params_;
-  HTTPRequestHandlerFactory::Ptr factory_;
-  HandshakeLog log_;  // outlives every connection: the server joins them before it goes
-};
-
 }  // namespace
 
 void checkFiles(const TlsConfig& config, Role role) {
@@ -286,17 +231,6 @@ std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(
   return std::make_unique<Poco::Net::HTTPSClientSession>(host, port, context);
 }
 
-Poco::Net::ServerSocket serverSocket(const Poco::Net::SocketAddress& address, int backlog,
-                                     const Poco::Net::Context::Ptr& context) {
-  return Poco::Net::SecureServerSocket(address, backlog, context);
-}
-
-Poco::Net::TCPServerConnectionFactory* handshakeFirstFactory(
-    const Poco::Net::HTTPServerParams::Ptr& params,
-    const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory, HandshakeLog log) {
-  return new HandshakeFirstFactory(params, factory, std::move(log));
-}
-
 // OpenSSL's queued error, as one line ("" when there is none).
 std::string opensslError() {
   const unsigned long code = ERR_get_error();
@@ -360,9 +294,9 @@ bool verifyEd25519(const std::string& public_key_pem, std::string_view data,
   return verified == 1;
 }
 
-constexpr Api kApi = {
-    kApiVersion,   DOCKHAND_VERSION,       &checkFiles,  &newContext,   &clientSession,
-    &serverSocket, &handshakeFirstFactory, &signEd25519, &verifyEd25519};
+constexpr Api kApi = {kApiVersion,        DOCKHAND_VERSION, &checkFiles,
+                      &newContext,        &clientSession,   &handshakeFirstFactory,
+                      &nonBlockingStream, &signEd25519,     &verifyEd25519};
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 #include <Poco/Net/TCPServerConnectionFactory.h>
 
 #include "dockhand/tls/http_server.h"
@@ -30,7 +31,7 @@
 namespace dockhand::tls::module {
 
 // Raised when a field of Api changes meaning or a field is added.
-inline constexpr int kApiVersion = 2;
+inline constexpr int kApiVersion = 3;
 
 struct Api {
   int api_version;
@@ -39,11 +40,13 @@ struct Api {
   Poco::Net::Context::Ptr (*make_context)(const TlsConfig& config, Role role);
   std::unique_ptr<Poco::Net::HTTPClientSession> (*client_session)(
       const std::string& host, std::uint16_t port, const Poco::Net::Context::Ptr& context);
-  Poco::Net::ServerSocket (*server_socket)(const Poco::Net::SocketAddress& address, int backlog,
-                                           const Poco::Net::Context::Ptr& context);
+  // Since 3: the server side of TLS is the module's own (server_stream.cpp), so that the
+  // driver's reactor can serve a connection without blocking (non_blocking_stream).
   Poco::Net::TCPServerConnectionFactory* (*handshake_first_factory)(
       const Poco::Net::HTTPServerParams::Ptr& params,
-      const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory, HandshakeLog log);
+      const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory,
+      const Poco::Net::Context::Ptr& context, HandshakeLog log);
+  NonBlockingStream* (*non_blocking_stream)(const Poco::Net::StreamSocket& socket);
   // Since 2: Ed25519 signatures (tls.h).
   std::string (*sign_ed25519)(const std::string& private_key_pem, std::string_view data);
   bool (*verify_ed25519)(const std::string& public_key_pem, std::string_view data,
@@ -53,6 +56,13 @@ struct Api {
 // The implementations, in openssl.cpp.
 void checkFiles(const TlsConfig& config, Role role);
 Poco::Net::Context::Ptr newContext(const TlsConfig& config, Role role);
+// In server_stream.cpp: each accepted connection's TLS handshake, then HTTP as Poco's
+// HTTPServer serves it, over the module's own TLS socket; and that socket's non-blocking view.
+Poco::Net::TCPServerConnectionFactory* handshakeFirstFactory(
+    const Poco::Net::HTTPServerParams::Ptr& params,
+    const Poco::Net::HTTPRequestHandlerFactory::Ptr& factory,
+    const Poco::Net::Context::Ptr& context, HandshakeLog log);
+NonBlockingStream* nonBlockingStream(const Poco::Net::StreamSocket& socket);
 
 // The loaded module's table (front.cpp): loads it on first use, from the first of
 // DOCKHAND_TLS_MODULE (a path), the copy the process already has, the directory of the program

@@ -4,14 +4,13 @@
 // only: frame size limit, ping/pong, close, and one outbound queue per connection; what the frames
 // mean is the FrameHandler's business.
 //
-// Threads: the HTTP request (and the WebSocket upgrade) is read on a pool thread. A plain
-// ws:// connection is then served by the ConnectionReactor: one thread and epoll for all of
-// them, which reads frames, calls the handler (onOpen, onFrame..., onClose: in that order, on
-// that thread) and writes each connection's queue as its socket takes it; the pool thread
-// returns. A wss:// connection keeps its pool thread as its reader and gets a writer thread of
-// its own (OpenSSL's non-blocking reads and writes are not driven by the reactor yet). Either
-// way sending never blocks the caller on the network, and a slow or stuck agent only fills
-// its own queue (beyond max_queued_frames it is dropped).
+// Threads: the HTTP request (and, over wss://, the TLS handshake before it; then the WebSocket
+// upgrade) is read on a small pool. The upgraded connection, ws:// or wss://, is then served by
+// the ConnectionReactor: one thread and epoll for all of them, which reads frames, calls the
+// handler (onOpen, onFrame..., onClose: in that order, on that thread) and writes each
+// connection's queue as its socket takes it; the pool thread returns. Sending never blocks the
+// caller on the network, and a slow or stuck agent only fills its own queue (beyond
+// max_queued_frames it is dropped).
 #pragma once
 
 #include <atomic>
@@ -23,7 +22,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -83,80 +81,50 @@ class Connection {
     int flags = 0;
     std::string payload;
   };
-  // An encoded frame, an envelope, or a task launch (both encoded on the writer thread).
+  // An encoded frame, an envelope, or a task launch (both encoded on the reactor's thread).
   using Outbound = std::variant<std::string, protocol::Envelope, protocol::LaunchTask, Control>;
 
   Connection(std::uint64_t id, std::string peer, std::size_t max_queued);
-  ~Connection();
+  ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
   std::uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
 
-  // Queues a frame (encoded on the writer thread). False when the connection is closing.
+  // Queues a frame (encoded on the reactor's thread). False when the connection is closing.
   bool send(Outbound frame);
-  // Sends what is queued, then a close frame, then shuts the socket down (which ends the
-  // reader's receive). Idempotent.
+  // Sends what is queued, then a close frame, then shuts the socket down. Idempotent.
   void close(const std::string& reason);
   bool closing() const { return closing_.load(); }
 
   // The handler says the handshake is done: the receive timeout becomes idle_timeout_ms
-  // (hello_timeout_ms before). Reader thread only (the handler's calls).
+  // (hello_timeout_ms before). The handler's calls only (the reactor's thread).
   void markGreeted() { greeted_ = true; }
   bool greeted() const { return greeted_; }
 
   // What the handler keeps with this connection (DriverService: the agent's session), set in
-  // onOpen; the server never looks inside. Touched only by the connection's reader thread.
+  // onOpen; the server never looks inside. Touched only by the reactor's thread.
   std::unique_ptr<ConnectionContext> context;
 
  private:
-  friend class AgentServer;
   friend class WebSocketHandler;
   friend class ConnectionReactor;
-  // A TLS connection: its own writer thread.
-  void attach(Poco::Net::WebSocket* socket);
-  // A plain connection: served by `reactor`, which writes its frames.
+  // Served by `reactor`, which writes its frames.
   void attach(ConnectionReactor* reactor) { reactor_ = reactor; }
   // Encodes `item` into `text`; returns its WebSocket flags.
   static int encode(Outbound& item, std::string& text);
-  void writerLoop();
-  void stopWriter();  // waits for the writer thread to end
-  // The reader, before it waits for the next frame: writes the frames it sent meanwhile (what
-  // the socket takes now; the writer is woken for the rest). Never blocks, never throws.
-  void sendHeld();
-  // Takes the queued frames and encodes them onto unsent_ (plain) or sends them (TLS). Under
-  // write_mutex_. Throws Poco::Exception when a TLS send fails.
-  void takeQueued(std::deque<Outbound>& batch, std::string& text);
 
   const std::uint64_t id_;
   const std::string peer_;
-  bool greeted_ = false;  // reader thread only
+  bool greeted_ = false;  // the reactor's thread only
   const std::size_t max_queued_;
-  Poco::Net::WebSocket* socket_ = nullptr;
-  // Over TLS the reader and the writer take turns on the socket (an OpenSSL connection is not
-  // to be used by two threads at once): the writer for each frame it sends, the reader once
-  // data is there to read. Plain sockets need no turns.
-  bool secure_ = false;
-  std::mutex io_mutex_;
-  // Held while frames leave the queue for the socket (by the writer, or by the reader in
-  // sendHeld), so that they go out in the order they were queued.
-  std::mutex write_mutex_;
-  std::string unsent_;      // a plain connection's encoded frames not written yet (write_mutex_)
-  std::thread::id reader_;  // the connection's reader thread (set by attach)
   std::mutex mutex_;
-  std::condition_variable cv_;
   std::deque<Outbound> queue_;
-  bool held_ = false;                // the reader queued frames it will write itself (sendHeld)
-  std::deque<Outbound> held_batch_;  // sendHeld's, kept for their capacity (reader thread)
-  std::string held_text_;
-  bool leftover_ = false;  // sendHeld left bytes in unsent_ for the writer
-  bool stop_writer_ = false;
   std::string close_reason_;
   std::atomic<bool> closing_{false};
-  std::thread writer_;
-  ConnectionReactor* reactor_ = nullptr;  // set: a plain connection the reactor serves
-  bool wake_pending_ = false;             // the reactor was woken for queue_ (mutex_)
+  ConnectionReactor* reactor_ = nullptr;
+  bool wake_pending_ = false;  // the reactor was woken for queue_ (mutex_)
   bool overflowed_ = false;  // closed at max_queued_: dropped at once, not closed in turn (mutex_)
 };
 
@@ -220,7 +188,7 @@ class AgentServer {
   ServerOptions options_;
   FrameHandler& handler_;
   std::unique_ptr<Poco::ThreadPool> pool_;
-  std::unique_ptr<ConnectionReactor> reactor_;  // serves the plain connections
+  std::unique_ptr<ConnectionReactor> reactor_;  // serves every upgraded connection
   std::unique_ptr<tls::HttpServer> server_;
   std::uint16_t port_ = 0;
   std::atomic<std::uint64_t> next_connection_id_{1};

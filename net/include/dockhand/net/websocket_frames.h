@@ -106,9 +106,4 @@ bool takeReadAhead(Poco::Net::WebSocket& ws, std::string& out);
 // error.
 void sendAll(int fd, std::string_view bytes);
 
-// Writes what of `bytes` the socket `fd` takes now, without waiting; returns how many bytes
-// that was. Stops, without throwing, at the first error too: a later sendAll() of the rest
-// meets the error again and reports it.
-std::size_t sendWhatFits(int fd, std::string_view bytes);
-
 }  // namespace dockhand::net

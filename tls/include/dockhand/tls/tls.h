@@ -11,8 +11,8 @@
 // Used by the agent (driver link, block server, input fetches), the driver (agent server,
 // its CLI's control requests) and the `peer` plugin (its PUTs), which links this statically.
 //
-// What needs OpenSSL (checkTlsFiles, makeContext, and the TLS side of newClientSession,
-// newServerSocket and HttpServer) lives in the TLS module, libdockhand-tls.so, which the first
+// What needs OpenSSL (checkTlsFiles, makeContext, nonBlockingStream, and the TLS side of
+// newClientSession and HttpServer) lives in the TLS module, libdockhand-tls.so, which the first
 // such call loads (tls/src/tls_module.h): a program that never turns TLS on never maps OpenSSL
 // or Poco's NetSSL. If the module cannot be loaded, those calls throw TlsError saying where it
 // was looked for and why each place failed.
@@ -29,6 +29,7 @@
 #include <Poco/Net/HTTPClientSession.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
+#include <Poco/Net/StreamSocket.h>
 #include <nlohmann/json.hpp>
 
 #include "dockhand/protocol/json_reader.h"
@@ -101,10 +102,50 @@ Poco::Net::Context::Ptr makeContext(const TlsConfig& config, Role role);
 std::unique_ptr<Poco::Net::HTTPClientSession> newClientSession(
     const std::string& host, std::uint16_t port, const Poco::Net::Context::Ptr& context);
 
-// A socket bound to `address` (reusing it) and listening: TLS over `context`, or plain when it
-// is null. Throws TlsError as newClientSession does, Poco's exceptions when it cannot bind.
-Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog,
-                                        const Poco::Net::Context::Ptr& context);
+// A socket bound to `address` (reusing it) and listening. Its connections are plain TCP: an
+// HttpServer given a server context does their TLS handshake (http_server.h). Poco's exceptions
+// when it cannot bind.
+Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address, int backlog);
+
+// The bytes of a server-side TLS connection, read and written without ever waiting (the
+// driver's connection reactor serves wss:// agents with it, after HttpServer's pool thread has
+// done the handshake and the WebSocket upgrade). A call that cannot go on until the socket is
+// readable or writable says so (kWantRead, kWantWrite): poll for that, then call it again. A
+// write may take part of what it is given; it is then called again with the rest (the buffer may
+// have moved and grown). The connection stays owned by its socket.
+class NonBlockingStream {
+ public:
+  enum class Status {
+    kDone,       // `bytes` read or written
+    kWantRead,   // call again once the socket is readable
+    kWantWrite,  // call again once the socket is writable
+    kClosed,     // the peer closed the connection (with or without TLS close_notify)
+    kFailed,     // `error` says why; the connection is of no more use
+  };
+  struct Io {
+    Status status = Status::kDone;
+    std::size_t bytes = 0;
+    std::string error;
+  };
+  virtual Io read(char* data, std::size_t size) = 0;
+  virtual Io write(const char* data, std::size_t size) = 0;
+  // Decrypted bytes wait in the TLS layer: read them, the socket will not say so.
+  virtual bool pending() const = 0;
+  // Sends TLS close_notify (once, as far as the socket takes it now).
+  virtual void closeNotify() = 0;
+
+ protected:
+  NonBlockingStream() = default;
+  ~NonBlockingStream() = default;
+  NonBlockingStream(const NonBlockingStream&) = default;
+  NonBlockingStream& operator=(const NonBlockingStream&) = default;
+};
+
+// The connection under `socket` (a socket an HttpServer with a server context served, or a
+// WebSocket made from its request) switched to non-blocking use for good, as a NonBlockingStream
+// that lives as long as the socket's implementation; nullptr for any other socket. Throws
+// TlsError when the TLS module cannot be loaded.
+NonBlockingStream* nonBlockingStream(const Poco::Net::StreamSocket& socket);
 
 // Ed25519 signatures (signed plugins, docs/plugins.md "Trust"), in the TLS module too: the raw
 // 64-byte signature of `data` by a PEM private key (`openssl genpkey -algorithm ed25519`), and
