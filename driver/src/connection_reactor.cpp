@@ -254,7 +254,7 @@ void ConnectionReactor::open(Adopted adopted) {
   }
   arm(s, s.last_read + std::chrono::milliseconds(options_.hello_timeout_ms));
   takeFrames(s);
-  if (!open && !s.ended) end(s, "the agent closed the connection");
+  if (!open && !s.ended) finish(s, "the agent closed the connection");
 }
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -262,16 +262,7 @@ void ConnectionReactor::open(Adopted adopted) {
 void ConnectionReactor::readable(Slot& s) {
   s.read_more = false;
   s.read_wants_out = false;
-  if (s.in.size() - s.in_end < kReadPiece) {
-    // Room for a whole piece: the unread part moves to the front; the buffer grows only for a
-    // frame longer than it.
-    if (s.in_begin > 0) {
-      std::memmove(s.in.data(), s.in.data() + s.in_begin, s.in_end - s.in_begin);
-      s.in_end -= s.in_begin;
-      s.in_begin = 0;
-    }
-    if (s.in.size() - s.in_end < kReadPiece) s.in.resize(s.in_end + kReadPiece);
-  }
+  makeRoom(s);
   // One read of the socket (plain), or TLS records until OpenSSL wants the socket or the room
   // is full (each read returns one record's bytes at most).
   bool got_any = false;
@@ -290,14 +281,12 @@ void ConnectionReactor::readable(Slot& s) {
       watch(s, true);
       break;
     }
-    if (io.status == Status::kClosed) {
-      end(s, s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why);
-    } else {
-      end(s, "connection error: " + io.error);
-    }
+    finish(s, io.status == Status::kClosed
+                  ? (s.phase == Slot::Phase::kOpen ? "the agent closed the connection" : s.why)
+                  : "connection error: " + io.error);
     return;
   }
-  if (s.write_wants_in && !s.ended) flush(s);
+  if (s.write_wants_in) flush(s);
   if (!got_any || s.ended) return;
   s.last_read = Clock::now();
   if (s.discard_input) {
@@ -306,6 +295,43 @@ void ConnectionReactor::readable(Slot& s) {
     takeFrames(s);
   }
   if (s.read_more && !s.ended) later(s);
+}
+
+// Room for a whole piece of reading: the unread part moves to the front; the buffer grows only
+// for a frame longer than it.
+void ConnectionReactor::makeRoom(Slot& s) {
+  if (s.in.size() - s.in_end >= kReadPiece) return;
+  if (s.in_begin > 0) {
+    std::memmove(s.in.data(), s.in.data() + s.in_begin, s.in_end - s.in_begin);
+    s.in_end -= s.in_begin;
+    s.in_begin = 0;
+  }
+  if (s.in.size() - s.in_end < kReadPiece) s.in.resize(s.in_end + kReadPiece);
+}
+
+// The connection ends for `why` (the peer went, or a read or a write failed), but first every
+// whole frame the peer sent before is handled, with what the socket still holds: an agent's
+// last words (ExecutorDecommissioned, then its exit) are never lost because the driver's
+// answer to an earlier frame met the closed socket, or because more than a turn's worth of
+// frames waited.
+void ConnectionReactor::finish(Slot& s, const std::string& why) {
+  if (s.ended) return;
+  if (!s.discard_input) {
+    for (std::size_t read = 0; read < kMaxUnsent;) {
+      makeRoom(s);
+      const Io io = receive(s, s.in.data() + s.in_end, s.in.size() - s.in_end);
+      if (io.status != Status::kDone || io.bytes == 0) break;
+      s.in_end += io.bytes;
+      read += io.bytes;
+    }
+    for (std::size_t left = s.in_end - s.in_begin; !s.ended && left > 0;) {
+      takeFrames(s);
+      const std::size_t now = s.in_end - s.in_begin;
+      if (now == left) break;  // a partial frame at most
+      left = now;
+    }
+  }
+  end(s, why);
 }
 
 // One read: a plain socket's recv, or a TLS read.
@@ -540,7 +566,10 @@ bool ConnectionReactor::writeOut(Slot& s) {
                                 ? "send failed: the agent closed the connection"
                                 : "send failed: " + io.error;
     logger("driver")->warn("connection {} ({}): {}", s.connection->id(), s.connection->peer(), why);
-    end(s, why);
+    s.out.clear();  // nothing more can be written: what the peer sent is still handled
+    s.out_begin = 0;
+    s.phase = Slot::Phase::kDraining;
+    finish(s, why);
     return false;
   }
   if (s.out_begin != before || s.out_begin == s.out.size()) s.last_written = Clock::now();

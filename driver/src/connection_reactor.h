@@ -93,6 +93,8 @@ class ConnectionReactor {
   void later(Slot& s);
   void open(Adopted adopted);
   void readable(Slot& s);
+  static void makeRoom(Slot& s);
+  void finish(Slot& s, const std::string& why);
   void takeFrames(Slot& s);
   void handleFrame(Slot& s, int flags, std::string_view payload);
   void deliver(Slot& s, std::string_view message);

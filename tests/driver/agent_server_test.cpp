@@ -33,12 +33,14 @@ using namespace std::chrono_literals;
 using driver_protocol_fixture::Client;
 using driver_protocol_fixture::Json;
 
-// Answers every frame {"n": N} with {"reply": N, "pad": "..."} (`reply_bytes` dots). A
+// Answers every frame {"n": N} with {"reply": N, "pad": "..."} (`reply_bytes` dots; no answer
+// when `answer` is false). A
 // connection's first frame starts a thread that sends {"other": K} through the same
 // connection, K = 0 .. others - 1.
 class Echo final : public FrameHandler {
  public:
-  Echo(std::size_t reply_bytes, int others) : reply_bytes_(reply_bytes), others_(others) {}
+  Echo(std::size_t reply_bytes, int others, bool answer = true)
+      : reply_bytes_(reply_bytes), others_(others), answer_(answer) {}
   ~Echo() override {
     if (other_.joinable()) other_.join();
   }
@@ -50,9 +52,11 @@ class Echo final : public FrameHandler {
         for (int k = 0; k < n; ++k) connection->send(Json{{"other", k}}.dump());
       });
     }
-    connection->send(
-        Json{{"reply", Json::parse(frame).at("n")}, {"pad", std::string(reply_bytes_, '.')}}
-            .dump());
+    if (answer_) {
+      connection->send(
+          Json{{"reply", Json::parse(frame).at("n")}, {"pad", std::string(reply_bytes_, '.')}}
+              .dump());
+    }
     {
       std::lock_guard lock(mutex_);
       ++handled_;
@@ -71,6 +75,7 @@ class Echo final : public FrameHandler {
   void onClose(const std::shared_ptr<Connection>&, const std::string& why) override {
     {
       std::lock_guard lock(mutex_);
+      if (closed_.empty()) handled_at_close_ = handled_;
       closed_.push_back(why);
     }
     changed_.notify_all();
@@ -83,6 +88,17 @@ class Echo final : public FrameHandler {
     return closed_.front();
   }
 
+  // The frames handled so far.
+  int handled() {
+    std::lock_guard lock(mutex_);
+    return handled_;
+  }
+  // The frames handled when the first connection closed (-1 while none has).
+  int handledAtClose() {
+    std::lock_guard lock(mutex_);
+    return handled_at_close_;
+  }
+
   // Waits until `count` frames were handled; false after `timeout`.
   bool waitHandled(int count, std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
@@ -92,11 +108,13 @@ class Echo final : public FrameHandler {
  private:
   const std::size_t reply_bytes_;
   const int others_;
+  const bool answer_;
   std::atomic<int> received_{0};
   std::thread other_;
   std::mutex mutex_;
   std::condition_variable changed_;
   int handled_ = 0;
+  int handled_at_close_ = -1;
   std::vector<std::string> closed_;
   std::vector<DropReason> dropped_;
 };
@@ -323,6 +341,24 @@ TEST_P(AgentServerTest, FramesLargerThanATlsRecordArriveWholeBothWays) {
     ASSERT_EQ(frame->at("pad").get<std::string>(), std::string(kPad, '.'));
   }
   client.reset();
+  server.stop();
+}
+
+TEST_P(AgentServerTest, FramesSentJustBeforeTheAgentClosesAreAllHandled) {
+  // More frames than the reactor handles of one connection in a turn, then the connection's
+  // end: the frames come first, whatever read brought the end. (The handler does not answer: a
+  // client that closes with answers unread resets the connection, and the kernel drops what
+  // the driver had not read yet.)
+  constexpr int kFrames = 300;
+  Echo handler(0, 0, /*answer=*/false);
+  AgentServer server(serverOptions(), handler);
+  server.start();
+  auto client = connect(server.port());
+  for (int i = 0; i < kFrames; ++i) client->send(Json{{"n", i}});
+  client.reset();
+  ASSERT_TRUE(handler.waitClosed(10s)) << "the connection's end was not seen";
+  EXPECT_EQ(handler.handledAtClose(), kFrames) << "frames were dropped with the connection";
+  EXPECT_EQ(handler.handled(), kFrames);
   server.stop();
 }
 
