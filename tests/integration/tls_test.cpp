@@ -203,6 +203,9 @@ TEST_F(TlsTest, WssAgentAgainstAPlainDriverFailsClearly) {
   auto agent = startAgent("a1", writeConfig("agent.json", gPki->tlsJson("server")));
   EXPECT_EQ(agent->waitExit(15s), toInt(ExitCode::kBootstrapFailed)) << agent->output();
   EXPECT_TRUE(contains(agent->output(), "TLS handshake with the driver failed")) << agent->output();
+  // The driver says why at once, instead of reading the handshake as an HTTP request.
+  EXPECT_TRUE(contains(driver->output(), "the client started TLS, but this port serves plain"))
+      << driver->output();
 }
 
 TEST_F(TlsTest, ClientCertificatesRequiredRefuseOthers) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <deque>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -53,10 +54,12 @@ HttpServer::HttpServer(const HTTPRequestHandlerFactory::Ptr& factory, Poco::Thre
                        const Poco::Net::Context::Ptr& tls, HandshakeLog log)
     : factory_(new ForwardingFactory(factory)),
       listening_(socket),
-      params_timeout_us_(params->getTimeout().totalMicroseconds()) {
+      params_timeout_us_(params->getTimeout().totalMicroseconds()),
+      tls_(tls),
+      log_(std::move(log)) {
   Poco::Net::TCPServerConnectionFactory::Ptr connections;
   if (tls) {
-    connections = module::api().handshake_first_factory(params, factory_, tls, std::move(log));
+    connections = module::api().handshake_first_factory(params, factory_, tls, log_);
   } else {
     connections = new Poco::Net::HTTPServerConnectionFactory(params, factory_);
   }
@@ -120,7 +123,7 @@ void HttpServer::acceptLoop() {
         auto it = waiting.find(fd);
         if (it == waiting.end()) continue;
         ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
-        dispatcher_->enqueue(it->second.socket);
+        if (!refusedTls(it->second.socket)) dispatcher_->enqueue(it->second.socket);
         waiting.erase(it);
         continue;
       }
@@ -154,6 +157,37 @@ void HttpServer::acceptLoop() {
     }
   }
   ::close(epoll);
+}
+
+// A plain server's client that starts a TLS handshake (its first byte is a TLS handshake
+// record's, 22) would otherwise be read as an HTTP request, and wait for the request's end
+// until the timeout. It is answered at once with a plain 400, which its TLS reads as a record
+// that is not TLS ("wrong version number"), and the connection is closed; the log says why.
+bool HttpServer::refusedTls(const StreamSocket& socket) {
+  if (tls_) return false;
+  constexpr unsigned char kTlsHandshakeRecord = 22;
+  const int fd = socket.impl()->sockfd();
+  std::array<char, 4096> hello{};
+  const ssize_t got = ::recv(fd, hello.data(), hello.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (got < 1 || static_cast<unsigned char>(hello[0]) != kTlsHandshakeRecord) return false;
+  // Read what came (a close with unread bytes would reset the connection before the answer).
+  [[maybe_unused]] auto taken = ::recv(fd, hello.data(), hello.size(), MSG_DONTWAIT);
+  constexpr std::string_view kAnswer =
+      "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 47\r\n"
+      "Connection: close\r\n\r\nthis port speaks plain HTTP and WebSocket only\n";
+  [[maybe_unused]] auto sent =
+      ::send(fd, kAnswer.data(), kAnswer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  if (log_) {
+    std::string peer = "unknown peer";
+    try {
+      peer = socket.peerAddress().toString();
+    } catch (const Poco::Exception&) {
+      // Gone already: the peer stays unnamed.
+    }
+    log_(peer, "the client started TLS, but this port serves plain http:// and ws:// (TLS is off)");
+  }
+  return true;
 }
 
 void HttpServer::stopAll(bool abort_current) {

@@ -28,6 +28,7 @@
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/ServerSocket.h>
+#include <Poco/Net/StreamSocket.h>
 
 namespace Poco {
 class ThreadPool;
@@ -38,7 +39,8 @@ class TCPServerDispatcher;
 
 namespace dockhand::tls {
 
-// Told about each failed handshake: the peer's address ("127.0.0.1:53412") and why.
+// Told about each failed handshake: the peer's address ("127.0.0.1:53412") and why. A plain
+// server tells it about each client that started TLS (the connection is closed at once).
 using HandshakeLog = std::function<void(const std::string& peer, const std::string& why)>;
 
 class HttpServer {
@@ -58,10 +60,13 @@ class HttpServer {
 
  private:
   void acceptLoop();
+  bool refusedTls(const Poco::Net::StreamSocket& socket);
 
   Poco::Net::HTTPRequestHandlerFactory::Ptr factory_;  // a ForwardingFactory over the caller's
   Poco::Net::ServerSocket listening_;
   std::int64_t params_timeout_us_;  // how long an accepted connection may wait for its first byte
+  Poco::Net::Context::Ptr tls_;     // null: plain
+  HandshakeLog log_;
   Poco::Net::TCPServerDispatcher* dispatcher_ = nullptr;  // reference-counted by Poco
   std::atomic<bool> stopped_{false};
   bool started_ = false;
