@@ -362,6 +362,30 @@ TEST_P(AgentServerTest, FramesSentJustBeforeTheAgentClosesAreAllHandled) {
   server.stop();
 }
 
+TEST_P(AgentServerTest, AnOversizedFrameIsRefusedAndOnlyItsConnectionCloses) {
+  Echo handler(0, 0);
+  ServerOptions options = serverOptions();
+  options.max_frame_bytes = 4096;
+  AgentServer server(options, handler);
+  server.start();
+  auto big = connect(server.port());
+  auto bystander = connect(server.port());
+  // 64 KiB: over TLS several records, the rest still arriving while the refusal goes out.
+  big->sendText(std::string(std::size_t{64} * 1024, 'x'));
+  const std::optional<Json> error = big->receive();
+  ASSERT_TRUE(error) << "no refusal came";
+  EXPECT_EQ(driver_protocol_fixture::errorCode(*error), "frame_too_large") << error->dump();
+  EXPECT_TRUE(big->closedByPeer());
+  EXPECT_EQ(handler.dropped(), std::vector<DropReason>{DropReason::kFrameTooLarge});
+  bystander->send(Json{{"n", 1}});
+  const std::optional<Json> reply = bystander->receive();
+  ASSERT_TRUE(reply) << "the other connection was not served";
+  EXPECT_EQ(reply->at("reply"), 1);
+  big.reset();
+  bystander.reset();
+  server.stop();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, AgentServerTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& transport) {
                            return std::string(transport.param ? "wss" : "ws");
