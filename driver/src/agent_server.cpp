@@ -3,28 +3,21 @@
 #include <algorithm>
 #include <chrono>
 #include <istream>
-#include <thread>
 #include <vector>
 
 #include <Poco/Net/HTTPRequestHandler.h>
 #include <Poco/Net/HTTPRequestHandlerFactory.h>
-#include <Poco/Net/HTTPServer.h>
 #include <Poco/Net/HTTPServerParams.h>
 #include <Poco/Net/HTTPServerRequest.h>
 #include <Poco/Net/HTTPServerRequestImpl.h>
 #include <Poco/Net/HTTPServerResponse.h>
-#include <Poco/Net/NetException.h>
 #include <Poco/Net/ServerSocket.h>
 #include <Poco/Net/SocketAddress.h>
 #include <Poco/Net/WebSocket.h>
 #include <Poco/ThreadPool.h>
 #include <Poco/URI.h>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "dockhand/base/logging.h"
-#include "dockhand/base/thread_name.h"
-#include "dockhand/net/websocket_frames.h"
 #include "dockhand/tls/http_server.h"
 #include "dockhand/tls/tls.h"
 
