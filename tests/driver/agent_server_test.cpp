@@ -134,46 +134,46 @@ class AgentServerTest : public ::testing::TestWithParam<bool> {
  protected:
   static void SetUpTestSuite() {
     if (!testing::TestPki::available()) return;
-    dir_ = new testing::TempDir;
-    pki_ = new testing::TestPki(dir_->path() / "pki");
+    gDir = new testing::TempDir;
+    gPki = new testing::TestPki(gDir->path() / "pki");
     tls::TlsConfig server;
     server.enabled = true;
-    server.certificate_file = pki_->cert("server");
-    server.private_key_file = pki_->key("server");
-    server.ca_file = pki_->cert("ca");
-    server_context_ = new Poco::Net::Context::Ptr(tls::makeContext(server, tls::Role::kServer));
+    server.certificate_file = gPki->cert("server");
+    server.private_key_file = gPki->key("server");
+    server.ca_file = gPki->cert("ca");
+    gServerContext = new Poco::Net::Context::Ptr(tls::makeContext(server, tls::Role::kServer));
     tls::TlsConfig client;
     client.enabled = true;
-    client.ca_file = pki_->cert("ca");
-    client_context_ = new Poco::Net::Context::Ptr(tls::makeContext(client, tls::Role::kClient));
+    client.ca_file = gPki->cert("ca");
+    gClientContext = new Poco::Net::Context::Ptr(tls::makeContext(client, tls::Role::kClient));
   }
   static void TearDownTestSuite() {
-    delete client_context_;
-    delete server_context_;
-    delete pki_;
-    delete dir_;
-    client_context_ = server_context_ = nullptr;
-    pki_ = nullptr;
-    dir_ = nullptr;
+    delete gClientContext;
+    delete gServerContext;
+    delete gPki;
+    delete gDir;
+    gClientContext = gServerContext = nullptr;
+    gPki = nullptr;
+    gDir = nullptr;
   }
   void SetUp() override {
-    if (GetParam() && pki_ == nullptr) GTEST_SKIP() << "the openssl program is not installed";
+    if (GetParam() && gPki == nullptr) GTEST_SKIP() << "the openssl program is not installed";
   }
 
   static ServerOptions serverOptions() {
     ServerOptions options;
-    if (GetParam()) options.tls = *server_context_;
+    if (GetParam()) options.tls = *gServerContext;
     return options;
   }
   static std::unique_ptr<Client> connect(std::uint16_t port) {
-    return std::make_unique<Client>(port, GetParam() ? *client_context_ : nullptr);
+    return std::make_unique<Client>(port, GetParam() ? *gClientContext : nullptr);
   }
 
  private:
-  static inline testing::TempDir* dir_ = nullptr;
-  static inline testing::TestPki* pki_ = nullptr;
-  static inline Poco::Net::Context::Ptr* server_context_ = nullptr;
-  static inline Poco::Net::Context::Ptr* client_context_ = nullptr;
+  static inline testing::TempDir* gDir = nullptr;
+  static inline testing::TestPki* gPki = nullptr;
+  static inline Poco::Net::Context::Ptr* gServerContext = nullptr;
+  static inline Poco::Net::Context::Ptr* gClientContext = nullptr;
 };
 
 TEST_P(AgentServerTest, TheReadersFramesAndOtherThreadsFramesEachArriveInOrder) {
@@ -385,6 +385,43 @@ TEST_P(AgentServerTest, AnOversizedFrameIsRefusedAndOnlyItsConnectionCloses) {
   bystander.reset();
   server.stop();
 }
+
+// Over wss:// only.
+class AgentServerTlsTest : public AgentServerTest {};
+
+TEST_P(AgentServerTlsTest, AClientThatStallsInTheHandshakeIsClosedAndHoldsUpNoOne) {
+  Echo handler(0, 0);
+  AgentServer server(serverOptions(), handler);
+  server.start();
+  // The header of a TLS handshake record of 128 bytes, and 10 of them: the server's handshake
+  // waits for the rest, which never comes, until the server's HTTP timeout (10 s).
+  Poco::Net::StreamSocket stalled(Poco::Net::SocketAddress("127.0.0.1", server.port()));
+  const std::string partial = std::string("\x16\x03\x01\x00\x80", 5) + std::string(10, '\x01');
+  stalled.sendBytes(partial.data(), static_cast<int>(partial.size()));
+  // Meanwhile an agent is served as usual.
+  auto agent = connect(server.port());
+  agent->send(Json{{"n", 3}});
+  const std::optional<Json> reply = agent->receive();
+  ASSERT_TRUE(reply) << "an agent was held up by a stalled handshake";
+  EXPECT_EQ(reply->at("reply"), 3);
+  // The stalled one is closed once its handshake's time is up: a read sees the end.
+  stalled.setReceiveTimeout(Poco::Timespan(30, 0));
+  char byte = 0;
+  int got = -1;
+  try {
+    got = stalled.receiveBytes(&byte, 1);
+  } catch (const Poco::TimeoutException&) {
+    got = -1;
+  } catch (const Poco::Exception&) {
+    got = 0;  // reset: closed too
+  }
+  EXPECT_EQ(got, 0) << "a stalled handshake was kept past its timeout";
+  agent.reset();
+  server.stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Tls, AgentServerTlsTest, ::testing::Values(true),
+                         [](const ::testing::TestParamInfo<bool>&) { return std::string("wss"); });
 
 INSTANTIATE_TEST_SUITE_P(Transports, AgentServerTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& transport) {

@@ -74,7 +74,7 @@ class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public Non
 
   // The handshake, within `timeout` (0: no limit). Throws SSLException (the peer's or our
   // refusal), SSLConnectionUnexpectedlyClosedException, or TimeoutException.
-  void handshake(Poco::Timespan timeout) {
+  void handshake(const Poco::Timespan& timeout) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::microseconds(timeout.totalMicroseconds());
     for (;;) {
