@@ -2,6 +2,8 @@
 
 #include "connection_reactor_slot.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -64,6 +66,12 @@ void ConnectionReactor::start() {
   }
   thread_ = std::thread([this] {
     nameThisThread("dhd-reactor");
+    // A wss:// write to a peer that has gone raises SIGPIPE (OpenSSL writes with write(2); the
+    // plain writes say MSG_NOSIGNAL): blocked here, it only fails the write, in any process.
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
     loop();
   });
   thread_id_ = thread_.get_id();

@@ -386,6 +386,25 @@ TEST_P(AgentServerTest, AnOversizedFrameIsRefusedAndOnlyItsConnectionCloses) {
   server.stop();
 }
 
+TEST_P(AgentServerTest, AnAgentThatGoesWhileAnswersAreWrittenEndsOnlyItsConnection) {
+  // Answers of 256 KiB to an agent that has gone: the writes fail (over TLS OpenSSL writes
+  // with write(2), which raises SIGPIPE in a process that does not ignore it, as this one).
+  Echo handler(std::size_t{256} * 1024, 0);
+  AgentServer server(serverOptions(), handler);
+  server.start();
+  auto gone = connect(server.port());
+  for (int i = 0; i < 20; ++i) gone->send(Json{{"n", i}});
+  gone.reset();
+  ASSERT_TRUE(handler.waitClosed(20s)) << "the connection's end was not seen";
+  auto other = connect(server.port());
+  other->send(Json{{"n", 5}});
+  const std::optional<Json> reply = other->receive();
+  ASSERT_TRUE(reply) << "the server stopped serving";
+  EXPECT_EQ(reply->at("reply"), 5);
+  other.reset();
+  server.stop();
+}
+
 // Over wss:// only.
 class AgentServerTlsTest : public AgentServerTest {};
 

@@ -11,9 +11,13 @@
 // OpenSSL's words (e.g. "SSL Exception: error:0A000418:SSL routines::tlsv1 alert unknown ca"),
 // so that tls::explainFailure reads them as it reads Poco's.
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -49,6 +53,44 @@ std::string takeOpensslError(const char* fallback) {
   return text;
 }
 
+// OpenSSL writes to the socket with write(2), which raises SIGPIPE when the peer has gone: while
+// one lives, SIGPIPE is blocked on this thread, and one raised meanwhile is taken before the
+// thread's mask is put back, so that a peer that went only fails the write (EPIPE), in any
+// process (the agent and the driver ignore SIGPIPE; a test or a third party's program may not).
+// Around the blocking writes, the handshake and close_notify; NonBlockingStream::write, the
+// reactor's, leaves it to its caller (tls.h), which saves two system calls a write.
+class QuietPipe {
+ public:
+  QuietPipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    // One already pending is not ours to take.
+    was_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    blocked_ = pthread_sigmask(SIG_BLOCK, &pipe_, &old_) == 0;
+  }
+  ~QuietPipe() {
+    if (!blocked_) return;
+    const int error = errno;  // the write's, for whoever reads it next
+    if (!was_pending_) {
+      const timespec none{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &none) == SIGPIPE) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    errno = error;
+  }
+  QuietPipe(const QuietPipe&) = delete;
+  QuietPipe& operator=(const QuietPipe&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_{};
+  bool blocked_ = false;
+  bool was_pending_ = false;
+};
+
 class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public NonBlockingStream {
  public:
   ServerTlsSocketImpl(const Poco::Net::StreamSocket& plain, const Poco::Net::Context::Ptr& context)
@@ -79,7 +121,11 @@ class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public Non
         std::chrono::steady_clock::now() + std::chrono::microseconds(timeout.totalMicroseconds());
     for (;;) {
       ERR_clear_error();
-      const int rc = SSL_do_handshake(ssl_);
+      int rc = 0;
+      {
+        const QuietPipe quiet;
+        rc = SSL_do_handshake(ssl_);
+      }
       if (rc == 1) return;
       const int error = SSL_get_error(ssl_, rc);
       if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
@@ -113,6 +159,7 @@ class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public Non
     if (!blocking_)
       return nonBlockingResult(write(static_cast<const char*>(buffer), clamp(length)));
     const char* data = static_cast<const char*>(buffer);
+    const QuietPipe quiet;
     int sent = 0;
     while (sent < length) {
       const Io io = write(data + sent, static_cast<std::size_t>(length - sent));
@@ -186,6 +233,7 @@ class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public Non
     if (ssl_ == nullptr || (SSL_get_shutdown(ssl_) & SSL_SENT_SHUTDOWN) != 0) return;
     if (SSL_is_init_finished(ssl_) == 0) return;
     ERR_clear_error();
+    const QuietPipe quiet;
     SSL_shutdown(ssl_);  // once: the peer's close_notify is not waited for
     ERR_clear_error();
   }
@@ -258,6 +306,7 @@ class ServerTlsSocketImpl final : public Poco::Net::StreamSocketImpl, public Non
   }
 
   void release() {
+    closeNotify();
     if (ssl_ != nullptr) {
       SSL_free(ssl_);
       ssl_ = nullptr;

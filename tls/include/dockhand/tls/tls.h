@@ -112,7 +112,9 @@ Poco::Net::ServerSocket newServerSocket(const Poco::Net::SocketAddress& address,
 // done the handshake and the WebSocket upgrade). A call that cannot go on until the socket is
 // readable or writable says so (kWantRead, kWantWrite): poll for that, then call it again. A
 // write may take part of what it is given; it is then called again with the rest (the buffer may
-// have moved and grown). The connection stays owned by its socket.
+// have moved and grown). The connection stays owned by its socket. OpenSSL writes with write(2):
+// the thread that calls write() blocks or ignores SIGPIPE, or a peer that has gone ends the
+// process.
 class NonBlockingStream {
  public:
   enum class Status {
