@@ -19,7 +19,6 @@
 #include "dockhand/base/logging.h"
 #include "dockhand/base/thread_name.h"
 #include "dockhand/net/websocket_frames.h"
-#include "dockhand/protocol/messages.h"
 
 namespace dockhand::driver {
 
@@ -29,14 +28,7 @@ namespace {
 
 constexpr std::uint64_t kWakeTag = 0;  // connection ids start at 1
 constexpr std::size_t kReadPiece = std::size_t{64} * 1024;
-// The most encoded bytes a connection holds unwritten before its queue is left to grow (and
-// meet max_queued_frames); also the most buffer it keeps between bursts.
-constexpr std::size_t kMaxUnsent = std::size_t{1} << 20;
-// The most frames of one connection handled, or taken from its queue at once, per turn of the
-// loop: a connection with a burst waits for the next turn, so that the others are served.
-constexpr int kFramesPerTurn = 64;
 constexpr int kFinClose = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_CLOSE};
-constexpr int kFinPong = int{WebSocket::FRAME_FLAG_FIN} | int{WebSocket::FRAME_OP_PONG};
 
 std::string errnoText(int error) {
   return std::error_code(error, std::generic_category()).message();
@@ -325,7 +317,7 @@ void ConnectionReactor::makeRoom(Slot& s) {
 void ConnectionReactor::finish(Slot& s, const std::string& why) {
   if (s.ended) return;
   if (!s.discard_input) {
-    for (std::size_t read = 0; read < kMaxUnsent;) {
+    for (std::size_t read = 0; read < reactor::kMaxUnsent;) {
       makeRoom(s);
       const Io io = receive(s, s.in.data() + s.in_end, s.in.size() - s.in_end);
       if (io.status != Status::kDone || io.bytes == 0) break;
@@ -367,124 +359,6 @@ ConnectionReactor::Io ConnectionReactor::transmit(Slot& s, const char* data, std
   return Io{Status::kFailed, 0, errnoText(errno)};
 }
 
-void ConnectionReactor::takeFrames(Slot& s) {
-  int handled = 0;
-  while (!s.ended && !s.discard_input) {
-    if (handled == kFramesPerTurn) {
-      later(s);  // the rest next turn
-      break;
-    }
-    const std::string_view buffered(s.in.data() + s.in_begin, s.in_end - s.in_begin);
-    auto parsed = net::parseFrameHeader(buffered);
-    if (!parsed) {
-      handler_.onDropped(s.connection, DropReason::kBadWebSocket);
-      end(s, "WebSocket error: " + parsed.error().message);
-      return;
-    }
-    if (!*parsed) break;
-    const net::FrameHeader& header = **parsed;
-    if (header.length > options_.max_frame_bytes) {
-      refuse(s, std::string(protocol::error_code::kFrameTooLarge),
-             fmt::format("a frame larger than the limit of {} bytes", options_.max_frame_bytes));
-      return;
-    }
-    const auto length = static_cast<std::size_t>(header.length);
-    if (buffered.size() < header.header_bytes + length) break;
-    char* payload = s.in.data() + s.in_begin + header.header_bytes;
-    if (header.masked) net::applyMask(payload, length, header.mask);
-    s.in_begin += header.header_bytes + length;
-    ++handled;
-    handleFrame(s, header.flags, std::string_view(payload, length));
-  }
-  if (s.ended) return;
-  // Keep the unread part at the front, so that the buffer does not creep.
-  if (s.in_begin == s.in_end) {
-    s.in_begin = s.in_end = 0;
-    if (s.in.size() > kMaxUnsent) std::vector<char>().swap(s.in);  // after a large frame
-  }
-}
-
-void ConnectionReactor::handleFrame(Slot& s, int flags, std::string_view payload) {
-  Connection& c = *s.connection;
-  const int opcode = flags & WebSocket::FRAME_OP_BITMASK;
-  switch (opcode) {
-    case WebSocket::FRAME_OP_CLOSE:
-      if (s.phase == Slot::Phase::kOpen) s.why = "the agent closed the WebSocket";
-      end(s, s.why);
-      return;
-    case WebSocket::FRAME_OP_PING:
-      c.send(Connection::Control{kFinPong, std::string(payload)});
-      return;
-    case WebSocket::FRAME_OP_PONG:
-      return;
-    case WebSocket::FRAME_OP_TEXT:
-    case WebSocket::FRAME_OP_BINARY:
-      if ((flags & WebSocket::FRAME_FLAG_FIN) != 0) {
-        s.in_message = false;
-        deliver(s, payload);  // a whole message in one frame: no copy
-        return;
-      }
-      s.message.assign(payload);
-      s.in_message = true;
-      break;
-    case WebSocket::FRAME_OP_CONT:
-      if (!s.in_message) {
-        c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
-                                   "continuation frame without a message to continue"));
-        return;
-      }
-      if (s.message.size() + payload.size() > options_.max_frame_bytes) {
-        refuse(s, std::string(protocol::error_code::kFrameTooLarge),
-               fmt::format("a fragmented message larger than the limit of {} bytes",
-                           options_.max_frame_bytes));
-        return;
-      }
-      s.message.append(payload);
-      break;
-    default:
-      c.send(protocol::makeError(protocol::error_code::kMalformedFrame,
-                                 fmt::format("unsupported WebSocket opcode {}", opcode)));
-      return;
-  }
-  if ((flags & WebSocket::FRAME_FLAG_FIN) == 0) return;
-  s.in_message = false;
-  deliver(s, s.message);
-}
-
-void ConnectionReactor::deliver(Slot& s, std::string_view message) {
-  Connection& c = *s.connection;
-  const bool was_closing = c.closing();
-  try {
-    handler_.onFrame(s.connection, message);
-  } catch (const std::exception& e) {
-    // The handler must not throw; if it does, this connection ends, the server goes on.
-    const std::string why = fmt::format("internal error: {}", e.what());
-    logger("driver")->error("connection {} ({}): {}", c.id(), c.peer(), why);
-    end(s, why);
-    return;
-  }
-  // The handler closed it (e.g. a bad Hello): the peer reads why, then it goes.
-  if (!was_closing && c.closing()) closeAfterRead(s, "closed by the driver");
-}
-
-// The connection ends for a reason of ours once the peer has read our last frames: what it
-// sends meanwhile is read and dropped.
-void ConnectionReactor::closeAfterRead(Slot& s, std::string why) {
-  s.why = std::move(why);
-  s.discard_input = true;
-  s.in_begin = s.in_end = 0;
-  wake(s.connection->id());
-}
-
-void ConnectionReactor::refuse(Slot& s, const std::string& error_code, std::string why) {
-  Connection& c = *s.connection;
-  handler_.onDropped(s.connection, DropReason::kFrameTooLarge);
-  logger("driver")->warn("connection {} ({}): {}; closing it", c.id(), c.peer(), why);
-  c.send(protocol::makeError(error_code, why));
-  c.close(why);
-  closeAfterRead(s, std::move(why));
-}
-
 // ---- writing ----------------------------------------------------------------------------------
 
 void ConnectionReactor::flush(Slot& s) {
@@ -501,8 +375,8 @@ void ConnectionReactor::flush(Slot& s) {
     if (overflowed) {
       reason = c.close_reason_;  // the agent stopped reading: nothing more is written to it
     } else {
-      if (s.out.size() - s.out_begin < kMaxUnsent) {
-        for (int n = 0; n < kFramesPerTurn && !c.queue_.empty(); ++n) {
+      if (s.out.size() - s.out_begin < reactor::kMaxUnsent) {
+        for (int n = 0; n < reactor::kFramesPerTurn && !c.queue_.empty(); ++n) {
           s.batch.push_back(std::move(c.queue_.front()));
           c.queue_.pop_front();
         }
@@ -534,7 +408,7 @@ void ConnectionReactor::flush(Slot& s) {
   }
   s.out.clear();
   s.out_begin = 0;
-  if (s.out.capacity() > kMaxUnsent) std::string().swap(s.out);  // after a burst
+  if (s.out.capacity() > reactor::kMaxUnsent) std::string().swap(s.out);  // after a burst
   watch(s, false);
   if (left) later(s);  // the socket took it all: the rest of the queue next turn
   if (s.phase == Slot::Phase::kClosing) {

@@ -1,6 +1,7 @@
-// ConnectionReactor::Slot: what the reactor keeps for one connection, shared by the reactor's
-// source files (connection_reactor.cpp: the loop, reading, writing, ending;
-// connection_reactor_timers.cpp: its deadlines). Private to the driver.
+// ConnectionReactor::Slot: what the reactor keeps for one connection, and the reactor's bounds,
+// shared by its source files (connection_reactor.cpp: the loop, reading, writing, ending;
+// connection_reactor_frames.cpp: the frames; connection_reactor_timers.cpp: its deadlines).
+// Private to the driver.
 #pragma once
 
 #include <deque>
@@ -14,6 +15,17 @@
 #include "connection_reactor.h"
 
 namespace dockhand::driver {
+
+namespace reactor {
+
+// The most encoded bytes a connection holds unwritten before its queue is left to grow (and
+// meet max_queued_frames); also the most buffer it keeps between bursts.
+inline constexpr std::size_t kMaxUnsent = std::size_t{1} << 20;
+// The most frames of one connection handled, or taken from its queue at once, per turn of the
+// loop: a connection with a burst waits for the next turn, so that the others are served.
+inline constexpr int kFramesPerTurn = 64;
+
+}  // namespace reactor
 
 // What the reactor keeps for one connection; touched by the reactor's thread only.
 struct ConnectionReactor::Slot {
