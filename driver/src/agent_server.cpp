@@ -71,11 +71,9 @@ class WebSocketHandler : public Poco::Net::HTTPRequestHandler {
     }
     tls::NonBlockingStream* stream = nullptr;
     if (socket->secure()) {
-      try {
-        stream = tls::nonBlockingStream(connection);
-      } catch (const std::exception& e) {
-        logger("driver")->error("connection from {}: {}", peer, e.what());
-      }
+      // The server's TLS connections are the TLS module's own (loaded already: it made this
+      // one); one that is not cannot be served here, and goes.
+      stream = tls::nonBlockingStream(connection);
       if (stream == nullptr) {
         logger("driver")->error("connection from {}: its TLS cannot be served without blocking",
                                 peer);

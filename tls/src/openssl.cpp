@@ -179,6 +179,15 @@ void checkFiles(const TlsConfig& config, Role role) {
   checkCaFile(config.ca_file);
 }
 
+std::string takeOpensslError(const char* fallback) {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return fallback;
+  char text[256];
+  ERR_error_string_n(code, text, sizeof text);
+  return text;
+}
+
 Poco::Net::Context::Ptr newContext(const TlsConfig& config, Role role) {
   checkFiles(config, role);
   installRefusingHandlers();
@@ -231,16 +240,6 @@ std::unique_ptr<Poco::Net::HTTPClientSession> clientSession(
   return std::make_unique<Poco::Net::HTTPSClientSession>(host, port, context);
 }
 
-// OpenSSL's queued error, as one line ("" when there is none).
-std::string opensslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "no detail";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof text);
-  return text;
-}
-
 // An Ed25519 key from PEM text: a private key (`private_key`) or a public one.
 KeyPtr ed25519Key(const std::string& pem, bool private_key) {
   ERR_clear_error();
@@ -248,7 +247,8 @@ KeyPtr ed25519Key(const std::string& pem, bool private_key) {
   KeyPtr key(private_key ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
                          : PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
   const char* what = private_key ? "private" : "public";
-  if (!key) throw TlsError(fmt::format("not a PEM {} key: {}", what, opensslError()));
+  if (!key)
+    throw TlsError(fmt::format("not a PEM {} key: {}", what, takeOpensslError("no detail")));
   if (EVP_PKEY_get_base_id(key.get()) != EVP_PKEY_ED25519) {
     throw TlsError(
         fmt::format("a {} key, but not an Ed25519 one (openssl genpkey -algorithm "
@@ -269,12 +269,12 @@ std::string signEd25519(const std::string& private_key_pem, std::string_view dat
   std::size_t size = 0;
   if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, key.get()) != 1 ||
       EVP_DigestSign(context.get(), nullptr, &size, bytes, data.size()) != 1) {
-    throw TlsError("cannot sign: " + opensslError());
+    throw TlsError("cannot sign: " + takeOpensslError("no detail"));
   }
   std::string signature(size, '\0');
   if (EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &size,
                      bytes, data.size()) != 1) {
-    throw TlsError("cannot sign: " + opensslError());
+    throw TlsError("cannot sign: " + takeOpensslError("no detail"));
   }
   signature.resize(size);
   return signature;
@@ -285,7 +285,7 @@ bool verifyEd25519(const std::string& public_key_pem, std::string_view data,
   KeyPtr key = ed25519Key(public_key_pem, /*private_key=*/false);
   std::unique_ptr<EVP_MD_CTX, MdContextDeleter> context(EVP_MD_CTX_new());
   if (!context || EVP_DigestVerifyInit(context.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
-    throw TlsError("cannot verify: " + opensslError());
+    throw TlsError("cannot verify: " + takeOpensslError("no detail"));
   }
   const int verified = EVP_DigestVerify(
       context.get(), reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),

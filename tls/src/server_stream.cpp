@@ -43,16 +43,6 @@ using Poco::Net::HTTPServerParams;
 using Status = NonBlockingStream::Status;
 using Io = NonBlockingStream::Io;
 
-// OpenSSL's first queued error as one line, the queue emptied; `fallback` when it is empty.
-std::string takeOpensslError(const char* fallback) {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return fallback;
-  char text[256];
-  ERR_error_string_n(code, text, sizeof text);
-  return text;
-}
-
 // OpenSSL writes to the socket with write(2), which raises SIGPIPE when the peer has gone: while
 // one lives, SIGPIPE is blocked on this thread, and one raised meanwhile is taken before the
 // thread's mask is put back, so that a peer that went only fails the write (EPIPE), in any

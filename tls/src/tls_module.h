@@ -54,6 +54,8 @@ struct Api {
 };
 
 // The implementations, in openssl.cpp.
+// OpenSSL's first queued error as one line, the queue emptied; `fallback` when it is empty.
+std::string takeOpensslError(const char* fallback);
 void checkFiles(const TlsConfig& config, Role role);
 Poco::Net::Context::Ptr newContext(const TlsConfig& config, Role role);
 // In server_stream.cpp: each accepted connection's TLS handshake, then HTTP as Poco's
