@@ -253,7 +253,8 @@ WebSocketLink::Options Agent::linkOptions() const {
                                 std::string("dockhand ") + DOCKHAND_VERSION,
                                 settings_.secret,
                                 settings_.tls_client,
-                                metrics_.get()};
+                                metrics_.get(),
+                                /*read_on_core_thread=*/true};
 }
 
 BackendOptions Agent::backendOptions() {

@@ -1,28 +1,59 @@
 #include "core/event_loop.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <system_error>
 
 #include "dockhand/base/logging.h"
 
 namespace dockhand::agent {
 
-void EventLoop::post(std::function<void()> event) {
-  {
-    std::lock_guard lock(mutex_);
-    events_.push_back(std::move(event));
+EventLoop::EventLoop() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd_ < 0) {
+    throw std::system_error(errno, std::generic_category(), "eventfd for the core thread");
   }
-  wake_.notify_one();
+}
+
+EventLoop::~EventLoop() { ::close(wake_fd_); }
+
+void EventLoop::wakeLocked() {
+  if (!sleeping_) return;
+  sleeping_ = false;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto ignored = ::write(wake_fd_, &one, sizeof one);
+}
+
+void EventLoop::post(std::function<void()> event) {
+  std::lock_guard lock(mutex_);
+  events_.push_back(std::move(event));
+  wakeLocked();
+}
+
+bool EventLoop::watch(int fd, std::function<void()> on_readable) {
+  std::lock_guard lock(mutex_);
+  watched_.push_back(Watched{fd, std::move(on_readable)});
+  wakeLocked();  // its sleep does not include `fd` yet
+  return true;
+}
+
+void EventLoop::unwatch(int fd) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(watched_, [fd](const Watched& w) { return w.fd == fd; });
+  wakeLocked();  // its sleep must not go on waiting for `fd`
 }
 
 Timers::TimerId EventLoop::schedule(Millis delay, std::function<void()> fn) {
-  TimerId id = 0;
-  {
-    std::lock_guard lock(mutex_);
-    id = next_timer_++;
-    deadlines_.emplace(SteadyClock::now() + delay, id);
-    timers_.emplace(id, std::move(fn));
-  }
-  wake_.notify_one();
+  std::lock_guard lock(mutex_);
+  TimerId id = next_timer_++;
+  deadlines_.emplace(SteadyClock::now() + delay, id);
+  timers_.emplace(id, std::move(fn));
+  wakeLocked();
   return id;
 }
 
@@ -32,16 +63,58 @@ void EventLoop::cancel(TimerId id) {
 }
 
 void EventLoop::exit(int code) {
-  {
-    std::lock_guard lock(mutex_);
-    if (!exit_code_) exit_code_ = code;
+  std::lock_guard lock(mutex_);
+  if (!exit_code_) exit_code_ = code;
+  wakeLocked();
+}
+
+std::vector<int> EventLoop::waitLocked(std::unique_lock<std::mutex>& lock, int timeout_ms) {
+  std::vector<pollfd> fds;
+  fds.reserve(watched_.size() + 1);
+  fds.push_back({wake_fd_, POLLIN, 0});
+  for (const auto& w : watched_) fds.push_back({w.fd, POLLIN, 0});
+  sleeping_ = timeout_ms != 0;
+  lock.unlock();
+  const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+  const int poll_errno = errno;
+  lock.lock();
+  sleeping_ = false;
+  std::vector<int> ready;
+  if (n < 0) {
+    if (poll_errno != EINTR) {
+      logger("agent")->error("poll on the core thread failed: {}", std::strerror(poll_errno));
+    }
+    return ready;
   }
-  wake_.notify_one();
+  if (fds[0].revents != 0) {
+    std::uint64_t count = 0;
+    [[maybe_unused]] auto ignored = ::read(wake_fd_, &count, sizeof count);
+  }
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) ready.push_back(fds[i].fd);
+  }
+  return ready;
+}
+
+bool EventLoop::runOne(const std::function<void()>& fn, std::unique_lock<std::mutex>& lock,
+                       int failure_code) {
+  lock.unlock();
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    logger("agent")->critical("unexpected error on the core thread: {}", e.what());
+    lock.lock();
+    if (!exit_code_) exit_code_ = failure_code;
+    return false;
+  }
+  lock.lock();
+  return true;
 }
 
 int EventLoop::run(int failure_code) {
   std::unique_lock lock(mutex_);
   int since_idle = 0;  // closures run since the idle hook last ran
+  int since_look = 0;  // closures run since the watched descriptors were last looked at
   const auto idle = [&] {
     if (!idle_hook_ || since_idle == 0) return false;
     since_idle = 0;
@@ -50,9 +123,26 @@ int EventLoop::run(int failure_code) {
     lock.lock();
     return true;
   };
+  // Runs the callbacks of the descriptors found readable that are still watched.
+  const auto readable = [&](const std::vector<int>& ready) {
+    since_look = 0;
+    for (int fd : ready) {
+      auto it = std::find_if(watched_.begin(), watched_.end(),
+                             [fd](const Watched& w) { return w.fd == fd; });
+      if (it == watched_.end()) continue;  // unwatched meanwhile
+      const std::function<void()> on_readable = it->on_readable;
+      ++since_idle;
+      if (!runOne(on_readable, lock, failure_code) || exit_code_) return;
+    }
+  };
   while (!exit_code_) {
-    std::function<void()> next;
     if ((events_.empty() || since_idle >= kMaxEventsBetweenIdle) && idle()) continue;
+    if (!events_.empty() && !watched_.empty() && since_look >= kMaxEventsBetweenIdle) {
+      // A long burst of posts does not keep the driver's frames waiting.
+      readable(waitLocked(lock, 0));
+      continue;
+    }
+    std::function<void()> next;
     if (!events_.empty()) {
       next = std::move(events_.front());
       events_.pop_front();
@@ -63,24 +153,20 @@ int EventLoop::run(int failure_code) {
       if (it == timers_.end()) continue;  // cancelled
       next = std::move(it->second);
       timers_.erase(it);
-    } else if (!deadlines_.empty()) {
-      wake_.wait_until(lock, deadlines_.begin()->first);
-      continue;
     } else {
-      wake_.wait(lock);
+      int timeout_ms = -1;
+      if (!deadlines_.empty()) {
+        // Rounded up: waking before the deadline would only sleep again.
+        const auto left =
+            std::chrono::ceil<Millis>(deadlines_.begin()->first - SteadyClock::now()).count();
+        timeout_ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, 3600000));
+      }
+      readable(waitLocked(lock, timeout_ms));
       continue;
     }
-    lock.unlock();
     ++since_idle;
-    try {
-      next();
-    } catch (const std::exception& e) {
-      logger("agent")->critical("unexpected error on the core thread: {}", e.what());
-      lock.lock();
-      if (!exit_code_) exit_code_ = failure_code;
-      continue;
-    }
-    lock.lock();
+    ++since_look;
+    runOne(next, lock, failure_code);
   }
   idle();
   return *exit_code_;

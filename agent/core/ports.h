@@ -38,6 +38,13 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void post(std::function<void()> event) = 0;
+  // Runs `on_readable` on the core thread whenever descriptor `fd` has something to read (or
+  // has ended), until unwatch(fd): the driver link reads its socket there, with no thread
+  // between the socket and the Backend. Any thread. False when this sink cannot (the caller then
+  // reads on a thread of its own and posts what it reads).
+  virtual bool watch(int /*fd*/, std::function<void()> /*on_readable*/) { return false; }
+  // Stops watch(fd); once it returns on the core thread, `on_readable` is not called again.
+  virtual void unwatch(int /*fd*/) {}
 };
 
 // Timers and time, so that tests can run the clock by hand.

@@ -55,15 +55,6 @@ Poco::Timespan toTimespan(Millis ms) {
   return Poco::Timespan(static_cast<Poco::Timespan::TimeDiff>(ms.count()) * 1000);
 }
 
-// A handshake failure that the same settings meet again: no point in trying again.
-Error finalFailure(std::string message) { return Error(std::move(message), "", false); }
-// One that another try may get past (a slow or restarting driver, a dropped connection).
-Error passingFailure(std::string message) { return Error(std::move(message), "", true); }
-// Either side refused the other's proof.
-Error authFailure(std::string message) {
-  return Error(std::move(message), std::string(proto::error_code::kAuthFailed), false);
-}
-
 }  // namespace
 
 WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& events)
@@ -80,6 +71,7 @@ WebSocketLink::WebSocketLink(Options options, EventSink& sink, DriverEvents& eve
 
 WebSocketLink::~WebSocketLink() {
   closing_ = true;
+  if (const int fd = watched_fd_.exchange(-1); fd >= 0) sink_.unwatch(fd);
   wakeReader();
   if (thread_.joinable()) thread_.join();
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -161,6 +153,7 @@ void WebSocketLink::run() {
   }
 
   reader_.emplace(options_.max_frame_bytes);
+  ended_ = false;
   if (auto shaken = handshake(*ws); !shaken) {
     const Error& error = shaken.error();
     if (error.code == proto::error_code::kAuthFailed) {
@@ -182,129 +175,62 @@ void WebSocketLink::run() {
   metrics_.connected();
   log()->info("connected to driver {}", options_.url);
   sink_.post([this] { events_.onDriverConnected(); });
+  if (options_.read_on_core_thread && !ws->secure()) {
+    sink_.post([this, ws] { startCoreReads(ws); });
+    waitForAsks();
+    return;
+  }
   readLoop(*ws);
 }
 
-Result<proto::Envelope> WebSocketLink::receiveHandshakeFrame(WebSocket& ws) {
-  if (reader_->buffered() == 0 &&
-      !ws.poll(toTimespan(options_.handshake_timeout), Poco::Net::Socket::SELECT_READ)) {
-    return passingFailure("the driver did not answer within " +
-                          std::to_string(options_.handshake_timeout.count()) + " ms");
+void WebSocketLink::startCoreReads(const std::shared_ptr<WebSocket>& ws) {
+  if (closing_ || ended_) return;  // closed or lost before the core thread came to it
+  core_socket_ = ws;
+  const int fd = ws->impl()->sockfd();
+  watched_fd_ = fd;
+  if (!sink_.watch(fd, [this] { readOnCore(true); })) {
+    watched_fd_ = -1;
+    endOnCore("the core thread cannot wait for the driver's socket");
+    return;
   }
-  std::vector<char> payload;
-  net::ReceivedFrame frame = reader_->next(ws, payload);
-  if (frame.end_of_stream ||
-      (frame.flags & WebSocket::FRAME_OP_BITMASK) == WebSocket::FRAME_OP_CLOSE) {
-    return passingFailure("the driver closed the connection during the handshake");
-  }
-  if (frame.discarded) {
-    metrics_.decodeError();
-    return finalFailure("the driver answered with a frame of " + std::to_string(frame.length) +
-                        " bytes, over this agent's limit of " +
-                        std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes)");
-  }
-  auto decoded = proto::decodeEnvelope(std::string_view(payload.data(), payload.size()),
-                                       options_.max_frame_bytes);
-  if (decoded) metrics_.received(decoded->type);
-  if (!decoded) {
-    metrics_.decodeError();
-    return finalFailure(
-        "the peer did not answer with a protocol frame (is this a Dockhand driver?): " +
-        decoded.error().message);
-  }
-  return std::move(decoded.value());
+  readOnCore(false);  // frames that came with the handshake's are buffered, not on the socket
 }
 
-void WebSocketLink::refuseDriver(WebSocket& ws, const std::string& why) {
+void WebSocketLink::readOnCore(bool socket_ready) {
+  const std::shared_ptr<WebSocket> ws = core_socket_;
+  if (!ws) return;
+  std::string reason;
   try {
-    std::string text =
-        proto::encodeEnvelope(proto::makeError(proto::error_code::kAuthFailed, "agent: " + why));
-    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    ws.shutdown(WebSocket::WS_POLICY_VIOLATION, "authentication failed");
-  } catch (const Poco::Exception&) {
-    // the driver is gone already; the refusal is logged on this side anyway
-  }
-}
-
-Result<void> WebSocketLink::handshake(WebSocket& ws) {
-  const auto& secret = options_.secret;
-  try {
-    std::uint64_t id = next_id_++;
-    proto::Hello hello{proto::kProtocolVersion, "agent", options_.software};
-    std::string agent_nonce;
-    if (secret) {
-      agent_nonce = proto::auth::randomNonce();
-      hello.auth = proto::HelloAuth{
-          .scheme = std::string(proto::auth::kHelloScheme), .nonce = agent_nonce, .proof = ""};
+    if (socket_ready && !reader_->receiveReady(*ws)) {
+      endOnCore("connection closed by the driver");
+      return;
     }
-    std::string text = proto::encodeEnvelope(proto::makeMessage(hello, id));
-    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    metrics_.sent(proto::specOf(proto::Hello::kType).name);
-    auto received = receiveHandshakeFrame(ws);
-    if (!received) return received.error();
-    if (!received->isReply() || received->re != id) {
-      return finalFailure("the peer did not answer Hello with a Reply: is this a Dockhand driver?");
-    }
-    const proto::Envelope& reply = *received;
-    if (!reply.ok) {
-      if (reply.error->code == proto::error_code::kAuthFailed) {
-        return authFailure("the driver refused this agent: " + reply.error->message);
+    while (!closing_ && reader_->frameReady()) {
+      const net::ReceivedFrame frame = reader_->next(*ws, core_payload_);
+      if (!handleFrame(*ws, frame, core_payload_, /*on_core=*/true, reason)) {
+        endOnCore(reason);
+        return;
       }
-      return Error("the driver refused the handshake: " + reply.error->message, "",
-                   reply.error->code != proto::error_code::kProtocolVersion);
     }
-    auto answer = proto::decodeBody<proto::Hello>(reply.body);
-    if (answer.protocol_version != proto::kProtocolVersion) {
-      return finalFailure("the driver speaks protocol version " +
-                          std::to_string(answer.protocol_version) + ", this agent speaks " +
-                          std::to_string(proto::kProtocolVersion));
-    }
-    if (!secret) return {};
-
-    // The driver proves itself first: this agent says nothing that depends on the secret to
-    // a peer that has not shown it holds the secret too.
-    if (!answer.auth || answer.auth->proof.empty()) {
-      std::string why =
-          "the driver did not prove it knows the cluster secret (its Hello carries no auth): "
-          "it has no secret configured, or it is not this cluster's driver";
-      refuseDriver(ws, why);
-      return authFailure(std::move(why));
-    }
-    const std::string& driver_nonce = answer.auth->nonce;
-    if (answer.auth->scheme != proto::auth::kHelloScheme ||
-        !proto::auth::validNonce(driver_nonce) || driver_nonce == agent_nonce ||
-        !proto::auth::checkHelloProof(*secret, "driver", agent_nonce, driver_nonce,
-                                      answer.auth->proof)) {
-      std::string why =
-          "the driver's proof does not match this agent's cluster secret: the driver holds "
-          "another secret, or it is not this cluster's driver";
-      refuseDriver(ws, why);
-      return authFailure(std::move(why));
-    }
-    std::uint64_t auth_id = next_id_++;
-    proto::Authenticate authenticate{
-        proto::auth::helloProof(*secret, "agent", agent_nonce, driver_nonce)};
-    text = proto::encodeEnvelope(proto::makeMessage(authenticate, auth_id));
-    ws.sendFrame(text.data(), static_cast<int>(text.size()), WebSocket::FRAME_TEXT);
-    metrics_.sent(proto::specOf(proto::Authenticate::kType).name);
-    auto accepted = receiveHandshakeFrame(ws);
-    if (!accepted) return accepted.error();
-    if (!accepted->isReply() || accepted->re != auth_id) {
-      return finalFailure("the driver did not answer Authenticate with a Reply");
-    }
-    if (!accepted->ok) {
-      return authFailure("the driver refused this agent's proof: " + accepted->error->message);
-    }
-    log()->info("authenticated with driver {} (both sides proved the cluster secret)",
-                options_.url);
-    return {};
-  } catch (const proto::BodyError& e) {
-    return finalFailure(std::string("invalid Hello reply from the driver: ") + e.what());
   } catch (const Poco::Exception& e) {
-    return passingFailure("handshake failed: " + e.displayText());
-  } catch (const std::runtime_error& e) {
-    return finalFailure(std::string("handshake failed: ") + e.what());
+    endOnCore(e.displayText());
   }
+}
+
+void WebSocketLink::endOnCore(const std::string& reason) {
+  if (const int fd = watched_fd_.exchange(-1); fd >= 0) sink_.unwatch(fd);
+  core_socket_.reset();
+  endConnection(reason);
+  wakeReader();  // the I/O thread's wait for ask deadlines ends with the connection
+}
+
+void WebSocketLink::waitForAsks() {
+  while (!closing_ && !ended_) {
+    if (!readable(-1, wake_fd_, readerTimeoutMs())) {
+      failPendingAsks(proto::error_code::kTimeout, "no reply from the driver in time", true);
+    }
+  }
+  if (closing_) endConnection("the agent closed the connection");
 }
 
 void WebSocketLink::readLoop(WebSocket& ws) {
@@ -332,52 +258,63 @@ void WebSocketLink::readLoop(WebSocket& ws) {
       } else {
         frame = reader_->next(ws, payload);
       }
-      if (frame.end_of_stream) {
-        reason = "connection closed by the driver";
-        break;
-      }
-      const int op = frame.flags & WebSocket::FRAME_OP_BITMASK;
-      if (op == WebSocket::FRAME_OP_CLOSE) {
-        reason = "the driver closed the connection";
-        break;
-      }
-      if (frame.discarded) {
-        // Its payload has been read and dropped: the next frame starts where it should, and
-        // the tasks running here need not be lost over one bad message.
-        ++malformed_frames_;
-        metrics_.decodeError();
-        const std::string why =
-            "a frame of " + std::to_string(frame.length) + " bytes is over this agent's limit of " +
-            std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes); it was dropped";
-        log()->warn("frame from the driver dropped: {}", why);
-        sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, why)));
-        continue;
-      }
-      const int size = static_cast<int>(payload.size());
-      if (op == WebSocket::FRAME_OP_PING) {
-        std::lock_guard lock(send_mutex_);
-        flushLocked();
-        ws.sendFrame(payload.data(), size,
-                     static_cast<int>(WebSocket::FRAME_FLAG_FIN) | WebSocket::FRAME_OP_PONG);
-        continue;
-      }
-      if (op == WebSocket::FRAME_OP_PONG) continue;
-      if (op != WebSocket::FRAME_OP_TEXT || (frame.flags & WebSocket::FRAME_FLAG_FIN) == 0) {
-        ++malformed_frames_;
-        metrics_.decodeError();
-        log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})",
-                    frame.flags);
-        sendText(proto::encodeEnvelope(
-            proto::makeError(proto::error_code::kMalformedFrame,
-                             "only unfragmented text frames carry protocol messages")));
-        continue;
-      }
-      handleText(std::string_view(payload.data(), payload.size()));
+      if (!handleFrame(ws, frame, payload, /*on_core=*/false, reason)) break;
     }
   } catch (const Poco::Exception& e) {
     reason = e.displayText();
   }
+  endConnection(reason);
+}
 
+bool WebSocketLink::handleFrame(WebSocket& ws, const net::ReceivedFrame& frame,
+                                const std::vector<char>& payload, bool on_core,
+                                std::string& reason) {
+  if (frame.end_of_stream) {
+    reason = "connection closed by the driver";
+    return false;
+  }
+  const int op = frame.flags & WebSocket::FRAME_OP_BITMASK;
+  if (op == WebSocket::FRAME_OP_CLOSE) {
+    reason = "the driver closed the connection";
+    return false;
+  }
+  if (frame.discarded) {
+    // Its payload has been read and dropped: the next frame starts where it should, and
+    // the tasks running here need not be lost over one bad message.
+    ++malformed_frames_;
+    metrics_.decodeError();
+    const std::string why =
+        "a frame of " + std::to_string(frame.length) + " bytes is over this agent's limit of " +
+        std::to_string(options_.max_frame_bytes) + " bytes (max_frame_bytes); it was dropped";
+    log()->warn("frame from the driver dropped: {}", why);
+    sendText(proto::encodeEnvelope(proto::makeError(proto::error_code::kFrameTooLarge, why)));
+    return true;
+  }
+  const int size = static_cast<int>(payload.size());
+  if (op == WebSocket::FRAME_OP_PING) {
+    std::lock_guard lock(send_mutex_);
+    flushLocked();
+    ws.sendFrame(payload.data(), size,
+                 static_cast<int>(WebSocket::FRAME_FLAG_FIN) | WebSocket::FRAME_OP_PONG);
+    return true;
+  }
+  if (op == WebSocket::FRAME_OP_PONG) return true;
+  if (op != WebSocket::FRAME_OP_TEXT || (frame.flags & WebSocket::FRAME_FLAG_FIN) == 0) {
+    ++malformed_frames_;
+    metrics_.decodeError();
+    log()->warn("ignoring a non-text or fragmented frame from the driver (flags {:#x})",
+                frame.flags);
+    sendText(proto::encodeEnvelope(
+        proto::makeError(proto::error_code::kMalformedFrame,
+                         "only unfragmented text frames carry protocol messages")));
+    return true;
+  }
+  handleText(std::string_view(payload.data(), payload.size()), on_core);
+  return true;
+}
+
+void WebSocketLink::endConnection(const std::string& reason) {
+  if (ended_.exchange(true)) return;
   connected_.store(false, std::memory_order_release);
   metrics_.disconnected();
   {
@@ -397,7 +334,7 @@ void WebSocketLink::readLoop(WebSocket& ws) {
   }
 }
 
-void WebSocketLink::handleText(std::string_view text) {
+void WebSocketLink::handleText(std::string_view text, bool on_core) {
   auto decoded = proto::decodeEnvelope(text, options_.max_frame_bytes);
   if (!decoded) {
     ++malformed_frames_;
@@ -435,7 +372,11 @@ void WebSocketLink::handleText(std::string_view text) {
     postAskResult(std::move(done), std::move(result));
     return;
   }
-  sink_.post([this, env = std::move(env)] { events_.onDriverFrame(env); });
+  if (on_core) {
+    events_.onDriverFrame(env);
+  } else {
+    sink_.post([this, env = std::move(env)] { events_.onDriverFrame(env); });
+  }
 }
 
 std::uint32_t WebSocketLink::nextMask() {
@@ -545,6 +486,7 @@ void WebSocketLink::failPendingAsks(std::string_view code, const std::string& me
 
 void WebSocketLink::close() {
   closing_ = true;
+  if (const int fd = watched_fd_.exchange(-1); fd >= 0) sink_.unwatch(fd);
   wakeReader();
   connected_.store(false, std::memory_order_release);
   {

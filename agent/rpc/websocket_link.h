@@ -1,10 +1,16 @@
 // WebSocketLink: the agent's connection to the driver (DriverLink over a Poco WebSocket).
 //
-// One I/O thread per connection attempt connects, performs the Hello handshake, then reads
-// frames until the connection ends. Everything it learns is posted to the core thread through
-// the EventSink: connect results, frames, replies to asks (as their callbacks), the loss of
-// the connection. Sending happens on the caller's thread (the core thread) under a mutex, so
-// a status update leaves without a thread hop.
+// One I/O thread per connection attempt connects and performs the Hello handshake. Then, with
+// `read_on_core_thread` over a plain ws:// connection, the core thread reads the socket itself
+// (EventSink::watch): a LaunchTask reaches the Backend with no thread in between, and the I/O
+// thread only fails asks whose time is up. Otherwise (wss://, or a sink that cannot watch) the
+// I/O thread reads frames until the connection ends and posts them. Everything the link learns
+// reaches the core thread: connect results, frames, replies to asks (as their callbacks), the
+// loss of the connection. Sending happens on the caller's thread (the core thread) under a
+// mutex, so a status update leaves without a thread hop.
+//
+// On the core thread a frame is read only once it is whole in the read-ahead buffer (64 KiB);
+// a longer one is read to its end as it comes, as the I/O thread would.
 //
 // A malformed frame from the driver is answered with an Error (or a failed Reply when it had
 // an ask id) and reading goes on. So is a frame over the size limit: its header gives its
@@ -20,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <Poco/Net/Context.h>
 
@@ -48,6 +55,8 @@ class WebSocketLink final : public DriverLink {
     Poco::Net::Context::Ptr tls;
     // Where the link's counters go (rpc/link_metrics.h); null: a registry of its own.
     metrics::Registry* metrics = nullptr;
+    // Plain ws:// connections are read on the core thread (the sink's watch()); see above.
+    bool read_on_core_thread = false;
   };
 
   // What the link learns reaches `events` on the core thread (posted through `sink`). Both
@@ -92,7 +101,22 @@ class WebSocketLink final : public DriverLink {
   // Tells the driver why this agent refuses it, then closes (the handshake's end).
   void refuseDriver(Poco::Net::WebSocket& ws, const std::string& why);
   void readLoop(Poco::Net::WebSocket& ws);
-  void handleText(std::string_view text);
+  // What one frame from the driver asks for; false when it ends the connection (`reason` then
+  // says why). `on_core`: called on the core thread, so frames go to the Backend at once.
+  bool handleFrame(Poco::Net::WebSocket& ws, const net::ReceivedFrame& frame,
+                   const std::vector<char>& payload, bool on_core, std::string& reason);
+  void handleText(std::string_view text, bool on_core);
+  // The core thread's reading (read_on_core_thread): starts it once the Backend has heard of
+  // the connection, reads what the socket has (or only what is buffered), ends it.
+  void startCoreReads(const std::shared_ptr<Poco::Net::WebSocket>& ws);
+  void readOnCore(bool socket_ready);
+  void endOnCore(const std::string& reason);
+  // The I/O thread while the core thread reads: fails asks whose time is up, until the
+  // connection ends or the link closes.
+  void waitForAsks();
+  // The end of a connection, once (the reader's, the core thread's or close()'s): the socket
+  // closed, pending asks failed, and, unless the link is closing, the Backend told.
+  void endConnection(const std::string& reason);
   bool sendText(const std::string& text);
   void failPendingAsks(std::string_view code, const std::string& message, bool only_expired);
   // Ends the reader's wait in poll(2) (a new ask, close, destruction).
@@ -130,8 +154,13 @@ class WebSocketLink final : public DriverLink {
   std::atomic<std::uint64_t> next_id_{1};
   // An eventfd that wakes the reader; -1 when none could be made (it then polls every 200 ms).
   int wake_fd_ = -1;
-  // The frames of the current connection, read ahead (the I/O thread's alone).
+  // The frames of the current connection, read ahead (the reading thread's alone: the I/O
+  // thread's, or the core thread's once startCoreReads has run).
   std::optional<net::FrameReader> reader_;
+  std::atomic<bool> ended_{false};   // endConnection ran for the current connection
+  std::atomic<int> watched_fd_{-1};  // the socket the core thread watches, -1: none
+  std::shared_ptr<Poco::Net::WebSocket> core_socket_;  // the core thread's alone
+  std::vector<char> core_payload_;                     // likewise
 };
 
 }  // namespace dockhand::agent

@@ -104,6 +104,30 @@ bool FrameReader::holdsFrame() const {
   return buffered() >= header_bytes && payloadLength(header) <= buffered() - header_bytes;
 }
 
+bool FrameReader::frameReady() const {
+  if (holdsFrame()) return true;
+  if (buffered() < 2) return false;
+  const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
+  const std::size_t header_bytes = headerBytes(header[1]);
+  if (buffered() < header_bytes) return false;
+  return payloadLength(header) > buffer_.size() - header_bytes;
+}
+
+bool FrameReader::receiveReady(WebSocket& ws) {
+  auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
+  if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
+  if (begin_ > 0 && end_ == buffer_.size()) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == buffer_.size()) return true;  // full: next() takes from it first
+  const int got = RawReads::receiveSome(*impl, buffer_.data() + end_, buffer_.size() - end_);
+  if (got <= 0) return false;
+  end_ += static_cast<std::size_t>(got);
+  return true;
+}
+
 Result<std::optional<FrameHeader>> parseFrameHeader(std::string_view bytes) {
   if (bytes.size() < 2) return std::optional<FrameHeader>();
   const auto* header = reinterpret_cast<const unsigned char*>(bytes.data());

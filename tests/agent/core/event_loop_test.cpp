@@ -4,8 +4,12 @@
 // test instead of hanging it.
 #include "core/event_loop.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <future>
 #include <optional>
 #include <sstream>
@@ -242,6 +246,86 @@ TEST(EventLoopTest, NoIdleHookCallWithoutAClosureRunSinceTheLast) {
   ASSERT_EQ(runWithDeadline(loop), 0);
   // After the first closure (then the loop waits for the timer), and after the timer.
   EXPECT_EQ(calls, 2);
+}
+
+// A pipe whose ends close with the test.
+struct Pipe {
+  Pipe() { EXPECT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0); }
+  ~Pipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  int readEnd() const { return fds[0]; }
+  void write(char c) const { EXPECT_EQ(::write(fds[1], &c, 1), 1); }
+  std::string drain() const {
+    std::string got;
+    char c = 0;
+    while (::read(fds[0], &c, 1) == 1) got += c;
+    return got;
+  }
+  int fds[2] = {-1, -1};
+};
+
+// The driver link's socket is read this way: the core thread itself wakes for the descriptor.
+TEST(EventLoopTest, AWatchedDescriptorIsReadOnTheCoreThreadWhenItBecomesReadable) {
+  EventLoop loop;
+  Pipe pipe;
+  std::string read;
+  std::thread::id reader;
+  std::thread::id core;
+  loop.post([&] {
+    core = std::this_thread::get_id();
+    EXPECT_TRUE(loop.watch(pipe.readEnd(), [&] {
+      reader = std::this_thread::get_id();
+      read += pipe.drain();
+      if (read == "ab") loop.exit(0);
+    }));
+  });
+  // Written from another thread while the loop sleeps with nothing posted.
+  std::thread writer([&] {
+    pipe.write('a');
+    pipe.write('b');
+  });
+  const auto code = runWithDeadline(loop);
+  writer.join();
+  ASSERT_EQ(code, 0) << "the loop did not read the descriptor (read: '" << read << "')";
+  EXPECT_EQ(reader, core);
+}
+
+TEST(EventLoopTest, AnUnwatchedDescriptorIsNotReadAgain) {
+  EventLoop loop;
+  Pipe pipe;
+  int calls = 0;
+  loop.post([&] {
+    loop.watch(pipe.readEnd(), [&] {
+      ++calls;
+      loop.unwatch(pipe.readEnd());
+      // Left unread: a loop still watching would call again at once, and keep calling.
+      loop.schedule(Millis(50), [&] { loop.exit(0); });
+    });
+    pipe.write('x');
+  });
+  ASSERT_EQ(runWithDeadline(loop), 0);
+  EXPECT_EQ(calls, 1);
+}
+
+// Closures that never stop coming do not keep the driver's frames waiting: the watched
+// descriptors are looked at every kMaxEventsBetweenIdle closures.
+TEST(EventLoopTest, ABusyLoopStillReadsItsWatchedDescriptor) {
+  EventLoop loop;
+  Pipe pipe;
+  std::function<void()> again = [&] { loop.post(again); };
+  loop.post([&] {
+    loop.watch(pipe.readEnd(), [&] {
+      pipe.drain();
+      loop.exit(0);
+    });
+    pipe.write('x');
+    again();
+  });
+  EXPECT_EQ(runWithDeadline(loop), 0) << "the descriptor was never read";
 }
 
 }  // namespace

@@ -3,12 +3,17 @@
 // out, a malformed frame answered with an Error, a lost connection, and close().
 //
 // The test thread plays the core thread: the link posts its events to a queue the test runs
-// (PostedEvents), so every listener callback and ask callback runs on the test thread. Every
-// wait has a deadline.
+// (PostedEvents), so every listener callback and ask callback runs on the test thread; with
+// read_on_core_thread the test thread reads the socket too, so a test runs it until the link
+// has answered. Every wait has a deadline.
 #include "rpc/websocket_link.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -32,6 +37,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "dockhand/net/websocket_frames.h"
 #include "dockhand/protocol/envelope.h"
 #include "dockhand/protocol/messages.h"
 
@@ -44,29 +50,72 @@ using ::testing::HasSubstr;
 
 constexpr Millis kDeadline{10000};
 
-// The link's EventSink: closures wait here until the test thread runs them.
+// The link's EventSink: closures wait here until the test thread runs them, and a descriptor
+// the link watches is read on the test thread when it becomes readable (as EventLoop does).
 class PostedEvents final : public EventSink {
  public:
+  PostedEvents() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~PostedEvents() override { ::close(wake_fd_); }
+  PostedEvents(const PostedEvents&) = delete;
+  PostedEvents& operator=(const PostedEvents&) = delete;
+
   void post(std::function<void()> event) override {
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(event));
     }
-    posted_.notify_all();
+    wake();
+  }
+  bool watch(int fd, std::function<void()> on_readable) override {
+    {
+      std::lock_guard lock(mutex_);
+      watched_fd_ = fd;
+      on_readable_ = std::move(on_readable);
+    }
+    wake();
+    return true;
+  }
+  void unwatch(int fd) override {
+    std::lock_guard lock(mutex_);
+    if (watched_fd_ == fd) watched_fd_ = -1;
   }
 
-  // Runs posted closures until `done` holds; false when `timeout` passes first.
+  // Runs posted closures (and the watched descriptor's reads) until `done` holds; false when
+  // `timeout` passes first.
   bool runUntil(const std::function<bool()>& done, Millis timeout = kDeadline) {
     const auto deadline = SteadyClock::now() + timeout;
     while (!done()) {
       std::function<void()> next;
+      int fd = -1;
       {
-        std::unique_lock lock(mutex_);
-        if (!posted_.wait_until(lock, deadline, [&] { return !queue_.empty(); })) return false;
-        next = std::move(queue_.front());
-        queue_.pop_front();
+        std::lock_guard lock(mutex_);
+        if (!queue_.empty()) {
+          next = std::move(queue_.front());
+          queue_.pop_front();
+        }
+        fd = watched_fd_;
       }
-      next();
+      if (next) {
+        next();
+        continue;
+      }
+      const auto left = std::chrono::ceil<Millis>(deadline - SteadyClock::now()).count();
+      if (left <= 0) return false;
+      pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+      // Woken every 10 ms as well: `done` may hold by another thread's doing.
+      if (::poll(fds, 2, static_cast<int>(std::min<std::int64_t>(left, 10))) <= 0) continue;
+      if (fds[0].revents != 0) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] auto ignored = ::read(wake_fd_, &count, sizeof count);
+      }
+      if (fds[1].revents != 0) {
+        std::function<void()> on_readable;
+        {
+          std::lock_guard lock(mutex_);
+          if (watched_fd_ == fd) on_readable = on_readable_;
+        }
+        if (on_readable) on_readable();
+      }
     }
     return true;
   }
@@ -80,9 +129,16 @@ class PostedEvents final : public EventSink {
   }
 
  private:
+  void wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto ignored = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  int wake_fd_;
   std::mutex mutex_;
-  std::condition_variable posted_;
   std::deque<std::function<void()>> queue_;
+  int watched_fd_ = -1;
+  std::function<void()> on_readable_;
 };
 
 // The driver end: accepts a WebSocket, answers the link's Hello with the driver's Hello, then
@@ -133,6 +189,13 @@ class TestDriver {
     return true;
   }
   bool send(const proto::Envelope& frame) { return sendText(proto::encodeEnvelope(frame)); }
+
+  // Frames to send with the Hello reply, in the same write: they reach the link together
+  // with the handshake's last frame.
+  void sendWithHelloReply(std::vector<std::string> texts) {
+    std::lock_guard lock(mutex_);
+    with_hello_reply_ = std::move(texts);
+  }
 
   // Ends the connection the way a crashed driver does: no close frame.
   void drop() {
@@ -215,7 +278,12 @@ class TestDriver {
       std::lock_guard lock(mutex_);
       hello_ = proto::decodeBody<proto::Hello>(first->body);
       socket_ = std::shared_ptr<WebSocket>(&ws, [](WebSocket*) {});  // lives in handleRequest
-      ws.sendFrame(reply.data(), static_cast<int>(reply.size()), WebSocket::FRAME_TEXT);
+      std::string bytes;
+      net::appendServerFrame(bytes, WebSocket::FRAME_TEXT, reply);
+      for (const auto& text : with_hello_reply_) {
+        net::appendServerFrame(bytes, WebSocket::FRAME_TEXT, text);
+      }
+      net::sendAll(ws.impl()->sockfd(), bytes);
     }
     while (true) {
       {
@@ -249,6 +317,7 @@ class TestDriver {
   std::shared_ptr<WebSocket> socket_;  // while a link is connected
   std::optional<proto::Hello> hello_;
   std::deque<proto::Envelope> frames_;
+  std::vector<std::string> with_hello_reply_;
   bool link_gone_ = false;
   bool stopping_ = false;
 };
@@ -271,7 +340,9 @@ struct ListenerEvents final : DriverEvents {
   std::vector<std::string> disconnected;
 };
 
-class WebSocketLinkTest : public ::testing::Test {
+// Each test runs twice: the link's I/O thread reads the socket, or the core thread does
+// (read_on_core_thread, as the agent runs it over ws://).
+class WebSocketLinkTest : public ::testing::TestWithParam<bool> {
  protected:
   // A link to `url` that reports into events_.
   std::unique_ptr<WebSocketLink> makeLink(
@@ -280,6 +351,7 @@ class WebSocketLinkTest : public ::testing::Test {
     options.url = url;
     options.max_frame_bytes = max_frame_bytes;
     options.software = "websocket-link-test 1.0";
+    options.read_on_core_thread = GetParam();
     return std::make_unique<WebSocketLink>(options, sink_, events_);
   }
 
@@ -309,7 +381,7 @@ class WebSocketLinkTest : public ::testing::Test {
   TestDriver driver_;
 };
 
-TEST_F(WebSocketLinkTest, HandshakeSendsHelloAndReportsConnected) {
+TEST_P(WebSocketLinkTest, HandshakeSendsHelloAndReportsConnected) {
   auto link = connectedLink();
   EXPECT_TRUE(link->connected());
   const auto hello = driver_.hello();
@@ -321,7 +393,7 @@ TEST_F(WebSocketLinkTest, HandshakeSendsHelloAndReportsConnected) {
   EXPECT_EQ(events_.connected, 1);
 }
 
-TEST_F(WebSocketLinkTest, ConnectFailedIsReportedWhenNothingListens) {
+TEST_P(WebSocketLinkTest, ConnectFailedIsReportedWhenNothingListens) {
   int port = 0;
   {
     Poco::Net::ServerSocket probe(Poco::Net::SocketAddress("127.0.0.1", 0));
@@ -335,7 +407,7 @@ TEST_F(WebSocketLinkTest, ConnectFailedIsReportedWhenNothingListens) {
   EXPECT_FALSE(link->connected());
 }
 
-TEST_F(WebSocketLinkTest, FrameFromTheDriverReachesTheListener) {
+TEST_P(WebSocketLinkTest, FrameFromTheDriverReachesTheListener) {
   auto link = connectedLink();
   proto::KillTask kill;
   kill.task_id = 7;
@@ -349,7 +421,7 @@ TEST_F(WebSocketLinkTest, FrameFromTheDriverReachesTheListener) {
   EXPECT_EQ(received.reason, "stage cancelled");
 }
 
-TEST_F(WebSocketLinkTest, MessageSentReachesTheDriver) {
+TEST_P(WebSocketLinkTest, MessageSentReachesTheDriver) {
   auto link = connectedLink();
   proto::Heartbeat heartbeat;
   heartbeat.executor_id = "a1";
@@ -362,7 +434,7 @@ TEST_F(WebSocketLinkTest, MessageSentReachesTheDriver) {
   EXPECT_EQ(proto::decodeBody<proto::Heartbeat>(frame->body).running_tasks, 3);
 }
 
-TEST_F(WebSocketLinkTest, AskAnsweredByAReplyReachesItsCallback) {
+TEST_P(WebSocketLinkTest, AskAnsweredByAReplyReachesItsCallback) {
   auto link = connectedLink();
   std::optional<AskResult> result;
   const auto ask = askPeers(*link, kDeadline, result);
@@ -376,7 +448,7 @@ TEST_F(WebSocketLinkTest, AskAnsweredByAReplyReachesItsCallback) {
   EXPECT_EQ(result->body, (proto::Json{{"peers", proto::Json::array()}}));
 }
 
-TEST_F(WebSocketLinkTest, RefusalOfAnAskReachesItsCallback) {
+TEST_P(WebSocketLinkTest, RefusalOfAnAskReachesItsCallback) {
   auto link = connectedLink();
   std::optional<AskResult> result;
   const auto ask = askPeers(*link, kDeadline, result);
@@ -390,7 +462,7 @@ TEST_F(WebSocketLinkTest, RefusalOfAnAskReachesItsCallback) {
   EXPECT_EQ(result->error.message, "who are you?");
 }
 
-TEST_F(WebSocketLinkTest, AskWithoutAReplyTimesOutOnceAndALateReplyIsIgnored) {
+TEST_P(WebSocketLinkTest, AskWithoutAReplyTimesOutOnceAndALateReplyIsIgnored) {
   auto link = connectedLink();
   int calls = 0;
   std::optional<AskResult> result;
@@ -414,9 +486,10 @@ TEST_F(WebSocketLinkTest, AskWithoutAReplyTimesOutOnceAndALateReplyIsIgnored) {
   EXPECT_TRUE(link->connected());
 }
 
-TEST_F(WebSocketLinkTest, MalformedFrameIsAnsweredWithAnErrorAndTheLinkGoesOn) {
+TEST_P(WebSocketLinkTest, MalformedFrameIsAnsweredWithAnErrorAndTheLinkGoesOn) {
   auto link = connectedLink();
   ASSERT_TRUE(driver_.sendText("this is not JSON"));
+  ASSERT_TRUE(sink_.runUntil([&] { return link->malformedFrames() == 1; }));
 
   const auto answer = driver_.nextFrame();
   ASSERT_TRUE(answer.has_value());
@@ -434,12 +507,15 @@ TEST_F(WebSocketLinkTest, MalformedFrameIsAnsweredWithAnErrorAndTheLinkGoesOn) {
 
 // The frame's header gives its length: the link reads the payload in pieces and drops it,
 // answers frame_too_large and reads the next frame as usual (docs/protocol.md section 4).
-TEST_F(WebSocketLinkTest, OversizedFrameIsDroppedAnsweredAndTheLinkGoesOn) {
+TEST_P(WebSocketLinkTest, OversizedFrameIsDroppedAnsweredAndTheLinkGoesOn) {
   auto link = makeLink(driver_.url(), std::size_t{1} << 20);
   link->connect();
   ASSERT_TRUE(sink_.runUntil([&] { return events_.connected > 0; }));
+  std::uint64_t malformed = 0;
   for (const std::size_t size : {(std::size_t{1} << 20) + 1, std::size_t{2} << 20}) {
     ASSERT_TRUE(driver_.sendText(std::string(size, ' ')));
+    ++malformed;
+    ASSERT_TRUE(sink_.runUntil([&] { return link->malformedFrames() == malformed; }));
     const auto answer = driver_.nextFrame();
     ASSERT_TRUE(answer.has_value());
     EXPECT_TRUE(answer->isError()) << answer->type;
@@ -450,6 +526,7 @@ TEST_F(WebSocketLinkTest, OversizedFrameIsDroppedAnsweredAndTheLinkGoesOn) {
   EXPECT_EQ(link->malformedFrames(), 2u);
   // A frame of exactly the limit is read; this one is not JSON, so it is malformed.
   ASSERT_TRUE(driver_.sendText(std::string(std::size_t{1} << 20, ' ')));
+  ASSERT_TRUE(sink_.runUntil([&] { return link->malformedFrames() == 3; }));
   const auto at_limit = driver_.nextFrame();
   ASSERT_TRUE(at_limit.has_value());
   EXPECT_EQ(at_limit->error->code, proto::error_code::kMalformedFrame);
@@ -464,9 +541,10 @@ TEST_F(WebSocketLinkTest, OversizedFrameIsDroppedAnsweredAndTheLinkGoesOn) {
 // RFC 6455 section 8.1 fails the connection on text that is not UTF-8; the agent deliberately
 // answers malformed_frame and keeps it, as for any other frame it cannot read
 // (docs/protocol.md section 4).
-TEST_F(WebSocketLinkTest, InvalidUtf8IsAnsweredMalformedAndTheLinkGoesOn) {
+TEST_P(WebSocketLinkTest, InvalidUtf8IsAnsweredMalformedAndTheLinkGoesOn) {
   auto link = connectedLink();
   ASSERT_TRUE(driver_.sendText("{\"type\": \"KillTask\", \"body\": {\"reason\": \"\xc3\x28\"}}"));
+  ASSERT_TRUE(sink_.runUntil([&] { return link->malformedFrames() == 1; }));
   const auto answer = driver_.nextFrame();
   ASSERT_TRUE(answer.has_value());
   ASSERT_TRUE(answer->error.has_value());
@@ -477,7 +555,34 @@ TEST_F(WebSocketLinkTest, InvalidUtf8IsAnsweredMalformedAndTheLinkGoesOn) {
   EXPECT_TRUE(link->connected());
 }
 
-TEST_F(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
+// Frames the driver sent right behind its Hello reply are read from the socket with it, during
+// the handshake: they wait in the link's buffer, not on the socket, when reading goes on.
+TEST_P(WebSocketLinkTest, FramesThatCameWithTheHandshakeAreNotLeftUnread) {
+  driver_.sendWithHelloReply({proto::encodeEnvelope(proto::makeMessage(proto::KillTask{})),
+                              proto::encodeEnvelope(proto::makeMessage(proto::StopExecutor{}))});
+  auto link = connectedLink();
+  ASSERT_TRUE(sink_.runUntil([&] { return events_.frames.size() == 2; }));
+  EXPECT_EQ(events_.frames[0].type, "KillTask");
+  EXPECT_EQ(events_.frames[1].type, "StopExecutor");
+}
+
+// A frame longer than what the link reads ahead (64 KiB) arrives whole, between two short ones.
+TEST_P(WebSocketLinkTest, AFrameLongerThanTheReadAheadArrivesWhole) {
+  auto link = connectedLink();
+  const std::string reason(std::size_t{300} * 1024, 'x');
+  for (std::uint64_t id : {1, 2, 3}) {
+    proto::KillTask kill;
+    kill.task_id = id;
+    if (id == 2) kill.reason = reason;
+    ASSERT_TRUE(driver_.send(proto::makeMessage(kill)));
+  }
+  ASSERT_TRUE(sink_.runUntil([&] { return events_.frames.size() == 3; }));
+  EXPECT_EQ(proto::decodeBody<proto::KillTask>(events_.frames[1].body).reason, reason);
+  EXPECT_EQ(proto::decodeBody<proto::KillTask>(events_.frames[2].body).task_id, 3u);
+  EXPECT_TRUE(link->connected());
+}
+
+TEST_P(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
   auto link = connectedLink();
   std::optional<AskResult> result;
   ASSERT_TRUE(askPeers(*link, kDeadline, result).has_value());
@@ -494,7 +599,7 @@ TEST_F(WebSocketLinkTest, LostConnectionIsReportedOnceAndFailsPendingAsks) {
   EXPECT_EQ(events_.disconnected.size(), 1u);
 }
 
-TEST_F(WebSocketLinkTest, CloseEndsTheIoThreadWithoutADisconnectEvent) {
+TEST_P(WebSocketLinkTest, CloseEndsTheIoThreadWithoutADisconnectEvent) {
   auto link = connectedLink();
   std::optional<AskResult> result;
   ASSERT_TRUE(askPeers(*link, kDeadline, result).has_value());
@@ -512,6 +617,11 @@ TEST_F(WebSocketLinkTest, CloseEndsTheIoThreadWithoutADisconnectEvent) {
   ASSERT_TRUE(result.has_value()) << "an ask pending at close() was never answered";
   EXPECT_EQ(result->error.code, proto::error_code::kDisconnected);
 }
+
+INSTANTIATE_TEST_SUITE_P(Readers, WebSocketLinkTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? "CoreThread" : "IoThread";
+                         });
 
 }  // namespace
 }  // namespace dockhand::agent

@@ -74,6 +74,14 @@ class FrameReader {
   // True when a whole frame (header and payload) is buffered: next() will not read the socket.
   // A reader that has something to write before it may wait uses this.
   bool holdsFrame() const;
+  // For a reader woken by poll(2): one read of what the socket has, into the read-ahead buffer
+  // (none when the buffer is full). Call only when the socket is readable, or the read waits.
+  // False when the peer closed the connection.
+  bool receiveReady(Poco::Net::WebSocket& ws);
+  // True when next() can go on without waiting for the socket to become readable again: a
+  // whole frame is buffered, or a frame has begun that the read-ahead buffer cannot hold whole
+  // (next() then reads the rest of it from the socket, waiting as the socket's reads do).
+  bool frameReady() const;
 
  private:
   // Makes at least `n` bytes (n <= the buffer's size) buffered; false when the peer closed the
