@@ -119,6 +119,23 @@ TEST_P(LibraryModeTest, ArgsComeBackAsDirectResult) {
   EXPECT_EQ(reports[0].state, DH_TASK_RUNNING);
 }
 
+// A task that returns at once may end before its launch returns; its RUNNING still comes
+// first, and only once, for every task of a burst.
+TEST_P(LibraryModeTest, EveryTasksRunningComesBeforeItsEndHoweverQuickly) {
+  constexpr std::uint64_t kTasks = 200;
+  for (std::uint64_t id = 1; id <= kTasks; ++id) {
+    auto launched = runner_->launch(libraryTask(tasks_.path(), id, call("echoArgs", json{1})));
+    ASSERT_TRUE(launched.ok()) << launched.error;
+  }
+  for (std::uint64_t id = 1; id <= kTasks; ++id) {
+    ASSERT_TRUE(recorder_.waitTerminal(id)) << "task " << id << " never ended";
+    const auto reports = recorder_.reports(id);
+    ASSERT_EQ(reports.size(), 2u) << "task " << id;
+    EXPECT_EQ(reports[0].state, DH_TASK_RUNNING) << "task " << id;
+    EXPECT_EQ(reports[1].state, DH_TASK_FINISHED) << "task " << id;
+  }
+}
+
 // plugin_trust covers the job libraries the runner loads (dh_host.verify_code): under
 // "verified", a library in no catalog is refused at launch with the mend, counted, and runs
 // once pinned, with no restart; the bytes checked are the bytes loaded.
