@@ -205,7 +205,9 @@ void WebSocketLink::readOnCore(bool socket_ready) {
       endOnCore("connection closed by the driver");
       return;
     }
-    while (!closing_ && reader_->frameReady()) {
+    // A frame's handler may close the link (and even start the next connection, whose I/O
+    // thread makes a new reader): unwatched, the socket is read no further.
+    while (!closing_ && watched_fd_.load() >= 0 && reader_->frameReady()) {
       const net::ReceivedFrame frame = reader_->next(*ws, core_payload_);
       if (!handleFrame(*ws, frame, core_payload_, /*on_core=*/true, reason)) {
         endOnCore(reason);
