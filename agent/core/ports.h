@@ -42,6 +42,7 @@ class EventSink {
   // has ended), until unwatch(fd): the driver link reads its socket there, with no thread
   // between the socket and the Backend. Any thread. False when this sink cannot (the caller then
   // reads on a thread of its own and posts what it reads).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): an override keeps the callback
   virtual bool watch(int /*fd*/, std::function<void()> /*on_readable*/) { return false; }
   // Stops watch(fd); once it returns on the core thread, `on_readable` is not called again.
   virtual void unwatch(int /*fd*/) {}
