@@ -91,8 +91,8 @@ void AgentGauges::update(const AgentSnapshot& snapshot) {
   blocks_.set(asDouble(snapshot.blocks));
   block_bytes_.set(asDouble(snapshot.block_bytes));
 
-  const DecommissionFigures none;
-  const DecommissionFigures& d = backend.decommission ? *backend.decommission : none;
+  const protocol::DecommissionProgress none;
+  const protocol::DecommissionProgress& d = backend.decommission ? *backend.decommission : none;
   const std::string phase = backend.decommission ? d.state : "inactive";
   for (const char* known : kPhases) phase_.labels({known}).set(phase == known ? 1 : 0);
   decommission_blocks_.labels({"migrated"}).set(asDouble(d.blocks_migrated));

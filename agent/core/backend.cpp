@@ -590,7 +590,7 @@ Json Backend::statusJson(const BackendFigures& f) const {
               {"waiting_tasks", f.waiting_tasks},
               {"cores", {{"total", f.cores}, {"in_use", f.cores_in_use}}},
               {"queued_updates", f.queued_updates},
-              {"decommission", progressJson(f.decommission)}};
+              {"decommission", proto::toJson(f.decommission)}};
 }
 
 }  // namespace dockhand::agent

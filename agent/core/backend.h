@@ -155,7 +155,7 @@ struct BackendFigures {
   int cores = 0;
   int cores_in_use = 0;
   std::size_t queued_updates = 0;  // status updates not yet sent
-  std::optional<DecommissionFigures> decommission;
+  std::optional<protocol::DecommissionProgress> decommission;
 };
 
 class Backend final : public DriverEvents, public TaskStatusSink, private DecommissionFlow::Host {

@@ -313,9 +313,9 @@ void DecommissionFlow::onPassDone(const MigrationPassResult& result, std::uint64
 
 // ---- Progress ------------------------------------------------------------------------------
 
-std::optional<DecommissionFigures> DecommissionFlow::figures() const {
+std::optional<protocol::DecommissionProgress> DecommissionFlow::figures() const {
   if (!decommissioning()) return std::nullopt;
-  DecommissionFigures f;
+  protocol::DecommissionProgress f;
   f.running_tasks = host_.runningTasks();
   if (phase_ == Phase::kDecommissioning) {
     f.state = f.running_tasks > 0 ? "waiting-for-tasks"
@@ -350,23 +350,6 @@ std::optional<DecommissionFigures> DecommissionFlow::figures() const {
   f.blocks_failed = blocks_failed_;
   f.passes = passes_;
   return f;
-}
-
-Json progressJson(const std::optional<DecommissionFigures>& f) {
-  if (!f) return nullptr;
-  auto known = [](const std::optional<std::uint64_t>& v) { return v ? Json(*v) : Json(nullptr); };
-  return Json{{"state", f->state},
-              {"running_tasks", f->running_tasks},
-              {"bytes_per_s", known(f->bytes_per_s)},
-              {"eta_ms", known(f->eta_ms)},
-              {"blocks_total", f->blocks_migrated + f->blocks_left},
-              {"blocks_migrated", f->blocks_migrated},
-              {"blocks_failed", f->blocks_failed},
-              {"blocks_left", f->blocks_left},
-              {"bytes_total", f->bytes_migrated + f->bytes_left},
-              {"bytes_migrated", f->bytes_migrated},
-              {"bytes_left", f->bytes_left},
-              {"passes", f->passes}};
 }
 
 }  // namespace dockhand::agent

@@ -41,6 +41,7 @@
 
 #include "core/exit_codes.h"
 #include "core/ports.h"
+#include "dockhand/protocol/decommission_progress.h"
 
 namespace dockhand::agent {
 
@@ -59,28 +60,6 @@ enum class DecommissionPhase {
 };
 
 std::string_view toString(DecommissionPhase phase);
-
-// How far a decommission has got (DecommissionFlow::figures()): what its progress JSON says
-// and /metrics reads. Totals are migrated + left.
-struct DecommissionFigures {
-  std::string state;  // waiting-for-tasks, migrating, finishing, finished, deadline-passed
-  std::size_t running_tasks = 0;
-  // Bytes moved per second since the first pass began, and how long the bytes left take at
-  // that rate; unknown until it has moved some.
-  std::optional<std::uint64_t> bytes_per_s;
-  std::optional<std::uint64_t> eta_ms;
-  std::uint64_t blocks_migrated = 0;
-  std::uint64_t blocks_failed = 0;
-  std::uint64_t blocks_left = 0;
-  std::uint64_t bytes_migrated = 0;
-  std::uint64_t bytes_left = 0;
-  std::uint64_t passes = 0;
-};
-
-// `figures` as the heartbeat and /v1/status carry them: {"state", "running_tasks",
-// "bytes_per_s", "eta_ms", "blocks_total", "blocks_migrated", "blocks_failed", "blocks_left",
-// "bytes_total", "bytes_migrated", "bytes_left", "passes"}; null when not decommissioning.
-Json progressJson(const std::optional<DecommissionFigures>& figures);
 
 class DecommissionFlow {
  public:
@@ -128,9 +107,9 @@ class DecommissionFlow {
   // Decommissioning started (and maybe ended): Decommissioning, Finished or DeadlinePassed.
   bool decommissioning() const;
   // How far it has got, while decommissioning; nothing otherwise.
-  std::optional<DecommissionFigures> figures() const;
-  // figures() as the heartbeat and /v1/status carry it (progressJson).
-  Json progress() const { return progressJson(figures()); }
+  std::optional<protocol::DecommissionProgress> figures() const;
+  // figures() as the heartbeat and /v1/status carry it.
+  Json progress() const { return protocol::toJson(figures()); }
 
   // Whether moveTo(to) is allowed from `from` (the arrows drawn above).
   static bool isLegalMove(Phase from, Phase to);

@@ -26,11 +26,10 @@ namespace {
 constexpr std::string_view kDecommissionFinished = "decommission finished";
 
 std::string describeDecommission(const DecommissionProgress& p) {
-  const std::uint64_t blocks_left =
-      p.blocks_total - std::min(p.blocks_total, p.blocks_migrated + p.blocks_failed);
   return fmt::format("{}: {} of {} block(s) moved, {} left, {} failed; {} of {} bytes moved",
-                     p.state.empty() ? "state unknown" : p.state, p.blocks_migrated, p.blocks_total,
-                     blocks_left, p.blocks_failed, p.bytes_migrated, p.bytes_total);
+                     p.state.empty() ? "state unknown" : p.state, p.blocks_migrated,
+                     p.blocksTotal(), p.blocks_left, p.blocks_failed, p.bytes_migrated,
+                     p.bytesTotal());
 }
 
 std::string describeResources(const protocol::RegisterExecutor& reg) {

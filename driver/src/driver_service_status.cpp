@@ -24,28 +24,18 @@ std::int64_t toMs(SteadyClock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
-// A count from an agent's decommission report; wrong types and negatives read as 0.
-std::uint64_t reportCount(const Json& report, const char* key) {
-  if (!report.is_object()) return 0;
-  auto it = report.find(key);
-  if (it == report.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return 0;
-  return it->get<std::uint64_t>();
-}
-
 Json decommissionJson(const AgentInfo& agent) {
   if (agent.state != AgentState::kDecommissioning && agent.decommission.is_null()) return nullptr;
   const DecommissionProgress p = parseDecommissionProgress(agent.id, agent.decommission);
-  const std::uint64_t left = reportCount(agent.decommission, "blocks_left");
-  return Json{
-      {"state", p.state.empty() ? "requested" : p.state},
-      {"blocks_total", std::max(p.blocks_total, p.blocks_migrated + left + p.blocks_failed)},
-      {"blocks_migrated", p.blocks_migrated},
-      {"blocks_left", left},
-      {"blocks_failed", p.blocks_failed},
-      {"bytes_total", p.bytes_total},
-      {"bytes_migrated", p.bytes_migrated},
-      {"bytes_per_s", p.bytes_per_s ? Json(*p.bytes_per_s) : Json()},
-      {"eta_ms", p.eta_ms ? Json(*p.eta_ms) : Json()}};
+  return Json{{"state", p.state.empty() ? "requested" : p.state},
+              {"blocks_total", p.blocksTotal()},
+              {"blocks_migrated", p.blocks_migrated},
+              {"blocks_left", p.blocks_left},
+              {"blocks_failed", p.blocks_failed},
+              {"bytes_total", p.bytesTotal()},
+              {"bytes_migrated", p.bytes_migrated},
+              {"bytes_per_s", p.bytes_per_s ? Json(*p.bytes_per_s) : Json()},
+              {"eta_ms", p.eta_ms ? Json(*p.eta_ms) : Json()}};
 }
 
 Json resourcesJson(const AgentInfo& agent) {

@@ -291,14 +291,12 @@ std::string formatProgress(const std::string& job_name, const Progress& p) {
 }
 
 std::string formatDecommission(const DecommissionProgress& d) {
-  const std::uint64_t done = d.blocks_migrated + d.blocks_failed;
-  std::string line =
-      fmt::format("{} decommissioning{}: {}/{} blocks moved, {} left, {} failed, {}/{} moved",
-                  d.agent_id, d.state.empty() ? "" : " (" + d.state + ")", d.blocks_migrated,
-                  d.blocks_total, d.blocks_total - std::min(d.blocks_total, done), d.blocks_failed,
-                  formatBytes(d.bytes_migrated), formatBytes(d.bytes_total));
+  std::string line = fmt::format(
+      "{} decommissioning{}: {}/{} blocks moved, {} left, {} failed, {}/{} moved", d.agent_id,
+      d.state.empty() ? "" : " (" + d.state + ")", d.blocks_migrated, d.blocksTotal(),
+      d.blocks_left, d.blocks_failed, formatBytes(d.bytes_migrated), formatBytes(d.bytesTotal()));
   if (d.bytes_per_s) line += fmt::format(", {}/s", formatBytes(*d.bytes_per_s));
-  if (d.eta_ms && d.blocks_total > done) {
+  if (d.eta_ms && d.blocks_left > 0) {
     line += fmt::format(", about {} left", formatDuration(std::chrono::milliseconds(*d.eta_ms)));
   }
   return line;

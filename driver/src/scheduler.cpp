@@ -18,27 +18,10 @@ constexpr int kMaxRelaunchesAfterLoss = 100;
 
 DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report) {
   DecommissionProgress p;
+  if (auto figures = protocol::readDecommissionProgress(report)) {
+    static_cast<protocol::DecommissionProgress&>(p) = std::move(*figures);
+  }
   p.agent_id = agent_id;
-  if (!report.is_object()) return p;
-  auto number = [&](const char* key) -> std::uint64_t {
-    auto it = report.find(key);
-    if (it == report.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) return 0;
-    return it->get<std::uint64_t>();
-  };
-  if (auto it = report.find("state"); it != report.end() && it->is_string()) {
-    p.state = it->get<std::string>();
-  }
-  p.blocks_total = number("blocks_total");
-  p.blocks_migrated = number("blocks_migrated");
-  p.blocks_failed = number("blocks_failed");
-  p.bytes_total = number("bytes_total");
-  p.bytes_migrated = number("bytes_migrated");
-  for (auto [key, field] : {std::pair{"bytes_per_s", &DecommissionProgress::bytes_per_s},
-                            std::pair{"eta_ms", &DecommissionProgress::eta_ms}}) {
-    if (auto it = report.find(key); it != report.end() && it->is_number_unsigned()) {
-      p.*field = it->get<std::uint64_t>();
-    }
-  }
   return p;
 }
 

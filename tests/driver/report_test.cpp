@@ -166,15 +166,15 @@ TEST(ReportTest, ProgressShowsWaitingTasksAndDecommissions) {
   DecommissionProgress d;
   d.agent_id = "agent-1";
   d.state = "migrating";
-  d.blocks_total = 4;
   d.blocks_migrated = 1;
   d.blocks_failed = 1;
-  d.bytes_total = 4096;
+  d.blocks_left = 3;  // the one that failed is still there
   d.bytes_migrated = 1536;
+  d.bytes_left = 2560;
   p.decommissions.push_back(d);
   std::string line = formatProgress("wc", p);
   EXPECT_NE(line.find("2 waiting for blocks"), std::string::npos) << line;
-  EXPECT_NE(line.find("agent-1 decommissioning (migrating): 1/4 blocks moved, 2 left, 1 failed, "
+  EXPECT_NE(line.find("agent-1 decommissioning (migrating): 1/4 blocks moved, 3 left, 1 failed, "
                       "1.5 KiB/4.0 KiB moved"),
             std::string::npos)
       << line;

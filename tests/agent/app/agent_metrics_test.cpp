@@ -53,7 +53,7 @@ TEST(AgentGaugesTest, DecommissionPhaseAndProgress) {
   AgentGauges gauges(registry);
   AgentSnapshot snapshot;
   snapshot.backend.state = "decommissioning";
-  DecommissionFigures& d = snapshot.backend.decommission.emplace();
+  protocol::DecommissionProgress& d = snapshot.backend.decommission.emplace();
   d.state = "migrating";
   d.blocks_migrated = 2;
   d.blocks_left = 5;

@@ -68,6 +68,7 @@
 #include "dockhand/driver/block_map.h"
 #include "dockhand/driver/defaults.h"
 #include "dockhand/driver/job_spec.h"
+#include "dockhand/protocol/decommission_progress.h"
 #include "dockhand/protocol/messages.h"
 
 namespace dockhand::driver {
@@ -91,21 +92,12 @@ using Actions = std::vector<Action>;
 // kRegistered: known, but takes no task until it says LaunchedExecutor (its executor is up).
 enum class AgentState { kRegistered, kActive, kDecommissioning };
 
-// An agent's decommission as its heartbeats report it (missing numbers are 0).
-struct DecommissionProgress {
+// An agent's decommission as its heartbeats report it: the protocol's figures
+// (protocol/decommission_progress.h, read leniently), of one agent.
+struct DecommissionProgress : protocol::DecommissionProgress {
   std::string agent_id;
-  std::string state;
-  std::uint64_t blocks_total = 0;
-  std::uint64_t blocks_migrated = 0;
-  std::uint64_t blocks_failed = 0;
-  std::uint64_t bytes_total = 0;
-  std::uint64_t bytes_migrated = 0;
-  // The agent's rate since its first migration pass and the time the bytes left take at it;
-  // nullopt until it could tell.
-  std::optional<std::uint64_t> bytes_per_s;
-  std::optional<std::uint64_t> eta_ms;
 };
-// Reads Heartbeat.decommission leniently (wrong types count as absent).
+// Reads Heartbeat.decommission (all figures 0 when it is not an object).
 DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report);
 
 std::string_view toString(AgentState state);

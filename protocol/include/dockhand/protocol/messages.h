@@ -287,8 +287,8 @@ struct Heartbeat {
   std::string executor_id;  // empty when sent by the driver
   int running_tasks = 0;
   std::uint64_t sent_at_ms = 0;  // sender's wall clock, for diagnostics only
-  // While decommissioning: {"state": "...", "blocks_total": N, "blocks_migrated": N,
-  // "blocks_failed": N, "bytes_total": N, "bytes_migrated": N}; null otherwise.
+  // While decommissioning, how far it has got (decommission_progress.h writes and reads it);
+  // null otherwise.
   Json decommission;
   // From an agent: what it holds (usage.h); empty from the driver and from an older agent.
   AgentMetrics metrics;
