@@ -22,38 +22,44 @@ EventLoop::EventLoop() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
 
 EventLoop::~EventLoop() { ::close(wake_fd_); }
 
-void EventLoop::wakeLocked() {
-  if (!sleeping_) return;
-  sleeping_ = false;
-  const std::uint64_t one = 1;
-  [[maybe_unused]] auto ignored = ::write(wake_fd_, &one, sizeof one);
+template <typename Change>
+void EventLoop::changeAndWake(Change&& change) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    change();
+    wake = sleeping_;
+    sleeping_ = false;  // one write per sleep: whoever comes next finds it woken
+  }
+  // After the unlock: the loop, woken, takes the mutex without waiting for this thread.
+  if (wake) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto ignored = ::write(wake_fd_, &one, sizeof one);
+  }
 }
 
 void EventLoop::post(std::function<void()> event) {
-  std::lock_guard lock(mutex_);
-  events_.push_back(std::move(event));
-  wakeLocked();
+  changeAndWake([&] { events_.push_back(std::move(event)); });
 }
 
 bool EventLoop::watch(int fd, std::function<void()> on_readable) {
-  std::lock_guard lock(mutex_);
-  watched_.push_back(Watched{fd, std::move(on_readable)});
-  wakeLocked();  // its sleep does not include `fd` yet
+  // Its sleep does not include `fd` yet.
+  changeAndWake([&] { watched_.push_back(Watched{fd, std::move(on_readable)}); });
   return true;
 }
 
 void EventLoop::unwatch(int fd) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(watched_, [fd](const Watched& w) { return w.fd == fd; });
-  wakeLocked();  // its sleep must not go on waiting for `fd`
+  // Its sleep must not go on waiting for `fd`.
+  changeAndWake([&] { std::erase_if(watched_, [fd](const Watched& w) { return w.fd == fd; }); });
 }
 
 Timers::TimerId EventLoop::schedule(Millis delay, std::function<void()> fn) {
-  std::lock_guard lock(mutex_);
-  TimerId id = next_timer_++;
-  deadlines_.emplace(SteadyClock::now() + delay, id);
-  timers_.emplace(id, std::move(fn));
-  wakeLocked();
+  TimerId id = 0;
+  changeAndWake([&] {
+    id = next_timer_++;
+    deadlines_.emplace(SteadyClock::now() + delay, id);
+    timers_.emplace(id, std::move(fn));
+  });
   return id;
 }
 
@@ -63,14 +69,14 @@ void EventLoop::cancel(TimerId id) {
 }
 
 void EventLoop::exit(int code) {
-  std::lock_guard lock(mutex_);
-  if (!exit_code_) exit_code_ = code;
-  wakeLocked();
+  changeAndWake([&] {
+    if (!exit_code_) exit_code_ = code;
+  });
 }
 
-std::vector<int> EventLoop::waitLocked(std::unique_lock<std::mutex>& lock, int timeout_ms) {
-  std::vector<pollfd> fds;
-  fds.reserve(watched_.size() + 1);
+const std::vector<int>& EventLoop::waitLocked(std::unique_lock<std::mutex>& lock, int timeout_ms) {
+  std::vector<pollfd>& fds = poll_fds_;
+  fds.clear();
   fds.push_back({wake_fd_, POLLIN, 0});
   for (const auto& w : watched_) fds.push_back({w.fd, POLLIN, 0});
   sleeping_ = timeout_ms != 0;
@@ -79,7 +85,8 @@ std::vector<int> EventLoop::waitLocked(std::unique_lock<std::mutex>& lock, int t
   const int poll_errno = errno;
   lock.lock();
   sleeping_ = false;
-  std::vector<int> ready;
+  std::vector<int>& ready = ready_;
+  ready.clear();
   if (n < 0) {
     if (poll_errno != EINTR) {
       logger("agent")->error("poll on the core thread failed: {}", std::strerror(poll_errno));

@@ -8,6 +8,8 @@
 // wakes the core thread itself, with no other thread in between.
 #pragma once
 
+#include <poll.h>
+
 #include <deque>
 #include <map>
 #include <mutex>
@@ -51,12 +53,14 @@ class EventLoop final : public EventSink, public Timers, public Exiter {
     std::function<void()> on_readable;
   };
 
-  // Writes the eventfd when the loop sleeps and nobody has yet (under mutex_).
-  void wakeLocked();
+  // Runs `change` under mutex_, then, when the loop sleeps and nobody has woken it yet, writes
+  // the eventfd (outside the lock).
+  template <typename Change>
+  void changeAndWake(Change&& change);
   // Sleeps in poll(2) until a post, a watched descriptor or `timeout_ms` (-1: no limit); 0
-  // only looks. Returns the watched descriptors found readable. Called with `lock` held;
-  // releases it while it sleeps.
-  std::vector<int> waitLocked(std::unique_lock<std::mutex>& lock, int timeout_ms);
+  // only looks. Returns the watched descriptors found readable (valid until the next call).
+  // Called with `lock` held; releases it while it sleeps.
+  const std::vector<int>& waitLocked(std::unique_lock<std::mutex>& lock, int timeout_ms);
   // Runs `fn` as one closure: an exception ends the loop with the failure code. False then.
   bool runOne(const std::function<void()>& fn, std::unique_lock<std::mutex>& lock,
               int failure_code);
@@ -68,6 +72,8 @@ class EventLoop final : public EventSink, public Timers, public Exiter {
   std::multimap<TimePoint, TimerId> deadlines_;
   std::map<TimerId, std::function<void()>> timers_;
   std::vector<Watched> watched_;
+  std::vector<pollfd> poll_fds_;  // waitLocked's, kept between sleeps (the core thread's)
+  std::vector<int> ready_;        // likewise
   TimerId next_timer_ = 1;
   std::optional<int> exit_code_;
   std::function<void()> idle_hook_;

@@ -17,12 +17,8 @@ constexpr int kMaxRelaunchesAfterLoss = 100;
 }  // namespace
 
 DecommissionProgress parseDecommissionProgress(const std::string& agent_id, const Json& report) {
-  DecommissionProgress p;
-  if (auto figures = protocol::readDecommissionProgress(report)) {
-    static_cast<protocol::DecommissionProgress&>(p) = std::move(*figures);
-  }
-  p.agent_id = agent_id;
-  return p;
+  return {protocol::readDecommissionProgress(report).value_or(protocol::DecommissionProgress{}),
+          agent_id};
 }
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}

@@ -74,13 +74,16 @@ void readExactly(WebSocketImpl& impl, char* out, std::size_t n) {
 FrameReader::FrameReader(std::size_t max_payload, std::size_t read_ahead)
     : max_payload_(max_payload), buffer_(std::max<std::size_t>(read_ahead, 16)) {}
 
+void FrameReader::compact() {
+  if (begin_ == 0) return;
+  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+}
+
 bool FrameReader::fill(WebSocketImpl& impl, std::size_t n) {
   if (end_ - begin_ >= n) return true;
-  if (begin_ > 0 && buffer_.size() - begin_ < n) {
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-  }
+  if (buffer_.size() - begin_ < n) compact();
   while (end_ - begin_ < n) {
     const int got = RawReads::receiveSome(impl, buffer_.data() + end_, buffer_.size() - end_);
     if (got <= 0) return false;
@@ -116,11 +119,7 @@ bool FrameReader::frameReady() const {
 bool FrameReader::receiveReady(WebSocket& ws) {
   auto* impl = dynamic_cast<WebSocketImpl*>(ws.impl());
   if (impl == nullptr) throw WebSocketException("not a WebSocket", WebSocket::WS_ERR_NO_HANDSHAKE);
-  if (begin_ > 0 && end_ == buffer_.size()) {
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
-  }
+  if (end_ == buffer_.size()) compact();
   if (end_ == buffer_.size()) return true;  // full: next() takes from it first
   const int got = RawReads::receiveSome(*impl, buffer_.data() + end_, buffer_.size() - end_);
   if (got <= 0) return false;

@@ -87,6 +87,8 @@ class FrameReader {
   // Makes at least `n` bytes (n <= the buffer's size) buffered; false when the peer closed the
   // connection first.
   bool fill(Poco::Net::WebSocketImpl& impl, std::size_t n);
+  // Moves the buffered bytes to the buffer's start.
+  void compact();
   // Copies up to `n` buffered bytes to `out`; returns how many.
   std::size_t take(char* out, std::size_t n);
 
