@@ -9,6 +9,7 @@
 #include <spdlog/common.h>
 
 #include "dockhand/base/log_format.h"
+#include "dockhand/driver/defaults.h"
 
 namespace dockhand::driver {
 namespace {
@@ -60,11 +61,13 @@ run options:
                        given to the local agents); overrides the config's auth_secret_file
   --launch-ahead N     send each agent up to N cores' worth of tasks beyond its free cores;
                        they wait there and start as soon as a task ends (many short tasks);
-                       overrides the config's launch_ahead (default 0: only to free cores)
+                       0: only to free cores (Spark's way); auto (the default): its cores'
+                       worth while the job's tasks run 10 ms or less; overrides the config's
+                       launch_ahead
 
 serve options:
   --listen HOST:PORT, --port-file F, --config FILE, --log-level LEVEL (default info),
-  --log-format FORMAT, --auth-secret-file F, --launch-ahead N, --event-log FILE
+  --log-format FORMAT, --auth-secret-file F, --launch-ahead N|auto, --event-log FILE
 
 exit codes:
   0    the job succeeded (serve: stopped by a signal; decommission: accepted;
@@ -154,7 +157,9 @@ CliOptions parseCliArgs(int argc, char** argv) {
     } else if (arg == "--agent-config") {
       o.agent_config = value();
     } else if (arg == "--launch-ahead") {
-      o.launch_ahead = static_cast<int>(parseNumber(arg, value(), 0, 4096));
+      const std::string text = value();
+      o.launch_ahead = text == "auto" ? defaults::kLaunchAheadAuto
+                                      : static_cast<int>(parseNumber(arg, text, 0, 4096));
     } else if (arg == "--auth-secret-file") {
       o.auth_secret_file = value();
       if (o.auth_secret_file.empty()) throw UsageError("--auth-secret-file needs a file");

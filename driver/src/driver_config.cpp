@@ -74,7 +74,15 @@ DriverConfig parseDriverConfig(const Json& root, const std::string& source) {
     c.heartbeat_interval_ms =
         r.optionalInt("heartbeat_interval_ms", c.heartbeat_interval_ms, 10, 86400000);
     c.max_attempts = static_cast<int>(r.optionalInt("max_attempts", c.max_attempts, 1, 1000));
-    c.launch_ahead = static_cast<int>(r.optionalInt("launch_ahead", c.launch_ahead, 0, 4096));
+    const Json* ahead = r.find("launch_ahead");
+    if (ahead != nullptr && ahead->is_string()) {
+      if (ahead->get<std::string>() != "auto") {
+        r.fail("launch_ahead", "expected \"auto\" or a number of cores from 0 to 4096");
+      }
+      c.launch_ahead = defaults::kLaunchAheadAuto;
+    } else {
+      c.launch_ahead = static_cast<int>(r.optionalInt("launch_ahead", c.launch_ahead, 0, 4096));
+    }
     c.max_frame_bytes = static_cast<std::size_t>(
         r.optionalInt("max_frame_bytes", static_cast<std::int64_t>(c.max_frame_bytes), 1024,
                       std::int64_t{1} << 30));

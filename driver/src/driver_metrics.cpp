@@ -49,6 +49,11 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
                     .counter("dockhand_driver_task_launches_total",
                              "LaunchTask frames the scheduler decided (every attempt).")
                     .get()),
+      launches_ahead_(registry
+                          .counter("dockhand_driver_task_launches_ahead_total",
+                                   "Of those, the ones sent beyond their agent's free cores "
+                                   "(launch_ahead): each waited there for a core.")
+                          .get()),
       scheduling_latency_(registry
                               .histogram("dockhand_driver_scheduling_latency_seconds",
                                          "Time a task waited, from becoming pending (submitted "
@@ -101,8 +106,9 @@ void DriverMetrics::taskStatus(protocol::TaskState state) {
   task_ends_[static_cast<std::size_t>(state)]->inc();
 }
 
-void DriverMetrics::launched(SteadyClock::duration waited) {
+void DriverMetrics::launched(SteadyClock::duration waited, bool ahead) {
   launches_.inc();
+  if (ahead) launches_ahead_.inc();
   scheduling_latency_.observe(std::chrono::duration<double>(waited).count());
 }
 

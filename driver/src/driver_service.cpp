@@ -203,10 +203,11 @@ void DriverService::apply(Actions& actions) {
     Connection& c = *it->second;
     switch (action.kind) {
       case Action::Kind::kLaunch:
-        metrics_.launched(action.waited);
+        metrics_.launched(action.waited, action.ahead);
         if (event_log_) {
           if (auto index = scheduler_.runningIndex(action.task.task_id)) {
-            event_log_->taskStarted(scheduler_.job().name, *index, action.task, action.agent_id);
+            event_log_->taskStarted(scheduler_.job().name, *index, action.task, action.agent_id,
+                                    action.ahead);
           }
         }
         c.send(protocol::LaunchTask{.task = std::move(action.task)});

@@ -122,14 +122,16 @@ void EventLog::jobStarted(const JobSpec& job) {
 }
 
 void EventLog::taskStarted(const std::string& job, std::size_t index,
-                           const protocol::TaskDescription& task, const std::string& agent_id) {
+                           const protocol::TaskDescription& task, const std::string& agent_id,
+                           bool ahead) {
   write("task_start",
         {{"job", job},
          {"index", index},
          {"task", task.name},
          {"task_id", task.task_id},
          {"attempt", task.attempt},
-         {"agent", agent_id}},
+         {"agent", agent_id},
+         {"ahead", ahead}},
         /*flush_now=*/false);
 }
 

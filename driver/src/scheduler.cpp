@@ -43,8 +43,8 @@ Result<void> Scheduler::registerAgent(const protocol::RegisterExecutor& reg, Tim
   agent.id = reg.executor_id;
   agent.host = reg.hostname;
   agent.cores = reg.cores;
-  // Tasks are sent ahead only to an agent that holds them until its cores are free.
-  agent.ahead = reg.waits_for_cores ? options_.launch_ahead : 0;
+  agent.waits_for_cores = reg.waits_for_cores;
+  agent.ahead = aheadFor(agent);
   agent.free_cores = reg.cores + agent.ahead;
   agent.block_url = reg.block_url;
   agent.log_urls = reg.log_urls;
@@ -230,6 +230,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   relaunches_after_loss_ = 0;
   reruns_for_lost_blocks_ = 0;
   fetch_failures_ = 0;
+  resetAhead();
   producer_.clear();
   consumers_.clear();
   tasks_.reserve(job_.tasks.size());
@@ -280,6 +281,7 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
     schedule(now, out);
     return;
   }
+  noteRunTime(update.metrics);
   TaskRecord& t = tasks_[run.index];
   recordStatus(t, update);
   // The agent's tasks held at least what this one did: a task that ends between two heartbeats

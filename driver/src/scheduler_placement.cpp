@@ -1,11 +1,16 @@
 // The Scheduler's placement: which agent a pending task goes to (fits, pickAgent, the
 // scheduling pass), what a launch takes from it (cores, resource addresses or shares of them,
-// the URLs of its inputs) and what a finished launch gives back. Called under the owner's
+// the URLs of its inputs), what a finished launch gives back, and how many tasks are sent
+// ahead of free cores (launch_ahead). Called under the owner's
 // mutex from the Scheduler's other members; see scheduler.h.
 #include "dockhand/driver/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include <spdlog/spdlog.h>
+
+#include "dockhand/base/logging.h"
 
 namespace dockhand::driver {
 
@@ -129,6 +134,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
     }
     units_each[name] = units;
   }
+  action.ahead = agent.free_cores - agent.ahead < t.spec.cpus;
   unindexAgent(agent);
   agent.free_cores -= t.spec.cpus;
   indexAgent(agent);
@@ -175,6 +181,58 @@ void Scheduler::release(const RunningTask& run) {
       slot = std::min(kResourceUnits, slot + units);
     }
   }
+}
+
+// ---- launch_ahead ---------------------------------------------------------------------------
+
+int Scheduler::aheadFor(const AgentInfo& agent) const {
+  if (!agent.waits_for_cores) return 0;  // it would run whatever it is sent at once
+  if (options_.launch_ahead != defaults::kLaunchAheadAuto) return options_.launch_ahead;
+  return tasks_proven_short_ ? agent.cores : 0;
+}
+
+void Scheduler::applyAhead(AgentInfo& agent) {
+  const int ahead = aheadFor(agent);
+  if (ahead == agent.ahead) return;
+  // Tasks already sent stay where they are: with less ahead, free_cores may go below 0 until
+  // enough of them end.
+  unindexAgent(agent);
+  if (takesTasks(agent)) total_free_cores_ += ahead - agent.ahead;
+  agent.free_cores += ahead - agent.ahead;
+  agent.ahead = ahead;
+  indexAgent(agent);
+}
+
+void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
+  if (options_.launch_ahead != defaults::kLaunchAheadAuto) return;
+  if (!metrics.run_time_ms) return;  // not measured (an older agent, a lost task): no evidence
+  const bool was_short = tasks_proven_short_;
+  if (*metrics.run_time_ms <= kShortTaskMs) {
+    if (++short_in_a_row_ >= kProvenShortTasks) tasks_proven_short_ = true;
+  } else {
+    short_in_a_row_ = 0;
+    tasks_proven_short_ = false;
+  }
+  if (tasks_proven_short_ == was_short) return;
+  if (tasks_proven_short_) {
+    logger("driver")->debug(
+        "launch_ahead auto: the job's last {} tasks ran {} ms or less; each agent that "
+        "waits for cores is sent its cores' worth of tasks ahead",
+        kProvenShortTasks, kShortTaskMs);
+  } else {
+    logger("driver")->debug(
+        "launch_ahead auto: a task ran {} ms; tasks go to free cores only until {} "
+        "short ones in a row",
+        *metrics.run_time_ms, kProvenShortTasks);
+  }
+  for (auto& [id, agent] : agents_) applyAhead(agent);
+}
+
+void Scheduler::resetAhead() {
+  short_in_a_row_ = 0;
+  if (!tasks_proven_short_) return;
+  tasks_proven_short_ = false;
+  for (auto& [id, agent] : agents_) applyAhead(agent);
 }
 
 }  // namespace dockhand::driver

@@ -165,11 +165,15 @@ TEST(CliOptionsTest, UsageNamesEveryCommand) {
 namespace dockhand::driver {
 namespace {
 
-TEST(CliOptionsTest, LaunchAheadIsANumberOfCores) {
+TEST(CliOptionsTest, LaunchAheadIsANumberOfCoresOrAuto) {
   EXPECT_FALSE(parseArgs({"run", "job.json"}).launch_ahead.has_value());
   EXPECT_EQ(parseArgs({"run", "job.json", "--launch-ahead", "4"}).launch_ahead, 4);
   EXPECT_EQ(parseArgs({"serve", "--launch-ahead", "0"}).launch_ahead, 0);
+  EXPECT_EQ(parseArgs({"serve", "--launch-ahead", "auto"}).launch_ahead,
+            defaults::kLaunchAheadAuto);
   EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "-1"}).find("--launch-ahead"),
+            std::string::npos);
+  EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "some"}).find("--launch-ahead"),
             std::string::npos);
 }
 

@@ -14,7 +14,7 @@ TEST(DriverConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c.agent_reconnect_grace_ms, 30000);
   EXPECT_EQ(c.heartbeat_interval_ms, 10000);
   EXPECT_EQ(c.max_attempts, 4);
-  EXPECT_EQ(c.launch_ahead, 0) << "Spark's way unless asked";
+  EXPECT_EQ(c.launch_ahead, defaults::kLaunchAheadAuto) << "ahead only while tasks prove short";
   EXPECT_EQ(c.max_frame_bytes, protocol::kDefaultMaxFrameBytes);
   EXPECT_GE(c.server_threads, 256);
   EXPECT_EQ(c.result_fetch_timeout_ms, 30000);
@@ -70,6 +70,16 @@ TEST(DriverConfigTest, UnknownKeysAndBadValuesNameFileAndPath) {
   EXPECT_NE(configErrorOf(R"({"properties": {"a": 1}})").find("/properties/a"), std::string::npos);
   EXPECT_NE(configErrorOf(R"({"agent_reconnect_grace_ms": -1})").find("/agent_reconnect_grace_ms"),
             std::string::npos);
+  EXPECT_NE(configErrorOf(R"({"launch_ahead": "always"})").find("/launch_ahead: expected \"auto\""),
+            std::string::npos)
+      << configErrorOf(R"({"launch_ahead": "always"})");
+  EXPECT_NE(configErrorOf(R"({"launch_ahead": -1})").find("/launch_ahead"), std::string::npos);
+}
+
+TEST(DriverConfigTest, LaunchAheadIsANumberOrAuto) {
+  EXPECT_EQ(parseDriverConfig(Json::parse(R"({"launch_ahead": "auto"})"), "d.json").launch_ahead,
+            defaults::kLaunchAheadAuto);
+  EXPECT_EQ(parseDriverConfig(Json::parse(R"({"launch_ahead": 0})"), "d.json").launch_ahead, 0);
 }
 
 TEST(DriverConfigTest, TlsSectionIsReadAndChecked) {

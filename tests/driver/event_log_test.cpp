@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -60,8 +61,8 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     agent.cores = 2;
     log.agentAdded(agent);
     log.jobStarted(live.job);
-    log.taskStarted("wc", 0, launch(1, "map", 0), "agent-1");
-    log.taskStarted("wc", 1, launch(2, "bad", 0), "agent-1");
+    log.taskStarted("wc", 0, launch(1, "map", 0), "agent-1", /*ahead=*/false);
+    log.taskStarted("wc", 1, launch(2, "bad", 0), "agent-1", /*ahead=*/true);
 
     protocol::StatusUpdate failed;
     failed.task_id = 2;
@@ -75,7 +76,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     bad.stderr_tail = "oops";
     bad.duration = Millis(15);
     log.taskEnded("wc", 1, bad, failed, "agent-1");
-    log.taskStarted("wc", 1, launch(3, "bad", 1), "agent-1");
+    log.taskStarted("wc", 1, launch(3, "bad", 1), "agent-1", /*ahead=*/false);
 
     protocol::StatusUpdate finished;
     finished.task_id = 1;
@@ -110,6 +111,16 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
                                    .blocks = 1,
                                    .block_bytes = 10};
     log.jobEnded(live);
+  }
+  {
+    // Each launch says whether it was sent ahead of its agent's free cores.
+    std::ifstream lines(path);
+    std::vector<bool> ahead;
+    for (std::string line; std::getline(lines, line);) {
+      const Json event = Json::parse(line);
+      if (event["event"] == "task_start") ahead.push_back(event.at("ahead").get<bool>());
+    }
+    EXPECT_EQ(ahead, (std::vector<bool>{false, true, false}));
   }
   std::ifstream in(path);
   auto jobs = readEventLog(in, path);

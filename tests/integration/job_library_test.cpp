@@ -227,6 +227,45 @@ TEST_F(JobLibraryTest, ALargeResultIsFetchedOverTlsWhenTheClusterUsesIt) {
   EXPECT_NE(out_.find("sum=" + std::to_string(allWords())), std::string::npos) << out_;
 }
 
+// The driver's default launch_ahead ("auto"): once a job's tasks prove short, each agent is sent
+// tasks beyond its free cores, which wait there for one; with launch_ahead 0, none is.
+TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIsToldNot) {
+  Json tasks = Json::array();
+  for (int i = 0; i < 200; ++i) {
+    // No file and no input: a count of nothing, as short as a task gets.
+    tasks.push_back({{"name", "c" + std::to_string(i)},
+                     {"library", "words"},
+                     {"function", "count"},
+                     {"args", Json::object()}});
+  }
+  const fs::path job = dir.path() / "short.json";
+  writeFile(job, Json{{"name", "short"}, {"tasks", tasks}}.dump());
+  const fs::path config = writeAgentConfig();
+  // Launches sent ahead, as the driver's event log says (task_start's "ahead"), of `runs`.
+  auto sentAhead = [&](const std::string& runs) {
+    const fs::path events = dir.path() / (runs + ".jsonl");
+    const int code =
+        run(job, config,
+            {"--log-level", "debug", "--event-log", events.string(), "--launch-ahead", runs});
+    EXPECT_EQ(code, 0) << out_;
+    EXPECT_NE(out_.find("job short SUCCEEDED: 200 tasks, 200 finished"), std::string::npos) << out_;
+    int ahead = 0;
+    std::istringstream lines(readFile(events));
+    for (std::string line; std::getline(lines, line);) {
+      const Json event = Json::parse(line);
+      if (event["event"] == "task_start" && event.at("ahead").get<bool>()) ++ahead;
+    }
+    return ahead;
+  };
+  EXPECT_GT(sentAhead("auto"), 0);
+  EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran 10 ms or less"),
+            std::string::npos)
+      << out_;
+  fs::remove(dir.path() / "driver.log");
+  EXPECT_EQ(sentAhead("0"), 0);
+  EXPECT_EQ(out_.find("launch_ahead auto"), std::string::npos) << out_;
+}
+
 TEST_F(JobLibraryTest, AResultBlockAboveTheDriversMaximumFailsTheTask) {
   const fs::path config = writeAgentConfig({{"max_direct_result_bytes", 1000}});
   const fs::path driver_config = dir.path() / "driver.json";

@@ -9,6 +9,10 @@ namespace dockhand::driver::defaults {
 
 // Tries of one job task before the job fails.
 inline constexpr int kMaxAttempts = 4;
+// launch_ahead's "auto", its default: tasks are sent ahead of free cores only while the job's
+// tasks prove short (SchedulerOptions::launch_ahead says how). A number N >= 0 instead sends
+// every agent N cores' worth ahead whatever its tasks take (0 is Spark's way: free cores only).
+inline constexpr int kLaunchAheadAuto = -1;
 // Threads serving HTTP requests (control API, upgrades) and wss:// agent connections (one
 // each); plain ws:// agents take none (one reactor thread serves them all).
 inline constexpr int kServerThreads = 4096;

@@ -40,7 +40,9 @@ struct DriverConfig {
   // Cores' worth of tasks each agent is sent beyond its free cores. They wait on the agent
   // and start the moment a running task ends, so no slot idles for a round trip to the
   // driver: for many short tasks. 0 (Spark's way): a task is sent only to a free core.
-  int launch_ahead = 0;
+  // defaults::kLaunchAheadAuto ("auto" in the file): each agent's cores' worth, only while
+  // the job's tasks prove short (SchedulerOptions::launch_ahead).
+  int launch_ahead = defaults::kLaunchAheadAuto;
   // Largest WebSocket frame accepted from an agent.
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
   // Threads serving connections: one per connected agent (each agent's connection also has a

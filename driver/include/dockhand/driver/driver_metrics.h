@@ -43,8 +43,9 @@ class DriverMetrics {
   std::uint64_t agentsLost() const { return agents_lost_.value(); }
   // A status update the scheduler took; only final states are counted.
   void taskStatus(protocol::TaskState state);
-  // A launch the scheduler decided, and how long its task waited for a place.
-  void launched(SteadyClock::duration waited);
+  // A launch the scheduler decided, how long its task waited for a place, and whether it was
+  // sent ahead of its agent's free cores (Action::ahead).
+  void launched(SteadyClock::duration waited, bool ahead);
   // A control API request and the status it was answered with.
   void controlRequest(const std::string& method, int status);
   // Agents and tasks by state, from the scheduler (under its lock).
@@ -59,6 +60,7 @@ class DriverMetrics {
   metrics::Counter& refused_registrations_;
   metrics::Counter& agents_lost_;
   metrics::Counter& launches_;
+  metrics::Counter& launches_ahead_;
   std::array<metrics::Counter*, 5> task_ends_{};  // by protocol::TaskState
   metrics::Histogram& scheduling_latency_;
   metrics::Family<metrics::Counter>& control_requests_;

@@ -33,8 +33,9 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   void jobStarted(const JobSpec& job);
+  // `ahead`: the launch was sent beyond the agent's free cores (Action::ahead).
   void taskStarted(const std::string& job, std::size_t index, const protocol::TaskDescription& task,
-                   const std::string& agent_id);
+                   const std::string& agent_id, bool ahead);
   // `record` as the scheduler left it after `update` (its outcome, attempts and duration).
   void taskEnded(const std::string& job, std::size_t index, const TaskRecord& record,
                  const protocol::StatusUpdate& update, const std::string& agent_id);

@@ -86,6 +86,7 @@ struct Action {
   std::uint64_t task_id = 0;       // kKill
   std::string reason;              // kKill, kDisconnect
   SteadyClock::duration waited{};  // kLaunch: how long the task waited to be placed
+  bool ahead = false;  // kLaunch: sent beyond the agent's free cores; it waits there for one
 };
 using Actions = std::vector<Action>;
 
@@ -115,7 +116,8 @@ struct AgentInfo {
   std::string host;
   int cores = 0;
   int free_cores = 0;  // launch_ahead above the agent's own while it waits_for_cores
-  int ahead = 0;       // that launch_ahead: 0 for an agent that does not wait for cores
+  int ahead = 0;       // tasks sent ahead now (launch_ahead): 0 for one that does not wait
+  bool waits_for_cores = false;  // as registered: it holds tasks beyond its free cores
   std::map<std::string, std::vector<std::string>> resources;  // as registered
   // Per resource, the free units of each address, in the order of `resources`: an address
   // is whole (kResourceUnits), partly taken by fractional tasks, or fully taken (0).
@@ -206,11 +208,20 @@ struct Progress {
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
+// launch_ahead "auto" (SchedulerOptions): what makes a job's tasks short enough to send ahead.
+inline constexpr std::uint64_t kShortTaskMs = 10;
+inline constexpr std::size_t kProvenShortTasks = 16;
+
 struct SchedulerOptions {
   int default_max_attempts = defaults::kMaxAttempts;
   Millis agent_timeout{defaults::kAgentTimeoutMs};
-  // Cores' worth of tasks an agent is sent beyond its free cores (DriverConfig::launch_ahead):
-  // its free_cores start that much above its cores.
+  // Cores' worth of tasks an agent that waits_for_cores is sent beyond its free cores
+  // (DriverConfig::launch_ahead): its free_cores are that much above what it has free.
+  // defaults::kLaunchAheadAuto: as many as the agent has cores, but only while the job's tasks
+  // prove short: once its last kProvenShortTasks ended tasks each ran at most kShortTaskMs (the
+  // run_time_ms their agents measured), until one runs longer. A task sent ahead waits on its
+  // agent for a core; short tasks free one soon, and a task that turns out long keeps at most
+  // the agent's cores' worth of tasks waiting behind it before nothing more is sent ahead.
   int launch_ahead = 0;
   // How long an agent that registered with `resumes` is held after its connection drops
   // (DriverConfig::agent_reconnect_grace_ms, which the driver always passes). 0: nobody is
@@ -389,6 +400,13 @@ class Scheduler {
                        std::string_view to);
   // Raises jobAgentPeaks()[agent_id] by the figures of `beat` (a heartbeat's, or an ended task's).
   void raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat);
+  // launch_ahead (scheduler_placement.cpp): what `agent` is sent ahead now; sets its ahead and
+  // free cores to it; notes an ended task's run time (under "auto", it may turn sending ahead
+  // on or off for every agent); starts a job unproven.
+  int aheadFor(const AgentInfo& agent) const;
+  void applyAhead(AgentInfo& agent);
+  void noteRunTime(const protocol::TaskMetrics& metrics);
+  void resetAhead();
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
@@ -409,6 +427,10 @@ class Scheduler {
   std::unordered_map<std::uint64_t, RunningTask> running_;  // by task_id
   std::uint64_t next_task_id_ = 1;
   std::size_t finished_ = 0;
+  // launch_ahead "auto": ended tasks in a row of this job that ran at most kShortTaskMs, and
+  // whether that has proven its tasks short (every agent that waits for cores is sent ahead).
+  std::size_t short_in_a_row_ = 0;
+  bool tasks_proven_short_ = false;
   std::size_t retries_ = 0;
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;

@@ -1,0 +1,178 @@
+// launch_ahead: tasks sent beyond an agent's free cores, a fixed number of cores' worth or, under
+// "auto", its cores' worth while the job's tasks prove short.
+#include <gtest/gtest.h>
+
+#include "dockhand/driver/scheduler.h"
+#include "scheduler_fixture.h"
+
+namespace dockhand::driver {
+namespace {
+
+using namespace scheduler_fixture;  // NOLINT(google-build-using-namespace)
+
+// An agent that holds tasks beyond its cores (as every dockhand agent says it does).
+void addWaitingAgent(Scheduler& scheduler, const std::string& id, int cores, TimePoint now) {
+  Actions out;
+  protocol::RegisterExecutor reg = agentReg(id, cores);
+  reg.waits_for_cores = true;
+  ASSERT_TRUE(scheduler.registerAgent(reg, now, out).ok());
+  ASSERT_TRUE(scheduler.agentLaunched(id, now, out));
+}
+
+// A number: each agent is sent that many cores' worth of tasks beyond its free cores.
+class LaunchAheadTest : public SchedulerTest {
+ protected:
+  LaunchAheadTest() { scheduler_ = Scheduler(SchedulerOptions{4, Millis(60000), 2}); }
+  void addWaitingAgent(const std::string& id, int cores) {
+    driver::addWaitingAgent(scheduler_, id, cores, now_);
+  }
+};
+
+TEST_F(LaunchAheadTest, SendsTasksBeyondTheFreeCoresAndOneMoreForEachThatEnds) {
+  addWaitingAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3"), task("t4")}), now_, out);
+  auto first = launches(out);
+  ASSERT_EQ(first.size(), 4u) << "2 cores + 2 ahead";
+  EXPECT_FALSE(first[0].ahead);
+  EXPECT_FALSE(first[1].ahead);
+  EXPECT_TRUE(first[2].ahead) << "beyond the free cores: it waits on the agent";
+  EXPECT_TRUE(first[3].ahead);
+  Actions next;
+  scheduler_.onStatusUpdate("a", status(first[0], TaskState::kFinished), now_, next);
+  ASSERT_EQ(launches(next).size(), 1u);
+  EXPECT_EQ(launches(next)[0].task.name, "t4");
+}
+
+TEST_F(LaunchAheadTest, AnAgentThatDoesNotWaitForCoresGetsOnlyWhatFits) {
+  addAgent("old", 2);  // registered without waits_for_cores: it would run everything at once
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2")}), now_, out);
+  EXPECT_EQ(launches(out).size(), 2u);
+  EXPECT_EQ(scheduler_.agent("old")->free_cores, 0);
+}
+
+TEST_F(LaunchAheadTest, NeverSendsATaskLargerThanTheAgent) {
+  addWaitingAgent("a", 2);
+  Actions out;
+  scheduler_.submit(job({task("big", 3)}), now_, out);
+  EXPECT_TRUE(launches(out).empty()) << "3 cpus fit in 2 cores + 2 ahead, but not in the agent";
+  ASSERT_TRUE(scheduler_.unschedulableReason().has_value());
+}
+
+TEST_F(LaunchAheadTest, SpreadsOverAgentsBeforeSendingAhead) {
+  addWaitingAgent("a", 2);
+  addWaitingAgent("b", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+  std::map<std::string, int> per_agent;
+  for (const auto& l : launches(out)) ++per_agent[l.agent_id];
+  EXPECT_EQ(per_agent["a"], 2);
+  EXPECT_EQ(per_agent["b"], 2);
+}
+
+// "auto": nothing ahead until kProvenShortTasks ended tasks in a row ran at most kShortTaskMs.
+class AutoLaunchAheadTest : public SchedulerTest {
+ protected:
+  AutoLaunchAheadTest() {
+    scheduler_ = Scheduler(SchedulerOptions{4, Millis(60000), defaults::kLaunchAheadAuto});
+  }
+  void addWaitingAgent(const std::string& id, int cores) {
+    driver::addWaitingAgent(scheduler_, id, cores, now_);
+  }
+  static JobSpec manyTasks(std::size_t n) {
+    std::vector<TaskSpec> tasks;
+    for (std::size_t i = 0; i < n; ++i) tasks.push_back(task("t" + std::to_string(i)));
+    return job(std::move(tasks));
+  }
+  // Ends launch `l` as FINISHED after `run_ms` as its agent measured it (none: not measured),
+  // and returns the launches that followed.
+  std::vector<Action> finish(const Action& l, std::optional<std::uint64_t> run_ms) {
+    protocol::StatusUpdate update = status(l, TaskState::kFinished);
+    update.metrics.run_time_ms = run_ms;
+    Actions out;
+    scheduler_.onStatusUpdate(l.agent_id, update, now_, out);
+    return launches(out);
+  }
+  // Ends the oldest of `in_flight` and appends what followed; returns how many followed.
+  std::size_t finishOldest(std::deque<Action>& in_flight, std::optional<std::uint64_t> run_ms) {
+    Action oldest = in_flight.front();
+    in_flight.pop_front();
+    auto next = finish(oldest, run_ms);
+    in_flight.insert(in_flight.end(), next.begin(), next.end());
+    return next.size();
+  }
+};
+
+TEST_F(AutoLaunchAheadTest, SendsAheadOnceTheJobsTasksProveShortAndStopsAtALongOne) {
+  addWaitingAgent("a", 2);
+  Actions out;
+  scheduler_.submit(manyTasks(100), now_, out);
+  auto first = launches(out);
+  std::deque<Action> in_flight(first.begin(), first.end());
+  ASSERT_EQ(in_flight.size(), 2u) << "nothing is proven yet: free cores only";
+  for (std::size_t i = 1; i < kProvenShortTasks; ++i) {
+    ASSERT_EQ(finishOldest(in_flight, 1), 1u) << "short task " << i << " of too few so far";
+  }
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 0);
+  EXPECT_EQ(finishOldest(in_flight, 0), 3u) << "proven: its own core back plus 2 ahead";
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 2);
+  EXPECT_EQ(in_flight.size(), 4u);
+  EXPECT_EQ(finishOldest(in_flight, 1), 1u) << "still short: one out, one in";
+
+  // One task that ran longer: nothing more is sent ahead; the ones already sent stay.
+  EXPECT_EQ(finishOldest(in_flight, kShortTaskMs + 1), 0u);
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 0);
+  EXPECT_EQ(in_flight.size(), 3u);
+  EXPECT_EQ(finishOldest(in_flight, 0), 0u) << "3 sent, 2 cores: one still waits";
+  EXPECT_EQ(finishOldest(in_flight, 0), 1u) << "a core is free: one goes";
+  EXPECT_EQ(in_flight.size(), 2u);
+}
+
+TEST_F(AutoLaunchAheadTest, UnmeasuredTasksProveNothing) {
+  addWaitingAgent("a", 2);
+  Actions out;
+  scheduler_.submit(manyTasks(60), now_, out);
+  auto first = launches(out);
+  std::deque<Action> in_flight(first.begin(), first.end());
+  for (std::size_t i = 0; i < 2 * kProvenShortTasks; ++i) {
+    ASSERT_EQ(finishOldest(in_flight, std::nullopt), 1u);
+  }
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 0);
+  EXPECT_EQ(in_flight.size(), 2u);
+}
+
+TEST_F(AutoLaunchAheadTest, AnAgentThatDoesNotWaitForCoresIsNeverSentAhead) {
+  addAgent("old", 2);
+  Actions out;
+  scheduler_.submit(manyTasks(60), now_, out);
+  auto first = launches(out);
+  std::deque<Action> in_flight(first.begin(), first.end());
+  for (std::size_t i = 0; i < 2 * kProvenShortTasks; ++i) {
+    ASSERT_EQ(finishOldest(in_flight, 0), 1u);
+  }
+  EXPECT_EQ(scheduler_.agent("old")->ahead, 0);
+  EXPECT_EQ(scheduler_.agent("old")->free_cores, 0);
+}
+
+TEST_F(AutoLaunchAheadTest, AnAgentThatJoinsAfterTheProofIsSentAheadAndANewJobStartsUnproven) {
+  addWaitingAgent("a", 1);
+  Actions out;
+  scheduler_.submit(manyTasks(kProvenShortTasks + 1), now_, out);
+  auto first = launches(out);
+  std::deque<Action> in_flight(first.begin(), first.end());
+  while (!in_flight.empty()) finishOldest(in_flight, 0);
+  ASSERT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  addWaitingAgent("b", 3);
+  EXPECT_EQ(scheduler_.agent("b")->ahead, 3) << "the finished job proved its tasks short";
+  EXPECT_EQ(scheduler_.agent("b")->free_cores, 6);
+
+  Actions next;
+  scheduler_.submit(manyTasks(10), now_, next);
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 0);
+  EXPECT_EQ(scheduler_.agent("b")->ahead, 0);
+  EXPECT_EQ(launches(next).size(), 4u) << "1 + 3 free cores, nothing ahead";
+}
+
+}  // namespace
+}  // namespace dockhand::driver
