@@ -45,8 +45,9 @@ struct DriverConfig {
   int launch_ahead = defaults::kLaunchAheadAuto;
   // Largest WebSocket frame accepted from an agent.
   std::size_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
-  // Threads serving connections: one per connected agent (each agent's connection also has a
-  // writer thread), so this is the most agents one driver holds at once.
+  // The agents the driver expects to hold at once (defaults::kServerThreads): sizes its
+  // open-file limit and its pool for HTTP requests and handshakes (at most 16 threads). Agents
+  // take no thread: one reactor thread serves every agent connection.
   int server_threads = defaults::kServerThreads;
   // A connection that has not said Hello within this time is closed.
   long hello_timeout_ms = defaults::kHelloTimeoutMs;
