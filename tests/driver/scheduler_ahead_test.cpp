@@ -94,6 +94,13 @@ class AutoLaunchAheadTest : public SchedulerTest {
     scheduler_.onStatusUpdate(l.agent_id, update, now_, out);
     return launches(out);
   }
+  // Submits a job of `n` tasks; returns its first launches, oldest first.
+  std::deque<Action> submitTasks(std::size_t n) {
+    Actions out;
+    scheduler_.submit(manyTasks(n), now_, out);
+    auto first = launches(out);
+    return {first.begin(), first.end()};
+  }
   // Ends the oldest of `in_flight` and appends what followed; returns how many followed.
   std::size_t finishOldest(std::deque<Action>& in_flight, std::optional<std::uint64_t> run_ms) {
     Action oldest = in_flight.front();
@@ -106,10 +113,7 @@ class AutoLaunchAheadTest : public SchedulerTest {
 
 TEST_F(AutoLaunchAheadTest, SendsAheadOnceTheJobsTasksProveShortAndStopsAtALongOne) {
   addWaitingAgent("a", 2);
-  Actions out;
-  scheduler_.submit(manyTasks(100), now_, out);
-  auto first = launches(out);
-  std::deque<Action> in_flight(first.begin(), first.end());
+  std::deque<Action> in_flight = submitTasks(100);
   ASSERT_EQ(in_flight.size(), 2u) << "nothing is proven yet: free cores only";
   for (std::size_t i = 1; i < kProvenShortTasks; ++i) {
     ASSERT_EQ(finishOldest(in_flight, 1), 1u) << "short task " << i << " of too few so far";
@@ -131,10 +135,7 @@ TEST_F(AutoLaunchAheadTest, SendsAheadOnceTheJobsTasksProveShortAndStopsAtALongO
 
 TEST_F(AutoLaunchAheadTest, UnmeasuredTasksProveNothing) {
   addWaitingAgent("a", 2);
-  Actions out;
-  scheduler_.submit(manyTasks(60), now_, out);
-  auto first = launches(out);
-  std::deque<Action> in_flight(first.begin(), first.end());
+  std::deque<Action> in_flight = submitTasks(60);
   for (std::size_t i = 0; i < 2 * kProvenShortTasks; ++i) {
     ASSERT_EQ(finishOldest(in_flight, std::nullopt), 1u);
   }
@@ -144,10 +145,7 @@ TEST_F(AutoLaunchAheadTest, UnmeasuredTasksProveNothing) {
 
 TEST_F(AutoLaunchAheadTest, AnAgentThatDoesNotWaitForCoresIsNeverSentAhead) {
   addAgent("old", 2);
-  Actions out;
-  scheduler_.submit(manyTasks(60), now_, out);
-  auto first = launches(out);
-  std::deque<Action> in_flight(first.begin(), first.end());
+  std::deque<Action> in_flight = submitTasks(60);
   for (std::size_t i = 0; i < 2 * kProvenShortTasks; ++i) {
     ASSERT_EQ(finishOldest(in_flight, 0), 1u);
   }
@@ -157,10 +155,7 @@ TEST_F(AutoLaunchAheadTest, AnAgentThatDoesNotWaitForCoresIsNeverSentAhead) {
 
 TEST_F(AutoLaunchAheadTest, AnAgentThatJoinsAfterTheProofIsSentAheadAndANewJobStartsUnproven) {
   addWaitingAgent("a", 1);
-  Actions out;
-  scheduler_.submit(manyTasks(kProvenShortTasks + 1), now_, out);
-  auto first = launches(out);
-  std::deque<Action> in_flight(first.begin(), first.end());
+  std::deque<Action> in_flight = submitTasks(kProvenShortTasks + 1);
   while (!in_flight.empty()) finishOldest(in_flight, 0);
   ASSERT_EQ(scheduler_.jobState(), JobState::kSucceeded);
   addWaitingAgent("b", 3);
