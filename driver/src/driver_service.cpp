@@ -213,6 +213,11 @@ void DriverService::apply(Actions& actions) {
         c.send(protocol::LaunchTask{.task = std::move(action.task)});
         break;
       case Action::Kind::kKill: {
+        if (action.take_back) {
+          metrics_.takenBack();
+          logger("driver")->debug("task {} on '{}': {}", action.task_id, action.agent_id,
+                                  action.reason);
+        }
         protocol::KillTask kill;
         kill.task_id = action.task_id;
         kill.executor_id = action.agent_id;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "dockhand/base/logging.h"
@@ -43,22 +44,30 @@ bool Scheduler::fits(const TaskSpec& spec, const AgentInfo& agent) const {
 }
 
 AgentInfo* Scheduler::pickAgent(const TaskSpec& spec) {
-  // Spread: the fitting agent with the most free cores (ties: the first by id). The index is in
-  // that order, so the first that fits is the one; past the agents with enough cores none can.
-  for (const auto& [negative_free, id] : by_free_cores_) {
-    if (-negative_free < spec.cpus) break;
-    AgentInfo& agent = agents_.at(id);
-    if (fits(spec, agent)) return &agent;
+  // Spread: the fitting agent with the most free cores of its own (ties: the first by id); only
+  // when none has enough, a place ahead (launch_ahead): the agent with the most free cores
+  // counting those. Each index is in its order, so the first that fits is the one; past the
+  // agents with enough cores none can.
+  for (const auto* index : {&by_own_free_cores_, &by_free_cores_}) {
+    for (const auto& [negative_free, id] : *index) {
+      if (-negative_free < spec.cpus) break;
+      AgentInfo& agent = agents_.at(id);
+      if (fits(spec, agent)) return &agent;
+    }
   }
   return nullptr;
 }
 
 void Scheduler::indexAgent(const AgentInfo& agent) {
-  if (takesTasks(agent)) by_free_cores_.emplace(-agent.free_cores, agent.id);
+  if (!takesTasks(agent)) return;
+  by_free_cores_.emplace(-agent.free_cores, agent.id);
+  by_own_free_cores_.emplace(agent.ahead - agent.free_cores, agent.id);
 }
 
 void Scheduler::unindexAgent(const AgentInfo& agent) {
-  if (takesTasks(agent)) by_free_cores_.erase({-agent.free_cores, agent.id});
+  if (!takesTasks(agent)) return;
+  by_free_cores_.erase({-agent.free_cores, agent.id});
+  by_own_free_cores_.erase({agent.ahead - agent.free_cores, agent.id});
 }
 
 void Scheduler::schedule(TimePoint now, Actions& out) {
@@ -87,6 +96,7 @@ void Scheduler::schedule(TimePoint now, Actions& out) {
     it = pending_.erase(it);
     launch(index, *agent, now, out);
   }
+  if (pending_.empty()) takeBackWaiting(out);
 }
 
 void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out) {
@@ -154,6 +164,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   run.index = index;
   run.agent_id = agent.id;
   run.cpus = t.spec.cpus;
+  run.sent_ahead = action.ahead;
   run.resources = d.resources;
   run.units_each = std::move(units_each);
   running_.emplace(d.task_id, std::move(run));
@@ -226,6 +237,59 @@ void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
         *metrics.run_time_ms, kProvenShortTasks);
   }
   for (auto& [id, agent] : agents_) applyAhead(agent);
+}
+
+void Scheduler::takeBackWaiting(Actions& out) {
+  // The free cores (their own, not counting launch_ahead) of the agents that take tasks.
+  std::map<std::string, int> idle;
+  for (const auto& [id, agent] : agents_) {
+    if (takesTasks(agent) && agent.free_cores - agent.ahead > 0) {
+      idle[id] = agent.free_cores - agent.ahead;
+    }
+  }
+  if (idle.empty()) return;
+  // The waiting ones, the last sent first (they would start last); the cores that those taken
+  // back already will take once their KILLED comes.
+  std::vector<std::uint64_t> waiting;
+  int promised = 0;
+  for (const auto& [task_id, run] : running_) {
+    if (run.job_seq != job_seq_) continue;
+    if (run.taken_back) promised += run.cpus;
+    if (!run.sent_ahead || run.started || run.taken_back || run.kill_requested ||
+        idle.count(run.agent_id)) {
+      continue;
+    }
+    if (takesTasks(agents_.at(run.agent_id))) waiting.push_back(task_id);
+  }
+  std::sort(waiting.rbegin(), waiting.rend());
+  for (auto it = idle.begin(); it != idle.end() && promised > 0;) {
+    const int used = std::min(it->second, promised);
+    promised -= used;
+    it->second -= used;
+    it = it->second == 0 ? idle.erase(it) : std::next(it);
+  }
+  for (std::uint64_t task_id : waiting) {
+    if (idle.empty()) return;
+    RunningTask& run = running_.at(task_id);
+    const TaskSpec& spec = tasks_[run.index].spec;
+    auto to = std::find_if(idle.begin(), idle.end(), [&](const auto& entry) {
+      return entry.second >= spec.cpus && fits(spec, agents_.at(entry.first));
+    });
+    if (to == idle.end()) continue;
+    const std::string target = to->first;
+    to->second -= spec.cpus;
+    if (to->second <= 0) idle.erase(to);
+    run.taken_back = true;
+    ++taken_back_;
+    Action kill;
+    kill.kind = Action::Kind::kKill;
+    kill.agent_id = run.agent_id;
+    kill.task_id = task_id;
+    kill.take_back = true;
+    kill.reason = fmt::format(
+        "taken back to run on a free core of agent '{}' (it waited here for a core)", target);
+    out.push_back(std::move(kill));
+  }
 }
 
 void Scheduler::resetAhead() {

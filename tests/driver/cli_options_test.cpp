@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dockhand/driver/defaults.h"
+
 namespace dockhand::driver {
 namespace {
 

@@ -71,6 +71,120 @@ TEST_F(LaunchAheadTest, SpreadsOverAgentsBeforeSendingAhead) {
   EXPECT_EQ(per_agent["b"], 2);
 }
 
+TEST_F(LaunchAheadTest, AnOwnFreeCoreComesBeforeAPlaceAhead) {
+  addWaitingAgent("a", 2);  // 2 free cores and 2 places ahead
+  addAgent("b", 2);         // 2 free cores, no place ahead: it would run them all at once
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+  std::map<std::string, int> per_agent;
+  for (const auto& l : launches(out)) {
+    ++per_agent[l.agent_id];
+    EXPECT_FALSE(l.ahead) << l.task.name << " waits on " << l.agent_id << " while b has a core";
+  }
+  EXPECT_EQ(per_agent["a"], 2);
+  EXPECT_EQ(per_agent["b"], 2);
+}
+
+// At a job's tail, tasks waiting on an agent whose cores are busy are taken back for the free
+// cores of another: a kill the agent answers KILLED, then a launch elsewhere, no attempt lost.
+class TakeBackTest : public LaunchAheadTest {
+ protected:
+  // Launch l's agent says `state`; returns the actions that followed.
+  Actions say(const Action& l, TaskState state) {
+    Actions out;
+    scheduler_.onStatusUpdate(l.agent_id, status(l, state), now_, out);
+    return out;
+  }
+  static std::vector<Action> takeBacks(const Actions& out) {
+    std::vector<Action> kills;
+    for (const auto& a : out) {
+      if (a.kind == Action::Kind::kKill) kills.push_back(a);
+    }
+    return kills;
+  }
+};
+
+TEST_F(TakeBackTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
+  addWaitingAgent("a", 2);
+  addWaitingAgent("b", 2);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3"), task("t4"), task("t5"),
+                         task("t6"), task("t7")}),
+                    now_, out);
+  std::map<std::string, std::vector<Action>> on;
+  for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+  ASSERT_EQ(on["a"].size(), 4u) << "2 running, 2 waiting";
+  ASSERT_EQ(on["b"].size(), 4u);
+  for (const auto& l : on["a"]) {
+    if (!l.ahead) say(l, TaskState::kRunning);  // a's two long tasks started
+  }
+  // b runs all four of its tasks; nothing is pending, so once b has a core of its own free,
+  // a task that waits on a comes back for it.
+  for (std::size_t i = 0; i < 2; ++i) {
+    say(on["b"][i], TaskState::kRunning);
+    EXPECT_TRUE(takeBacks(say(on["b"][i], TaskState::kFinished)).empty()) << "b is still busy";
+  }
+  say(on["b"][2], TaskState::kRunning);
+  auto first = takeBacks(say(on["b"][2], TaskState::kFinished));
+  ASSERT_EQ(first.size(), 1u) << "one core of b is free";
+  EXPECT_TRUE(first[0].take_back);
+  EXPECT_EQ(first[0].agent_id, "a");
+  EXPECT_EQ(first[0].task_id, on["a"][3].task.task_id) << "the last sent comes back first";
+  say(on["b"][3], TaskState::kRunning);
+  auto second = takeBacks(say(on["b"][3], TaskState::kFinished));
+  ASSERT_EQ(second.size(), 1u) << "b's other core: the other waiting task";
+  EXPECT_EQ(second[0].task_id, on["a"][2].task.task_id);
+
+  // a answers KILLED: each runs again on b, and no attempt is counted against it.
+  for (const auto& kill : {first[0], second[0]}) {
+    Action back;
+    back.agent_id = "a";
+    back.task.task_id = kill.task_id;
+    auto again = launches(say(back, TaskState::kKilled));
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_EQ(again[0].agent_id, "b");
+  }
+  const Progress p = scheduler_.progress();
+  EXPECT_EQ(p.taken_back, 2u);
+  EXPECT_EQ(p.retries, 0u);
+  for (const auto& t : scheduler_.tasks()) EXPECT_EQ(t.failures, 0) << t.spec.name;
+}
+
+// a(1 core) and b(1 core), four tasks: two on each, one running and one waiting.
+TEST_F(TakeBackTest, ATaskThatSaidRunningIsNotTakenBack) {
+  addWaitingAgent("a", 1);
+  addWaitingAgent("b", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+  std::map<std::string, std::vector<Action>> on;
+  for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+  ASSERT_EQ(on["a"].size(), 2u);
+  say(on["a"][0], TaskState::kRunning);
+  say(on["a"][1], TaskState::kRunning);  // the one sent ahead has started too
+  say(on["b"][0], TaskState::kFinished);
+  EXPECT_TRUE(takeBacks(say(on["b"][1], TaskState::kFinished)).empty());
+}
+
+TEST_F(TakeBackTest, ATakenBackTaskThatFinishedBeforeTheKillCountsAsFinished) {
+  addWaitingAgent("a", 1);
+  addWaitingAgent("b", 1);
+  Actions out;
+  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+  std::map<std::string, std::vector<Action>> on;
+  for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+  ASSERT_EQ(on["a"].size(), 2u);
+  say(on["a"][0], TaskState::kRunning);
+  say(on["b"][0], TaskState::kFinished);
+  auto kills = takeBacks(say(on["b"][1], TaskState::kFinished));
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].task_id, on["a"][1].task.task_id);
+  // The kill crossed its end: a ran it meanwhile.
+  EXPECT_TRUE(launches(say(on["a"][1], TaskState::kFinished)).empty()) << "not run again";
+  say(on["a"][0], TaskState::kFinished);
+  EXPECT_EQ(scheduler_.jobState(), JobState::kSucceeded);
+  EXPECT_EQ(scheduler_.progress().finished, 4u);
+}
+
 // "auto": nothing ahead until kProvenShortTasks ended tasks in a row ran at most kShortTaskMs.
 class AutoLaunchAheadTest : public SchedulerTest {
  protected:

@@ -242,7 +242,7 @@ TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIs
   writeFile(job, Json{{"name", "short"}, {"tasks", tasks}}.dump());
   const fs::path config = writeAgentConfig();
   // Launches sent ahead, as the driver's event log says (task_start's "ahead"), of `runs`.
-  auto sentAhead = [&](const std::string& runs) {
+  auto sent_ahead = [&](const std::string& runs) {
     const fs::path events = dir.path() / (runs + ".jsonl");
     const int code =
         run(job, config,
@@ -257,12 +257,12 @@ TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIs
     }
     return ahead;
   };
-  EXPECT_GT(sentAhead("auto"), 0);
+  EXPECT_GT(sent_ahead("auto"), 0);
   EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran 10 ms or less"),
             std::string::npos)
       << out_;
   fs::remove(dir.path() / "driver.log");
-  EXPECT_EQ(sentAhead("0"), 0);
+  EXPECT_EQ(sent_ahead("0"), 0);
   EXPECT_EQ(out_.find("launch_ahead auto"), std::string::npos) << out_;
 }
 

@@ -87,6 +87,9 @@ struct Action {
   std::string reason;              // kKill, kDisconnect
   SteadyClock::duration waited{};  // kLaunch: how long the task waited to be placed
   bool ahead = false;  // kLaunch: sent beyond the agent's free cores; it waits there for one
+  // kKill: not a failure but a take-back: the task waited on its agent while a core elsewhere
+  // was free, and runs again there once its agent says KILLED.
+  bool take_back = false;
 };
 using Actions = std::vector<Action>;
 
@@ -202,9 +205,10 @@ struct Progress {
   std::size_t failed = 0;   // tasks that ran out of attempts
   std::size_t retries = 0;  // relaunches after a failed attempt
   std::size_t relaunches_after_loss = 0;
-  std::size_t waiting_for_inputs = 0;               // pending tasks with an input nowhere to read
-  std::size_t reruns_for_lost_blocks = 0;           // finished producers run again
-  std::size_t fetch_failures = 0;                   // launches that could not fetch an input
+  std::size_t waiting_for_inputs = 0;      // pending tasks with an input nowhere to read
+  std::size_t reruns_for_lost_blocks = 0;  // finished producers run again
+  std::size_t fetch_failures = 0;          // launches that could not fetch an input
+  std::size_t taken_back = 0;  // launches sent ahead, taken back to run elsewhere (no attempt)
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
@@ -355,6 +359,9 @@ class Scheduler {
     std::map<std::string, std::int64_t> units_each;  // units taken from each of those addresses
     bool kill_requested = false;
     std::string kill_reason;  // sent again when its agent resumes
+    bool sent_ahead = false;  // beyond its agent's free cores (Action::ahead)
+    bool started = false;     // its agent said RUNNING
+    bool taken_back = false;  // killed to run on a free core elsewhere (takeBackWaiting)
   };
 
   // True when the agent takes tasks: active and connected. Such agents, and only they, are in
@@ -379,8 +386,8 @@ class Scheduler {
   bool onFetchFailed(std::size_t index, const std::string& reader,
                      const protocol::FetchFailure& failure, Actions& out);
   AgentInfo* pickAgent(const TaskSpec& spec);
-  // Keep by_free_cores_ in step: unindexAgent() before an agent's free cores, state or
-  // connection change, indexAgent() after (both act only on one that takesTasks()).
+  // Keep by_free_cores_ and by_own_free_cores_ in step: unindexAgent() before an agent's free
+  // cores, state or connection change, indexAgent() after (both act only on one that takesTasks()).
   void indexAgent(const AgentInfo& agent);
   void unindexAgent(const AgentInfo& agent);
   void launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out);
@@ -407,6 +414,10 @@ class Scheduler {
   void applyAhead(AgentInfo& agent);
   void noteRunTime(const protocol::TaskMetrics& metrics);
   void resetAhead();
+  // At a job's tail (nothing pending), tasks sent ahead that have not started are taken back
+  // (a kKill with take_back) from agents with no free core, for as many free cores as the
+  // other agents have: a task never waits behind another while a core that could run it idles.
+  void takeBackWaiting(Actions& out);
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
@@ -416,6 +427,9 @@ class Scheduler {
   // pick looks at the best candidates first and stops at the first that fits, instead of scanning
   // every agent for every launch (dockhand-fleet-bench: 1,000 agents).
   std::set<std::pair<int, std::string>> by_free_cores_;
+  // The same agents as (-(free cores of their own, launch_ahead not counted), id): a task goes
+  // to an agent's own free core before any is sent ahead.
+  std::set<std::pair<int, std::string>> by_own_free_cores_;
 
   JobSpec job_;
   std::uint64_t job_seq_ = 0;
@@ -431,6 +445,7 @@ class Scheduler {
   // whether that has proven its tasks short (every agent that waits for cores is sent ahead).
   std::size_t short_in_a_row_ = 0;
   bool tasks_proven_short_ = false;
+  std::size_t taken_back_ = 0;  // launches of this job taken back (takeBackWaiting)
   std::size_t retries_ = 0;
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;
