@@ -54,11 +54,11 @@ DriverMetrics::DriverMetrics(metrics::Registry& registry)
                                    "Of those, the ones sent beyond their agent's free cores "
                                    "(launch_ahead): each waited there for a core.")
                           .get()),
-      taken_back_(registry
-                      .counter("dockhand_driver_tasks_taken_back_total",
-                               "Tasks sent ahead that were taken back before they started, to "
-                               "run on a free core of another agent (no attempt counted).")
-                      .get()),
+      recalled_(registry
+                    .counter("dockhand_driver_tasks_recalled_total",
+                             "Tasks sent ahead that were recalled before they started, to "
+                             "run on a free core of another agent (no attempt counted).")
+                    .get()),
       scheduling_latency_(registry
                               .histogram("dockhand_driver_scheduling_latency_seconds",
                                          "Time a task waited, from becoming pending (submitted "
@@ -111,7 +111,7 @@ void DriverMetrics::taskStatus(protocol::TaskState state) {
   task_ends_[static_cast<std::size_t>(state)]->inc();
 }
 
-void DriverMetrics::takenBack() { taken_back_.inc(); }
+void DriverMetrics::recalled() { recalled_.inc(); }
 
 void DriverMetrics::launched(SteadyClock::duration waited, bool ahead) {
   launches_.inc();

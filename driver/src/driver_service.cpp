@@ -213,8 +213,8 @@ void DriverService::apply(Actions& actions) {
         c.send(protocol::LaunchTask{.task = std::move(action.task)});
         break;
       case Action::Kind::kKill: {
-        if (action.take_back) {
-          metrics_.takenBack();
+        if (action.recall) {
+          metrics_.recalled();
           logger("driver")->debug("task {} on '{}': {}", action.task_id, action.agent_id,
                                   action.reason);
         }

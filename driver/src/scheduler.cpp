@@ -230,7 +230,7 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   relaunches_after_loss_ = 0;
   reruns_for_lost_blocks_ = 0;
   fetch_failures_ = 0;
-  taken_back_ = 0;
+  recalled_ = 0;
   resetAhead();
   producer_.clear();
   consumers_.clear();
@@ -303,8 +303,8 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
     return;
   }
 
-  if (run.taken_back && update.state == TaskState::kKilled) {
-    // Taken back before it started (takeBackWaiting): it runs again, no attempt counted.
+  if (run.recalled && update.state == TaskState::kKilled) {
+    // Recalled before it started (recallWaiting): it runs again, no attempt counted.
     sendBack(t, "KILLED");
     pending_.push_front(run.index);
     schedule(now, out);
@@ -417,7 +417,7 @@ Progress Scheduler::progress() const {
   }
   p.retries = retries_;
   p.relaunches_after_loss = relaunches_after_loss_;
-  p.taken_back = taken_back_;
+  p.recalled = recalled_;
   p.reruns_for_lost_blocks = reruns_for_lost_blocks_;
   p.fetch_failures = fetch_failures_;
   if (job_state_ == JobState::kRunning) {

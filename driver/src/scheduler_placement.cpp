@@ -96,7 +96,7 @@ void Scheduler::schedule(TimePoint now, Actions& out) {
     it = pending_.erase(it);
     launch(index, *agent, now, out);
   }
-  if (pending_.empty()) takeBackWaiting(out);
+  if (pending_.empty()) recallWaiting(out);
 }
 
 void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actions& out) {
@@ -239,7 +239,7 @@ void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
   for (auto& [id, agent] : agents_) applyAhead(agent);
 }
 
-void Scheduler::takeBackWaiting(Actions& out) {
+void Scheduler::recallWaiting(Actions& out) {
   // The free cores (their own, not counting launch_ahead) of the agents that take tasks.
   std::map<std::string, int> idle;
   for (const auto& [id, agent] : agents_) {
@@ -254,8 +254,8 @@ void Scheduler::takeBackWaiting(Actions& out) {
   int promised = 0;
   for (const auto& [task_id, run] : running_) {
     if (run.job_seq != job_seq_) continue;
-    if (run.taken_back) promised += run.cpus;
-    if (!run.sent_ahead || run.started || run.taken_back || run.kill_requested ||
+    if (run.recalled) promised += run.cpus;
+    if (!run.sent_ahead || run.started || run.recalled || run.kill_requested ||
         idle.count(run.agent_id)) {
       continue;
     }
@@ -279,15 +279,15 @@ void Scheduler::takeBackWaiting(Actions& out) {
     const std::string target = to->first;
     to->second -= spec.cpus;
     if (to->second <= 0) idle.erase(to);
-    run.taken_back = true;
-    ++taken_back_;
+    run.recalled = true;
+    ++recalled_;
     Action kill;
     kill.kind = Action::Kind::kKill;
     kill.agent_id = run.agent_id;
     kill.task_id = task_id;
-    kill.take_back = true;
+    kill.recall = true;
     kill.reason = fmt::format(
-        "taken back to run on a free core of agent '{}' (it waited here for a core)", target);
+        "recalled to run on a free core of agent '{}' (it waited here for a core)", target);
     out.push_back(std::move(kill));
   }
 }

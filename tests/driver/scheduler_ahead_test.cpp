@@ -85,9 +85,9 @@ TEST_F(LaunchAheadTest, AnOwnFreeCoreComesBeforeAPlaceAhead) {
   EXPECT_EQ(per_agent["b"], 2);
 }
 
-// At a job's tail, tasks waiting on an agent whose cores are busy are taken back for the free
+// At a job's tail, tasks waiting on an agent whose cores are busy are recalled for the free
 // cores of another: a kill the agent answers KILLED, then a launch elsewhere, no attempt lost.
-class TakeBackTest : public LaunchAheadTest {
+class RecallTest : public LaunchAheadTest {
  protected:
   // Launch l's agent says `state`; returns the actions that followed.
   Actions say(const Action& l, TaskState state) {
@@ -95,7 +95,7 @@ class TakeBackTest : public LaunchAheadTest {
     scheduler_.onStatusUpdate(l.agent_id, status(l, state), now_, out);
     return out;
   }
-  static std::vector<Action> takeBacks(const Actions& out) {
+  static std::vector<Action> recalls(const Actions& out) {
     std::vector<Action> kills;
     for (const auto& a : out) {
       if (a.kind == Action::Kind::kKill) kills.push_back(a);
@@ -104,7 +104,7 @@ class TakeBackTest : public LaunchAheadTest {
   }
 };
 
-TEST_F(TakeBackTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
+TEST_F(RecallTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
   addWaitingAgent("a", 2);
   addWaitingAgent("b", 2);
   Actions out;
@@ -122,16 +122,16 @@ TEST_F(TakeBackTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
   // a task that waits on a comes back for it.
   for (std::size_t i = 0; i < 2; ++i) {
     say(on["b"][i], TaskState::kRunning);
-    EXPECT_TRUE(takeBacks(say(on["b"][i], TaskState::kFinished)).empty()) << "b is still busy";
+    EXPECT_TRUE(recalls(say(on["b"][i], TaskState::kFinished)).empty()) << "b is still busy";
   }
   say(on["b"][2], TaskState::kRunning);
-  auto first = takeBacks(say(on["b"][2], TaskState::kFinished));
+  auto first = recalls(say(on["b"][2], TaskState::kFinished));
   ASSERT_EQ(first.size(), 1u) << "one core of b is free";
-  EXPECT_TRUE(first[0].take_back);
+  EXPECT_TRUE(first[0].recall);
   EXPECT_EQ(first[0].agent_id, "a");
   EXPECT_EQ(first[0].task_id, on["a"][3].task.task_id) << "the last sent comes back first";
   say(on["b"][3], TaskState::kRunning);
-  auto second = takeBacks(say(on["b"][3], TaskState::kFinished));
+  auto second = recalls(say(on["b"][3], TaskState::kFinished));
   ASSERT_EQ(second.size(), 1u) << "b's other core: the other waiting task";
   EXPECT_EQ(second[0].task_id, on["a"][2].task.task_id);
 
@@ -145,13 +145,13 @@ TEST_F(TakeBackTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
     EXPECT_EQ(again[0].agent_id, "b");
   }
   const Progress p = scheduler_.progress();
-  EXPECT_EQ(p.taken_back, 2u);
+  EXPECT_EQ(p.recalled, 2u);
   EXPECT_EQ(p.retries, 0u);
   for (const auto& t : scheduler_.tasks()) EXPECT_EQ(t.failures, 0) << t.spec.name;
 }
 
 // a(1 core) and b(1 core), four tasks: two on each, one running and one waiting.
-TEST_F(TakeBackTest, ATaskThatSaidRunningIsNotTakenBack) {
+TEST_F(RecallTest, ATaskThatSaidRunningIsNotRecalled) {
   addWaitingAgent("a", 1);
   addWaitingAgent("b", 1);
   Actions out;
@@ -162,10 +162,10 @@ TEST_F(TakeBackTest, ATaskThatSaidRunningIsNotTakenBack) {
   say(on["a"][0], TaskState::kRunning);
   say(on["a"][1], TaskState::kRunning);  // the one sent ahead has started too
   say(on["b"][0], TaskState::kFinished);
-  EXPECT_TRUE(takeBacks(say(on["b"][1], TaskState::kFinished)).empty());
+  EXPECT_TRUE(recalls(say(on["b"][1], TaskState::kFinished)).empty());
 }
 
-TEST_F(TakeBackTest, ATakenBackTaskThatFinishedBeforeTheKillCountsAsFinished) {
+TEST_F(RecallTest, ARecalledTaskThatFinishedBeforeTheKillCountsAsFinished) {
   addWaitingAgent("a", 1);
   addWaitingAgent("b", 1);
   Actions out;
@@ -175,7 +175,7 @@ TEST_F(TakeBackTest, ATakenBackTaskThatFinishedBeforeTheKillCountsAsFinished) {
   ASSERT_EQ(on["a"].size(), 2u);
   say(on["a"][0], TaskState::kRunning);
   say(on["b"][0], TaskState::kFinished);
-  auto kills = takeBacks(say(on["b"][1], TaskState::kFinished));
+  auto kills = recalls(say(on["b"][1], TaskState::kFinished));
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].task_id, on["a"][1].task.task_id);
   // The kill crossed its end: a ran it meanwhile.

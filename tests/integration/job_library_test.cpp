@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -264,6 +265,51 @@ TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIs
   fs::remove(dir.path() / "driver.log");
   EXPECT_EQ(sent_ahead("0"), 0);
   EXPECT_EQ(out_.find("launch_ahead auto"), std::string::npos) << out_;
+}
+
+// Two agents of one core, one task sent ahead to each: the agent whose tasks end first has a
+// free core and nothing is pending, so the task waiting behind the long one on the other agent
+// is recalled (KILLED there before it started) and runs on it, no attempt counted.
+TEST_F(JobLibraryTest, ATaskWaitingBehindALongOneIsRecalledForAFreeCore) {
+  const fs::path part = kExamples / "wordcount" / "data" / "part-1.txt";
+  Json tasks =
+      Json::array({{{"name", "long"},
+                    {"library", "words"},
+                    {"function", "map"},
+                    {"args", {{"file", part.string()}, {"reducers", 1}, {"sleep_ms", 3000}}}}});
+  for (int i = 0; i < 3; ++i) {
+    tasks.push_back({{"name", "short" + std::to_string(i)},
+                     {"library", "words"},
+                     {"function", "count"},
+                     {"args", Json::object()}});
+  }
+  const fs::path job = dir.path() / "tail.json";
+  writeFile(job, Json{{"name", "tail"}, {"tasks", tasks}}.dump());
+  const fs::path events = dir.path() / "tail.jsonl";
+  ASSERT_EQ(run(job, writeAgentConfig(),
+                {"--cores", "1", "--launch-ahead", "1", "--log-level", "debug", "--event-log",
+                 events.string()}),
+            0)
+      << out_;
+  EXPECT_NE(out_.find("job tail SUCCEEDED: 4 tasks, 4 finished, 0 failed, 0 not run; 0 retries"),
+            std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("recalled to run on a free core of agent"), std::string::npos) << out_;
+  // The task recalled started twice, on both agents, and ended KILLED on the first.
+  std::map<std::string, std::vector<std::string>> started_on;
+  std::vector<std::string> killed;
+  std::istringstream lines(readFile(events));
+  for (std::string line; std::getline(lines, line);) {
+    const Json event = Json::parse(line);
+    if (event["event"] == "task_start") {
+      started_on[event.at("task").get<std::string>()].push_back(event.at("agent"));
+    }
+    if (event["event"] == "task_end" && event["state"] == "KILLED") killed.push_back(event["task"]);
+  }
+  ASSERT_EQ(killed.size(), 1u) << readFile(events);
+  ASSERT_EQ(started_on[killed[0]].size(), 2u) << readFile(events);
+  EXPECT_NE(started_on[killed[0]][0], started_on[killed[0]][1]);
+  EXPECT_EQ(started_on["long"].size(), 1u);
 }
 
 TEST_F(JobLibraryTest, AResultBlockAboveTheDriversMaximumFailsTheTask) {

@@ -46,8 +46,8 @@ class DriverMetrics {
   // A launch the scheduler decided, how long its task waited for a place, and whether it was
   // sent ahead of its agent's free cores (Action::ahead).
   void launched(SteadyClock::duration waited, bool ahead);
-  // A task sent ahead was taken back from its agent to run elsewhere (Action::take_back).
-  void takenBack();
+  // A task sent ahead was recalled from its agent to run elsewhere (Action::recall).
+  void recalled();
   // A control API request and the status it was answered with.
   void controlRequest(const std::string& method, int status);
   // Agents and tasks by state, from the scheduler (under its lock).
@@ -63,7 +63,7 @@ class DriverMetrics {
   metrics::Counter& agents_lost_;
   metrics::Counter& launches_;
   metrics::Counter& launches_ahead_;
-  metrics::Counter& taken_back_;
+  metrics::Counter& recalled_;
   std::array<metrics::Counter*, 5> task_ends_{};  // by protocol::TaskState
   metrics::Histogram& scheduling_latency_;
   metrics::Family<metrics::Counter>& control_requests_;

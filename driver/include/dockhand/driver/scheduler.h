@@ -87,9 +87,9 @@ struct Action {
   std::string reason;              // kKill, kDisconnect
   SteadyClock::duration waited{};  // kLaunch: how long the task waited to be placed
   bool ahead = false;  // kLaunch: sent beyond the agent's free cores; it waits there for one
-  // kKill: not a failure but a take-back: the task waited on its agent while a core elsewhere
+  // kKill: not a failure but a recall: the task waited on its agent while a core elsewhere
   // was free, and runs again there once its agent says KILLED.
-  bool take_back = false;
+  bool recall = false;
 };
 using Actions = std::vector<Action>;
 
@@ -208,7 +208,7 @@ struct Progress {
   std::size_t waiting_for_inputs = 0;      // pending tasks with an input nowhere to read
   std::size_t reruns_for_lost_blocks = 0;  // finished producers run again
   std::size_t fetch_failures = 0;          // launches that could not fetch an input
-  std::size_t taken_back = 0;  // launches sent ahead, taken back to run elsewhere (no attempt)
+  std::size_t recalled = 0;  // launches sent ahead, recalled to run elsewhere (no attempt)
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
@@ -361,7 +361,7 @@ class Scheduler {
     std::string kill_reason;  // sent again when its agent resumes
     bool sent_ahead = false;  // beyond its agent's free cores (Action::ahead)
     bool started = false;     // its agent said RUNNING
-    bool taken_back = false;  // killed to run on a free core elsewhere (takeBackWaiting)
+    bool recalled = false;    // killed to run on a free core elsewhere (recallWaiting)
   };
 
   // True when the agent takes tasks: active and connected. Such agents, and only they, are in
@@ -414,10 +414,10 @@ class Scheduler {
   void applyAhead(AgentInfo& agent);
   void noteRunTime(const protocol::TaskMetrics& metrics);
   void resetAhead();
-  // At a job's tail (nothing pending), tasks sent ahead that have not started are taken back
-  // (a kKill with take_back) from agents with no free core, for as many free cores as the
+  // At a job's tail (nothing pending), tasks sent ahead that have not started are recalled
+  // (a kKill with recall) from agents with no free core, for as many free cores as the
   // other agents have: a task never waits behind another while a core that could run it idles.
-  void takeBackWaiting(Actions& out);
+  void recallWaiting(Actions& out);
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
@@ -445,7 +445,7 @@ class Scheduler {
   // whether that has proven its tasks short (every agent that waits for cores is sent ahead).
   std::size_t short_in_a_row_ = 0;
   bool tasks_proven_short_ = false;
-  std::size_t taken_back_ = 0;  // launches of this job taken back (takeBackWaiting)
+  std::size_t recalled_ = 0;  // launches of this job recalled (recallWaiting)
   std::size_t retries_ = 0;
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;
