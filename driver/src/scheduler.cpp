@@ -108,6 +108,7 @@ bool Scheduler::removeAgent(const std::string& agent_id, const std::string& reas
     if (run->second.job_seq == job_seq_ && !run->second.kill_requested) {
       lost.push_back(run->second.index);
     }
+    forgetRun(run->first, run->second);
     run = running_.erase(run);
   }
   // Relaunch in the original order, ahead of tasks that never ran: each goes to the front of the
@@ -270,11 +271,12 @@ void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::Stat
     return;
   }
   if (update.state == TaskState::kRunning) {
-    it->second.started = true;
+    waiting_ahead_.erase(update.task_id);  // it started: nothing to recall
     return;
   }
 
   RunningTask run = std::move(it->second);
+  forgetRun(update.task_id, run);
   running_.erase(it);
   release(run);
   if (auto agent = agents_.find(agent_id); agent != agents_.end()) {

@@ -164,7 +164,7 @@ void Scheduler::launch(std::size_t index, AgentInfo& agent, TimePoint now, Actio
   run.index = index;
   run.agent_id = agent.id;
   run.cpus = t.spec.cpus;
-  run.sent_ahead = action.ahead;
+  if (action.ahead) waiting_ahead_.insert(d.task_id);
   run.resources = d.resources;
   run.units_each = std::move(units_each);
   running_.emplace(d.task_id, std::move(run));
@@ -240,37 +240,32 @@ void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
 }
 
 void Scheduler::recallWaiting(Actions& out) {
-  // The free cores (their own, not counting launch_ahead) of the agents that take tasks.
-  std::map<std::string, int> idle;
-  for (const auto& [id, agent] : agents_) {
-    if (takesTasks(agent) && agent.free_cores - agent.ahead > 0) {
-      idle[id] = agent.free_cores - agent.ahead;
-    }
+  if (waiting_ahead_.empty()) return;
+  // The agents with free cores of their own, the most first (by_own_free_cores_'s order), less
+  // the cores that the tasks recalled already take once their KILLED comes.
+  std::vector<std::pair<std::string, int>> idle;
+  int promised = recalled_cores_;
+  for (const auto& [negative_free, id] : by_own_free_cores_) {
+    int free = -negative_free;
+    if (free <= 0) break;
+    const int used = std::min(free, promised);
+    promised -= used;
+    free -= used;
+    if (free > 0) idle.emplace_back(id, free);
   }
-  if (idle.empty()) return;
-  // The waiting ones, the last sent first (they would start last); the cores that those taken
-  // back already will take once their KILLED comes.
-  std::vector<std::uint64_t> waiting;
-  int promised = 0;
-  for (const auto& [task_id, run] : running_) {
-    if (run.job_seq != job_seq_) continue;
-    if (run.recalled) promised += run.cpus;
-    if (!run.sent_ahead || run.started || run.recalled || run.kill_requested ||
-        idle.count(run.agent_id)) {
+  std::vector<std::uint64_t> done;  // recalled now, or no longer this job's to recall
+  // The last sent first: they would start last.
+  for (auto it = waiting_ahead_.rbegin(); it != waiting_ahead_.rend() && !idle.empty(); ++it) {
+    RunningTask& run = running_.at(*it);
+    if (run.job_seq != job_seq_ || run.kill_requested) {
+      done.push_back(*it);
       continue;
     }
-    if (takesTasks(agents_.at(run.agent_id))) waiting.push_back(task_id);
-  }
-  std::sort(waiting.rbegin(), waiting.rend());
-  for (auto it = idle.begin(); it != idle.end() && promised > 0;) {
-    const int used = std::min(it->second, promised);
-    promised -= used;
-    it->second -= used;
-    it = it->second == 0 ? idle.erase(it) : std::next(it);
-  }
-  for (std::uint64_t task_id : waiting) {
-    if (idle.empty()) return;
-    RunningTask& run = running_.at(task_id);
+    const auto holder_idle = [&](const auto& entry) { return entry.first == run.agent_id; };
+    if (!takesTasks(agents_.at(run.agent_id)) ||
+        std::any_of(idle.begin(), idle.end(), holder_idle)) {
+      continue;  // it starts where it is as soon as its agent takes tasks / frees a core
+    }
     const TaskSpec& spec = tasks_[run.index].spec;
     auto to = std::find_if(idle.begin(), idle.end(), [&](const auto& entry) {
       return entry.second >= spec.cpus && fits(spec, agents_.at(entry.first));
@@ -280,16 +275,24 @@ void Scheduler::recallWaiting(Actions& out) {
     to->second -= spec.cpus;
     if (to->second <= 0) idle.erase(to);
     run.recalled = true;
+    recalled_cores_ += run.cpus;
     ++recalled_;
+    done.push_back(*it);
     Action kill;
     kill.kind = Action::Kind::kKill;
     kill.agent_id = run.agent_id;
-    kill.task_id = task_id;
+    kill.task_id = *it;
     kill.recall = true;
     kill.reason = fmt::format(
         "recalled to run on a free core of agent '{}' (it waited here for a core)", target);
     out.push_back(std::move(kill));
   }
+  for (std::uint64_t task_id : done) waiting_ahead_.erase(task_id);
+}
+
+void Scheduler::forgetRun(std::uint64_t task_id, const RunningTask& run) {
+  waiting_ahead_.erase(task_id);
+  if (run.recalled) recalled_cores_ -= run.cpus;
 }
 
 void Scheduler::resetAhead() {

@@ -359,8 +359,6 @@ class Scheduler {
     std::map<std::string, std::int64_t> units_each;  // units taken from each of those addresses
     bool kill_requested = false;
     std::string kill_reason;  // sent again when its agent resumes
-    bool sent_ahead = false;  // beyond its agent's free cores (Action::ahead)
-    bool started = false;     // its agent said RUNNING
     bool recalled = false;    // killed to run on a free core elsewhere (recallWaiting)
   };
 
@@ -418,6 +416,8 @@ class Scheduler {
   // (a kKill with recall) from agents with no free core, for as many free cores as the
   // other agents have: a task never waits behind another while a core that could run it idles.
   void recallWaiting(Actions& out);
+  // Launch `task_id` leaves running_: it no longer waits, nor holds cores a recall promised.
+  void forgetRun(std::uint64_t task_id, const RunningTask& run);
 
   SchedulerOptions options_;
   std::map<std::string, AgentInfo> agents_;
@@ -446,6 +446,10 @@ class Scheduler {
   std::size_t short_in_a_row_ = 0;
   bool tasks_proven_short_ = false;
   std::size_t recalled_ = 0;  // launches of this job recalled (recallWaiting)
+  // Launches sent ahead that have not said RUNNING nor been recalled (by task_id: the last sent
+  // last), and the cores of the recalled ones not yet answered.
+  std::set<std::uint64_t> waiting_ahead_;
+  int recalled_cores_ = 0;
   std::size_t retries_ = 0;
   std::size_t relaunches_after_loss_ = 0;
   std::uint64_t stray_updates_ = 0;
