@@ -158,8 +158,13 @@ CliOptions parseCliArgs(int argc, char** argv) {
       o.agent_config = value();
     } else if (arg == "--launch-ahead") {
       const std::string text = value();
-      o.launch_ahead = text == "auto" ? defaults::kLaunchAheadAuto
-                                      : static_cast<int>(parseNumber(arg, text, 0, 4096));
+      try {
+        o.launch_ahead = text == "auto" ? defaults::kLaunchAheadAuto
+                                        : static_cast<int>(parseNumber(arg, text, 0, 4096));
+      } catch (const UsageError&) {
+        throw UsageError(fmt::format(
+            "--launch-ahead expects auto or a whole number in [0, 4096], got '{}'", text));
+      }
     } else if (arg == "--auth-secret-file") {
       o.auth_secret_file = value();
       if (o.auth_secret_file.empty()) throw UsageError("--auth-secret-file needs a file");

@@ -175,8 +175,8 @@ TEST(CliOptionsTest, LaunchAheadIsANumberOfCoresOrAuto) {
             defaults::kLaunchAheadAuto);
   EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "-1"}).find("--launch-ahead"),
             std::string::npos);
-  EXPECT_NE(usageErrorOf({"run", "job.json", "--launch-ahead", "some"}).find("--launch-ahead"),
-            std::string::npos);
+  EXPECT_EQ(usageErrorOf({"run", "job.json", "--launch-ahead", "some"}),
+            "--launch-ahead expects auto or a whole number in [0, 4096], got 'some'");
 }
 
 }  // namespace
