@@ -79,7 +79,7 @@ class DriverLink {
   virtual void connect() = 0;
   virtual bool connected() const = 0;
   // Sends a message (ids are assigned by the link). False when not connected.
-  virtual bool send(protocol::Envelope message) = 0;
+  virtual bool send(const protocol::Envelope& message) = 0;
   // Sends an ask; `done` runs on the core thread with the reply, or with a timeout or
   // disconnect error. It runs exactly once.
   virtual void ask(protocol::Envelope message, Millis timeout, AskCallback done) = 0;

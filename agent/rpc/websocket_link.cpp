@@ -427,7 +427,7 @@ bool WebSocketLink::sendText(const std::string& text) {
   }
 }
 
-bool WebSocketLink::send(proto::Envelope message) {
+bool WebSocketLink::send(const proto::Envelope& message) {
   if (!connected()) return false;
   if (!sendText(proto::encodeEnvelope(message))) return false;
   metrics_.sent(message.type);

@@ -41,10 +41,10 @@ class FakeLink : public DriverLink {
  public:
   void connect() override { ++connect_calls; }
   bool connected() const override { return is_connected; }
-  bool send(protocol::Envelope message) override {
+  bool send(const protocol::Envelope& message) override {
     attempted.push_back(message);
     if (!is_connected || !send_ok) return false;
-    sent.push_back(std::move(message));
+    sent.push_back(message);
     return true;
   }
   void ask(protocol::Envelope message, Millis timeout, AskCallback done) override {
