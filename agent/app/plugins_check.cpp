@@ -188,7 +188,7 @@ void checkRunner(const LoadedPlugin& plugin, std::uint64_t task_id, const json& 
   task.name = "dockhand-plugins-check";
   task.runner = runner.name();
   task.payload = payload;
-  const std::string task_json = runnerTaskJson(task, work_dir, "plugins-check").dump();
+  const std::string task_json = runnerTaskJson(task, work_dir, "plugins-check");
   auto& calls = runner.instance().calls();
   PluginResult launched =
       calls.call({"launch", task_id}, [&runner, &task_json] { return runner.launch(task_json); });

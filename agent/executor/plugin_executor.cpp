@@ -156,8 +156,8 @@ std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
   return stuck;
 }
 
-Json PluginExecutor::taskJson(const protocol::TaskDescription& task,
-                              const std::filesystem::path& task_dir) const {
+std::string PluginExecutor::taskJson(const protocol::TaskDescription& task,
+                                     const std::filesystem::path& task_dir) const {
   return runnerTaskJson(task, task_dir, executor_id_);
 }
 
@@ -186,8 +186,7 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
   if (auto made = makeTaskDir(task_dir, make_dir); !made) return made.error();
-  std::string task_json =
-      taskJson(task, task_dir).dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string task_json = taskJson(task, task_dir);
   {
     // Before the call: the runner may report the task ended before launch() returns.
     std::lock_guard lock(live_->mutex);

@@ -144,7 +144,8 @@ class PluginExecutor final : public Executor {
   std::vector<std::string> runnerNames() const;
 
   // The task_json a runner gets for `task` (exposed for tests).
-  Json taskJson(const protocol::TaskDescription& task, const std::filesystem::path& task_dir) const;
+  std::string taskJson(const protocol::TaskDescription& task,
+                       const std::filesystem::path& task_dir) const;
 
  private:
   // A runner and its instance's calls.

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <utility>
 
 #include "blocks/block_id.h"
+#include "dockhand/base/log_format.h"
 
 namespace dockhand::agent {
 
@@ -36,36 +38,81 @@ std::string joined(const std::vector<std::string>& items) {
 
 }  // namespace
 
-Json runnerTaskJson(const protocol::TaskDescription& task, const std::filesystem::path& task_dir,
-                    const std::string& executor_id) {
-  Json env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
-              {"DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt)},
-              {"DOCKHAND_TASK_NAME", task.name},
-              {"DOCKHAND_PARTITION", std::to_string(task.partition)},
-              {"DOCKHAND_EXECUTOR_ID", executor_id},
-              {"DOCKHAND_CPUS", std::to_string(task.cpus)},
-              {"DOCKHAND_OUTPUT_DIR", (task_dir / "output").string()},
-              {"DOCKHAND_INPUT_DIR", (task_dir / "input").string()}};
-  Json resources = Json::object();
+std::string runnerTaskJson(const protocol::TaskDescription& task,
+                           const std::filesystem::path& task_dir, const std::string& executor_id) {
+  // Written as text at once (it is built for every launch, on the core thread): no JSON tree
+  // to build, dump and free. Strings as appendJsonString writes them (invalid UTF-8 replaced),
+  // the members in name order as a JSON object would keep them.
+  std::map<std::string, std::string> env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
+                                            {"DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt)},
+                                            {"DOCKHAND_TASK_NAME", task.name},
+                                            {"DOCKHAND_PARTITION", std::to_string(task.partition)},
+                                            {"DOCKHAND_EXECUTOR_ID", executor_id},
+                                            {"DOCKHAND_CPUS", std::to_string(task.cpus)},
+                                            {"DOCKHAND_OUTPUT_DIR", (task_dir / "output").string()},
+                                            {"DOCKHAND_INPUT_DIR", (task_dir / "input").string()}};
   for (const auto& [name, addresses] : task.resources) {
     std::string list = joined(addresses);
-    env["DOCKHAND_RESOURCE_" + envSuffix(name)] = list;
     if (name == "gpu") env["CUDA_VISIBLE_DEVICES"] = list;
-    resources[name] = addresses;
+    env["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
   }
-  Json inputs = Json::array();
-  for (const auto& input : task.inputs) inputs.push_back(input.id);
-  return Json{{"task_id", task.task_id},
-              {"attempt", task.attempt},
-              {"name", task.name},
-              {"partition", task.partition},
-              {"cpus", task.cpus},
-              {"resources", std::move(resources)},
-              {"properties", task.properties},
-              {"payload", task.payload},
-              {"work_dir", task_dir.string()},
-              {"env", std::move(env)},
-              {"inputs", std::move(inputs)}};
+  std::string out = "{";
+  const auto member = [&out](std::string_view name) {
+    if (out.size() > 1) out += ',';
+    appendJsonString(name, out);
+    out += ':';
+  };
+  const auto stringMap = [&out](const std::map<std::string, std::string>& map) {
+    out += '{';
+    for (const auto& [key, value] : map) {
+      if (out.back() != '{') out += ',';
+      appendJsonString(key, out);
+      out += ':';
+      appendJsonString(value, out);
+    }
+    out += '}';
+  };
+  const auto stringArray = [&out](const auto& items, const auto& text) {
+    out += '[';
+    for (const auto& item : items) {
+      if (out.back() != '[') out += ',';
+      appendJsonString(text(item), out);
+    }
+    out += ']';
+  };
+  const auto same = [](const std::string& item) -> const std::string& { return item; };
+  member("attempt");
+  out += std::to_string(task.attempt);
+  member("cpus");
+  out += std::to_string(task.cpus);
+  member("env");
+  stringMap(env);
+  member("inputs");
+  stringArray(task.inputs,
+              [](const protocol::InputBlock& input) -> const std::string& { return input.id; });
+  member("name");
+  appendJsonString(task.name, out);
+  member("partition");
+  out += std::to_string(task.partition);
+  member("payload");
+  out += task.payload.dump(-1, ' ', false, Json::error_handler_t::replace);
+  member("properties");
+  stringMap(task.properties);
+  member("resources");
+  out += '{';
+  for (const auto& [name, addresses] : task.resources) {
+    if (out.back() != '{') out += ',';
+    appendJsonString(name, out);
+    out += ':';
+    stringArray(addresses, same);
+  }
+  out += '}';
+  member("task_id");
+  out += std::to_string(task.task_id);
+  member("work_dir");
+  appendJsonString(task_dir.string(), out);
+  out += '}';
+  return out;
 }
 
 Result<void> ingestOutputs(BlockStore& store, const std::filesystem::path& output_dir,

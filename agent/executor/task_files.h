@@ -18,10 +18,10 @@
 
 namespace dockhand::agent {
 
-// The task_json a runner's launch() gets for `task`, whose directory is `task_dir`.
-nlohmann::json runnerTaskJson(const protocol::TaskDescription& task,
-                              const std::filesystem::path& task_dir,
-                              const std::string& executor_id);
+// The task_json a runner's launch() gets for `task`, whose directory is `task_dir`, as the
+// text passed to it.
+std::string runnerTaskJson(const protocol::TaskDescription& task,
+                           const std::filesystem::path& task_dir, const std::string& executor_id);
 
 // Turns the files a task left in `output_dir` into blocks of `store`, appending each to
 // `blocks`. Every name is checked before any file is taken, so that a task with one bad name

@@ -23,7 +23,7 @@ TEST(RunnerTaskJsonTest, ListsInputIdsInTheTasksOrder) {
   task.task_id = 7;
   task.inputs = {{"shuffle_0_3_1", "http://a/blocks/shuffle_0_3_1", 10, ""},
                  {"rdd_2_0", "http://b/blocks/rdd_2_0", 4, ""}};
-  json launched = runnerTaskJson(task, "/tmp/task-7", "exec-1");
+  json launched = json::parse(runnerTaskJson(task, "/tmp/task-7", "exec-1"));
   EXPECT_EQ(launched.at("inputs"), json::array({"shuffle_0_3_1", "rdd_2_0"}));
   EXPECT_EQ(launched.at("work_dir"), "/tmp/task-7");
   EXPECT_EQ(launched.at("env").at("DOCKHAND_INPUT_DIR"), "/tmp/task-7/input");
@@ -32,8 +32,54 @@ TEST(RunnerTaskJsonTest, ListsInputIdsInTheTasksOrder) {
 TEST(RunnerTaskJsonTest, InputsIsAnEmptyArrayWithoutInputs) {
   protocol::TaskDescription task;
   task.task_id = 8;
-  json launched = runnerTaskJson(task, "/tmp/task-8", "exec-1");
+  json launched = json::parse(runnerTaskJson(task, "/tmp/task-8", "exec-1"));
   EXPECT_EQ(launched.at("inputs"), json::array());
+}
+
+// Every member, as the runner ABI documents them (docs/plugins.md), and strings escaped: what a
+// JSON tree of the same values would have been.
+TEST(RunnerTaskJsonTest, CarriesEveryMemberAsJson) {
+  protocol::TaskDescription task;
+  task.task_id = 9;
+  task.attempt = 2;
+  task.name = "map \"0\"\n";
+  task.partition = 3;
+  task.cpus = 2;
+  task.resources = {{"gpu", {"0", "1"}}, {"my.fpga", {"f0"}}};
+  task.properties = {{"spark.x", "1"}, {"quote", "a\"b"}};
+  task.payload = {{"command", {"/bin/echo", "\u00e9t\u00e9"}}, {"env", {{"A", "b"}}}};
+  task.inputs = {{"rdd_1_0", "http://a/blocks/rdd_1_0", 4, ""}};
+  const json launched = json::parse(runnerTaskJson(task, "/w/tasks/task-9", "exec \"1\""));
+  const json expected = {{"task_id", 9},
+                         {"attempt", 2},
+                         {"name", "map \"0\"\n"},
+                         {"partition", 3},
+                         {"cpus", 2},
+                         {"resources", {{"gpu", {"0", "1"}}, {"my.fpga", {"f0"}}}},
+                         {"properties", {{"spark.x", "1"}, {"quote", "a\"b"}}},
+                         {"payload", task.payload},
+                         {"work_dir", "/w/tasks/task-9"},
+                         {"env",
+                          {{"DOCKHAND_TASK_ID", "9"},
+                           {"DOCKHAND_TASK_ATTEMPT", "2"},
+                           {"DOCKHAND_TASK_NAME", "map \"0\"\n"},
+                           {"DOCKHAND_PARTITION", "3"},
+                           {"DOCKHAND_EXECUTOR_ID", "exec \"1\""},
+                           {"DOCKHAND_CPUS", "2"},
+                           {"DOCKHAND_OUTPUT_DIR", "/w/tasks/task-9/output"},
+                           {"DOCKHAND_INPUT_DIR", "/w/tasks/task-9/input"},
+                           {"DOCKHAND_RESOURCE_GPU", "0,1"},
+                           {"CUDA_VISIBLE_DEVICES", "0,1"},
+                           {"DOCKHAND_RESOURCE_MY_FPGA", "f0"}}},
+                         {"inputs", {"rdd_1_0"}}};
+  EXPECT_EQ(launched, expected) << launched.dump(2);
+}
+
+TEST(RunnerTaskJsonTest, BytesThatAreNotUtf8AreReplaced) {
+  protocol::TaskDescription task;
+  task.name = std::string("bad\xff");
+  const json launched = json::parse(runnerTaskJson(task, "/w/tasks/task-1", "e"));
+  EXPECT_EQ(launched.at("name"), "bad\xEF\xBF\xBD");
 }
 
 namespace fs = std::filesystem;
