@@ -41,35 +41,22 @@ std::string joined(const std::vector<std::string>& items) {
 std::string runnerTaskJson(const protocol::TaskDescription& task,
                            const std::filesystem::path& task_dir, const std::string& executor_id) {
   // Written as text at once (it is built for every launch, on the core thread): no JSON tree
-  // to build, dump and free. Strings as appendJsonString writes them (invalid UTF-8 replaced),
-  // the members in name order as a JSON object would keep them.
-  std::map<std::string, std::string> env = {{"DOCKHAND_TASK_ID", std::to_string(task.task_id)},
-                                            {"DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt)},
-                                            {"DOCKHAND_TASK_NAME", task.name},
-                                            {"DOCKHAND_PARTITION", std::to_string(task.partition)},
-                                            {"DOCKHAND_EXECUTOR_ID", executor_id},
-                                            {"DOCKHAND_CPUS", std::to_string(task.cpus)},
-                                            {"DOCKHAND_OUTPUT_DIR", (task_dir / "output").string()},
-                                            {"DOCKHAND_INPUT_DIR", (task_dir / "input").string()}};
-  for (const auto& [name, addresses] : task.resources) {
-    std::string list = joined(addresses);
-    if (name == "gpu") env["CUDA_VISIBLE_DEVICES"] = list;
-    env["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
-  }
-  std::string out = "{";
+  // to build, dump and free. Strings as appendJsonString writes them (invalid UTF-8 replaced).
+  std::string out;
+  out.reserve(1024);
+  out += '{';
   const auto member = [&out](std::string_view name) {
-    if (out.size() > 1) out += ',';
+    if (out.back() != '{') out += ',';
     appendJsonString(name, out);
     out += ':';
   };
-  const auto stringMap = [&out](const std::map<std::string, std::string>& map) {
+  const auto stringMember = [&](std::string_view name, std::string_view value) {
+    member(name);
+    appendJsonString(value, out);
+  };
+  const auto stringMap = [&](const std::map<std::string, std::string>& map) {
     out += '{';
-    for (const auto& [key, value] : map) {
-      if (out.back() != '{') out += ',';
-      appendJsonString(key, out);
-      out += ':';
-      appendJsonString(value, out);
-    }
+    for (const auto& [key, value] : map) stringMember(key, value);
     out += '}';
   };
   const auto stringArray = [&out](const auto& items, const auto& text) {
@@ -86,12 +73,28 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
   member("cpus");
   out += std::to_string(task.cpus);
   member("env");
-  stringMap(env);
+  out += '{';
+  stringMember("DOCKHAND_TASK_ID", std::to_string(task.task_id));
+  stringMember("DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt));
+  stringMember("DOCKHAND_TASK_NAME", task.name);
+  stringMember("DOCKHAND_PARTITION", std::to_string(task.partition));
+  stringMember("DOCKHAND_EXECUTOR_ID", executor_id);
+  stringMember("DOCKHAND_CPUS", std::to_string(task.cpus));
+  stringMember("DOCKHAND_OUTPUT_DIR", (task_dir / "output").string());
+  stringMember("DOCKHAND_INPUT_DIR", (task_dir / "input").string());
+  // Two resources may give one variable name ("my.fpga", "my_fpga"): the last one's, once.
+  std::map<std::string, std::string> from_resources;
+  for (const auto& [name, addresses] : task.resources) {
+    std::string list = joined(addresses);
+    if (name == "gpu") from_resources["CUDA_VISIBLE_DEVICES"] = list;
+    from_resources["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
+  }
+  for (const auto& [name, value] : from_resources) stringMember(name, value);
+  out += '}';
   member("inputs");
   stringArray(task.inputs,
               [](const protocol::InputBlock& input) -> const std::string& { return input.id; });
-  member("name");
-  appendJsonString(task.name, out);
+  stringMember("name", task.name);
   member("partition");
   out += std::to_string(task.partition);
   member("payload");
@@ -101,16 +104,13 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
   member("resources");
   out += '{';
   for (const auto& [name, addresses] : task.resources) {
-    if (out.back() != '{') out += ',';
-    appendJsonString(name, out);
-    out += ':';
+    member(name);
     stringArray(addresses, same);
   }
   out += '}';
   member("task_id");
   out += std::to_string(task.task_id);
-  member("work_dir");
-  appendJsonString(task_dir.string(), out);
+  stringMember("work_dir", task_dir.string());
   out += '}';
   return out;
 }
