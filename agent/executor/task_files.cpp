@@ -50,16 +50,16 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
     appendJsonString(name, out);
     out += ':';
   };
-  const auto stringMember = [&](std::string_view name, std::string_view value) {
+  const auto string_member = [&](std::string_view name, std::string_view value) {
     member(name);
     appendJsonString(value, out);
   };
-  const auto stringMap = [&](const std::map<std::string, std::string>& map) {
+  const auto string_map = [&](const std::map<std::string, std::string>& map) {
     out += '{';
-    for (const auto& [key, value] : map) stringMember(key, value);
+    for (const auto& [key, value] : map) string_member(key, value);
     out += '}';
   };
-  const auto stringArray = [&out](const auto& items, const auto& text) {
+  const auto string_array = [&out](const auto& items, const auto& text) {
     out += '[';
     for (const auto& item : items) {
       if (out.back() != '[') out += ',';
@@ -74,14 +74,14 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
   out += std::to_string(task.cpus);
   member("env");
   out += '{';
-  stringMember("DOCKHAND_TASK_ID", std::to_string(task.task_id));
-  stringMember("DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt));
-  stringMember("DOCKHAND_TASK_NAME", task.name);
-  stringMember("DOCKHAND_PARTITION", std::to_string(task.partition));
-  stringMember("DOCKHAND_EXECUTOR_ID", executor_id);
-  stringMember("DOCKHAND_CPUS", std::to_string(task.cpus));
-  stringMember("DOCKHAND_OUTPUT_DIR", (task_dir / "output").string());
-  stringMember("DOCKHAND_INPUT_DIR", (task_dir / "input").string());
+  string_member("DOCKHAND_TASK_ID", std::to_string(task.task_id));
+  string_member("DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt));
+  string_member("DOCKHAND_TASK_NAME", task.name);
+  string_member("DOCKHAND_PARTITION", std::to_string(task.partition));
+  string_member("DOCKHAND_EXECUTOR_ID", executor_id);
+  string_member("DOCKHAND_CPUS", std::to_string(task.cpus));
+  string_member("DOCKHAND_OUTPUT_DIR", (task_dir / "output").string());
+  string_member("DOCKHAND_INPUT_DIR", (task_dir / "input").string());
   // Two resources may give one variable name ("my.fpga", "my_fpga"): the last one's, once.
   std::map<std::string, std::string> from_resources;
   for (const auto& [name, addresses] : task.resources) {
@@ -89,28 +89,28 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
     if (name == "gpu") from_resources["CUDA_VISIBLE_DEVICES"] = list;
     from_resources["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
   }
-  for (const auto& [name, value] : from_resources) stringMember(name, value);
+  for (const auto& [name, value] : from_resources) string_member(name, value);
   out += '}';
   member("inputs");
-  stringArray(task.inputs,
-              [](const protocol::InputBlock& input) -> const std::string& { return input.id; });
-  stringMember("name", task.name);
+  string_array(task.inputs,
+               [](const protocol::InputBlock& input) -> const std::string& { return input.id; });
+  string_member("name", task.name);
   member("partition");
   out += std::to_string(task.partition);
   member("payload");
   out += task.payload.dump(-1, ' ', false, Json::error_handler_t::replace);
   member("properties");
-  stringMap(task.properties);
+  string_map(task.properties);
   member("resources");
   out += '{';
   for (const auto& [name, addresses] : task.resources) {
     member(name);
-    stringArray(addresses, same);
+    string_array(addresses, same);
   }
   out += '}';
   member("task_id");
   out += std::to_string(task.task_id);
-  stringMember("work_dir", task_dir.string());
+  string_member("work_dir", task_dir.string());
   out += '}';
   return out;
 }

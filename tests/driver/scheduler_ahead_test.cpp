@@ -95,6 +95,17 @@ class RecallTest : public LaunchAheadTest {
     scheduler_.onStatusUpdate(l.agent_id, status(l, state), now_, out);
     return out;
   }
+  // a (1 core) and b (1 core), four tasks: two on each, one running and one waiting; the
+  // launches by agent, in order.
+  std::map<std::string, std::vector<Action>> twoOnEachOfTwoAgents() {
+    addWaitingAgent("a", 1);
+    addWaitingAgent("b", 1);
+    Actions out;
+    scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
+    std::map<std::string, std::vector<Action>> on;
+    for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+    return on;
+  }
   static std::vector<Action> recalls(const Actions& out) {
     std::vector<Action> kills;
     for (const auto& a : out) {
@@ -150,14 +161,8 @@ TEST_F(RecallTest, TasksWaitingBehindBusyCoresMoveToAnAgentThatRanOutOfWork) {
   for (const auto& t : scheduler_.tasks()) EXPECT_EQ(t.failures, 0) << t.spec.name;
 }
 
-// a(1 core) and b(1 core), four tasks: two on each, one running and one waiting.
 TEST_F(RecallTest, ATaskThatSaidRunningIsNotRecalled) {
-  addWaitingAgent("a", 1);
-  addWaitingAgent("b", 1);
-  Actions out;
-  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
-  std::map<std::string, std::vector<Action>> on;
-  for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+  auto on = twoOnEachOfTwoAgents();
   ASSERT_EQ(on["a"].size(), 2u);
   say(on["a"][0], TaskState::kRunning);
   say(on["a"][1], TaskState::kRunning);  // the one sent ahead has started too
@@ -166,12 +171,7 @@ TEST_F(RecallTest, ATaskThatSaidRunningIsNotRecalled) {
 }
 
 TEST_F(RecallTest, ARecalledTaskThatFinishedBeforeTheKillCountsAsFinished) {
-  addWaitingAgent("a", 1);
-  addWaitingAgent("b", 1);
-  Actions out;
-  scheduler_.submit(job({task("t0"), task("t1"), task("t2"), task("t3")}), now_, out);
-  std::map<std::string, std::vector<Action>> on;
-  for (const auto& l : launches(out)) on[l.agent_id].push_back(l);
+  auto on = twoOnEachOfTwoAgents();
   ASSERT_EQ(on["a"].size(), 2u);
   say(on["a"][0], TaskState::kRunning);
   say(on["b"][0], TaskState::kFinished);
