@@ -224,8 +224,8 @@ struct SchedulerOptions {
   // defaults::kLaunchAheadAuto: as many as the agent has cores, but only while the job's tasks
   // prove short: once its last kProvenShortTasks ended tasks each ran at most kShortTaskMs (the
   // run_time_ms their agents measured), until one runs longer. A task sent ahead waits on its
-  // agent for a core; short tasks free one soon, and a task that turns out long keeps at most
-  // the agent's cores' worth of tasks waiting behind it before nothing more is sent ahead.
+  // agent for a core (any of them frees it); at a job's tail one that still waits while another
+  // agent has a free core of its own is recalled there (recallWaiting).
   int launch_ahead = 0;
   // How long an agent that registered with `resumes` is held after its connection drops
   // (DriverConfig::agent_reconnect_grace_ms, which the driver always passes). 0: nobody is
