@@ -199,7 +199,7 @@ void Scheduler::release(const RunningTask& run) {
 int Scheduler::aheadFor(const AgentInfo& agent) const {
   if (!agent.waits_for_cores) return 0;  // it would run whatever it is sent at once
   if (options_.launch_ahead != defaults::kLaunchAheadAuto) return options_.launch_ahead;
-  return tasks_proven_short_ ? agent.cores : 0;
+  return ahead_per_core_ * agent.cores;
 }
 
 void Scheduler::applyAhead(AgentInfo& agent) {
@@ -217,25 +217,27 @@ void Scheduler::applyAhead(AgentInfo& agent) {
 void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
   if (options_.launch_ahead != defaults::kLaunchAheadAuto) return;
   if (!metrics.run_time_ms) return;  // not measured (an older agent, a lost task): no evidence
-  const bool was_short = tasks_proven_short_;
-  if (*metrics.run_time_ms <= kShortTaskMs) {
-    if (++short_in_a_row_ >= kProvenShortTasks) tasks_proven_short_ = true;
-  } else {
-    short_in_a_row_ = 0;
-    tasks_proven_short_ = false;
-  }
-  if (tasks_proven_short_ == was_short) return;
-  if (tasks_proven_short_) {
+  const std::uint64_t ran_ms = *metrics.run_time_ms;
+  short_in_a_row_ = ran_ms <= kShortTaskMs ? short_in_a_row_ + 1 : 0;
+  sub_ms_in_a_row_ = ran_ms == 0 ? sub_ms_in_a_row_ + 1 : 0;
+  const int per_core = sub_ms_in_a_row_ >= kProvenShortTasks  ? kSubMillisecondAheadPerCore
+                       : short_in_a_row_ >= kProvenShortTasks ? 1
+                                                              : 0;
+  if (per_core == ahead_per_core_) return;
+  if (per_core > 0) {
     logger("driver")->debug(
-        "launch_ahead auto: the job's last {} tasks ran {} ms or less; each agent that "
-        "waits for cores is sent its cores' worth of tasks ahead",
-        kProvenShortTasks, kShortTaskMs);
+        "launch_ahead auto: the job's last {} tasks ran {}; each agent that waits for cores is "
+        "sent {} times its cores' worth of tasks ahead",
+        kProvenShortTasks,
+        per_core == 1 ? fmt::format("{} ms or less", kShortTaskMs) : "under a millisecond",
+        per_core);
   } else {
     logger("driver")->debug(
         "launch_ahead auto: a task ran {} ms; tasks go to free cores only until {} "
         "short ones in a row",
-        *metrics.run_time_ms, kProvenShortTasks);
+        ran_ms, kProvenShortTasks);
   }
+  ahead_per_core_ = per_core;
   for (auto& [id, agent] : agents_) applyAhead(agent);
 }
 
@@ -297,8 +299,9 @@ void Scheduler::forgetRun(std::uint64_t task_id, const RunningTask& run) {
 
 void Scheduler::resetAhead() {
   short_in_a_row_ = 0;
-  if (!tasks_proven_short_) return;
-  tasks_proven_short_ = false;
+  sub_ms_in_a_row_ = 0;
+  if (ahead_per_core_ == 0) return;
+  ahead_per_core_ = 0;
   for (auto& [id, agent] : agents_) applyAhead(agent);
 }
 

@@ -247,6 +247,24 @@ TEST_F(AutoLaunchAheadTest, SendsAheadOnceTheJobsTasksProveShortAndStopsAtALongO
   EXPECT_EQ(in_flight.size(), 2u);
 }
 
+TEST_F(AutoLaunchAheadTest, TasksUnderAMillisecondAreSentFurtherAhead) {
+  addWaitingAgent("a", 2);
+  std::deque<Action> in_flight = submitTasks(200);
+  for (std::size_t i = 1; i < kProvenShortTasks; ++i) finishOldest(in_flight, 0);
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 0) << "too few so far";
+  EXPECT_EQ(finishOldest(in_flight, 0), 1u + 2 * kSubMillisecondAheadPerCore);
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 2 * kSubMillisecondAheadPerCore);
+  EXPECT_EQ(in_flight.size(), 2u + 2u * kSubMillisecondAheadPerCore);
+
+  // A task of a millisecond: still short, sent ahead its cores' worth only; those sent stay.
+  EXPECT_EQ(finishOldest(in_flight, 1), 0u);
+  EXPECT_EQ(scheduler_.agent("a")->ahead, 2);
+  const std::size_t sent = in_flight.size();
+  while (in_flight.size() > 4) ASSERT_EQ(finishOldest(in_flight, 1), 0u);
+  EXPECT_EQ(finishOldest(in_flight, 1), 1u) << "down to 2 cores + 2 ahead: one out, one in";
+  EXPECT_LT(in_flight.size(), sent);
+}
+
 TEST_F(AutoLaunchAheadTest, UnmeasuredTasksProveNothing) {
   addWaitingAgent("a", 2);
   std::deque<Action> in_flight = submitTasks(60);
@@ -270,7 +288,7 @@ TEST_F(AutoLaunchAheadTest, AnAgentThatDoesNotWaitForCoresIsNeverSentAhead) {
 TEST_F(AutoLaunchAheadTest, AnAgentThatJoinsAfterTheProofIsSentAheadAndANewJobStartsUnproven) {
   addWaitingAgent("a", 1);
   std::deque<Action> in_flight = submitTasks(kProvenShortTasks + 1);
-  while (!in_flight.empty()) finishOldest(in_flight, 0);
+  while (!in_flight.empty()) finishOldest(in_flight, 1);
   ASSERT_EQ(scheduler_.jobState(), JobState::kSucceeded);
   addWaitingAgent("b", 3);
   EXPECT_EQ(scheduler_.agent("b")->ahead, 3) << "the finished job proved its tasks short";

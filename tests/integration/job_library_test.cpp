@@ -259,7 +259,7 @@ TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIs
     return ahead;
   };
   EXPECT_GT(sent_ahead("auto"), 0);
-  EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran 10 ms or less"),
+  EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran "),
             std::string::npos)
       << out_;
   fs::remove(dir.path() / "driver.log");

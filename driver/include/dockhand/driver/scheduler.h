@@ -212,9 +212,12 @@ struct Progress {
   std::vector<DecommissionProgress> decommissions;  // agents decommissioning now
 };
 
-// launch_ahead "auto" (SchedulerOptions): what makes a job's tasks short enough to send ahead.
+// launch_ahead "auto" (SchedulerOptions): what makes a job's tasks short enough to send ahead,
+// and how far. Tasks measured at 0 ms ran under a millisecond (agents truncate): a round trip to
+// the driver is worth several of them, so each core gets kSubMillisecondAheadPerCore.
 inline constexpr std::uint64_t kShortTaskMs = 10;
 inline constexpr std::size_t kProvenShortTasks = 16;
+inline constexpr int kSubMillisecondAheadPerCore = 4;
 
 struct SchedulerOptions {
   int default_max_attempts = defaults::kMaxAttempts;
@@ -223,9 +226,10 @@ struct SchedulerOptions {
   // (DriverConfig::launch_ahead): its free_cores are that much above what it has free.
   // defaults::kLaunchAheadAuto: as many as the agent has cores, but only while the job's tasks
   // prove short: once its last kProvenShortTasks ended tasks each ran at most kShortTaskMs (the
-  // run_time_ms their agents measured), until one runs longer. A task sent ahead waits on its
-  // agent for a core (any of them frees it); at a job's tail one that still waits while another
-  // agent has a free core of its own is recalled there (recallWaiting).
+  // run_time_ms their agents measured), until one runs longer; kSubMillisecondAheadPerCore
+  // times that while the last kProvenShortTasks each ran under a millisecond. A task sent ahead
+  // waits on its agent for a core (any of them frees it); at a job's tail one that still waits
+  // while another agent has a free core of its own is recalled there (recallWaiting).
   int launch_ahead = 0;
   // How long an agent that registered with `resumes` is held after its connection drops
   // (DriverConfig::agent_reconnect_grace_ms, which the driver always passes). 0: nobody is
@@ -442,9 +446,11 @@ class Scheduler {
   std::uint64_t next_task_id_ = 1;
   std::size_t finished_ = 0;
   // launch_ahead "auto": ended tasks in a row of this job that ran at most kShortTaskMs, and
-  // whether that has proven its tasks short (every agent that waits for cores is sent ahead).
+  // under a millisecond; what they prove: cores' worth of tasks sent ahead per core of an agent
+  // that waits for cores (0, 1 or kSubMillisecondAheadPerCore).
   std::size_t short_in_a_row_ = 0;
-  bool tasks_proven_short_ = false;
+  std::size_t sub_ms_in_a_row_ = 0;
+  int ahead_per_core_ = 0;
   std::size_t recalled_ = 0;  // launches of this job recalled (recallWaiting)
   // Launches sent ahead that have not said RUNNING nor been recalled (by task_id: the last sent
   // last), and the cores of the recalled ones not yet answered.
