@@ -208,30 +208,23 @@ bool LibraryRunner::start(std::string_view task_json, bool may_wait) {
     std::lock_guard lock(state_->mutex);
     state_->tasks.emplace(spec.task_id, task);
   }
-  // RUNNING is reported here, on the launching thread, as the task's thread wakes up: on the
-  // agent's core thread (try_launch) it leaves with the launch's turn rather than after a wake
-  // of its own. Held meanwhile, the order lock keeps the task's end (its thread may be quicker
-  // than this) behind it.
-  std::lock_guard order(task->report_mutex);
+  // RUNNING is reported here, on the launching thread, before the task's thread is woken: on
+  // the agent's core thread (try_launch) it leaves with the launch's turn rather than after a
+  // wake of its own, and the task's end (its thread may be quicker than this thread's return)
+  // comes after it without a lock held across the hand-off, which that thread would wait on.
+  report(*state_, *task, DH_TASK_RUNNING, {});
   try {
     pool_.submit([state = state_, task](WorkerThread& worker) { runTask(state, task, worker); });
   } catch (const std::exception& e) {
-    std::lock_guard lock(state_->mutex);
-    state_->tasks.erase(spec.task_id);
-    throw sdk::Error(DH_ERROR, std::string("cannot start a thread for the task: ") + e.what());
+    report(*state_, *task, DH_TASK_FAILED,
+           reasonJson(std::string("cannot start a thread for the task: ") + e.what()));
   }
-  reportInOrder(*state_, *task, DH_TASK_RUNNING, {});
   return true;
 }
 
 bool LibraryRunner::report(State& state, Task& task, std::int32_t status,
                            const std::string& detail) {
   std::lock_guard order(task.report_mutex);
-  return reportInOrder(state, task, status, detail);
-}
-
-bool LibraryRunner::reportInOrder(State& state, Task& task, std::int32_t status,
-                                  const std::string& detail) {
   const bool terminal = status != DH_TASK_RUNNING;
   bool sent = false;
   state.gate->with([&](const sdk::Host& host) {

@@ -120,9 +120,6 @@ class LibraryRunner final : public sdk::TaskRunner {
                       WorkerThread& worker);
   // Sends a state for `task`; a terminal one only once (false when it was sent before).
   static bool report(State& state, Task& task, std::int32_t status, const std::string& detail);
-  // The same, with task.report_mutex held by the caller.
-  static bool reportInOrder(State& state, Task& task, std::int32_t status,
-                            const std::string& detail);
   void reaperLoop();
   void abandon(const std::shared_ptr<Task>& task, const std::string& why);
 
