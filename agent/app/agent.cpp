@@ -259,6 +259,7 @@ WebSocketLink::Options Agent::linkOptions() const {
 
 BackendOptions Agent::backendOptions() {
   BackendOptions options;
+  options.hold_running = true;
   options.driver_url = config_.driver_url;
   options.metrics = metrics_.get();
   options.executor_id = config_.executor_id;
@@ -374,7 +375,11 @@ int Agent::run() {
   loop_.post([this] { backend_.start(); });
   // This thread becomes the core thread: what it sends in a burst leaves in one write.
   link_.batchSendsFromThisThread();
-  loop_.setIdleHook([this] { link_.flush(); });
+  // Idle: the RUNNING updates held meanwhile go too (BackendOptions::hold_running).
+  loop_.setIdleHook([this] {
+    backend_.sendHeldStatuses();
+    link_.flush();
+  });
   const int code = loop_.run(toInt(ExitCode::kInternalError));
   status_board_.close();  // no core thread makes a status any more: serve the last one
   return shutDown(code);

@@ -103,6 +103,12 @@ Backend::TaskCounters::TaskCounters(metrics::Registry& registry)
                                     "RUNNING.",
                                     {}, metrics::latencyBuckets())
                          .get()),
+      running_skipped(registry
+                          .counter("dockhand_task_running_updates_skipped_total",
+                                   "RUNNING updates not sent because the task ended before the "
+                                   "agent's core thread was idle: its final status was sent "
+                                   "alone.")
+                          .get()),
       cpu_time(registry
                    .histogram("dockhand_task_cpu_seconds",
                               "CPU time (user and system) of the tasks that ended, as their "

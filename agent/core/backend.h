@@ -93,6 +93,11 @@ struct BackendOptions {
   metrics::Registry* metrics = nullptr;
   std::size_t max_remembered_kills = 100000;
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
+  // A task's RUNNING waits until the core thread is idle (sendHeldStatuses, from the event
+  // loop's idle hook) and is skipped when the task ends first, as protocol.md 7.2 allows: a
+  // short task then costs the link and the driver one StatusUpdate, not two. False: RUNNING is
+  // sent at once (for tests that drive the Backend by hand).
+  bool hold_running = false;
 
   // Called on the core thread with the app's resource profile once the app config arrived,
   // before registering: the resources to register, or why this agent cannot offer what the
@@ -191,6 +196,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void onDriverDisconnected(const std::string& reason) override;
   // From the executor, behind the resource guard (TaskStatusSink).
   void onTaskStatus(const TaskStatusEvent& status) override;
+  // The core thread is idle: sends the RUNNING updates held meanwhile (hold_running).
+  void sendHeldStatuses();
   void onWorkerLost(const std::string& reason);
   // A plugin cannot give back what it holds (dh_host.unrecoverable; a task thread that
   // ignored its kill): tell the driver, stop the other tasks, exit kTaskUnkillable.
@@ -256,6 +263,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     std::array<metrics::Counter*, 5> ended{};  // by protocol::TaskState
     metrics::Histogram& duration;
     metrics::Histogram& launch_latency;
+    metrics::Counter& running_skipped;
     metrics::Histogram& cpu_time;  // of ended tasks whose runner measured it
     metrics::Histogram& peak_rss;
   };
@@ -330,6 +338,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   bool sendInOrder(protocol::Envelope frame) override;
   void exit(ExitCode code, const std::string& reason) override;
 
+  // The StatusUpdate that says `status` of `task`.
+  protocol::StatusUpdate statusUpdate(const TaskStatusEvent& status, const RunningTask& task) const;
   void sendStatus(const protocol::StatusUpdate& update);
   // True when `frame` went out now; false when it waits in the outbox. A `final_status` is
   // remembered once written (rememberEnd).
@@ -363,6 +373,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     bool final_status = false;
   };
   std::deque<Outgoing> outbox_;
+  // Tasks whose RUNNING waits for the core thread to be idle (hold_running), oldest first.
+  std::vector<std::uint64_t> held_running_;
   // The latest final statuses written to the link, oldest first (at most kRecentEnds).
   static constexpr std::size_t kRecentEnds = 4096;
   std::deque<Outgoing> recent_ends_;

@@ -232,33 +232,22 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
     }
     return;
   }
-  proto::StatusUpdate update;
-  update.executor_id = options_.executor_id;
-  update.task_id = status.task_id;
-  update.state = status.state;
-  update.result = status.result;
-  update.reason = status.reason;
-  if (restarting_ && status.state == proto::TaskState::kKilled) {
-    // Stopped by a restart in place: the driver runs it again, no attempt counted.
-    update.state = proto::TaskState::kLost;
-    update.reason = "executor " + options_.executor_id +
-                    " restarted in place; its running tasks do not survive a restart";
-  }
-  update.exit_code = status.exit_code;
-  update.signal = status.signal;
-  update.stderr_tail = status.stderr_tail;
-  update.fetch_failed = status.fetch_failed;
-  update.cpus = it->second.cpus;
-  update.resources = it->second.resources;
-  if (!task_log_url_.empty()) {
-    for (const char* stream : {"stdout", "stderr"}) {
-      update.log_urls[stream] = task_log_url_.expand(status.task_id, stream);
+  if (status.state == proto::TaskState::kRunning) {
+    if (!it->second.reported_running) {
+      it->second.reported_running = true;
+      metrics_.launch_latency.observe(taskSeconds(timers_.now() - it->second.received));
     }
+    if (options_.hold_running) {
+      held_running_.push_back(status.task_id);
+      return;
+    }
+  } else if (auto held = std::find(held_running_.begin(), held_running_.end(), status.task_id);
+             held != held_running_.end()) {
+    // It ended before its RUNNING left: the final status says it all (protocol.md 7.2).
+    held_running_.erase(held);
+    metrics_.running_skipped.inc();
   }
-  if (status.state == proto::TaskState::kRunning && !it->second.reported_running) {
-    it->second.reported_running = true;
-    metrics_.launch_latency.observe(taskSeconds(timers_.now() - it->second.received));
-  }
+  proto::StatusUpdate update = statusUpdate(status, it->second);
   if (proto::isTerminal(status.state)) {
     const TimePoint now = timers_.now();
     metrics_.duration.observe(taskSeconds(now - it->second.received));
@@ -310,6 +299,46 @@ proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const Runnin
     ended_peak_rss_ = std::max(ended_peak_rss_, *figures.peak_rss_bytes);
   }
   return figures;
+}
+
+void Backend::sendHeldStatuses() {
+  for (std::uint64_t task_id : held_running_) {
+    auto it = running_.find(task_id);
+    if (it == running_.end()) continue;
+    TaskStatusEvent running;
+    running.task_id = task_id;
+    running.state = proto::TaskState::kRunning;
+    sendStatus(statusUpdate(running, it->second));
+  }
+  held_running_.clear();
+}
+
+proto::StatusUpdate Backend::statusUpdate(const TaskStatusEvent& status,
+                                          const RunningTask& task) const {
+  proto::StatusUpdate update;
+  update.executor_id = options_.executor_id;
+  update.task_id = status.task_id;
+  update.state = status.state;
+  update.result = status.result;
+  update.reason = status.reason;
+  if (restarting_ && status.state == proto::TaskState::kKilled) {
+    // Stopped by a restart in place: the driver runs it again, no attempt counted.
+    update.state = proto::TaskState::kLost;
+    update.reason = "executor " + options_.executor_id +
+                    " restarted in place; its running tasks do not survive a restart";
+  }
+  update.exit_code = status.exit_code;
+  update.signal = status.signal;
+  update.stderr_tail = status.stderr_tail;
+  update.fetch_failed = status.fetch_failed;
+  update.cpus = task.cpus;
+  update.resources = task.resources;
+  if (!task_log_url_.empty()) {
+    for (const char* stream : {"stdout", "stderr"}) {
+      update.log_urls[stream] = task_log_url_.expand(status.task_id, stream);
+    }
+  }
+  return update;
 }
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {

@@ -307,6 +307,44 @@ TEST(BackendTest, StatusUpdatesGoOutInOrderWithTaskCpusAndResources) {
   EXPECT_EQ(h.backend.lastTaskFinish(), h.timers.now());
 }
 
+// hold_running (the agent's setting): RUNNING waits for the core thread to be idle, and a task
+// that ends first is reported by its final status alone.
+TEST(BackendTest, HeldRunningGoesWhenIdleAndIsSkippedWhenTheTaskEndsFirst) {
+  metrics::Registry registry;
+  BackendOptions options = testOptions();
+  options.metrics = &registry;
+  options.hold_running = true;
+  Harness h(options);
+  h.runToRunning();
+  h.launch(1, /*cpus=*/2);
+  h.launch(2);
+  h.report(1, TaskState::kRunning);
+  h.report(2, TaskState::kRunning);
+  EXPECT_TRUE(h.statusUpdates().empty()) << "held until the core thread is idle";
+
+  h.report(2, TaskState::kFinished);  // ended before its RUNNING left
+  h.backend.sendHeldStatuses();
+  auto updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].task_id, 2u);
+  EXPECT_EQ(updates[0].state, TaskState::kFinished);
+  EXPECT_EQ(updates[1].task_id, 1u);
+  EXPECT_EQ(updates[1].state, TaskState::kRunning);
+  EXPECT_EQ(updates[1].cpus, 2);
+
+  h.backend.sendHeldStatuses();
+  EXPECT_EQ(h.statusUpdates().size(), 2u) << "each RUNNING goes once";
+  h.report(1, TaskState::kFinished);
+  updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 3u);
+  EXPECT_EQ(updates[2].state, TaskState::kFinished);
+  EXPECT_EQ(registry.counter("dockhand_task_running_updates_skipped_total", "").get().value(), 1u);
+  auto& latency =
+      registry.histogram("dockhand_task_launch_latency_seconds", "", {}, metrics::latencyBuckets())
+          .get();
+  EXPECT_EQ(latency.count(), 2u) << "a skipped RUNNING still times its launch";
+}
+
 TEST(BackendTest, FailedStatusCarriesExitCodeSignalAndStderr) {
   Harness h;
   h.runToRunning();
