@@ -157,8 +157,10 @@ std::map<std::string, std::string> PluginExecutor::stuckRunners() const {
 }
 
 std::string PluginExecutor::taskJson(const protocol::TaskDescription& task,
-                                     const std::filesystem::path& task_dir) const {
-  return runnerTaskJson(task, task_dir, executor_id_);
+                                     const std::filesystem::path& task_dir,
+                                     const Runner& runner) const {
+  return runnerTaskJson(task, task_dir, executor_id_,
+                        runner.plugin->readsTaskEnv() ? TaskEnv::kIncluded : TaskEnv::kLeftOut);
 }
 
 std::string PluginExecutor::stuckReason(const Runner& runner) const {
@@ -186,7 +188,7 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
   if (auto made = makeTaskDir(task_dir, make_dir); !made) return made.error();
-  std::string task_json = taskJson(task, task_dir);
+  std::string task_json = taskJson(task, task_dir, *runner);
   {
     // Before the call: the runner may report the task ended before launch() returns.
     std::lock_guard lock(live_->mutex);

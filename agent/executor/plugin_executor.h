@@ -143,10 +143,6 @@ class PluginExecutor final : public Executor {
   // The names of the runners, sorted.
   std::vector<std::string> runnerNames() const;
 
-  // The task_json a runner gets for `task` (exposed for tests).
-  std::string taskJson(const protocol::TaskDescription& task,
-                       const std::filesystem::path& task_dir) const;
-
  private:
   // A runner and its instance's calls.
   struct Runner {
@@ -155,6 +151,9 @@ class PluginExecutor final : public Executor {
     PluginCalls* calls = nullptr;  // plugin->instance().calls()
     bool metrics_warned = false;   // core thread: it reported a bad figure once
   };
+  // The task_json `runner` gets for `task`.
+  std::string taskJson(const protocol::TaskDescription& task, const std::filesystem::path& task_dir,
+                       const Runner& runner) const;
   // A task whose inputs are being fetched: the runner gets it once they are all here.
   struct Fetch {
     Runner* runner = nullptr;

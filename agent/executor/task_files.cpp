@@ -39,7 +39,8 @@ std::string joined(const std::vector<std::string>& items) {
 }  // namespace
 
 std::string runnerTaskJson(const protocol::TaskDescription& task,
-                           const std::filesystem::path& task_dir, const std::string& executor_id) {
+                           const std::filesystem::path& task_dir, const std::string& executor_id,
+                           TaskEnv env) {
   // Written as text at once (it is built for every launch, on the core thread): no JSON tree
   // to build, dump and free. Strings as appendJsonString writes them (invalid UTF-8 replaced).
   std::string out;
@@ -72,25 +73,27 @@ std::string runnerTaskJson(const protocol::TaskDescription& task,
   out += std::to_string(task.attempt);
   member("cpus");
   out += std::to_string(task.cpus);
-  member("env");
-  out += '{';
-  string_member("DOCKHAND_TASK_ID", std::to_string(task.task_id));
-  string_member("DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt));
-  string_member("DOCKHAND_TASK_NAME", task.name);
-  string_member("DOCKHAND_PARTITION", std::to_string(task.partition));
-  string_member("DOCKHAND_EXECUTOR_ID", executor_id);
-  string_member("DOCKHAND_CPUS", std::to_string(task.cpus));
-  string_member("DOCKHAND_OUTPUT_DIR", (task_dir / "output").string());
-  string_member("DOCKHAND_INPUT_DIR", (task_dir / "input").string());
-  // Two resources may give one variable name ("my.fpga", "my_fpga"): the last one's, once.
-  std::map<std::string, std::string> from_resources;
-  for (const auto& [name, addresses] : task.resources) {
-    std::string list = joined(addresses);
-    if (name == "gpu") from_resources["CUDA_VISIBLE_DEVICES"] = list;
-    from_resources["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
+  if (env == TaskEnv::kIncluded) {
+    member("env");
+    out += '{';
+    string_member("DOCKHAND_TASK_ID", std::to_string(task.task_id));
+    string_member("DOCKHAND_TASK_ATTEMPT", std::to_string(task.attempt));
+    string_member("DOCKHAND_TASK_NAME", task.name);
+    string_member("DOCKHAND_PARTITION", std::to_string(task.partition));
+    string_member("DOCKHAND_EXECUTOR_ID", executor_id);
+    string_member("DOCKHAND_CPUS", std::to_string(task.cpus));
+    string_member("DOCKHAND_OUTPUT_DIR", (task_dir / "output").string());
+    string_member("DOCKHAND_INPUT_DIR", (task_dir / "input").string());
+    // Two resources may give one variable name ("my.fpga", "my_fpga"): the last one's, once.
+    std::map<std::string, std::string> from_resources;
+    for (const auto& [name, addresses] : task.resources) {
+      std::string list = joined(addresses);
+      if (name == "gpu") from_resources["CUDA_VISIBLE_DEVICES"] = list;
+      from_resources["DOCKHAND_RESOURCE_" + envSuffix(name)] = std::move(list);
+    }
+    for (const auto& [name, value] : from_resources) string_member(name, value);
+    out += '}';
   }
-  for (const auto& [name, value] : from_resources) string_member(name, value);
-  out += '}';
   member("inputs");
   string_array(task.inputs,
                [](const protocol::InputBlock& input) -> const std::string& { return input.id; });

@@ -18,10 +18,14 @@
 
 namespace dockhand::agent {
 
+// Whether task_json carries "env" (DH_RUNNER_NO_TASK_ENV: a runner that does not read it).
+enum class TaskEnv { kIncluded, kLeftOut };
+
 // The task_json a runner's launch() gets for `task`, whose directory is `task_dir`, as the
 // text passed to it.
 std::string runnerTaskJson(const protocol::TaskDescription& task,
-                           const std::filesystem::path& task_dir, const std::string& executor_id);
+                           const std::filesystem::path& task_dir, const std::string& executor_id,
+                           TaskEnv env = TaskEnv::kIncluded);
 
 // Turns the files a task left in `output_dir` into blocks of `store`, appending each to
 // `blocks`. Every name is checked before any file is taken, so that a task with one bad name

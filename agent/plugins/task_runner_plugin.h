@@ -44,6 +44,8 @@ class TaskRunnerPlugin {
   // DH_RUNNER_MAKES_WORK_DIR (ABI 1.4): the runner creates a task's directory when it needs
   // one. The table is a copy, zero beyond the plugin's struct_size: an older plugin says no.
   bool makesWorkDir() const { return (table_->flags & DH_RUNNER_MAKES_WORK_DIR) != 0; }
+  // DH_RUNNER_NO_TASK_ENV: the runner does not read task_json's "env"; it is left out.
+  bool readsTaskEnv() const { return (table_->flags & DH_RUNNER_NO_TASK_ENV) == 0; }
 
  private:
   std::shared_ptr<PluginInstance> instance_;

@@ -51,7 +51,8 @@ class LibraryRunner final : public sdk::TaskRunner {
  public:
   static constexpr const char* kConfigSchema = kLibraryConfigSchema;
   // A task without inputs, outputs or a large result needs no directory: make it on demand.
-  static constexpr std::uint32_t kRunnerFlags = DH_RUNNER_MAKES_WORK_DIR;
+  // Tasks are calls, not processes: task_json's "env" is never read.
+  static constexpr std::uint32_t kRunnerFlags = DH_RUNNER_MAKES_WORK_DIR | DH_RUNNER_NO_TASK_ENV;
 
   LibraryRunner(sdk::Host host, std::string_view config_json);
   ~LibraryRunner() override;

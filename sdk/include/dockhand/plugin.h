@@ -268,6 +268,7 @@ typedef struct dh_task_runner_vtable {
    *  "resources": {"gpu": ["0"]}, "properties": {...}, "payload": <runner-specific JSON>,
    *  "work_dir": "/var/lib/dockhand/.../task-7", "env": {"DOCKHAND_TASK_ID": "7", ...},
    *  "inputs": ["shuffle_0_3_1", ...]}
+   * ("env" is left out for a runner with DH_RUNNER_NO_TASK_ENV in its flags.)
    * "inputs" names the task's input blocks in the TaskDescription's order; the agent has
    * fetched each into <work_dir>/input/<id> (DOCKHAND_INPUT_DIR) before launch. A task's
    * output files go in <work_dir>/output (DOCKHAND_OUTPUT_DIR) and become blocks after
@@ -336,6 +337,12 @@ typedef struct dh_task_runner_vtable {
  * for a task with inputs. Whatever the runner leaves in <work_dir>/output still becomes
  * blocks after FINISHED. Saves three directory creations and removals per task. */
 #define DH_RUNNER_MAKES_WORK_DIR 0x1u
+
+/* The runner does not read task_json's "env" (its tasks are not processes that the runner
+ * gives an environment): the agent leaves the member out, about half of task_json's bytes,
+ * which every launch writes and the runner parses. Advisory: an agent built before this bit
+ * sends "env" as before and the runner ignores it, so it needs no newer minor. */
+#define DH_RUNNER_NO_TASK_ENV 0x2u
 
 /* ---------------------------------------------------------------------------------------
  * Kind: block migration

@@ -29,6 +29,20 @@ TEST(RunnerTaskJsonTest, ListsInputIdsInTheTasksOrder) {
   EXPECT_EQ(launched.at("env").at("DOCKHAND_INPUT_DIR"), "/tmp/task-7/input");
 }
 
+// DH_RUNNER_NO_TASK_ENV: a runner that does not read "env" gets every other member.
+TEST(RunnerTaskJsonTest, EnvIsLeftOutForARunnerThatDoesNotReadIt) {
+  protocol::TaskDescription task;
+  task.task_id = 7;
+  task.name = "map";
+  task.resources = {{"gpu", {"0"}}};
+  json with = json::parse(runnerTaskJson(task, "/tmp/task-7", "exec-1"));
+  json without = json::parse(runnerTaskJson(task, "/tmp/task-7", "exec-1", TaskEnv::kLeftOut));
+  EXPECT_EQ(with.at("env").at("CUDA_VISIBLE_DEVICES"), "0");
+  EXPECT_FALSE(without.contains("env"));
+  with.erase("env");
+  EXPECT_EQ(without, with);
+}
+
 TEST(RunnerTaskJsonTest, InputsIsAnEmptyArrayWithoutInputs) {
   protocol::TaskDescription task;
   task.task_id = 8;

@@ -1,7 +1,7 @@
 // PluginExecutor with a runner written here that has try_launch (ABI 1.5): which tasks start
 // on the core thread (the test thread), which go to launch() on the call thread, and how a
 // refusal from either comes back. The runner reports a task FINISHED from the hook that
-// started it.
+// started it, and reads no "env" (DH_RUNNER_NO_TASK_ENV).
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -37,6 +37,7 @@ struct Script {
   bool open = false;
   std::vector<std::string> calls;  // "try_launch 3", "launch 3", in order
   std::vector<std::thread::id> threads;
+  std::string last_task_json;
   std::string error;
 };
 Script* gScript = nullptr;
@@ -60,6 +61,7 @@ dh_status start(const char* hook, const char* task_json, bool may_decline) {
     std::unique_lock lock(gScript->mutex);
     gScript->calls.push_back(std::string(hook) + " " + std::to_string(id));
     gScript->threads.push_back(std::this_thread::get_id());
+    gScript->last_task_json = task_json;
     gScript->changed.notify_all();
     if (may_decline && gScript->not_now.count(id) != 0) return DH_UNSUPPORTED;
     if (gScript->refuse.count(id) != 0) {
@@ -83,7 +85,7 @@ const dh_task_runner_vtable kRunner = {sizeof(dh_task_runner_vtable),
                                        &fixture::killNothing,
                                        nullptr,
                                        nullptr,
-                                       DH_RUNNER_MAKES_WORK_DIR,
+                                       DH_RUNNER_MAKES_WORK_DIR | DH_RUNNER_NO_TASK_ENV,
                                        &tryLaunch,
                                        nullptr,
                                        nullptr};
@@ -185,6 +187,16 @@ TEST_F(TryLaunchTest, ATaskTheRunnerCanStartAtOnceStartsOnTheCoreThread) {
   ASSERT_TRUE(end);
   EXPECT_EQ(end->state, TaskState::kFinished);
   EXPECT_EQ(executor_->runningTasks(), 0u);
+}
+
+TEST_F(TryLaunchTest, ARunnerThatReadsNoEnvGetsTaskJsonWithoutIt) {
+  ASSERT_TRUE(executor_->launch(task(6)).ok());
+  ASSERT_TRUE(terminal(6));
+  std::lock_guard lock(script_.mutex);
+  const auto launched = nlohmann::json::parse(script_.last_task_json);
+  EXPECT_EQ(launched.at("task_id"), 6);
+  EXPECT_TRUE(launched.contains("work_dir"));
+  EXPECT_FALSE(launched.contains("env")) << launched.dump();
 }
 
 TEST_F(TryLaunchTest, NotNowGoesToLaunchOnTheCallThread) {
