@@ -245,9 +245,13 @@ LaunchedExecutor fromJson(const Json& j, Tag<LaunchedExecutor>) {
 
 // ---- TaskDescription / LaunchTask ----
 Json toJson(const TaskDescription& m) {
-  Json j = {{"task_id", m.task_id},     {"attempt", m.attempt},       {"name", m.name},
-            {"partition", m.partition}, {"runner", m.runner},         {"cpus", m.cpus},
-            {"resources", m.resources}, {"properties", m.properties}, {"payload", m.payload}};
+  // Empty maps are left out (their default): every launch's bytes are parsed on the agent's
+  // busiest thread.
+  Json j = {{"task_id", m.task_id},     {"attempt", m.attempt}, {"name", m.name},
+            {"partition", m.partition}, {"runner", m.runner},   {"cpus", m.cpus},
+            {"payload", m.payload}};
+  if (!m.resources.empty()) j["resources"] = m.resources;
+  if (!m.properties.empty()) j["properties"] = m.properties;
   if (!m.inputs.empty()) {
     Json inputs = Json::array();
     for (const auto& in : m.inputs) {
@@ -320,8 +324,8 @@ Json toJson(const StatusUpdate& m) {
   Json j = {{"executor_id", m.executor_id},
             {"task_id", m.task_id},
             {"state", std::string(toString(m.state))},
-            {"cpus", m.cpus},
-            {"resources", m.resources}};
+            {"cpus", m.cpus}};
+  if (!m.resources.empty()) j["resources"] = m.resources;
   if (!m.result.is_null()) j["result"] = m.result;
   if (!m.reason.empty()) j["reason"] = m.reason;
   if (m.exit_code) j["exit_code"] = *m.exit_code;
