@@ -437,23 +437,30 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
 bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
   // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
   // sent while Reconnecting until the driver has taken the agent back.
-  if (outbox_.empty() && sendsNow() && link_.connected() && link_.send(frame)) {
-    if (final_status) rememberEnd(task_id, std::move(frame));
-    return true;
-  }
-  outbox_.push_back(Outgoing{std::move(frame), task_id, final_status});
+  Outgoing out{std::move(frame), task_id, final_status};
+  if (outbox_.empty() && sendsNow() && link_.connected() && write(out)) return true;
+  outbox_.push_back(std::move(out));
   if (outbox_.size() == 1) {
     log()->warn("cannot send status updates to the driver right now; queueing them");
   }
   return false;
 }
 
+bool Backend::write(Outgoing& out) {
+  if (!out.final_status || !resumable()) {
+    return out.encoded.empty() ? link_.send(out.frame)
+                               : link_.sendEncoded(out.frame.type, out.encoded);
+  }
+  if (out.encoded.empty()) out.encoded = proto::encodeEnvelope(out.frame);
+  if (!link_.sendEncoded(out.frame.type, out.encoded)) return false;
+  rememberEnd(out.task_id, std::move(out.encoded));
+  return true;
+}
+
 void Backend::flushOutbox() {
   if (!sendsNow()) return;
   while (!outbox_.empty() && link_.connected()) {
-    Outgoing& next = outbox_.front();
-    if (!link_.send(next.frame)) return;
-    if (next.final_status) rememberEnd(next.task_id, std::move(next.frame));
+    if (!write(outbox_.front())) return;
     outbox_.pop_front();
   }
 }

@@ -304,9 +304,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // The driver refused the resume after a restart: the tasks taken back are stopped, and
   // nothing of them is reported.
   void orphanTakenBack(const std::string& why);
-  // A final status written to the link: kept, a bounded number of them, until a resume
-  // shows whether the driver had it.
-  void rememberEnd(std::uint64_t task_id, protocol::Envelope frame);
+  // A final status written to the link (its text): kept, a bounded number of them, until a
+  // resume shows whether the driver had it.
+  void rememberEnd(std::uint64_t task_id, std::string encoded);
 
   // The task handlers (backend_tasks.cpp).
   void handleLaunchTask(const protocol::Envelope& frame);
@@ -344,6 +344,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // True when `frame` went out now; false when it waits in the outbox. A `final_status` is
   // remembered once written (rememberEnd).
   bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id, bool final_status = false);
+  struct Outgoing;
+  // Writes `out` to the link now; a final status is remembered (rememberEnd) once written.
+  bool write(Outgoing& out);
   void flushOutbox();
   void rememberKill(std::uint64_t task_id, const std::string& reason);
   void pruneEarlyKills();
@@ -371,6 +374,9 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     protocol::Envelope frame;
     std::uint64_t task_id = 0;
     bool final_status = false;
+    // A remembered final status keeps its text only (a tree of its JSON, kept thousands of
+    // frames long, cost more to free than the frame took to send); `frame` then has its type.
+    std::string encoded{};
   };
   std::deque<Outgoing> outbox_;
   // Tasks whose RUNNING waits for the core thread to be idle (hold_running), oldest first.

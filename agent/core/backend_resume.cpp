@@ -314,10 +314,12 @@ void Backend::orphanTakenBack(const std::string& why) {
   }
 }
 
-void Backend::rememberEnd(std::uint64_t task_id, proto::Envelope frame) {
+void Backend::rememberEnd(std::uint64_t task_id, std::string encoded) {
   if (!resumable()) return;
   if (recent_ends_.size() == kRecentEnds) recent_ends_.pop_front();
-  recent_ends_.push_back(Outgoing{std::move(frame), task_id, true});
+  proto::Envelope type_only;
+  type_only.type = "StatusUpdate";
+  recent_ends_.push_back(Outgoing{std::move(type_only), task_id, true, std::move(encoded)});
 }
 
 }  // namespace dockhand::agent

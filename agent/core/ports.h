@@ -80,6 +80,12 @@ class DriverLink {
   virtual bool connected() const = 0;
   // Sends a message (ids are assigned by the link). False when not connected.
   virtual bool send(const protocol::Envelope& message) = 0;
+  // Sends a message of `type` its sender already encoded (encodeEnvelope) and keeps as text.
+  // This default decodes it again and sends that.
+  virtual bool sendEncoded(std::string_view /*type*/, const std::string& text) {
+    auto frame = protocol::decodeEnvelope(text);
+    return frame && send(*frame);
+  }
   // Sends an ask; `done` runs on the core thread with the reply, or with a timeout or
   // disconnect error. It runs exactly once.
   virtual void ask(protocol::Envelope message, Millis timeout, AskCallback done) = 0;

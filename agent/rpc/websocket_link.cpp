@@ -428,9 +428,12 @@ bool WebSocketLink::sendText(const std::string& text) {
 }
 
 bool WebSocketLink::send(const proto::Envelope& message) {
-  if (!connected()) return false;
-  if (!sendText(proto::encodeEnvelope(message))) return false;
-  metrics_.sent(message.type);
+  return connected() && sendEncoded(message.type, proto::encodeEnvelope(message));
+}
+
+bool WebSocketLink::sendEncoded(std::string_view type, const std::string& text) {
+  if (!connected() || !sendText(text)) return false;
+  metrics_.sent(type);
   return true;
 }
 

@@ -67,6 +67,7 @@ class WebSocketLink final : public DriverLink {
   void connect() override;
   bool connected() const override { return connected_.load(std::memory_order_acquire); }
   bool send(const protocol::Envelope& message) override;
+  bool sendEncoded(std::string_view type, const std::string& text) override;
   void ask(protocol::Envelope message, Millis timeout, AskCallback done) override;
   void close() override;
 
