@@ -259,8 +259,7 @@ TEST_F(JobLibraryTest, ShortTasksAreSentAheadOnceTheyProveShortUnlessTheDriverIs
     return ahead;
   };
   EXPECT_GT(sent_ahead("auto"), 0);
-  EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran "),
-            std::string::npos)
+  EXPECT_NE(out_.find("launch_ahead auto: the job's last 16 tasks ran "), std::string::npos)
       << out_;
   fs::remove(dir.path() / "driver.log");
   EXPECT_EQ(sent_ahead("0"), 0);
