@@ -824,21 +824,19 @@ void measureLibraryThroughput(const Options& options, Results& results) {
                   .comparedWith("the same on threads", threads ? rate / *threads : std::nan("")));
   // The driver's default ("auto") sends tasks ahead once they prove short; 0 never does (Spark's
   // way: each core waits a round trip per task); 2 always sends 2 cores' worth.
-  checkInterrupted();
-  run = runDriver(options, job, 2, dir, config, "-spark", /*launch_ahead=*/0);
-  rate = tasks / run.job_wall_s;
-  results.add(
-      measured("library_spark_cores2_per_s", "--cores 2, threads, --launch-ahead 0", rate,
-               "tasks/s")
-          .comparedWith("the driver's default (auto)", threads ? rate / *threads : std::nan("")));
-  checkInterrupted();
-  run = runDriver(options, job, 2, dir, config, "-ahead", /*launch_ahead=*/2);
-  rate = tasks / run.job_wall_s;
-  results.add(
-      measured("library_ahead_cores2_per_s", "--cores 2, threads, --launch-ahead 2", rate,
-               "tasks/s")
-          .comparedWith("the driver's default (auto)", threads ? rate / *threads : std::nan(""))
-          .withTarget(">= 20,000/s", rate >= 20000));
+  const auto with_launch_ahead = [&](const std::string& key, const std::string& suffix,
+                                     int launch_ahead) {
+    checkInterrupted();
+    const double ahead_rate =
+        tasks / runDriver(options, job, 2, dir, config, suffix, launch_ahead).job_wall_s;
+    return measured(key, fmt::format("--cores 2, threads, --launch-ahead {}", launch_ahead),
+                    ahead_rate, "tasks/s")
+        .comparedWith("the driver's default (auto)",
+                      threads ? ahead_rate / *threads : std::nan(""));
+  };
+  results.add(with_launch_ahead("library_spark_cores2_per_s", "-spark", 0));
+  auto ahead = with_launch_ahead("library_ahead_cores2_per_s", "-ahead", 2);
+  results.add(ahead.withTarget(">= 20,000/s", ahead.value >= 20000));
 }
 
 // The same no-op workload on Dask (bench/dask_noop.py: Client.map over a LocalCluster of one

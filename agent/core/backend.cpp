@@ -1,6 +1,6 @@
-// The Backend's transitions (see backend.h): the bootstrap, the frames from the driver, the
-// in-order sends, loss and exit. The task handlers are in backend_tasks.cpp, reconnecting and
-// restarts in backend_resume.cpp, decommissioning in decommission_flow.cpp.
+// The Backend's transitions (see backend.h): the bootstrap, the frames from the driver, loss
+// and exit. The task handlers are in backend_tasks.cpp; the in-order sends, reconnecting and
+// restarts in backend_resume.cpp; decommissioning in decommission_flow.cpp.
 #include "core/backend.h"
 
 #include <charconv>
@@ -434,37 +434,6 @@ void Backend::onDriverFrame(const proto::Envelope& frame) {
   }
 }
 
-bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
-  // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
-  // sent while Reconnecting until the driver has taken the agent back.
-  Outgoing out{std::move(frame), task_id, final_status};
-  if (outbox_.empty() && sendsNow() && link_.connected() && write(out)) return true;
-  outbox_.push_back(std::move(out));
-  if (outbox_.size() == 1) {
-    log()->warn("cannot send status updates to the driver right now; queueing them");
-  }
-  return false;
-}
-
-bool Backend::write(Outgoing& out) {
-  if (!out.final_status || !resumable()) {
-    return out.encoded.empty() ? link_.send(out.frame)
-                               : link_.sendEncoded(out.frame.type, out.encoded);
-  }
-  if (out.encoded.empty()) out.encoded = proto::encodeEnvelope(out.frame);
-  if (!link_.sendEncoded(out.frame.type, out.encoded)) return false;
-  rememberEnd(out.task_id, std::move(out.encoded));
-  return true;
-}
-
-void Backend::flushOutbox() {
-  if (!sendsNow()) return;
-  while (!outbox_.empty() && link_.connected()) {
-    if (!write(outbox_.front())) return;
-    outbox_.pop_front();
-  }
-}
-
 // ---- Loss and exit -------------------------------------------------------------------------
 
 void Backend::onDriverDisconnected(const std::string& reason) {
@@ -570,8 +539,6 @@ void Backend::onDecommissionSignal() {
 }
 
 void Backend::driverAnswered() { last_driver_message_ = timers_.now(); }
-
-bool Backend::sendInOrder(proto::Envelope frame) { return sendInOrder(std::move(frame), 0); }
 
 void Backend::exit(ExitCode code, const std::string& reason) {
   exitExecutor(code, reason, /*notify_driver=*/true);

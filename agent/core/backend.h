@@ -304,9 +304,10 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // The driver refused the resume after a restart: the tasks taken back are stopped, and
   // nothing of them is reported.
   void orphanTakenBack(const std::string& why);
-  // A final status written to the link (its text): kept, a bounded number of them, until a
-  // resume shows whether the driver had it.
-  void rememberEnd(std::uint64_t task_id, std::string encoded);
+  struct Outgoing;
+  // A final status written to the link (`sent`, with its text): kept, a bounded number of
+  // them, until a resume shows whether the driver had it.
+  void rememberEnd(Outgoing sent);
 
   // The task handlers (backend_tasks.cpp).
   void handleLaunchTask(const protocol::Envelope& frame);
@@ -344,7 +345,6 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // True when `frame` went out now; false when it waits in the outbox. A `final_status` is
   // remembered once written (rememberEnd).
   bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id, bool final_status = false);
-  struct Outgoing;
   // Writes `out` to the link now; a final status is remembered (rememberEnd) once written.
   bool write(Outgoing& out);
   void flushOutbox();

@@ -6,7 +6,8 @@
 // counts as running that never arrived here is reported LOST.
 //
 // Also the restart in place (a new program in the same process): the running tasks handed over
-// to it, taken back there and listed in its ResumeExecutor.
+// to it, taken back there and listed in its ResumeExecutor; and the in-order sends those rest
+// on (the outbox while nothing can be sent, the final statuses kept as text once written).
 #include <algorithm>
 #include <iterator>
 #include <unordered_set>
@@ -314,12 +315,45 @@ void Backend::orphanTakenBack(const std::string& why) {
   }
 }
 
-void Backend::rememberEnd(std::uint64_t task_id, std::string encoded) {
-  if (!resumable()) return;
+void Backend::rememberEnd(Outgoing sent) {
   if (recent_ends_.size() == kRecentEnds) recent_ends_.pop_front();
   proto::Envelope type_only;
-  type_only.type = "StatusUpdate";
-  recent_ends_.push_back(Outgoing{std::move(type_only), task_id, true, std::move(encoded)});
+  type_only.type = std::move(sent.frame.type);
+  sent.frame = std::move(type_only);  // its text stands for it
+  recent_ends_.push_back(std::move(sent));
+}
+
+// ---- In-order sends -------------------------------------------------------------------------
+
+bool Backend::sendInOrder(proto::Envelope frame) { return sendInOrder(std::move(frame), 0); }
+
+bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
+  // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
+  // sent while Reconnecting until the driver has taken the agent back.
+  Outgoing out{std::move(frame), task_id, final_status};
+  if (outbox_.empty() && sendsNow() && link_.connected() && write(out)) return true;
+  outbox_.push_back(std::move(out));
+  if (outbox_.size() == 1) {
+    logger("agent")->warn("cannot send status updates to the driver right now; queueing them");
+  }
+  return false;
+}
+
+bool Backend::write(Outgoing& out) {
+  const bool remember = out.final_status && resumable();
+  if (remember && out.encoded.empty()) out.encoded = proto::encodeEnvelope(out.frame);
+  const bool sent =
+      out.encoded.empty() ? link_.send(out.frame) : link_.sendEncoded(out.frame.type, out.encoded);
+  if (sent && remember) rememberEnd(std::move(out));
+  return sent;
+}
+
+void Backend::flushOutbox() {
+  if (!sendsNow()) return;
+  while (!outbox_.empty() && link_.connected()) {
+    if (!write(outbox_.front())) return;
+    outbox_.pop_front();
+  }
 }
 
 }  // namespace dockhand::agent

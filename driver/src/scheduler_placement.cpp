@@ -237,6 +237,11 @@ void Scheduler::noteRunTime(const protocol::TaskMetrics& metrics) {
         "short ones in a row",
         ran_ms, kProvenShortTasks);
   }
+  setAheadPerCore(per_core);
+}
+
+void Scheduler::setAheadPerCore(int per_core) {
+  if (per_core == ahead_per_core_) return;
   ahead_per_core_ = per_core;
   for (auto& [id, agent] : agents_) applyAhead(agent);
 }
@@ -300,9 +305,7 @@ void Scheduler::forgetRun(std::uint64_t task_id, const RunningTask& run) {
 void Scheduler::resetAhead() {
   short_in_a_row_ = 0;
   sub_ms_in_a_row_ = 0;
-  if (ahead_per_core_ == 0) return;
-  ahead_per_core_ = 0;
-  for (auto& [id, agent] : agents_) applyAhead(agent);
+  setAheadPerCore(0);
 }
 
 }  // namespace dockhand::driver

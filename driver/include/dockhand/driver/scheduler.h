@@ -410,11 +410,12 @@ class Scheduler {
   // Raises jobAgentPeaks()[agent_id] by the figures of `beat` (a heartbeat's, or an ended task's).
   void raiseJobPeaks(const std::string& agent_id, const protocol::AgentMetrics& beat);
   // launch_ahead (scheduler_placement.cpp): what `agent` is sent ahead now; sets its ahead and
-  // free cores to it; notes an ended task's run time (under "auto", it may turn sending ahead
-  // on or off for every agent); starts a job unproven.
+  // free cores to it; notes an ended task's run time (under "auto", it may change how far
+  // every agent is sent ahead); sets that and applies it to every agent; starts a job unproven.
   int aheadFor(const AgentInfo& agent) const;
   void applyAhead(AgentInfo& agent);
   void noteRunTime(const protocol::TaskMetrics& metrics);
+  void setAheadPerCore(int per_core);
   void resetAhead();
   // At a job's tail (nothing pending), tasks sent ahead that have not started are recalled
   // (a kKill with recall) from agents with no free core, for as many free cores as the
