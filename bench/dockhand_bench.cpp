@@ -84,8 +84,9 @@ options:
   --quick        small counts (tasks 300, rounds 100, starts 5): a smoke run
   --json         print the results as one JSON object instead of the table
   --round-trip-only
-                 only the /bin/true single-task round trip (section 4, with the idle agent
-                 of section 2) and its baselines: a short run for comparing two builds
+                 only the single-task round trips, /bin/true and library (section 4, with
+                 the idle agent of section 2), and their baselines: a short run for
+                 comparing two builds
   --bin-dir DIR  where dockhand and dockhand-driver are (default: next to this program)
   -h, --help     print this help
 
@@ -1016,8 +1017,10 @@ int run(int argc, char** argv) {
       attempt("throughput", [&] { measureThroughput(options, results, spawn); });
       if (!options.json) std::cerr << "dockhand-bench: no-op library tasks...\n";
       attempt("library throughput", [&] { measureLibraryThroughput(options, results); });
-      if (!options.json) std::cerr << "dockhand-bench: library round trips...\n";
-      attempt("library round trip", [&] { measureLibraryRoundTrip(options, results, tcp); });
+    }
+    if (!options.json) std::cerr << "dockhand-bench: library round trips...\n";
+    attempt("library round trip", [&] { measureLibraryRoundTrip(options, results, tcp); });
+    if (!options.round_trip_only) {
       if (!options.json) std::cerr << "dockhand-bench: the same on Dask...\n";
       attempt("Dask", [&] { measureDask(options, results); });
     }
