@@ -345,6 +345,7 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   // True when `frame` went out now; false when it waits in the outbox. A `final_status` is
   // remembered once written (rememberEnd).
   bool sendInOrder(protocol::Envelope frame, std::uint64_t task_id, bool final_status = false);
+  bool sendInOrder(Outgoing out);
   // Writes `out` to the link now; a final status is remembered (rememberEnd) once written.
   bool write(Outgoing& out);
   void flushOutbox();

@@ -328,9 +328,12 @@ void Backend::rememberEnd(Outgoing sent) {
 bool Backend::sendInOrder(proto::Envelope frame) { return sendInOrder(std::move(frame), 0); }
 
 bool Backend::sendInOrder(proto::Envelope frame, std::uint64_t task_id, bool final_status) {
+  return sendInOrder(Outgoing{std::move(frame), task_id, final_status});
+}
+
+bool Backend::sendInOrder(Outgoing out) {
   // Keep order: once something waits in the outbox, everything queues behind it. Nothing is
   // sent while Reconnecting until the driver has taken the agent back.
-  Outgoing out{std::move(frame), task_id, final_status};
   if (outbox_.empty() && sendsNow() && link_.connected() && write(out)) return true;
   outbox_.push_back(std::move(out));
   if (outbox_.size() == 1) {

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
+#include "dockhand/protocol/task_frames.h"
 
 namespace dockhand::agent {
 
@@ -342,10 +343,16 @@ proto::StatusUpdate Backend::statusUpdate(const TaskStatusEvent& status,
 }
 
 void Backend::sendStatus(const proto::StatusUpdate& update) {
-  std::uint64_t task_id = update.task_id;
   const bool final_status = proto::isTerminal(update.state);
   if (final_status) metrics_.ended[static_cast<std::size_t>(update.state)]->inc();
-  sendInOrder(proto::makeMessage(update), task_id, final_status);
+  // Written straight to text (task_frames.h), not through a JSON tree: every task sends one
+  // or two, on the core thread.
+  Outgoing out;
+  out.frame.type = std::string(proto::specOf(proto::StatusUpdate::kType).name);
+  out.task_id = update.task_id;
+  out.final_status = final_status;
+  out.encoded = proto::encodeStatusUpdate(update);
+  sendInOrder(std::move(out));
 }
 
 }  // namespace dockhand::agent

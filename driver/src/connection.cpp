@@ -8,6 +8,7 @@
 
 #include "dockhand/base/logging.h"
 #include "dockhand/driver/agent_server.h"
+#include "dockhand/protocol/task_frames.h"
 
 #include "connection_reactor.h"
 
@@ -56,7 +57,7 @@ int Connection::encode(Outbound& item, std::string& text) {
   } else if (auto* e = std::get_if<protocol::Envelope>(&item)) {
     text = protocol::encodeEnvelope(*e);
   } else if (auto* l = std::get_if<protocol::LaunchTask>(&item)) {
-    text = protocol::encodeEnvelope(protocol::makeMessage(*l));
+    text = protocol::encodeLaunchTask(*l);  // written straight to text: every task sends one
   } else {
     auto& c = std::get<Control>(item);
     text = std::move(c.payload);
