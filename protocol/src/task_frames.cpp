@@ -82,7 +82,7 @@ constexpr std::string_view kCustomMetrics = "custom";
 constexpr std::size_t kMetricSlots = std::tuple_size_v<decltype(kTaskMetricFields)> + 1;
 
 const std::array<MetricSlot, kMetricSlots>& sortedMetricSlots() {
-  static const auto slots = [] {
+  static const auto kSlots = [] {
     std::array<MetricSlot, kMetricSlots> all{};
     for (std::size_t i = 0; i < kTaskMetricFields.size(); ++i) {
       all[i] = {kTaskMetricFields[i].name, kTaskMetricFields[i].member};
@@ -92,7 +92,7 @@ const std::array<MetricSlot, kMetricSlots>& sortedMetricSlots() {
               [](const MetricSlot& a, const MetricSlot& b) { return a.name < b.name; });
     return all;
   }();
-  return slots;
+  return kSlots;
 }
 
 void putMetrics(std::string& out, const TaskMetrics& metrics) {
@@ -169,7 +169,7 @@ std::string closeEnvelope(std::string out, MessageType type) {
 std::string encodeLaunchTask(const LaunchTask& message) {
   std::string out;
   out.reserve(256);
-  out += "{\"body\":{\"task\":";
+  out += R"({"body":{"task":)";
   putTask(out, message.task);
   out += '}';
   return closeEnvelope(std::move(out), LaunchTask::kType);
@@ -180,7 +180,7 @@ std::string encodeStatusUpdate(const StatusUpdate& message) {
   out.reserve(256);
   // Sorted: cpus, executor_id, exit_code, fetch_failed, log_urls, metrics, reason, resources,
   // result, signal, state, stderr_tail, task_id.
-  out += "{\"body\":{\"cpus\":";
+  out += R"({"body":{"cpus":)";
   putNumber(out, message.cpus);
   out += ",\"executor_id\":";
   putString(out, message.executor_id);
@@ -189,7 +189,7 @@ std::string encodeStatusUpdate(const StatusUpdate& message) {
     putNumber(out, *message.exit_code);
   }
   if (message.fetch_failed) {
-    out += ",\"fetch_failed\":{\"block_id\":";
+    out += R"(,"fetch_failed":{"block_id":)";
     putString(out, message.fetch_failed->block_id);
     out += ",\"url\":";
     putString(out, message.fetch_failed->url);
