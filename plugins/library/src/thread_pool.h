@@ -4,11 +4,11 @@
 // cores allow.
 //
 // Hand-off: submit() gives the job to one idle thread itself (the one idle last, its caches
-// warmest) and wakes that thread alone, through the thread's own semaphore: one futex wake, and
-// the woken thread starts the job without taking the pool's lock. (A shared queue and condition
-// variable cost the woken thread the lock its waker may still hold, and glibc's condition
-// variable its own waits: 2.3 futex calls per task on the task threads, 1.4 on the agent's core
-// thread, at 20,000 tasks a second.)
+// warmest) and wakes that thread alone, through the thread's own Doorbell (a futex word): one
+// FUTEX_WAKE, and the woken thread starts the job without taking the pool's lock. (A shared
+// queue and condition variable cost the woken thread the lock its waker may still hold, and
+// glibc's condition variable its own waits: 2.3 futex calls per task on the task threads, 1.4
+// on the agent's core thread, at 20,000 tasks a second.)
 //
 // Threads: submit() and stop() from one thread at a time (the runner's launches, on the call
 // thread or the agent's core thread but never both at once; then its destructor). A job runs
