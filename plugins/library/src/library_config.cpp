@@ -83,6 +83,11 @@ LibraryConfig parseConfig(std::string_view config_json) {
 }
 
 TaskSpec parseTask(std::string_view task_json) {
+  if (auto fast = parseTaskFast(task_json)) return std::move(*fast);
+  return parseTaskTree(task_json);
+}
+
+TaskSpec parseTaskTree(std::string_view task_json) {
   json task = parseJsonObject(task_json, "task_json");
   TaskSpec spec;
   plugins::TaskBasics basics = plugins::readTaskBasics(task);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,7 +68,13 @@ struct TaskSpec {
 };
 
 // Throws dockhand::sdk::Error(DH_INVALID_ARGUMENT) naming the field ("payload/function: ...").
+// Reads the common, well-formed task_json with parseTaskFast, anything else as a JSON tree.
 TaskSpec parseTask(std::string_view task_json);
+// task_sax.cpp: `task_json` read without a tree, or nullopt for anything parseTask's tree path
+// would refuse or read differently (then it decides, with its message).
+std::optional<TaskSpec> parseTaskFast(std::string_view task_json);
+// parseTask's tree path alone (its fallback; tests hold parseTaskFast to it).
+TaskSpec parseTaskTree(std::string_view task_json);
 
 // Whether `id` can name a file in a task's directory: [A-Za-z0-9_.-]+, not "." or "..", at
 // most 255 bytes.
