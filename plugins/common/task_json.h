@@ -47,6 +47,9 @@ struct TaskBasics {
   std::string work_dir;  // absolute
 };
 
+// A launch's work_dir: an absolute path.
+inline bool isTaskWorkDir(std::string_view dir) { return !dir.empty() && dir.front() == '/'; }
+
 inline TaskBasics readTaskBasics(const nlohmann::json& task) {
   TaskBasics basics;
   auto id = task.find("task_id");
@@ -56,8 +59,7 @@ inline TaskBasics readTaskBasics(const nlohmann::json& task) {
   basics.task_id = id->get<std::uint64_t>();
   auto work_dir = task.find("work_dir");
   if (work_dir == task.end() || !work_dir->is_string() ||
-      work_dir->get_ref<const std::string&>().empty() ||
-      work_dir->get_ref<const std::string&>().front() != '/') {
+      !isTaskWorkDir(work_dir->get_ref<const std::string&>())) {
     invalidArgument("work_dir", "must be an absolute path");
   }
   basics.work_dir = work_dir->get<std::string>();

@@ -129,13 +129,13 @@ DecodeResult decodeEnvelope(std::string_view frame, std::size_t max_frame_bytes)
   return env;
 }
 
+std::string encodeValue(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 std::string encodeEnvelope(const Envelope& envelope) {
   // The members in the order a Json object keeps them (sorted), each written where it is: the
-  // body is not copied into a tree of its own first. Invalid UTF-8 is replaced rather than
-  // thrown on: a task's output may carry any bytes.
-  const auto text = [](const Json& value) {
-    return value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  };
+  // body is not copied into a tree of its own first.
   std::string out = "{";
   const auto member = [&out](std::string_view name) {
     if (out.size() > 1) out += ',';
@@ -145,11 +145,11 @@ std::string encodeEnvelope(const Envelope& envelope) {
   };
   if (!envelope.body.is_null()) {
     member("body");
-    out += text(envelope.body);
+    out += encodeValue(envelope.body);
   }
   if (envelope.error) {
     member("error");
-    out += text(Json{{"code", envelope.error->code}, {"message", envelope.error->message}});
+    out += encodeValue(Json{{"code", envelope.error->code}, {"message", envelope.error->message}});
   }
   if (envelope.id != 0) {
     member("id");
@@ -162,7 +162,7 @@ std::string encodeEnvelope(const Envelope& envelope) {
     out += std::to_string(envelope.re);
   }
   member("type");
-  out += text(Json(envelope.type));
+  out += encodeValue(Json(envelope.type));
   out += '}';
   return out;
 }

@@ -12,9 +12,7 @@ namespace dockhand::protocol {
 namespace {
 
 // A subtree (a payload, a result) as the envelope writes it.
-void putJson(std::string& out, const Json& value) {
-  out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+void putJson(std::string& out, const Json& value) { out += encodeValue(value); }
 
 // Printable ASCII but for the two characters JSON escapes goes out as it is. Anything else
 // (control characters, UTF-8, invalid bytes) goes through the JSON library's own writer: its

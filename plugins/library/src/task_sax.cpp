@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "library_config.h"
+#include "task_json.h"
 
 namespace dockhand::plugins::library {
 namespace {
@@ -65,7 +66,7 @@ class TaskEvents final : public nlohmann::json_sax<json> {
   bool number_float(number_float_t v, const string_t& /*text*/) override { return value(v); }
   bool string(string_t& v) override {
     if (place_ == Place::kTop && key_ == "work_dir") {
-      if (v.empty() || v.front() != '/') return false;
+      if (!isTaskWorkDir(v)) return false;
       spec_.work_dir = std::move(v);
       return has_work_dir_ = true;
     }
@@ -170,18 +171,20 @@ class TaskEvents final : public nlohmann::json_sax<json> {
   }
 
   // A scalar where one is not read by name: part of args, of a skipped value, or the whole of
-  // either; anywhere else it is not what the tree path accepts.
-  bool value(json v) {
+  // either; anywhere else it is not what the tree path accepts. A JSON value is made of it for
+  // args only: a skipped one is dropped as it comes.
+  template <class Scalar>
+  bool value(Scalar&& v) {
     switch (place_) {
       case Place::kArgsNext:
-        args_ = std::move(v);
+        args_ = json(std::forward<Scalar>(v));
         place_ = Place::kPayload;
         return true;
       case Place::kSkipNext:
         place_ = Place::kTop;
         return true;
       case Place::kArgs:
-        put(std::move(v));
+        put(json(std::forward<Scalar>(v)));
         return true;
       case Place::kSkip:
         return true;

@@ -94,6 +94,9 @@ DecodeResult decodeEnvelope(std::string_view frame,
 
 // Encodes an envelope as one line of compact JSON (no trailing newline).
 std::string encodeEnvelope(const Envelope& envelope);
+// A JSON value as every frame writes it: compact, invalid UTF-8 replaced rather than thrown on
+// (a task's output may carry any bytes).
+std::string encodeValue(const Json& value);
 
 // Builders for the frames every endpoint sends.
 Envelope makeReply(std::uint64_t re, Json body);
