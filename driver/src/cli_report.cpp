@@ -27,7 +27,7 @@ int reportCommand(const CliOptions& o) {
                 << ": no end in the log (the driver stopped before the job ended)\n";
       continue;
     }
-    std::cout << formatReport(job.report, o.quiet);
+    std::cout << formatReport(job.report.view(), o.quiet);
   }
   if (jobs->empty()) std::cerr << "dockhand-driver: " << o.event_log << " holds no job\n";
   if (!o.html.empty()) {

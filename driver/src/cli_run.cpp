@@ -297,21 +297,15 @@ int runCommand(const CliOptions& o) {
     }
   }
 
-  JobReport report;
-  service.inspect([&](const Scheduler& s) {
-    report = JobReport{.job = s.job(),
-                       .state = s.jobState(),
-                       .progress = s.progress(),
-                       .failure_reason = s.failureReason(),
-                       .wall = wall,
-                       .tasks = s.tasks(),
-                       .agent_peaks = s.jobAgentPeaks()};
+  JobState state = JobState::kNone;
+  std::string printed;
+  std::vector<TaskRecord> ended_tasks;  // for --results-dir, written outside the service's lock
+  service.endJob(wall, [&](const JobReportView& report) {
+    state = report.state;
+    printed = formatReport(report, o.quiet);
+    if (!o.results_dir.empty()) ended_tasks = report.tasks;
   });
-  const JobState state = report.state;
-  std::cout << formatReport(report, o.quiet) << std::flush;
-  service.jobEnded(report);
-  std::vector<TaskRecord> ended_tasks;  // for --results-dir
-  if (!o.results_dir.empty()) ended_tasks = std::move(report.tasks);
+  std::cout << printed << std::flush;
   // An update for a task that is not running on its sender (a second terminal status, or one
   // of an agent already dropped) is ignored; count them so that a loss or a duplicate shows.
   const std::uint64_t stray = service.counters().stray_updates;

@@ -98,14 +98,24 @@ void DriverService::submit(JobSpec job) {
   std::lock_guard lock(mutex_);
   Actions actions;
   scheduler_.submit(std::move(job), now_(), actions);
-  if (event_log_) event_log_->jobStarted(scheduler_.job());
+  if (event_log_) event_log_->jobStarted(scheduler_.job(), scheduler_.tasks());
   apply(actions);
   changed_.notify_all();
 }
 
-void DriverService::jobEnded(const JobReport& report) {
+void DriverService::endJob(std::chrono::milliseconds wall,
+                           const std::function<void(const JobReportView&)>& fn) {
   std::lock_guard lock(mutex_);
+  const Progress progress = scheduler_.progress();
+  const JobReportView report{.job = scheduler_.job(),
+                             .state = scheduler_.jobState(),
+                             .progress = progress,
+                             .failure_reason = scheduler_.failureReason(),
+                             .wall = wall,
+                             .tasks = scheduler_.tasks(),
+                             .agent_peaks = scheduler_.jobAgentPeaks()};
   if (event_log_) event_log_->jobEnded(report);
+  fn(report);
 }
 
 void DriverService::agentGone(const std::string& agent_id, const std::string& reason) {

@@ -20,9 +20,10 @@ namespace {
 
 constexpr std::int64_t kFlushEveryMs = 1000;
 
-Json taskList(const JobSpec& job) {
+Json taskList(const std::vector<TaskRecord>& records) {
   Json tasks = Json::array();
-  for (const auto& t : job.tasks) {
+  for (const auto& record : records) {
+    const TaskSpec& t = record.spec;
     tasks.push_back({{"name", t.name}, {"inputs", t.inputs}, {"outputs", t.outputs}});
   }
   return tasks;
@@ -113,11 +114,11 @@ void EventLog::write(const std::string& event, const Json& fields, bool flush_no
   }
 }
 
-void EventLog::jobStarted(const JobSpec& job) {
+void EventLog::jobStarted(const JobSpec& job, const std::vector<TaskRecord>& tasks) {
   write("job_start",
         {{"job", job.name},
          {"aggregate", job.aggregate == Aggregate::kSum ? "sum" : "none"},
-         {"tasks", taskList(job)}},
+         {"tasks", taskList(tasks)}},
         /*flush_now=*/true);
 }
 
@@ -183,7 +184,7 @@ void EventLog::blocksUpdated(const std::string& agent_id, const protocol::Update
         /*flush_now=*/false);
 }
 
-void EventLog::jobEnded(const JobReport& report) {
+void EventLog::jobEnded(const JobReportView& report) {
   Json progress = Json::object();
   for (const auto& [name, member] : kProgressFields) progress[name] = report.progress.*member;
   Json tasks = Json::array();
@@ -278,8 +279,6 @@ Result<std::vector<LoggedJob>> readEventLog(std::istream& in, const std::string&
         record.spec.outputs = valueOr<std::vector<std::string>>(t, "outputs", {});
         job.report.tasks.push_back(std::move(record));
       }
-      job.report.job.tasks.reserve(job.report.tasks.size());
-      for (const auto& record : job.report.tasks) job.report.job.tasks.push_back(record.spec);
       jobs.push_back(std::move(job));
       continue;
     }

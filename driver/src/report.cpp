@@ -38,9 +38,9 @@ std::string rawText(const Json& result) {
   return {};
 }
 
-bool writesBlocks(const JobSpec& job) {
-  return std::any_of(job.tasks.begin(), job.tasks.end(),
-                     [](const TaskSpec& t) { return !t.outputs.empty(); });
+bool writesBlocks(const std::vector<TaskRecord>& tasks) {
+  return std::any_of(tasks.begin(), tasks.end(),
+                     [](const TaskRecord& t) { return !t.spec.outputs.empty(); });
 }
 
 }  // namespace
@@ -137,17 +137,17 @@ std::string formatTaskLine(const TaskRecord& task, std::size_t name_width) {
   return line;
 }
 
-std::string formatSummary(const JobSpec& job, JobState state, const Progress& p,
-                          const std::string& failure_reason, std::chrono::milliseconds wall,
-                          const std::optional<SumResult>& sum) {
+std::string formatSummary(const JobSpec& job, const std::vector<TaskRecord>& tasks, JobState state,
+                          const Progress& p, const std::string& failure_reason,
+                          std::chrono::milliseconds wall, const std::optional<SumResult>& sum) {
   std::string line = fmt::format(
       "job {} {}: {} tasks, {} finished, {} failed, {} not run; {} retries, {} relaunched after "
       "agent loss{}; wall {:.2f}s",
       job.name, toString(state), p.total, p.finished, p.failed, p.total - p.finished - p.failed,
       p.retries, p.relaunches_after_loss,
-      writesBlocks(job) ? fmt::format(", {} map tasks rerun for lost blocks, {} failed fetches",
-                                      p.reruns_for_lost_blocks, p.fetch_failures)
-                        : std::string(),
+      writesBlocks(tasks) ? fmt::format(", {} map tasks rerun for lost blocks, {} failed fetches",
+                                        p.reruns_for_lost_blocks, p.fetch_failures)
+                          : std::string(),
       static_cast<double>(wall.count()) / 1000.0);
   if (sum) {
     line += fmt::format("; sum={}", formatNumber(sum->sum));
@@ -261,7 +261,7 @@ Json agentPeaksJson(const std::map<std::string, protocol::AgentMetrics>& peaks) 
   return out;
 }
 
-std::string formatReport(const JobReport& report, bool quiet) {
+std::string formatReport(const JobReportView& report, bool quiet) {
   std::string out;
   if (!quiet) {
     std::size_t width = 4;
@@ -272,8 +272,8 @@ std::string formatReport(const JobReport& report, bool quiet) {
   }
   std::optional<SumResult> sum;
   if (report.job.aggregate == Aggregate::kSum) sum = sumResults(report.tasks);
-  out += formatSummary(report.job, report.state, report.progress, report.failure_reason,
-                       report.wall, sum) +
+  out += formatSummary(report.job, report.tasks, report.state, report.progress,
+                       report.failure_reason, report.wall, sum) +
          "\n";
   return out;
 }

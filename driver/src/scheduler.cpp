@@ -235,16 +235,18 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   resetAhead();
   producer_.clear();
   consumers_.clear();
+  // Each task's spec moves into its record: a job's specs are held once (job() keeps the rest).
   tasks_.reserve(job_.tasks.size());
   for (std::size_t i = 0; i < job_.tasks.size(); ++i) {
     TaskRecord record;
-    record.spec = job_.tasks[i];
+    record.spec = std::move(job_.tasks[i]);
     record.pending_since = now;
     for (const auto& id : record.spec.outputs) producer_[id] = i;
     for (const auto& id : record.spec.inputs) consumers_[id].push_back(i);
     tasks_.push_back(std::move(record));
     pending_.push_back(i);
   }
+  job_.tasks = {};
   if (tasks_.empty()) {
     setJobState(JobState::kSucceeded);
     return;

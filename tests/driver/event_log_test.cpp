@@ -21,10 +21,10 @@ JobReport twoTaskJob() {
   JobReport report;
   report.job.name = "wc";
   report.job.aggregate = Aggregate::kSum;
-  report.job.tasks.resize(2);
-  report.job.tasks[0].name = "map";
-  report.job.tasks[0].outputs = {"shuffle_0_0_0"};
-  report.job.tasks[1].name = "bad";
+  report.tasks.resize(2);
+  report.tasks[0].spec.name = "map";
+  report.tasks[0].spec.outputs = {"shuffle_0_0_0"};
+  report.tasks[1].spec.name = "bad";
   report.state = JobState::kFailed;
   report.failure_reason = "task 'bad' failed 2 time(s), the limit";
   report.wall = Millis(1234);
@@ -32,11 +32,6 @@ JobReport twoTaskJob() {
   report.progress.finished = 1;
   report.progress.failed = 1;
   report.progress.retries = 1;
-  for (const auto& spec : report.job.tasks) {
-    TaskRecord record;
-    record.spec = spec;
-    report.tasks.push_back(record);
-  }
   return report;
 }
 
@@ -60,7 +55,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     agent.id = "agent-1";
     agent.cores = 2;
     log.agentAdded(agent);
-    log.jobStarted(live.job);
+    log.jobStarted(live.job, live.tasks);
     log.taskStarted("wc", 0, launch(1, "map", 0), "agent-1", /*ahead=*/false);
     log.taskStarted("wc", 1, launch(2, "bad", 0), "agent-1", /*ahead=*/true);
 
@@ -110,7 +105,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
                                    .peak_tasks_rss_bytes = std::nullopt,
                                    .blocks = 1,
                                    .block_bytes = 10};
-    log.jobEnded(live);
+    log.jobEnded(live.view());
   }
   {
     // Each launch says whether it was sent ahead of its agent's free cores.
@@ -128,12 +123,12 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
   ASSERT_EQ(jobs->size(), 1u);
   const LoggedJob& job = jobs->front();
   EXPECT_TRUE(job.ended);
-  EXPECT_EQ(formatReport(job.report, false), formatReport(live, false));
-  EXPECT_NE(formatReport(job.report, false).find("cpu=650ms"), std::string::npos);
-  EXPECT_NE(formatReport(job.report, false)
+  EXPECT_EQ(formatReport(job.report.view(), false), formatReport(live.view(), false));
+  EXPECT_NE(formatReport(job.report.view(), false).find("cpu=650ms"), std::string::npos);
+  EXPECT_NE(formatReport(job.report.view(), false)
                 .find("agent peaks: agent-1 120.0 MiB in tasks, 15.0 MiB itself, 1 blocks (10 B)"),
             std::string::npos)
-      << formatReport(job.report, false);
+      << formatReport(job.report.view(), false);
 
   ASSERT_EQ(job.attempts.size(), 3u);
   EXPECT_EQ(job.attempts[0].task, "map");
@@ -161,8 +156,8 @@ TEST(EventLogTest, AppendsAndSkipsWhatItDoesNotKnow) {
     ASSERT_TRUE(opened);
     JobReport report = twoTaskJob();
     report.job.name = "job-" + std::to_string(run);
-    (*opened)->jobStarted(report.job);
-    (*opened)->jobEnded(report);
+    (*opened)->jobStarted(report.job, report.tasks);
+    (*opened)->jobEnded(report.view());
   }
   {
     std::ofstream(path, std::ios::app) << "{\"event\": \"from_a_newer_driver\"}\nnot json\n"

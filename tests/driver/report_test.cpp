@@ -142,19 +142,20 @@ TEST(ReportTest, SumLeavesOutTasksThatWriteBlocks) {
 }
 
 TEST(ReportTest, SummaryCountsMapRerunsOnlyForJobsWithBlocks) {
-  JobSpec plain;
-  plain.name = "plain";
-  plain.tasks.resize(1);
+  JobSpec job;
+  job.name = "plain";
+  std::vector<TaskRecord> plain(1);
   Progress p;
   p.total = 1;
   p.finished = 1;
-  std::string line = formatSummary(plain, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
+  std::string line =
+      formatSummary(job, plain, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
   EXPECT_EQ(line.find("rerun"), std::string::npos) << line;
 
-  JobSpec staged = plain;
-  staged.tasks[0].outputs = {"b0"};
+  std::vector<TaskRecord> staged = plain;
+  staged[0].spec.outputs = {"b0"};
   p.reruns_for_lost_blocks = 2;
-  line = formatSummary(staged, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
+  line = formatSummary(job, staged, JobState::kSucceeded, p, "", Millis(10), std::nullopt);
   EXPECT_NE(line.find("2 map tasks rerun for lost blocks"), std::string::npos) << line;
 }
 

@@ -34,6 +34,24 @@ TEST_F(SchedulerTest, LaunchesUpToFreeCoresAndNextWhenASlotFrees) {
   EXPECT_EQ(scheduler_.progress().finished, 3u);
 }
 
+TEST_F(SchedulerTest, ATaskSpecIsHeldOnceInItsRecord) {
+  addAgent("a", 1);
+  Actions out;
+  JobSpec submitted = job({task("t0"), task("t1")});
+  submitted.tasks[1].outputs = {"rdd_1_1"};
+  scheduler_.submit(std::move(submitted), now_, out);
+  EXPECT_TRUE(scheduler_.job().tasks.empty()) << "the specs moved into the records";
+  EXPECT_EQ(scheduler_.job().name, "test");
+  ASSERT_EQ(scheduler_.tasks().size(), 2u);
+  EXPECT_EQ(scheduler_.tasks()[0].spec.name, "t0");
+  EXPECT_EQ(scheduler_.tasks()[0].spec.payload, Json({{"command", {"/bin/true"}}}));
+  EXPECT_EQ(scheduler_.tasks()[1].spec.outputs, std::vector<std::string>{"rdd_1_1"});
+  const auto sent = launches(out);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].task.name, "t0") << "a launch is made from the record's spec";
+  EXPECT_EQ(sent[0].task.payload, Json({{"command", {"/bin/true"}}}));
+}
+
 TEST_F(SchedulerTest, HeartbeatsDuringAJobRaiseItsAgentPeaks) {
   addAgent("a", 1);
   addAgent("b", 1);

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -98,8 +99,10 @@ class DriverService : public FrameHandler {
   // ---- for the `run` command ----
   void submit(JobSpec job);
   void cancel(const std::string& reason);
-  // The job's report as `run` printed it: goes to the event log ("job_end"), if any.
-  void jobEnded(const JobReport& report);
+  // The job's end, `wall` long: under the service's lock, the scheduler's own records as a
+  // report go to the event log ("job_end"), if any, and then to `fn` (which prints it; nothing
+  // is copied, and no update changes a record meanwhile).
+  void endJob(std::chrono::milliseconds wall, const std::function<void(const JobReportView&)>& fn);
   // Waits until the job is over or `deadline`; returns the job's state then.
   JobState waitForJob(TimePoint deadline);
   // Waits until at least `count` agents are registered or `deadline`; returns the count.

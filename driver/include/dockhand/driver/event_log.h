@@ -32,7 +32,8 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  void jobStarted(const JobSpec& job);
+  // `tasks`: the job's tasks as submitted (Scheduler::tasks(): the specs are in the records).
+  void jobStarted(const JobSpec& job, const std::vector<TaskRecord>& tasks);
   // `ahead`: the launch was sent beyond the agent's free cores (Action::ahead).
   void taskStarted(const std::string& job, std::size_t index, const protocol::TaskDescription& task,
                    const std::string& agent_id, bool ahead);
@@ -43,7 +44,7 @@ class EventLog {
   void agentRemoved(const std::string& agent_id, const std::string& reason);
   void agentDecommissioning(const std::string& agent_id, const std::string& reason);
   void blocksUpdated(const std::string& agent_id, const protocol::UpdateBlockInfo& update);
-  void jobEnded(const JobReport& report);
+  void jobEnded(const JobReportView& report);
 
  private:
   EventLog(std::FILE* file, std::string path);

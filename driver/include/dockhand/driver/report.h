@@ -40,9 +40,10 @@ SumResult sumResults(const std::vector<TaskRecord>& tasks);
 // "part-1  FINISHED  agent-1  attempts=1  12ms  4302"
 std::string formatTaskLine(const TaskRecord& task, std::size_t name_width);
 
-std::string formatSummary(const JobSpec& job, JobState state, const Progress& progress,
-                          const std::string& failure_reason, std::chrono::milliseconds wall,
-                          const std::optional<SumResult>& sum);
+// `tasks` says whether the job writes blocks (then the summary counts map reruns and fetches).
+std::string formatSummary(const JobSpec& job, const std::vector<TaskRecord>& tasks, JobState state,
+                          const Progress& progress, const std::string& failure_reason,
+                          std::chrono::milliseconds wall, const std::optional<SumResult>& sum);
 
 // What the job cost, from its tasks' figures (protocol::TaskMetrics), two lines:
 //   "cost: cpu 12.3s in 14.1s of task time over 8 tasks; peak memory 120.0 MiB (part-3 on
@@ -59,19 +60,36 @@ std::string formatAgentPeaks(const std::map<std::string, protocol::AgentMetrics>
 // /v1/cluster's job carry it.
 Json agentPeaksJson(const std::map<std::string, protocol::AgentMetrics>& peaks);
 
-// A job's end as `run` prints it and `report` replays it from an event log.
+// A job's end as formatReport and the event log's job_end read it: views of what someone else
+// holds. `run` shows the scheduler's own records (DriverService::endJob, under the service's
+// lock: a job of a million tasks is not copied to be printed); `report` shows a JobReport.
+struct JobReportView {
+  const JobSpec& job;  // its tasks are in `tasks` (Scheduler::job())
+  JobState state;
+  const Progress& progress;
+  const std::string& failure_reason;
+  std::chrono::milliseconds wall;
+  const std::vector<TaskRecord>& tasks;
+  const std::map<std::string, protocol::AgentMetrics>& agent_peaks;
+};
+
+// A job's end as `report` replays it from an event log (and tests build it).
 struct JobReport {
-  JobSpec job;
+  JobSpec job;  // without tasks: each task's spec is in its record
   JobState state = JobState::kNone;
   Progress progress;
   std::string failure_reason;
   std::chrono::milliseconds wall{0};
   std::vector<TaskRecord> tasks;
   std::map<std::string, protocol::AgentMetrics> agent_peaks;
+
+  JobReportView view() const {
+    return {job, state, progress, failure_reason, wall, tasks, agent_peaks};
+  }
 };
 // The task lines, the cost and the agent peaks (unless `quiet`), then the summary; each line
 // ends in "\n".
-std::string formatReport(const JobReport& report, bool quiet);
+std::string formatReport(const JobReportView& report, bool quiet);
 
 // "[job] 3/8 done, 2 running, 0 failed, 0 retried", then tasks waiting for blocks and
 // every decommission in progress ("| agent-1 decommissioning: 3/8 blocks moved, ...").

@@ -333,6 +333,7 @@ class Scheduler {
 
   JobState jobState() const { return job_state_; }
   const std::string& failureReason() const { return failure_reason_; }
+  // The job as submitted, less its tasks: each task's spec is in its record (tasks()[i].spec).
   const JobSpec& job() const { return job_; }
   const std::vector<TaskRecord>& tasks() const { return tasks_; }
   // The most each agent reported while the current (or last) job ran, from its heartbeats: the
