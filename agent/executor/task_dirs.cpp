@@ -188,7 +188,8 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
   {
     std::lock_guard lock(live_->mutex);
     auto no_dir = live_->no_dir.find(task_id);
-    known = live_->tasks.count(task_id) > 0 || no_dir != live_->no_dir.end() ||
+    known = live_->tasks.count(task_id) > 0 || live_->ingesting.count(task_id) > 0 ||
+            no_dir != live_->no_dir.end() ||
             std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
                 live_->ended_dirs.end();
     if (no_dir != live_->no_dir.end() && no_dir->second) {
