@@ -369,7 +369,7 @@ void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
       update.result.contains("block") && fetchResultBlock(agent_id, update)) {
     return;
   }
-  applyStatus(agent_id, update);
+  applyStatus(agent_id, std::move(update));
 }
 
 void DriverService::handleHeartbeat(const std::shared_ptr<Connection>& c,

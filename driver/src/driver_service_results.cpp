@@ -76,10 +76,10 @@ void DriverService::resultFetched(const std::string& agent_id, protocol::StatusU
     update.state = protocol::TaskState::kFailed;
     update.reason = "the task finished, but the driver could not get its result: " + why;
   }
-  applyStatus(agent_id, update);
+  applyStatus(agent_id, std::move(update));
 }
 
-void DriverService::applyStatus(const std::string& agent_id, const protocol::StatusUpdate& update) {
+void DriverService::applyStatus(const std::string& agent_id, protocol::StatusUpdate update) {
   std::lock_guard lock(mutex_);
   const TimePoint now = now_();
   scheduler_.touch(agent_id, now);
@@ -92,10 +92,12 @@ void DriverService::applyStatus(const std::string& agent_id, const protocol::Sta
       logged = scheduler_.runningIndex(update.task_id);
     }
   }
-  scheduler_.onStatusUpdate(agent_id, update, now, actions);
+  const std::uint64_t task_id = update.task_id;
+  const protocol::TaskState state = update.state;
+  scheduler_.onStatusUpdate(agent_id, std::move(update), now, actions);
   if (logged) {
-    event_log_->taskEnded(scheduler_.job().name, *logged, scheduler_.tasks()[*logged], update,
-                          agent_id);
+    event_log_->taskEnded(scheduler_.job().name, *logged, scheduler_.tasks()[*logged], task_id,
+                          state, agent_id);
   }
   apply(actions);
   // Once the job is over, an update may be the answer to a kill waitForKills waits for.

@@ -137,13 +137,14 @@ void EventLog::taskStarted(const std::string& job, std::size_t index,
 }
 
 void EventLog::taskEnded(const std::string& job, std::size_t index, const TaskRecord& record,
-                         const protocol::StatusUpdate& update, const std::string& agent_id) {
+                         std::uint64_t task_id, protocol::TaskState state,
+                         const std::string& agent_id) {
   Json fields = {{"job", job},
                  {"index", index},
                  {"task", record.spec.name},
-                 {"task_id", update.task_id},
+                 {"task_id", task_id},
                  {"agent", agent_id},
-                 {"state", std::string(protocol::toString(update.state))},
+                 {"state", std::string(protocol::toString(state))},
                  {"outcome", std::string(toString(record.outcome))},
                  {"attempts", record.launches},
                  {"duration_ms", record.duration.count()},

@@ -254,17 +254,17 @@ void Scheduler::submit(JobSpec job, TimePoint now, Actions& out) {
   schedule(now, out);
 }
 
-void Scheduler::recordStatus(TaskRecord& record, const protocol::StatusUpdate& update) {
-  record.result = update.result;
-  record.reason = update.reason;
+void Scheduler::recordStatus(TaskRecord& record, protocol::StatusUpdate& update) {
+  record.result = std::move(update.result);
+  record.reason = std::move(update.reason);
   record.exit_code = update.exit_code;
   record.signal = update.signal;
-  record.stderr_tail = update.stderr_tail;
-  record.log_urls = update.log_urls;
+  record.stderr_tail = std::move(update.stderr_tail);
+  record.log_urls = std::move(update.log_urls);
   record.metrics = update.metrics;
 }
 
-void Scheduler::onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,
+void Scheduler::onStatusUpdate(const std::string& agent_id, protocol::StatusUpdate update,
                                TimePoint now, Actions& out) {
   now_ = now;
   auto it = running_.find(update.task_id);

@@ -70,7 +70,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     bad.exit_code = 3;
     bad.stderr_tail = "oops";
     bad.duration = Millis(15);
-    log.taskEnded("wc", 1, bad, failed, "agent-1");
+    log.taskEnded("wc", 1, bad, failed.task_id, failed.state, "agent-1");
     log.taskStarted("wc", 1, launch(3, "bad", 1), "agent-1", /*ahead=*/false);
 
     protocol::StatusUpdate finished;
@@ -86,7 +86,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     map.metrics.peak_rss_bytes = 1 << 20;
     map.metrics.output_blocks = 1;
     map.metrics.output_bytes = 10;
-    log.taskEnded("wc", 0, map, finished, "agent-1");
+    log.taskEnded("wc", 0, map, finished.task_id, finished.state, "agent-1");
     protocol::UpdateBlockInfo blocks;
     blocks.added.push_back(
         {.id = "shuffle_0_0_0", .size = 10, .checksum = {}, .executor_id = "agent-1", .url = {}});
@@ -96,7 +96,7 @@ TEST(EventLogTest, ALoggedJobReadsBackIntoTheSameReport) {
     bad.outcome = TaskOutcome::kFailed;
     bad.launches = 2;
     bad.duration = Millis(20);
-    log.taskEnded("wc", 1, bad, failed, "agent-1");
+    log.taskEnded("wc", 1, bad, failed.task_id, failed.state, "agent-1");
     log.agentRemoved("agent-1", "stopped by the driver");
     live.agent_peaks["agent-1"] = {.rss_bytes = 15 << 20,
                                    .peak_rss_bytes = std::nullopt,

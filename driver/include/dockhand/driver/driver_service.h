@@ -180,8 +180,9 @@ class DriverService : public FrameHandler {
   // bytes as its value, or a FAILED one saying why there are none.
   void resultFetched(const std::string& agent_id, protocol::StatusUpdate update,
                      const Result<std::string>& bytes);
-  // Feeds a status update to the scheduler and carries out what it decides.
-  void applyStatus(const std::string& agent_id, const protocol::StatusUpdate& update);
+  // Feeds a status update to the scheduler (which keeps what it needs of it) and carries out
+  // what it decides.
+  void applyStatus(const std::string& agent_id, protocol::StatusUpdate update);
   // Marks the agent decommissioning and logs it once; the caller holds mutex_.
   void markDecommissioning(const std::string& agent_id, const std::string& why);
   // Answers a frame that could not be handled: a Reply to its ask id, else an Error frame.

@@ -37,9 +37,10 @@ class EventLog {
   // `ahead`: the launch was sent beyond the agent's free cores (Action::ahead).
   void taskStarted(const std::string& job, std::size_t index, const protocol::TaskDescription& task,
                    const std::string& agent_id, bool ahead);
-  // `record` as the scheduler left it after `update` (its outcome, attempts and duration).
+  // `record` as the scheduler left it after launch `task_id`'s update to `state` (its outcome,
+  // attempts, duration and what the update said).
   void taskEnded(const std::string& job, std::size_t index, const TaskRecord& record,
-                 const protocol::StatusUpdate& update, const std::string& agent_id);
+                 std::uint64_t task_id, protocol::TaskState state, const std::string& agent_id);
   void agentAdded(const AgentInfo& agent);
   void agentRemoved(const std::string& agent_id, const std::string& reason);
   void agentDecommissioning(const std::string& agent_id, const std::string& reason);

@@ -316,9 +316,10 @@ class Scheduler {
   // Starts a job; the previous one, if any, must be over. Throws std::logic_error otherwise.
   void submit(JobSpec job, TimePoint now, Actions& out);
   // A status update from `agent_id`. Updates for unknown tasks, or from an agent other than
-  // the one running the task, are ignored (counted in strayUpdates()).
-  void onStatusUpdate(const std::string& agent_id, const protocol::StatusUpdate& update,
-                      TimePoint now, Actions& out);
+  // the one running the task, are ignored (counted in strayUpdates()). Taken by value: a
+  // terminal update's result, reason, stderr and log URLs move into the task's record.
+  void onStatusUpdate(const std::string& agent_id, protocol::StatusUpdate update, TimePoint now,
+                      Actions& out);
   // Fails the running job with `reason` and kills its running tasks.
   void cancel(const std::string& reason, Actions& out);
 
@@ -398,7 +399,8 @@ class Scheduler {
   // Returns the cores and addresses of a finished launch to its agent.
   void release(const RunningTask& run);
   void failJob(const std::string& reason, Actions& out);
-  void recordStatus(TaskRecord& record, const protocol::StatusUpdate& update);
+  // Moves what `record` keeps of `update` (its result, reason, stderr and log URLs) out of it.
+  void recordStatus(TaskRecord& record, protocol::StatusUpdate& update);
   // The one way each state machine moves (scheduler_states.cpp).
   void setAgentState(AgentInfo& agent, AgentState to);
   void setOutcome(TaskRecord& task, TaskOutcome to);
