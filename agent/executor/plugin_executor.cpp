@@ -434,9 +434,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     log()->warn("task {}: runner reported unknown state {}; ignored", task_id, state);
     return;
   }
-  const bool terminal = protocol::isTerminal(event->state);
-  std::optional<bool> has_dir;
-  if (terminal) {
+  if (protocol::isTerminal(event->state)) {
     // The task moves from `tasks` to `ingesting` at once and leaves `ingesting` only once its
     // event is posted: stopAll() (on the core thread) then finds its status queued before the
     // exit that follows.
@@ -454,16 +452,15 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     // No output directory (a runner that makes task directories made none), or an empty one:
     // no blocks, and no trip through an I/O thread. A task without a directory has no output
     // directory either: one look at the file system, not two.
-    has_dir = hasTaskDir(task_id);
+    const bool has_dir = hasTaskDir(task_id);
     std::filesystem::path output_dir;  // where a finished task's blocks would be
-    if (*has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
+    if (has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
       output_dir = taskDir(task_id) / "output";
     }
     if (!output_dir.empty() && mayHoldEntries(output_dir)) {
       // Its outputs become blocks on an I/O thread; the event follows once they are stored.
       // `this` outlives the job: io_ is joined before anything else of the executor goes.
-      io_->submit([this, events = &events_, registry = registry_, live = live_,
-                   store = block_store_, output_dir = std::move(output_dir),
+      io_->submit([this, store = block_store_, output_dir = std::move(output_dir),
                    block_url = block_url_ ? block_url_() : std::string(),
                    executor_id = executor_id_, event = std::move(*event)]() mutable {
         const TaskLogScope io_context(event.task_id);
@@ -474,25 +471,31 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           event.reason = taken.error().message;
           event.blocks.clear();
         }
-        retireTaskDir(event.task_id, /*known_has_dir=*/true);
-        const std::uint64_t id = event.task_id;
-        events->post([registry, event = std::move(event)]() mutable {
-          deliver(*registry, event, /*terminal=*/true);
-        });
-        posted(*live, id);
+        postEnd(std::move(event), /*has_dir=*/true);
       });
       return;
     }
+    postEnd(std::move(*event), has_dir);
+    return;
   }
-  events_.post([registry = registry_, event = std::move(*event), terminal]() mutable {
-    deliver(*registry, event, terminal);
+  events_.post([registry = registry_, event = std::move(*event)]() mutable {
+    deliver(*registry, event, /*terminal=*/false);
   });
-  if (terminal) {
-    // After the status: the I/O thread this may wake (to clear an old directory) would take the
-    // CPU from this thread before the status left (a process task's status, measured: 0.1 ms).
-    retireTaskDir(task_id, has_dir);
-    posted(*live_, task_id);
+}
+
+void PluginExecutor::postEnd(TaskStatusEvent event, bool has_dir) {
+  const std::uint64_t task_id = event.task_id;
+  events_.post([registry = registry_, event = std::move(event)]() mutable {
+    deliver(*registry, event, /*terminal=*/true);
+  });
+  // After the status: the I/O thread this may wake (to clear an old directory) would take the
+  // CPU from this thread before the status left (a process task's status, measured: 0.1 ms).
+  retireTaskDir(task_id, has_dir);
+  {
+    std::lock_guard lock(live_->mutex);
+    live_->ingesting.erase(task_id);
   }
+  live_->ended.notify_all();  // stopAll() may go on
 }
 
 protocol::TaskMetrics PluginExecutor::takeInputMetrics(Registry& registry, std::uint64_t task_id) {
@@ -520,14 +523,6 @@ void PluginExecutor::deliver(Registry& registry, TaskStatusEvent& event, bool te
     event.metrics.merge(takeInputMetrics(registry, event.task_id));
   }
   registry.statuses->onTaskStatus(event);
-}
-
-void PluginExecutor::posted(Live& live, std::uint64_t task_id) {
-  {
-    std::lock_guard lock(live.mutex);
-    live.ingesting.erase(task_id);
-  }
-  live.ended.notify_all();
 }
 
 }  // namespace dockhand::agent

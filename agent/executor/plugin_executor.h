@@ -203,8 +203,9 @@ class PluginExecutor final : public Executor {
   static void deliver(Registry& registry, TaskStatusEvent& event, bool terminal);
   // Core thread: the ended task's input figures (empty for a task without inputs), forgotten.
   static protocol::TaskMetrics takeInputMetrics(Registry& registry, std::uint64_t task_id);
-  // A terminal status was posted: the task leaves `ingesting` and stopAll() may go on.
-  static void posted(Live& live, std::uint64_t task_id);
+  // A task's end (any thread): its status posted to the core thread, then its directory
+  // retired, then it leaves `ingesting` and stopAll() may go on.
+  void postEnd(TaskStatusEvent event, bool has_dir);
   // Core thread: fetches the task's inputs on an I/O thread; its runner gets the task once they
   // are all here (task_inputs.cpp).
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,

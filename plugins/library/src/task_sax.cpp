@@ -102,14 +102,14 @@ class TaskEvents final : public nlohmann::json_sax<json> {
       return true;
     }
     if (place_ == Place::kTop) {
-      if (isKnown(name)) {
-        // A known key twice: the tree keeps the last; the tree path decides.
-        if (std::find(seen_.begin(), seen_.end(), name) != seen_.end()) return false;
+      if (!isKnown(name)) {
+        place_ = Place::kSkipNext;  // any key but these is not read: its value is skipped
+      } else if (std::find(seen_.begin(), seen_.end(), name) != seen_.end()) {
+        return false;  // a known key twice: the tree keeps the last; the tree path decides
+      } else {
         seen_.push_back(name);
       }
       key_ = std::move(name);
-      // Any key but these is not read: its value is skipped.
-      if (!isKnown(key_)) place_ = Place::kSkipNext;
       return true;
     }
     if (place_ == Place::kPayload) {
