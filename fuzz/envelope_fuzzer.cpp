@@ -1,11 +1,14 @@
 // Frames as a driver or an agent receives them: decodeEnvelope must never throw or crash, and
-// what it accepts must survive encodeEnvelope -> decodeEnvelope unchanged.
+// what it accepts must survive encodeEnvelope -> decodeEnvelope unchanged. The driver's direct
+// reader of StatusUpdate frames (readStatusUpdateFrame) reads only frames the tree codec reads as
+// a StatusUpdate, into the same message.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "dockhand/protocol/envelope.h"
+#include "dockhand/protocol/task_frames.h"
 #include "fuzz_check.h"
 
 using dockhand::protocol::decodeEnvelope;
@@ -22,6 +25,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   auto decoded = decodeEnvelope(frame);
+  if (auto fast = dockhand::protocol::readStatusUpdateFrame(
+          frame, dockhand::protocol::kDefaultMaxFrameBytes)) {
+    DOCKHAND_FUZZ_CHECK(
+        decoded.ok() && decoded.value().type == "StatusUpdate" && decoded.value().id == 0,
+        "the direct reader read a frame the tree codec does not read as a "
+        "StatusUpdate");
+    dockhand::protocol::StatusUpdate tree;
+    try {
+      tree = dockhand::protocol::decodeBody<dockhand::protocol::StatusUpdate>(decoded.value().body);
+    } catch (const dockhand::protocol::BodyError& e) {
+      DOCKHAND_FUZZ_CHECK(
+          false, std::string("the direct reader read a body the tree refuses: ") + e.what());
+    }
+    DOCKHAND_FUZZ_CHECK(tree == *fast, "the two readers read different messages");
+  }
   if (!decoded.ok()) {
     DOCKHAND_FUZZ_CHECK(!decoded.error().code.empty() && !decoded.error().message.empty(),
                         "a refusal without a code or a message");

@@ -1,7 +1,7 @@
 // DriverService's agent protocol: every frame an agent sends, checked (Hello first, the
 // handshake done, the direction, an id on asks) and dispatched to the scheduler under mutex_,
 // and the agent's registration, status updates, heartbeats, blocks and leaving. Runs on the
-// connections' reader threads.
+// reactor's thread (connection_reactor.h).
 #include "dockhand/driver/driver_service.h"
 
 #include <optional>
@@ -14,6 +14,7 @@
 
 #include "dockhand/base/log_format.h"
 #include "dockhand/base/logging.h"
+#include "dockhand/protocol/task_frames.h"
 
 namespace dockhand::driver {
 
@@ -76,6 +77,13 @@ void DriverService::refuse(Connection& c, std::uint64_t id, std::string_view cod
 
 void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_view frame) {
   metrics_.frame();
+  // The frame every task ends with is read straight into its message (task_frames.h); any
+  // other frame, and one that reader leaves, is decoded as an envelope and then its body.
+  if (auto update = protocol::readStatusUpdateFrame(frame, config_.max_frame_bytes)) {
+    const protocol::MessageSpec& spec = protocol::specOf(MessageType::kStatusUpdate);
+    if (admits(*c, 0, spec, spec.name)) handleStatus(c, 0, std::move(*update));
+    return;
+  }
   protocol::DecodeResult decoded = protocol::decodeEnvelope(frame, config_.max_frame_bytes);
   if (!decoded) {
     const auto& error = decoded.error();
@@ -106,30 +114,35 @@ void DriverService::onFrame(const std::shared_ptr<Connection>& c, std::string_vi
     refuse(*c, env.id, ec::kUnknownType, fmt::format("unknown message type '{}'", env.type));
     return;
   }
-  if (auto refusal = session(*c).handshakeRefusal(spec->type, env.type)) {
-    refuseBySession(*c, env.id, *refusal);
-    return;
-  }
-  if (spec->direction == protocol::Direction::kDriverToAgent) {
-    refuse(*c, env.id, ec::kUnexpectedMessage,
-           fmt::format("{} is sent by the driver, not to it", env.type));
-    return;
-  }
-  if (spec->ask && env.id == 0) {
-    refuse(*c, 0, ec::kMalformedFrame,
-           fmt::format("{} is an ask and needs an id > 0 to answer", env.type));
-    return;
-  }
-  if (auto refusal = session(*c).admit(spec->type, env.type, config_.secret.has_value())) {
-    refuseBySession(*c, env.id, *refusal);
-    return;
-  }
+  if (!admits(*c, env.id, *spec, env.type)) return;
   try {
     handle(c, env, *spec);
   } catch (const protocol::BodyError& e) {
     refuse(*c, env.id, ec::kInvalidBody,
            fmt::format("{} body: {}: {}", env.type, e.path(), e.detail()));
   }
+}
+
+bool DriverService::admits(Connection& c, std::uint64_t id, const protocol::MessageSpec& spec,
+                           std::string_view type) {
+  if (auto refusal = session(c).handshakeRefusal(spec.type, type)) {
+    refuseBySession(c, id, *refusal);
+    return false;
+  }
+  if (spec.direction == protocol::Direction::kDriverToAgent) {
+    refuse(c, id, ec::kUnexpectedMessage, fmt::format("{} is sent by the driver, not to it", type));
+    return false;
+  }
+  if (spec.ask && id == 0) {
+    refuse(c, 0, ec::kMalformedFrame,
+           fmt::format("{} is an ask and needs an id > 0 to answer", type));
+    return false;
+  }
+  if (auto refusal = session(c).admit(spec.type, type, config_.secret.has_value())) {
+    refuseBySession(c, id, *refusal);
+    return false;
+  }
+  return true;
 }
 
 void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
@@ -153,7 +166,7 @@ void DriverService::handle(const std::shared_ptr<Connection>& c, protocol::Envel
       handleResume(c, env);
       return;
     case MessageType::kStatusUpdate:
-      handleStatus(c, env);
+      handleStatus(c, env.id, protocol::decodeBody<protocol::StatusUpdate>(env.body));
       return;
     default:
       break;
@@ -348,12 +361,11 @@ void DriverService::logHeld(const std::string& agent_id, const std::string& why)
       scheduler_.reconnectGrace().count());
 }
 
-void DriverService::handleStatus(const std::shared_ptr<Connection>& c,
-                                 const protocol::Envelope& env) {
+void DriverService::handleStatus(const std::shared_ptr<Connection>& c, std::uint64_t id,
+                                 protocol::StatusUpdate update) {
   const std::string& agent_id = session(*c).agentId();
-  auto update = protocol::decodeBody<protocol::StatusUpdate>(env.body);
   if (update.executor_id != agent_id) {
-    refuse(*c, env.id, ec::kInvalidBody,
+    refuse(*c, id, ec::kInvalidBody,
            fmt::format("StatusUpdate names executor '{}' but this connection registered '{}'",
                        update.executor_id, agent_id));
     return;

@@ -151,6 +151,10 @@ class DriverService : public FrameHandler {
   std::optional<HttpReply> controlRequest(const ControlRequest& request);
   // GET / and the page's script and style; nullopt for any other path.
   std::optional<HttpReply> statusPageRequest(const ControlRequest& request) const;
+  // The checks a message passes before it is handled: the handshake, its direction, an id on
+  // an ask, the session's state. False, having answered (or dropped) it, when one refuses it.
+  bool admits(Connection& c, std::uint64_t id, const protocol::MessageSpec& spec,
+              std::string_view type);
   void handle(const std::shared_ptr<Connection>& c, protocol::Envelope& env,
               const protocol::MessageSpec& spec);
   void handleHello(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
@@ -171,7 +175,9 @@ class DriverService : public FrameHandler {
   void handleResume(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   // Logs that the scheduler holds the agent (its connection ended: `why`); caller holds mutex_.
   void logHeld(const std::string& agent_id, const std::string& why) const;
-  void handleStatus(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
+  // A StatusUpdate (frame id `id`), read by either reader (onFrame).
+  void handleStatus(const std::shared_ptr<Connection>& c, std::uint64_t id,
+                    protocol::StatusUpdate update);
   void handleHeartbeat(const std::shared_ptr<Connection>& c, const protocol::Envelope& env);
   // A FINISHED update whose result names a block: starts fetching it and returns true, or
   // returns false when the scheduler should take the update as it is (a stray one).

@@ -221,6 +221,7 @@ struct KillTask {
 struct FetchFailure {
   std::string block_id;
   std::string url;
+  bool operator==(const FetchFailure&) const = default;
 };
 
 struct StatusUpdate {
@@ -241,6 +242,7 @@ struct StatusUpdate {
   std::optional<FetchFailure> fetch_failed;
   // Terminal states: what the task cost (usage.h); empty when nothing was measured.
   TaskMetrics metrics;
+  bool operator==(const StatusUpdate&) const = default;
 };
 
 struct StopExecutor {
