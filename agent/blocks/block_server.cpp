@@ -25,6 +25,7 @@
 #include "blocks/block_request.h"
 #include "blocks/checksum.h"
 #include "dockhand/base/logging.h"
+#include "dockhand/base/unique_fd.h"
 #include "dockhand/metrics/metrics.h"
 #include "dockhand/tls/http_server.h"
 #include "dockhand/tls/tls.h"
@@ -207,15 +208,12 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
     if (file.empty()) {
       return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "block " + id + " is not here");
     }
-    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    const UniqueFd opened(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    const int fd = opened.get();
     if (fd < 0) {
       // Removed (migrated) between the lookup and the open.
       return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "block " + id + " is not here");
     }
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } closer{fd};
     const auto size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
     std::uint64_t first = 0;
     std::uint64_t count = size;
@@ -262,10 +260,7 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
       const int status = file.status >= 400 && file.status < 600 ? file.status : 404;
       return sendText(response, static_cast<HTTPResponse::HTTPStatus>(status), file.reason);
     }
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { ::close(fd); }
-    } closer{file.fd};
+    const UniqueFd closer(file.fd);
     struct stat st {};
     if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "the log is not a regular file");

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dockhand/base/result.h"
+#include "dockhand/base/unique_fd.h"
 #include "dockhand/plugin.h"
 #include "plugins/plugin_error.h"
 #include "plugins/plugin_trust.h"
@@ -70,23 +71,7 @@ class PluginLibrary {
   // Checks `descriptor` and copies it and its tables; throws PluginLoadError.
   void adopt(const dh_plugin_descriptor* descriptor);
 
-  // Closes a descriptor on destruction.
-  struct Descriptor {
-    Descriptor() = default;
-    Descriptor(const Descriptor&) = delete;
-    Descriptor& operator=(const Descriptor&) = delete;
-    ~Descriptor() {
-      if (fd >= 0) ::close(fd);
-    }
-    void reset(int value) { fd = value; }
-    void release() { fd = -1; }
-    int get() const { return fd; }
-    int fd = -1;
-  };
-
-  // The file as opened once (open()); declared before library_ so that it closes after the
-  // library is unloaded: the loader knows the library by this descriptor's /proc name.
-  Descriptor fd_;
+  UniqueFd fd_;
   std::string trusted_by_;  // how plugin_trust let it load (checkTrust)
   boost::dll::shared_library library_;
   std::filesystem::path path_;
