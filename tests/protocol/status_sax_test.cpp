@@ -147,7 +147,7 @@ TEST(StatusSaxTest, ReadsEveryGeneratedFrameTheTreeCodecReads) {
 TEST(StatusSaxTest, WhatItReadsOfMutatedFramesTheTreeReadsTheSame) {
   MessageGenerator generate(7);
   std::mt19937 rng(11);
-  const std::string_view kBytes = "{}[]\":,0-19.eE nulltruefalse\\a";
+  constexpr std::string_view kBytes = "{}[]\":,0-19.eE nulltruefalse\\a";
   int read = 0;
   for (int i = 0; i < 6000; ++i) {
     std::string frame = encodeStatusUpdate(generate.status());
