@@ -243,7 +243,7 @@ PluginLibrary::~PluginLibrary() {
   library_.unload();
   if (void* still = ::dlopen(loaded_name.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
     ::dlclose(still);
-    fd_.release();  // dlopen holds it: closed, it would take the library's name with it
+    fd_.release();  // still loaded under this descriptor's /proc name: it stays open with it
   }
 }
 

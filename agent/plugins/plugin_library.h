@@ -71,6 +71,8 @@ class PluginLibrary {
   // Checks `descriptor` and copies it and its tables; throws PluginLoadError.
   void adopt(const dh_plugin_descriptor* descriptor);
 
+  // The file as opened once (open()); declared before library_ so that it closes after the
+  // library is unloaded: the loader knows the library by this descriptor's /proc name.
   UniqueFd fd_;
   std::string trusted_by_;  // how plugin_trust let it load (checkTrust)
   boost::dll::shared_library library_;

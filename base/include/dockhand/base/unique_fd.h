@@ -22,7 +22,6 @@ class UniqueFd {
   ~UniqueFd() { reset(); }
 
   int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
   // Closes the descriptor held, if any, and holds `fd`.
   void reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);
