@@ -38,6 +38,11 @@ std::string ProcessRunner::detach(std::uint64_t task_id) {
   // Out of the reaper's sight: an exit it saw already finds no task and is left alone.
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, task.pidfd, nullptr);
   ::close(task.pidfd);
+  if (task.launch && !task.launch->waitDone(kExecWaitOnDetach)) {
+    // Still not exec'd, and it reads its plan until then: left to it, unfreed. (The program is
+    // about to be replaced; the child keeps the memory it shares.)
+    static_cast<void>(task.launch.release());
+  }
   const auto identity = readProcessIdentity(task.pid);
   const json handle = {{"pid", task.pid},
                        {"start_ticks", identity ? identity->start_ticks : 0},
@@ -86,7 +91,7 @@ void ProcessRunner::adopt(std::uint64_t task_id, std::string_view handle_json) {
   bool wake_idle_reaper = false;
   {
     std::lock_guard lock(mutex_);
-    if (!tasks_.emplace(task_id, task).second) {
+    if (!tasks_.emplace(task_id, std::move(task)).second) {
       ::close(pidfd);
       throw sdk::Error(DH_INVALID_ARGUMENT,
                        "task " + std::to_string(task_id) + " is already running");

@@ -72,7 +72,7 @@ ProcessRunner::ProcessRunner(sdk::Host host, std::string_view config_json)
           "config/user (e.g. \"nobody\") to run them unprivileged");
     }
   }
-  clone_path_ = (identity_ && identity_->switches) || config_.limits.any();
+  waits_for_exec_ = (identity_ && identity_->switches) || config_.limits.any();
   // Orphans of a task's processes become our children, so killing the group reaps them
   // too instead of leaving them to an init that may never wait for them.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -140,6 +140,10 @@ ProcessRunner::~ProcessRunner() {
     }
     ::close(task.pidfd);
     task.pidfd = -1;
+    if (task.launch && !task.launch->done()) {
+      // Killed but not gone yet, and it may still read its plan: left to it, unfreed.
+      static_cast<void>(task.launch.release());
+    }
     exited.task = std::move(task);
     exited.drain_deadline = deadline;
     draining_.push_back(std::move(exited));
@@ -183,13 +187,11 @@ void ProcessRunner::launch(std::string_view task_json) {
   }
 
   std::vector<std::string> env = buildEnvironment(config_, env_user_, env_home_, spec.env);
-  std::vector<char*> envp = pointersTo(env);
-  std::vector<char*> argv = pointersTo(spec.argv);
 
   const auto started = Clock::now();
-  pid_t pid = -1;
-  if (!clone_path_) {
-    pid = spawnWithPosixSpawn(spec, argv.data(), envp.data());
+  Spawned child;
+  if (!waits_for_exec_) {
+    child = spawnTask(spec, std::move(env), config_.limits, std::nullopt, ExecWait::kNo);
   } else {
     try {
       std::optional<TaskUser> user;
@@ -197,12 +199,15 @@ void ProcessRunner::launch(std::string_view task_json) {
         giveWorkDir(spec.work_dir);
         user = TaskUser{identity_->uid, identity_->gid};
       }
-      pid = spawnWithClone(spec, argv.data(), envp.data(), config_.limits, user);
+      // The steps of another user and of limits cannot be checked here: wait for the exec, so
+      // that one that fails is the launch's error.
+      child = spawnTask(spec, std::move(env), config_.limits, user, ExecWait::kYes);
     } catch (...) {
       takeBack(spec.task_id, spec.work_dir);
       throw;
     }
   }
+  const pid_t pid = child.pid;
   int pidfd = pidfdOpen(pid);
   if (pidfd < 0) {
     int error = errno;
@@ -218,6 +223,7 @@ void ProcessRunner::launch(std::string_view task_json) {
   task.pidfd = pidfd;
   task.work_dir = std::move(spec.work_dir);
   task.started = started;
+  task.launch = std::move(child.launch);
   bool wake_idle_reaper = false;
   {
     std::lock_guard lock(mutex_);
@@ -233,9 +239,13 @@ void ProcessRunner::launch(std::string_view task_json) {
   event.data.u64 = spec.task_id;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd, &event) != 0) {
     int error = errno;
+    std::unique_ptr<ChildLaunch> launch;  // the child may read it until it is reaped, below
     {
       std::lock_guard lock(mutex_);
-      tasks_.erase(spec.task_id);
+      if (auto it = tasks_.find(spec.task_id); it != tasks_.end()) {
+        launch = std::move(it->second.launch);
+        tasks_.erase(it);
+      }
     }
     signalGroup(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -446,7 +456,11 @@ void ProcessRunner::sampleMemory() {
   {
     std::lock_guard lock(mutex_);
     leaders.reserve(tasks_.size());
-    for (const auto& [id, task] : tasks_) leaders.emplace_back(id, task.pid);
+    for (const auto& [id, task] : tasks_) {
+      // Before its exec a child still shares the agent's memory: its peak is the agent's.
+      if (task.launch && !task.launch->done()) continue;
+      leaders.emplace_back(id, task.pid);
+    }
   }
   for (auto& [id, pid] : leaders) {
     const std::uint64_t peak = readPeakRssKib(pid);  // outside the lock: /proc reads
@@ -487,9 +501,14 @@ void ProcessRunner::report(const Exited& exited) {
   json detail;
   std::int32_t state;
   std::optional<std::size_t> result_bytes;  // FINISHED: the stdout kept
+  std::optional<std::string> not_started;   // a step before exec failed (task_spawn.h)
+  if (task.launch) not_started = task.launch->failure();
   if (task.kill_requested) {
     state = DH_TASK_KILLED;
     detail = {{"reason", task.kill_reason}};
+  } else if (not_started) {
+    state = DH_TASK_FAILED;
+    detail = {{"reason", std::move(*not_started)}};
   } else if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     state = DH_TASK_FINISHED;
     auto [out, size] = readPart(task.work_dir + "/stdout", config_.result_limit_bytes, false);

@@ -1,13 +1,14 @@
-// ProcessRunner: the `process` task runner. Each task is one command started with
-// posix_spawn in a process group of its own (clone + exec when it runs as another user or
-// under resource limits; task_spawn.h); one reaper thread per instance waits for the
-// group leaders to exit (epoll over pidfds), kills what they leave behind and reports.
+// ProcessRunner: the `process` task runner. Each task is one command started with clone +
+// exec in a process group of its own (task_spawn.h: launch returns before the exec, or, for
+// another user or resource limits, once the program runs); one reaper thread per instance
+// waits for the group leaders to exit (epoll over pidfds), kills what they leave behind and
+// reports (FAILED with the step named when the child could not exec).
 // The task's environment is built by task_environment.h, its files handled by task_files.h.
 // Its side of a restart in place (detach, adopt) is process_handover.cpp.
 //
 // Flow of a task (launch, kill and threadDump come one at a time, in order, on the call
 // thread the agent keeps for this runner: agent/plugins/plugin_calls.h):
-//   launch (call thread)  parse task_json -> spawn -> pidfd_open -> epoll add -> RUNNING
+//   launch (call thread)  parse task_json -> spawn -> pidfd_open -> RUNNING -> epoll add
 //   kill   (call thread)  SIGTERM (or SIGKILL) to the group; a graceful kill arms a deadline
 //                         after which the reaper sends SIGKILL
 //   reaper (own thread)   pidfd readable -> SIGKILL the group -> reap the leader -> reap the
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -40,6 +42,7 @@
 
 #include "dockhand/plugin.hpp"
 #include "process_config.h"
+#include "task_spawn.h"
 #include "task_usage.h"
 
 namespace dockhand::plugins::process {
@@ -65,6 +68,9 @@ class ProcessRunner final : public sdk::TaskRunner {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // How long detach waits for a task launched a moment before to exec (it takes about a
+  // millisecond): its plan may be freed only then.
+  static constexpr std::chrono::milliseconds kExecWaitOnDetach{1000};
   // The epoll ids of the reaper's wake-up descriptor and of its memory-sample timer (a task's
   // id is its pidfd's; no task may have one of these: kFirstReservedId and above).
   static constexpr std::uint64_t kWakeId = std::numeric_limits<std::uint64_t>::max();
@@ -82,6 +88,9 @@ class ProcessRunner final : public sdk::TaskRunner {
     std::optional<Clock::time_point> kill_deadline;
     std::uint64_t sampled_peak_kib = 0;  // the leader's VmHWM, the most sampled (reaper only)
     bool adopted = false;                // taken back after a restart in place
+    // Its plan, which the child reads until it has exec'd, and where it says which step
+    // failed before (task_spawn.h, ExecWait::kNo). Kept until the leader is reaped.
+    std::unique_ptr<ChildLaunch> launch;
   };
 
   // A task whose leader has been reaped, waiting for the rest of its group to be reaped.
@@ -117,7 +126,7 @@ class ProcessRunner final : public sdk::TaskRunner {
   std::optional<TaskIdentity> identity_;  // config/user, resolved
   std::string env_user_;                  // USER/LOGNAME/HOME of a scrubbed environment
   std::string env_home_;
-  bool clone_path_ = false;  // another user or resource limits: posix_spawn cannot
+  bool waits_for_exec_ = false;  // another user or resource limits: wait for the exec
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   // A one-shot timer a launch arms when the reaper waits with nothing due, so that it wakes to

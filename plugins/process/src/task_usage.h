@@ -3,8 +3,8 @@
 // bytes its leader's tree read and wrote (/proc/<pid>/io, read while the leader is a zombie:
 // it then holds what its reaped children did too).
 //
-// Peak memory has a catch: a process started with posix_spawn (or any clone sharing the
-// parent's memory) has its ru_maxrss raised, at its exec, to the high-water mark of the
+// Peak memory has a catch: a process started by a clone sharing the parent's memory (as the
+// runner's, and posix_spawn's) has its ru_maxrss raised, at its exec, to the high-water mark of the
 // process that spawned it: the agent's. So a wait4 peak at or below the agent's own peak
 // (VmHWM, read when the task ends: it only grows) may be the agent's, not the task's; such a
 // figure is replaced by the largest VmHWM sampled from the task's leader while it ran, or left

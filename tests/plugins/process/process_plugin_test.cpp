@@ -143,6 +143,75 @@ TEST_F(ProcessPluginTest, MissingCommandIsLaunchError) {
   EXPECT_TRUE(recorder_.reports(2).empty());
 }
 
+// Files exec would refuse are refused by the launch itself, before a child exists.
+TEST_F(ProcessPluginTest, ProgramThatIsNotExecutableIsLaunchError) {
+  const auto plain = tmp_.path() / "plain";
+  std::ofstream(plain) << "echo never\n";
+  auto launched = runner_->launch(task(1, json{{"command", {plain.string()}}}));
+  EXPECT_EQ(launched.status, DH_ERROR);
+  EXPECT_EQ(launched.error, "cannot start '" + plain.string() + "': Permission denied");
+  launched = runner_->launch(task(2, json{{"command", {tmp_.path().string()}}}));
+  EXPECT_EQ(launched.error, "cannot start '" + tmp_.path().string() + "': Permission denied");
+  EXPECT_TRUE(recorder_.reports(1).empty());
+  EXPECT_TRUE(recorder_.reports(2).empty());
+}
+
+// An executable the kernel will not run is found out by the child's exec, after the launch
+// returned: the task is RUNNING, then FAILED with the words a launch error would have.
+TEST_F(ProcessPluginTest, ExecRefusedAfterTheLaunchFailsTheTask) {
+  const auto no_shebang = tmp_.path() / "no-shebang";
+  std::ofstream(no_shebang) << "echo a script without #!\n";
+  const auto orphan = tmp_.path() / "orphan";
+  std::ofstream(orphan) << "#!/nonexistent/interpreter\n";
+  for (const auto& file : {no_shebang, orphan}) {
+    std::filesystem::permissions(file, std::filesystem::perms::owner_all);
+  }
+  ASSERT_TRUE(runner_->launch(task(1, json{{"command", {no_shebang.string()}}})).ok());
+  ASSERT_TRUE(runner_->launch(task(2, json{{"command", {orphan.string()}}})).ok());
+  auto first = recorder_.waitTerminal(1);
+  auto second = recorder_.waitTerminal(2);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->state, DH_TASK_FAILED);
+  EXPECT_EQ(first->detail.at("reason"),
+            "cannot start '" + no_shebang.string() + "': Exec format error");
+  EXPECT_EQ(second->state, DH_TASK_FAILED);
+  EXPECT_EQ(second->detail.at("reason"),
+            "cannot start '" + orphan.string() + "': No such file or directory");
+  EXPECT_EQ(recorder_.reports(1).front().state, DH_TASK_RUNNING);
+}
+
+// A program named by a relative path is the working directory's (cwd), as exec would find it.
+TEST_F(ProcessPluginTest, RelativeProgramIsTheWorkingDirectorys) {
+  for (std::uint64_t id : {1, 2}) {
+    const auto tools = tmp_.path() / ("task-" + std::to_string(id)) / "tools";
+    std::filesystem::create_directories(tools);
+    std::ofstream(tools / "tool") << "#!/bin/sh\necho tool ran\n";
+    std::filesystem::permissions(tools / "tool", std::filesystem::perms::owner_all);
+  }
+  ASSERT_TRUE(runner_->launch(task(1, json{{"command", {"./tool"}}, {"cwd", "tools"}})).ok());
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->detail.at("result").at("stdout"), "tool ran\n") << end->detail;
+  auto launched = runner_->launch(task(2, json{{"command", {"./missing"}}, {"cwd", "tools"}}));
+  EXPECT_EQ(launched.error, "cannot start './missing': No such file or directory");
+}
+
+// The launch returns before the child has exec'd, or even made its process group: a kill at
+// once still reaches every process of the task.
+TEST_F(ProcessPluginTest, KillRightAfterTheLaunchReachesTheTask) {
+  constexpr std::uint64_t kTasks = 20;
+  for (std::uint64_t id = 1; id <= kTasks; ++id) {
+    ASSERT_TRUE(runner_->launch(task(id, shell("sleep 30"))).ok());
+    ASSERT_TRUE(runner_->kill(id, /*interrupt=*/true, "at once").ok());
+  }
+  for (std::uint64_t id = 1; id <= kTasks; ++id) {
+    auto end = recorder_.waitTerminal(id);
+    ASSERT_TRUE(end) << "task " << id << " was not killed";
+    EXPECT_EQ(end->state, DH_TASK_KILLED);
+    EXPECT_EQ(end->detail.at("reason"), "at once");
+  }
+}
+
 TEST_F(ProcessPluginTest, BadPayloadNamesTheField) {
   auto launched = runner_->launch(task(1, json{{"command", json::array()}}));
   EXPECT_EQ(launched.status, DH_INVALID_ARGUMENT);
