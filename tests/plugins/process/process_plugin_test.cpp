@@ -196,10 +196,35 @@ TEST_F(ProcessPluginTest, RelativeProgramIsTheWorkingDirectorys) {
   EXPECT_EQ(launched.error, "cannot start './missing': No such file or directory");
 }
 
+void ignoreSignal(int) {}
+
+// What the agent ignores or catches is the default again in the task, and nothing is blocked.
+TEST_F(ProcessPluginTest, TaskStartsWithDefaultSignalDispositions) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction handle {};
+  handle.sa_handler = &ignoreSignal;
+  struct sigaction old_usr1 {};
+  struct sigaction old_usr2 {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &ignore, &old_usr1), 0);
+  ASSERT_EQ(::sigaction(SIGUSR2, &handle, &old_usr2), 0);
+  auto launched =
+      runner_->launch(task(1, json{{"command", {"sed", "-n", "/^Sig/p", "/proc/self/status"}}}));
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  ::sigaction(SIGUSR2, &old_usr2, nullptr);
+  ASSERT_TRUE(launched.ok()) << launched.error;
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  const std::string status = end->detail.at("result").at("stdout");
+  EXPECT_THAT(status, HasSubstr("SigBlk:\t0000000000000000\n"));
+  EXPECT_THAT(status, HasSubstr("SigIgn:\t0000000000000000\n"));
+  EXPECT_THAT(status, HasSubstr("SigCgt:\t0000000000000000\n"));
+}
+
 // The launch returns before the child has exec'd, or even made its process group: a kill at
 // once still reaches every process of the task.
 TEST_F(ProcessPluginTest, KillRightAfterTheLaunchReachesTheTask) {
-  constexpr std::uint64_t kTasks = 20;
+  constexpr std::uint64_t kTasks = 50;
   for (std::uint64_t id = 1; id <= kTasks; ++id) {
     ASSERT_TRUE(runner_->launch(task(id, shell("sleep 30"))).ok());
     ASSERT_TRUE(runner_->kill(id, /*interrupt=*/true, "at once").ok());
