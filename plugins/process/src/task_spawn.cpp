@@ -283,6 +283,11 @@ std::string describeFailure(const ChildFailure& failure, const ChildPlan& plan) 
   return error;
 }
 
+// The words of every launch error: "cannot start '<the command as named>': <why>".
+std::string cannotStart(const std::string& command, const std::string& why) {
+  return "cannot start '" + command + "': " + why;
+}
+
 // 0 when `path` is a file the agent could execute, else the errno exec would fail with.
 int programError(const std::string& path) {
   struct stat st {};
@@ -348,7 +353,7 @@ bool ChildLaunch::waitDone(std::chrono::milliseconds limit) const {
 
 std::optional<std::string> ChildLaunch::failure() const {
   if (plan_->failure.step == ChildStep::kNone) return std::nullopt;
-  return "cannot start '" + plan_->shown + "': " + describeFailure(plan_->failure, plan_->steps);
+  return cannotStart(plan_->shown, describeFailure(plan_->failure, plan_->steps));
 }
 
 std::string searchPath(const std::string& name) {
@@ -367,7 +372,7 @@ std::string searchPath(const std::string& name) {
     if (colon == std::string_view::npos) break;
     path.remove_prefix(colon + 1);
   }
-  throw sdk::Error(DH_ERROR, "cannot start '" + name + "': " + errnoText(error));
+  throw sdk::Error(DH_ERROR, cannotStart(name, errnoText(error)));
 }
 
 Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const ResourceLimits& limits,
@@ -384,7 +389,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
     const std::string path =
         plan.program.front() == '/' ? plan.program : plan.cwd + "/" + plan.program;
     if (const int error = programError(path); error != 0) {
-      throw sdk::Error(DH_ERROR, "cannot start '" + plan.shown + "': " + errnoText(error));
+      throw sdk::Error(DH_ERROR, cannotStart(plan.shown, errnoText(error)));
     }
   }
   plan.argv_text = spec.argv;
@@ -444,8 +449,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   const int clone_error = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
-    throw sdk::Error(DH_ERROR,
-                     "cannot start '" + plan.shown + "': clone: " + errnoText(clone_error));
+    throw sdk::Error(DH_ERROR, cannotStart(plan.shown, "clone: " + errnoText(clone_error)));
   }
   auto launch = std::make_unique<ChildLaunch>(std::move(owned));
   if (!wait_for_exec) {
