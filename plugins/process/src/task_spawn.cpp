@@ -364,11 +364,10 @@ std::string searchPath(const std::string& name) {
     auto colon = path.find(':');
     std::string_view dir = path.substr(0, colon);
     std::string candidate = dir.empty() ? name : std::string(dir) + "/" + name;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      if (st.st_mode & 0111) return candidate;
-      error = EACCES;
-    }
+    // As execvp: a file that cannot be executed is passed over, and named if nothing else is.
+    const int refused = programError(candidate);
+    if (refused == 0) return candidate;
+    if (refused == EACCES) error = EACCES;
     if (colon == std::string_view::npos) break;
     path.remove_prefix(colon + 1);
   }
@@ -385,7 +384,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   plan.cwd = spec.cwd;
   if (!wait_for_exec && !spec.search_path) {
     // What exec would refuse, said now, as the launch's error: the child no longer can. (A
-    // bare command was found by searchPath, which checked as much.)
+    // bare command was found by searchPath, which asked the same.)
     const std::string path =
         plan.program.front() == '/' ? plan.program : plan.cwd + "/" + plan.program;
     if (const int error = programError(path); error != 0) {

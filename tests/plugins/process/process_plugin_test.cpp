@@ -152,8 +152,15 @@ TEST_F(ProcessPluginTest, ProgramThatIsNotExecutableIsLaunchError) {
   EXPECT_EQ(launched.error, "cannot start '" + plain.string() + "': Permission denied");
   launched = runner_->launch(task(2, json{{"command", {tmp_.path().string()}}}));
   EXPECT_EQ(launched.error, "cannot start '" + tmp_.path().string() + "': Permission denied");
+  // Found in PATH, as a bare command, and passed over as execvp would.
+  const std::string path = ::getenv("PATH") != nullptr ? ::getenv("PATH") : "";
+  ::setenv("PATH", tmp_.path().c_str(), 1);
+  launched = runner_->launch(task(3, json{{"command", {"plain"}}}));
+  ::setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(launched.error, "cannot start 'plain': Permission denied");
   EXPECT_TRUE(recorder_.reports(1).empty());
   EXPECT_TRUE(recorder_.reports(2).empty());
+  EXPECT_TRUE(recorder_.reports(3).empty());
 }
 
 // An executable the kernel will not run is found out by the child's exec, after the launch
