@@ -319,10 +319,9 @@ std::uint64_t signalsNotDefault() {
 // Everything the child reads until exec, at addresses that do not move.
 struct ChildLaunch::Plan {
   child::ChildPlan steps;
-  std::string shown;  // the command as the task named it, for messages
   std::string program;
   std::string cwd;
-  std::vector<std::string> argv_text;
+  std::vector<std::string> argv_text;  // argv_text[0]: the command as the task named it
   std::vector<std::string> env_text;
   std::vector<char*> argv;
   std::vector<char*> envp;
@@ -353,7 +352,7 @@ bool ChildLaunch::waitDone(std::chrono::milliseconds limit) const {
 
 std::optional<std::string> ChildLaunch::failure() const {
   if (plan_->failure.step == ChildStep::kNone) return std::nullopt;
-  return cannotStart(plan_->shown, describeFailure(plan_->failure, plan_->steps));
+  return cannotStart(plan_->argv_text.front(), describeFailure(plan_->failure, plan_->steps));
 }
 
 std::string searchPath(const std::string& name) {
@@ -379,7 +378,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   const bool wait_for_exec = wait == ExecWait::kYes || !kOwnSystemCalls;
   auto owned = std::make_unique<ChildLaunch::Plan>();
   ChildLaunch::Plan& plan = *owned;
-  plan.shown = spec.argv.front();
+  plan.argv_text = spec.argv;
   plan.program = spec.search_path ? searchPath(spec.argv.front()) : spec.argv.front();
   plan.cwd = spec.cwd;
   if (!wait_for_exec && !spec.search_path) {
@@ -388,10 +387,9 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
     const std::string path =
         plan.program.front() == '/' ? plan.program : plan.cwd + "/" + plan.program;
     if (const int error = programError(path); error != 0) {
-      throw sdk::Error(DH_ERROR, cannotStart(plan.shown, errnoText(error)));
+      throw sdk::Error(DH_ERROR, cannotStart(plan.argv_text.front(), errnoText(error)));
     }
   }
-  plan.argv_text = spec.argv;
   plan.env_text = std::move(env);
   plan.argv = pointersTo(plan.argv_text);
   plan.envp = pointersTo(plan.env_text);
@@ -448,7 +446,8 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   const int clone_error = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
-    throw sdk::Error(DH_ERROR, cannotStart(plan.shown, "clone: " + errnoText(clone_error)));
+    throw sdk::Error(DH_ERROR,
+                     cannotStart(plan.argv_text.front(), "clone: " + errnoText(clone_error)));
   }
   auto launch = std::make_unique<ChildLaunch>(std::move(owned));
   if (!wait_for_exec) {
