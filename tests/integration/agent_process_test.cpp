@@ -73,7 +73,10 @@ TEST_F(AgentProcessTest, RunsTaskAndReportsItsOutput) {
   FakeDriver driver;
   auto agent = startAgent(agentCommand(driver.url()).argv());
   ASSERT_TRUE(driver.waitForRegistration(10s)) << agent->output();
-  driver.send(launch(1, {{"shell", "echo hello from $DOCKHAND_TASK_ID"}}));
+  // A task that ends before its RUNNING has left skips it (protocol.md 7.2); the launch no
+  // longer waits for the exec, so a busy machine could see that for a task of a few
+  // milliseconds. This one runs long enough for its RUNNING to go first.
+  driver.send(launch(1, {{"shell", "sleep 0.3; echo hello from $DOCKHAND_TASK_ID"}}));
   ASSERT_TRUE(driver.waitForStatus(1, proto::TaskState::kRunning)) << agent->output();
   auto done = driver.waitForStatus(1, proto::TaskState::kFinished);
   ASSERT_TRUE(done) << agent->output();
