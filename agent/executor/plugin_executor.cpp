@@ -187,7 +187,7 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   std::filesystem::path task_dir = taskDir(task.task_id);
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
-  if (auto made = makeTaskDir(task_dir, make_dir); !made) return made.error();
+  if (auto made = makeTasksDir(); !made) return made.error();
   std::string task_json = taskJson(task, task_dir, *runner);
   {
     // Before the call: the runner may report the task ended before launch() returns.
@@ -195,10 +195,19 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
     live_->tasks.insert(task.task_id);
   }
   if (!task.inputs.empty()) {
+    // Here: the inputs are fetched into it.
+    if (auto made = makeTaskDir(*live_, task_dir); !made) {
+      std::lock_guard lock(live_->mutex);
+      live_->tasks.erase(task.task_id);
+      return made.error();
+    }
     startFetch(task, runner, std::move(task_json), task_dir / "input");
     return {};
   }
-  if (!submitLaunch(events_, registry_, live_, runner, task.task_id, std::move(task_json))) {
+  std::optional<std::filesystem::path> dir_to_make;
+  if (make_dir) dir_to_make = std::move(task_dir);
+  if (!submitLaunch(events_, registry_, live_, runner, task.task_id, std::move(task_json),
+                    std::move(dir_to_make))) {
     {
       std::lock_guard lock(live_->mutex);
       live_->tasks.erase(task.task_id);
@@ -211,11 +220,22 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
 
 bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
                                   const std::shared_ptr<Live>& live, Runner* runner,
-                                  std::uint64_t task_id, std::string task_json) {
+                                  std::uint64_t task_id, std::string task_json,
+                                  std::optional<std::filesystem::path> make_dir) {
   // Registered before the call runs: a kill queues behind the launch, and the runner's reports
   // find the task.
   registry->tasks[task_id] = runner;
+  // The directory first; one that cannot be made fails the task as a refused launch does.
+  auto made = [&events, registry, live, task_id](const std::filesystem::path& dir) {
+    auto result = makeTaskDir(*live, dir);
+    if (!result) launchRefused(events, registry, live, task_id, result.error().message);
+    return result.ok();
+  };
   if (runner->plugin->canTryLaunch()) {
+    if (make_dir) {
+      if (!made(*make_dir)) return true;
+      make_dir.reset();
+    }
     // Here when the runner starts the task at once: its call thread need not wake up.
     std::optional<PluginResult> here = runner->calls->callHere(
         {"try_launch", task_id}, [&] { return runner->plugin->tryLaunch(task_json); });
@@ -228,8 +248,10 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   }
   bool queued = runner->calls->submit(
       {{"launch", task_id},
-       [events = &events, registry, live, runner, task_id, task_json = std::move(task_json)] {
+       [events = &events, registry, live, runner, task_id, task_json = std::move(task_json), made,
+        make_dir = std::move(make_dir)] {
          const TaskLogScope call_context(task_id);  // what the runner logs while it launches
+         if (make_dir && !made(*make_dir)) return;
          PluginResult result = runner->plugin->launch(task_json);
          if (result.ok()) return;
          launchRefused(*events, registry, live, task_id,

@@ -212,10 +212,13 @@ class PluginExecutor final : public Executor {
                   const std::filesystem::path& input_dir);
   // Core thread: registers the task with `runner` and launches it: on this thread when the
   // runner can start it at once (try_launch), else through its call thread; false when the
-  // runner is stuck (the task is not registered then).
+  // runner is stuck (the task is not registered then). `make_dir`: the task's directory to
+  // make first, on the thread that launches (off the core thread's path for a call thread's
+  // runner); a directory that cannot be made fails the task.
   static bool submitLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
                            const std::shared_ptr<Live>& live, Runner* runner, std::uint64_t task_id,
-                           std::string task_json);
+                           std::string task_json,
+                           std::optional<std::filesystem::path> make_dir = std::nullopt);
   // Any thread: the runner refused to start the task (`reason`); reported FAILED on the core
   // thread.
   static void launchRefused(EventSink& events, const std::shared_ptr<Registry>& registry,
@@ -232,18 +235,20 @@ class PluginExecutor final : public Executor {
   std::string stuckReason(const Runner& runner) const;
   void destroyRunners(TimePoint deadline);
   std::filesystem::path taskDir(std::uint64_t task_id) const;
-  // Creates tasks/ once and, with `make_dir`, a task's directory, output/ and input/ (see
-  // launch()): a spare one renamed when there is one; fails saying why not.
-  Result<void> makeTaskDir(const std::filesystem::path& task_dir, bool make_dir);
-  // Core thread: renames a spare directory to `task_dir`; false when there is none (or it
+  // Core thread: creates <work_dir>/tasks once; fails saying why not.
+  Result<void> makeTasksDir();
+  // Any thread: a task's directory, output/ and input/ (see launch()): a spare one renamed
+  // when there is one; fails saying why not.
+  static Result<void> makeTaskDir(Live& live, const std::filesystem::path& task_dir);
+  // Any thread: renames a spare directory to `task_dir`; false when there is none (or it
   // cannot be).
-  bool takeSpareDir(const std::filesystem::path& task_dir);
+  static bool takeSpareDir(Live& live, const std::filesystem::path& task_dir);
   // I/O job: clears `dir` and parks it in tasks/spare/ when there is room, else removes it.
   static void reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
                             const std::filesystem::path& dir);
   // Any thread: the task ended and its runner and outputs are done with its directory; the
   // oldest directories beyond keep_task_dirs_ are reused or removed on an I/O thread. Once per
-  // task. A task with no directory (see makeTaskDir) is only remembered: no I/O thread wakes for
+  // task. A task with no directory (see launch()) is only remembered: no I/O thread wakes for
   // it. `known_has_dir`: whether the task's directory exists, when the caller just looked.
   void retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir = std::nullopt);
   bool hasTaskDir(std::uint64_t task_id) const;

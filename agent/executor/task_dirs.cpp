@@ -21,49 +21,55 @@ constexpr std::size_t kMaxRememberedEnded = 100000;
 // Cleared directories kept for new tasks: enough for the tasks that start while as many end.
 constexpr std::size_t kMaxSpareDirs = 64;
 
+std::string cannotCreate(const std::filesystem::path& path, const std::error_code& ec) {
+  return "cannot create task directory '" + path.string() + "': " + ec.message();
+}
+
 }  // namespace
 
 std::filesystem::path PluginExecutor::taskDir(std::uint64_t task_id) const {
   return work_dir_ / "tasks" / ("task-" + std::to_string(task_id));
 }
 
-Result<void> PluginExecutor::makeTaskDir(const std::filesystem::path& task_dir, bool make_dir) {
+Result<void> PluginExecutor::makeTasksDir() {
+  if (tasks_dir_ready_) return {};
   namespace fs = std::filesystem;
+  const fs::path tasks = work_dir_ / "tasks";
   std::error_code ec;
-  auto failed = [&](const fs::path& path) {
-    return "cannot create task directory '" + path.string() + "': " + ec.message();
-  };
   // tasks/ can be passed through but not listed (0711): a task that runs as another user
-  // reaches its own directory, and cannot find the others'. Each task's directory is 0700:
-  // its runner may give it to the task's user.
-  if (!tasks_dir_ready_) {
-    fs::create_directories(task_dir.parent_path(), ec);
-    if (!ec) {
-      fs::permissions(task_dir.parent_path(),
-                      fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, ec);
-    }
-    if (ec) return Error(failed(task_dir.parent_path()));
-    tasks_dir_ready_ = true;
+  // reaches its own directory, and cannot find the others'.
+  fs::create_directories(tasks, ec);
+  if (!ec) {
+    fs::permissions(tasks, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                    ec);
   }
-  if (!make_dir) return {};
-  if (takeSpareDir(task_dir)) return {};
+  if (ec) return Error(cannotCreate(tasks, ec));
+  tasks_dir_ready_ = true;
+  return {};
+}
+
+Result<void> PluginExecutor::makeTaskDir(Live& live, const std::filesystem::path& task_dir) {
+  namespace fs = std::filesystem;
+  if (takeSpareDir(live, task_dir)) return {};
+  // Each task's directory is 0700: its runner may give it to the task's user.
+  std::error_code ec;
   fs::create_directory(task_dir, ec);
   if (!ec) fs::permissions(task_dir, fs::perms::owner_all, ec);
-  if (ec) return Error(failed(task_dir));
+  if (ec) return Error(cannotCreate(task_dir, ec));
   for (const char* sub : {"output", "input"}) {
     fs::create_directory(task_dir / sub, ec);
-    if (ec) return Error(failed(task_dir / sub));
+    if (ec) return Error(cannotCreate(task_dir / sub, ec));
   }
   return {};
 }
 
-bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
+bool PluginExecutor::takeSpareDir(Live& live, const std::filesystem::path& task_dir) {
   std::filesystem::path spare;
   {
-    std::lock_guard lock(live_->mutex);
-    if (live_->spares.empty()) return false;
-    spare = std::move(live_->spares.back());
-    live_->spares.pop_back();
+    std::lock_guard lock(live.mutex);
+    if (live.spares.empty()) return false;
+    spare = std::move(live.spares.back());
+    live.spares.pop_back();
   }
   // One rename, where a new directory costs three inodes (and a removed one frees three).
   if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
@@ -72,8 +78,8 @@ bool PluginExecutor::takeSpareDir(const std::filesystem::path& task_dir) {
   const int error = errno;
   if (error == EEXIST) {
     // The task's directory is there already (left by an earlier agent): used as it is.
-    std::lock_guard lock(live_->mutex);
-    live_->spares.push_back(std::move(spare));
+    std::lock_guard lock(live.mutex);
+    live.spares.push_back(std::move(spare));
   } else {
     logger("executor")
         ->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));

@@ -191,6 +191,26 @@ TEST_F(PluginExecutorTest, ANewTaskGetsAnEndedTasksDirectoryCleared) {
   EXPECT_THAT(seen[1], ::testing::EndsWith("input\noutput\nstderr\nstdout\n"));
 }
 
+// The task's directory is made on the runner's call thread, not the core thread: one that
+// cannot be made fails the task with the reason, and the next task runs.
+TEST_F(PluginExecutorTest, ADirectoryThatCannotBeMadeFailsItsTask) {
+  namespace fs = std::filesystem;
+  const fs::path tasks = tmp_.path() / "tasks";
+  fs::create_directories(tasks);
+  std::ofstream(tasks / "task-5") << "a file where the task's directory goes\n";
+  ASSERT_TRUE(executor_->launch(shellTask(5, "echo never")).ok());
+  auto end = terminal(5);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, TaskState::kFailed);
+  EXPECT_THAT(end->reason, ::testing::HasSubstr("cannot create task directory"));
+  EXPECT_THAT(end->reason, ::testing::HasSubstr("task-5"));
+  ASSERT_TRUE(executor_->launch(shellTask(6, "echo ran")).ok());
+  auto next = terminal(6);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->state, TaskState::kFinished) << next->reason;
+  EXPECT_EQ(next->result.at("stdout").get<std::string>(), "ran\n");
+}
+
 TEST_F(PluginExecutorTest, TaskEnvironmentNamesTaskAndResources) {
   auto task =
       shellTask(7,
