@@ -271,12 +271,11 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
                  /*notify_driver=*/false);
     return;
   }
-  if (proto::isTerminal(status.state) && !queue_.empty()) {
-    // The driver hears of the freed cores before the next task's launch work holds the
-    // status back: with tasks sent ahead, it sends the next ones meanwhile.
-    link_.flush();
-    startWaiting();
-  }
+  // The status is not written here: it leaves with whatever else the core thread sends before
+  // its event loop is idle (the idle hook flushes the link, at the latest after
+  // EventLoop::kMaxEventsBetweenIdle closures), so that under a stream of short tasks their
+  // statuses share writes, and the next waiting task starts before this one's status is written.
+  if (proto::isTerminal(status.state) && !queue_.empty()) startWaiting();
 }
 
 proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const RunningTask& task,

@@ -44,24 +44,6 @@ TEST(BackendCoresTest, TasksBeyondTheCoresWaitAndStartInOrderAsOthersEnd) {
   EXPECT_EQ(h.backend.coresInUse(), 4);
 }
 
-// The link keeps frames to write them together; a status that frees cores for a waiting task
-// is written out before that task's launch, so that a driver sending tasks ahead hears of it
-// without waiting for the launch work.
-TEST(BackendCoresTest, AnEndThatLetsAWaitingTaskStartIsWrittenOutBeforeItsLaunch) {
-  Harness h;  // 4 cores
-  launchTasks(h, 5);
-  std::vector<std::pair<std::size_t, std::size_t>> at_flush;  // (statuses sent, tasks launched)
-  h.link.on_flush = [&] { at_flush.emplace_back(h.statusUpdates().size(), launched(h, 5).size()); };
-  h.report(2, TaskState::kRunning);
-  EXPECT_TRUE(at_flush.empty()) << "RUNNING frees nothing";
-  h.report(3, TaskState::kFinished);
-  ASSERT_EQ(at_flush.size(), 1u);
-  EXPECT_EQ(at_flush[0], (std::pair<std::size_t, std::size_t>{2, 4})) << "before task 5 started";
-  EXPECT_EQ(launched(h, 5).size(), 5u);
-  h.report(4, TaskState::kFinished);
-  EXPECT_EQ(h.link.flush_calls, 1) << "nothing waits any more: the link batches as it likes";
-}
-
 TEST(BackendCoresTest, AWaitingTaskIsNotOvertakenByASmallerOne) {
   Harness h;
   h.runToRunning();
