@@ -271,11 +271,16 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
                  /*notify_driver=*/false);
     return;
   }
-  // The status is not written here: it leaves with whatever else the core thread sends before
-  // its event loop is idle (the idle hook flushes the link, at the latest after
-  // EventLoop::kMaxEventsBetweenIdle closures), so that under a stream of short tasks their
-  // statuses share writes, and the next waiting task starts before this one's status is written.
-  if (proto::isTerminal(status.state) && !queue_.empty()) startWaiting();
+  if (proto::isTerminal(status.state) && !queue_.empty()) {
+    // Statuses leave with whatever else the core thread sends before its event loop is idle
+    // (the idle hook flushes the link, at the latest after EventLoop::kMaxEventsBetweenIdle
+    // closures), so that under a stream of short tasks they share writes. But while fewer
+    // tasks wait here than there are cores, the driver hears of the freed core before the next
+    // task's launch work holds the status back: the tasks it sends ahead meanwhile are what
+    // keeps a core from idling after the next end.
+    if (queue_.size() <= static_cast<std::size_t>(std::max(options_.cores, 1))) link_.flush();
+    startWaiting();
+  }
 }
 
 proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const RunningTask& task,

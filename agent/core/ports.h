@@ -91,6 +91,9 @@ class DriverLink {
   virtual void ask(protocol::Envelope message, Millis timeout, AskCallback done) = 0;
   // Closes the connection (no disconnect event follows a close the agent asked for).
   virtual void close() = 0;
+  // Writes now what the link keeps to write together later (WebSocketLink keeps the core
+  // thread's frames until that thread is idle). A link that keeps nothing does nothing.
+  virtual void flush() {}
 };
 
 // What a runner reported about a task, posted to Backend::onTaskStatus().

@@ -78,7 +78,7 @@ class WebSocketLink final : public DriverLink {
   // is kept, in order). Call on the core thread before it starts its loop.
   void batchSendsFromThisThread() { batching_thread_ = std::this_thread::get_id(); }
   // Writes the kept frames. Any thread; never throws.
-  void flush();
+  void flush() override;
   // The most kept before a send writes them at once.
   static constexpr std::size_t kMaxBatchBytes = std::size_t{64} * 1024;
 

@@ -55,6 +55,10 @@ class FakeLink : public DriverLink {
     ++close_calls;
     is_connected = false;
   }
+  void flush() override {
+    ++flush_calls;
+    if (on_flush) on_flush();
+  }
 
   std::vector<protocol::Envelope> sentOfType(std::string_view type) const {
     std::vector<protocol::Envelope> out;
@@ -87,6 +91,8 @@ class FakeLink : public DriverLink {
 
   int connect_calls = 0;
   int close_calls = 0;
+  int flush_calls = 0;
+  std::function<void()> on_flush;  // runs at each flush(), to see what was done by then
   bool is_connected = false;
   bool send_ok = true;
   std::vector<protocol::Envelope> sent;       // frames that reached the driver
