@@ -274,11 +274,14 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
   if (proto::isTerminal(status.state) && !queue_.empty()) {
     // Statuses leave with whatever else the core thread sends before its event loop is idle
     // (the idle hook flushes the link, at the latest after EventLoop::kMaxEventsBetweenIdle
-    // closures), so that under a stream of short tasks they share writes. But while fewer
-    // tasks wait here than there are cores, the driver hears of the freed core before the next
-    // task's launch work holds the status back: the tasks it sends ahead meanwhile are what
-    // keeps a core from idling after the next end.
-    if (queue_.size() <= static_cast<std::size_t>(std::max(options_.cores, 1))) link_.flush();
+    // closures), so that under a stream of short tasks they share writes. But unless more than
+    // twice the cores' worth of tasks wait here, the driver hears of the freed core before the
+    // next task's launch work holds the status back: the tasks it sends ahead meanwhile are what
+    // keeps a core from idling after the next ends (with fewer waiting, leaving the status to
+    // the idle flush made `--launch-ahead 2` slower).
+    if (queue_.size() <= 2 * static_cast<std::size_t>(std::max(options_.cores, 1))) {
+      link_.flush();
+    }
     startWaiting();
   }
 }
