@@ -188,6 +188,10 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
   if (auto made = makeTasksDir(); !made) return made.error();
+  if (!task.inputs.empty()) {
+    // Here, for the inputs are fetched into it; other tasks' is made where they launch.
+    if (auto made = makeTaskDir(*live_, task_dir); !made) return made.error();
+  }
   std::string task_json = taskJson(task, task_dir, *runner);
   {
     // Before the call: the runner may report the task ended before launch() returns.
@@ -195,12 +199,6 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
     live_->tasks.insert(task.task_id);
   }
   if (!task.inputs.empty()) {
-    // Here: the inputs are fetched into it.
-    if (auto made = makeTaskDir(*live_, task_dir); !made) {
-      std::lock_guard lock(live_->mutex);
-      live_->tasks.erase(task.task_id);
-      return made.error();
-    }
     startFetch(task, runner, std::move(task_json), task_dir / "input");
     return {};
   }
@@ -226,9 +224,9 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   // find the task.
   registry->tasks[task_id] = runner;
   // The directory first; one that cannot be made fails the task as a refused launch does.
-  auto made = [&events, registry, live, task_id](const std::filesystem::path& dir) {
+  auto made = [events = &events, registry, live, task_id](const std::filesystem::path& dir) {
     auto result = makeTaskDir(*live, dir);
-    if (!result) launchRefused(events, registry, live, task_id, result.error().message);
+    if (!result) launchRefused(*events, registry, live, task_id, result.error().message);
     return result.ok();
   };
   if (runner->plugin->canTryLaunch()) {
