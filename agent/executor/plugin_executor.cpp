@@ -223,15 +223,9 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   // Registered before the call runs: a kill queues behind the launch, and the runner's reports
   // find the task.
   registry->tasks[task_id] = runner;
-  // The directory first; one that cannot be made fails the task as a refused launch does.
-  auto made = [events = &events, registry, live, task_id](const std::filesystem::path& dir) {
-    auto result = makeTaskDir(*live, dir);
-    if (!result) launchRefused(*events, registry, live, task_id, result.error().message);
-    return result.ok();
-  };
   if (runner->plugin->canTryLaunch()) {
     if (make_dir) {
-      if (!made(*make_dir)) return true;
+      if (!madeForLaunch(events, registry, live, task_id, *make_dir)) return true;
       make_dir.reset();
     }
     // Here when the runner starts the task at once: its call thread need not wake up.
@@ -246,10 +240,10 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
   }
   bool queued = runner->calls->submit(
       {{"launch", task_id},
-       [events = &events, registry, live, runner, task_id, task_json = std::move(task_json), made,
+       [events = &events, registry, live, runner, task_id, task_json = std::move(task_json),
         make_dir = std::move(make_dir)] {
          const TaskLogScope call_context(task_id);  // what the runner logs while it launches
-         if (make_dir && !made(*make_dir)) return;
+         if (make_dir && !madeForLaunch(*events, registry, live, task_id, *make_dir)) return;
          PluginResult result = runner->plugin->launch(task_json);
          if (result.ok()) return;
          launchRefused(*events, registry, live, task_id,
@@ -257,6 +251,14 @@ bool PluginExecutor::submitLaunch(EventSink& events, const std::shared_ptr<Regis
        }});
   if (!queued) registry->tasks.erase(task_id);
   return queued;
+}
+
+bool PluginExecutor::madeForLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
+                                   const std::shared_ptr<Live>& live, std::uint64_t task_id,
+                                   const std::filesystem::path& dir) {
+  auto made = makeTaskDir(*live, dir);
+  if (!made) launchRefused(events, registry, live, task_id, made.error().message);
+  return made.ok();
 }
 
 void PluginExecutor::launchRefused(EventSink& events, const std::shared_ptr<Registry>& registry,

@@ -219,6 +219,11 @@ class PluginExecutor final : public Executor {
                            const std::shared_ptr<Live>& live, Runner* runner, std::uint64_t task_id,
                            std::string task_json,
                            std::optional<std::filesystem::path> make_dir = std::nullopt);
+  // The thread that launches: makes the task's directory (makeTaskDir), or reports the task
+  // FAILED as launchRefused does and returns false.
+  static bool madeForLaunch(EventSink& events, const std::shared_ptr<Registry>& registry,
+                            const std::shared_ptr<Live>& live, std::uint64_t task_id,
+                            const std::filesystem::path& dir);
   // Any thread: the runner refused to start the task (`reason`); reported FAILED on the core
   // thread.
   static void launchRefused(EventSink& events, const std::shared_ptr<Registry>& registry,
