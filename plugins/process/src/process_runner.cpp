@@ -191,7 +191,8 @@ void ProcessRunner::launch(std::string_view task_json) {
   const auto started = Clock::now();
   Spawned child;
   if (!waits_for_exec_) {
-    child = spawnTask(spec, std::move(env), config_.limits, std::nullopt, ExecWait::kNo);
+    child =
+        spawnTask(spec, std::move(env), config_.limits, std::nullopt, ExecWait::kNo, spawn_files_);
   } else {
     try {
       std::optional<TaskUser> user;
@@ -201,7 +202,7 @@ void ProcessRunner::launch(std::string_view task_json) {
       }
       // The steps of another user and of limits cannot be checked here: wait for the exec, so
       // that one that fails is the launch's error.
-      child = spawnTask(spec, std::move(env), config_.limits, user, ExecWait::kYes);
+      child = spawnTask(spec, std::move(env), config_.limits, user, ExecWait::kYes, spawn_files_);
     } catch (...) {
       takeBack(spec.task_id, spec.work_dir);
       throw;

@@ -127,6 +127,7 @@ class ProcessRunner final : public sdk::TaskRunner {
   std::string env_user_;                  // USER/LOGNAME/HOME of a scrubbed environment
   std::string env_home_;
   bool waits_for_exec_ = false;  // another user or resource limits: wait for the exec
+  SpawnFiles spawn_files_;       // /dev/null and /proc/self/status, for every launch
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   // A one-shot timer a launch arms when the reaper waits with nothing due, so that it wakes to

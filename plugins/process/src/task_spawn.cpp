@@ -18,7 +18,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -296,11 +299,11 @@ int programError(const std::string& path) {
   return ::faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) == 0 ? 0 : errno;
 }
 
-// The signals whose disposition is not SIG_DFL now, bit sig - 1 (SIGKILL and SIGSTOP never
-// are). Asked of the kernel, not of libc, which hides the signals of its own (SIGCANCEL,
-// SIGSETXID) and their handlers. Asked at each launch: a plugin may set a handler any time.
-// Setting only these in the child, not all 64, takes about 0.1 ms off each launch here.
-std::uint64_t signalsNotDefault() {
+// The signals whose disposition is not SIG_DFL now (bit sig - 1), asked of the kernel signal by
+// signal (SIGKILL and SIGSTOP never are). Of the kernel, not of libc, which hides the signals of
+// its own (SIGCANCEL, SIGSETXID) and their handlers. Setting only these in the child, not all
+// 64, takes about 0.1 ms off each launch here.
+std::uint64_t askEachSignal() {
   static_assert(NSIG - 1 <= 64);
   std::uint64_t found = 0;
   for (int sig = 1; sig < NSIG; ++sig) {
@@ -312,6 +315,27 @@ std::uint64_t signalsNotDefault() {
     if (now.handler != 0 /* SIG_DFL */) found |= std::uint64_t{1} << (sig - 1);
   }
   return found;
+}
+
+// The same from the kernel's SigIgn and SigCgt lines of /proc/self/status (hexadecimal masks,
+// bit sig - 1), or nullopt when they cannot be read.
+std::optional<std::uint64_t> readDispositions(int status_fd) {
+  char text[4096];
+  const ssize_t n = ::pread(status_fd, text, sizeof text - 1, 0);
+  if (n <= 0) return std::nullopt;
+  text[n] = '\0';
+  auto mask = [&](std::string_view key) -> std::optional<std::uint64_t> {
+    const char* at = std::strstr(text, key.data());
+    if (at == nullptr) return std::nullopt;
+    char* end = nullptr;
+    const std::uint64_t value = std::strtoull(at + key.size(), &end, 16);
+    if (end == at + key.size()) return std::nullopt;
+    return value;
+  };
+  const auto ignored = mask("\nSigIgn:");
+  const auto caught = mask("\nSigCgt:");
+  if (!ignored || !caught) return std::nullopt;
+  return *ignored | *caught;
 }
 
 }  // namespace
@@ -355,6 +379,24 @@ std::optional<std::string> ChildLaunch::failure() const {
   return cannotStart(plan_->argv_text.front(), describeFailure(plan_->failure, plan_->steps));
 }
 
+SpawnFiles::SpawnFiles()
+    : dev_null_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      status_(::open("/proc/self/status", O_RDONLY | O_CLOEXEC)) {
+  if (dev_null_.get() < 0) {
+    throw sdk::Error(DH_ERROR, "cannot open /dev/null: " + errnoText(errno));
+  }
+  // A /proc that does not read as the kernel answers (another pid namespace's, a stand-in):
+  // each launch asks signal by signal instead.
+  if (status_.get() >= 0 && readDispositions(status_.get()) != askEachSignal()) status_.reset();
+}
+
+std::uint64_t SpawnFiles::signalsNotDefault() const {
+  if (status_.get() >= 0) {
+    if (auto read = readDispositions(status_.get())) return *read;
+  }
+  return askEachSignal();
+}
+
 std::string searchPath(const std::string& name) {
   const char* path_var = ::getenv("PATH");
   std::string_view path = path_var && *path_var ? path_var : kDefaultPath;
@@ -374,7 +416,7 @@ std::string searchPath(const std::string& name) {
 }
 
 Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const ResourceLimits& limits,
-                  const std::optional<TaskUser>& user, ExecWait wait) {
+                  const std::optional<TaskUser>& user, ExecWait wait, const SpawnFiles& files) {
   const bool wait_for_exec = wait == ExecWait::kYes || !kOwnSystemCalls;
   auto owned = std::make_unique<ChildLaunch::Plan>();
   ChildLaunch::Plan& plan = *owned;
@@ -394,11 +436,16 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   plan.argv = pointersTo(plan.argv_text);
   plan.envp = pointersTo(plan.env_text);
 
-  UniqueFd stdin_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (stdin_fd.get() < 0) throw sdk::Error(DH_ERROR, "cannot open /dev/null: " + errnoText(errno));
   auto open_output = [&](const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    // Emptied only when not empty: O_TRUNC would write the empty file of a reused directory
+    // (its times) for nothing.
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd.get() < 0) throw sdk::Error(DH_ERROR, "cannot open " + path + ": " + errnoText(errno));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 ||
+        (S_ISREG(st.st_mode) && st.st_size > 0 && ::ftruncate(fd.get(), 0) != 0)) {
+      throw sdk::Error(DH_ERROR, "cannot empty " + path + ": " + errnoText(errno));
+    }
     if (user && ::fchown(fd.get(), user->uid, user->gid) != 0) {
       throw sdk::Error(DH_ERROR, "cannot give " + path + " to uid " + std::to_string(user->uid) +
                                      ": " + errnoText(errno));
@@ -409,7 +456,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   const UniqueFd stderr_fd = open_output(spec.work_dir + "/stderr");
 
   ChildPlan& steps = plan.steps;
-  steps.stdin_fd = stdin_fd.get();
+  steps.stdin_fd = files.devNull();
   steps.stdout_fd = stdout_fd.get();
   steps.stderr_fd = stderr_fd.get();
   steps.program = plan.program.c_str();
@@ -417,7 +464,7 @@ Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const Reso
   steps.envp = plan.envp.data();
   steps.cwd = plan.cwd.c_str();
   steps.failure = &plan.failure;
-  steps.not_default = signalsNotDefault();
+  steps.not_default = files.signalsNotDefault();
   for (auto [resource, value] :
        {std::pair{RLIMIT_NOFILE, limits.open_files}, std::pair{RLIMIT_NPROC, limits.processes},
         std::pair{RLIMIT_AS, limits.address_space_bytes},

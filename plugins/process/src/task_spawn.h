@@ -26,11 +26,13 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dockhand/base/unique_fd.h"
 #include "process_config.h"
 
 namespace dockhand::plugins::process {
@@ -72,6 +74,25 @@ struct Spawned {
   std::unique_ptr<ChildLaunch> launch;  // ExecWait::kNo: keep until the child is reaped
 };
 
+// What every launch of one runner uses, opened once (a ProcessRunner holds one): /dev/null, the
+// tasks' stdin, and /proc/self/status, where the agent's signal dispositions are read at each
+// launch in one read (about 10 us here) rather than 64 queries of the kernel (about 34 us).
+class SpawnFiles {
+ public:
+  // Throws sdk::Error when /dev/null cannot be opened; without /proc, each launch asks the
+  // kernel signal by signal.
+  SpawnFiles();
+  int devNull() const { return dev_null_.get(); }
+  // The signals whose disposition is not SIG_DFL now (bit sig - 1): the agent's handlers, which
+  // must not run in the child, and what it ignores, which the task must not inherit. Read at
+  // each launch: a plugin may set a handler any time.
+  std::uint64_t signalsNotDefault() const;
+
+ private:
+  UniqueFd dev_null_;
+  UniqueFd status_;  // /proc/self/status, or -1
+};
+
 // The program a bare command names, looked up in the agent's PATH like execvp does. Throws
 // the launch error when there is none.
 std::string searchPath(const std::string& name);
@@ -79,6 +100,6 @@ std::string searchPath(const std::string& name);
 // Starts spec.argv with `env`, `limits` (soft and hard) and, when `user` is set, as that user,
 // who then owns the stdout and stderr files. Throws sdk::Error with the launch error.
 Spawned spawnTask(const TaskSpec& spec, std::vector<std::string> env, const ResourceLimits& limits,
-                  const std::optional<TaskUser>& user, ExecWait wait);
+                  const std::optional<TaskUser>& user, ExecWait wait, const SpawnFiles& files);
 
 }  // namespace dockhand::plugins::process

@@ -228,6 +228,22 @@ TEST_F(ProcessPluginTest, TaskStartsWithDefaultSignalDispositions) {
   EXPECT_THAT(status, HasSubstr("SigCgt:\t0000000000000000\n"));
 }
 
+// A directory that holds an earlier run's stdout and stderr (left by an earlier agent): the task
+// starts with both empty, and its result is what it wrote alone.
+TEST_F(ProcessPluginTest, StdoutAndStderrLeftInTheDirectoryStartEmpty) {
+  const std::string task_json = task(1, shell("echo new; echo err >&2; exit 3"));
+  const auto dir = tmp_.path() / "task-1";
+  std::ofstream(dir / "stdout") << "an earlier run's output, longer than the new one\n";
+  std::ofstream(dir / "stderr") << "an earlier run's errors\n";
+  auto launched = runner_->launch(task_json);
+  ASSERT_TRUE(launched.ok()) << launched.error;
+  auto end = recorder_.waitTerminal(1);
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->state, DH_TASK_FAILED) << end->detail;
+  EXPECT_EQ(end->detail.at("stderr_tail"), "err\n");
+  EXPECT_EQ(readFileText(dir / "stdout"), "new\n");
+}
+
 // The launch returns before the child has exec'd, or even made its process group: a kill at
 // once still reaches every process of the task.
 TEST_F(ProcessPluginTest, KillRightAfterTheLaunchReachesTheTask) {
