@@ -94,10 +94,15 @@ struct BackendOptions {
   std::size_t max_remembered_kills = 100000;
   Millis stop_grace{5000};  // how long running tasks get to stop on exit
   // A task's RUNNING waits until the core thread is idle (sendHeldStatuses, from the event
-  // loop's idle hook) and is skipped when the task ends first, as protocol.md 7.2 allows: a
-  // short task then costs the link and the driver one StatusUpdate, not two. False: RUNNING is
-  // sent at once (for tests that drive the Backend by hand).
+  // loop's idle hook) and at least `running_hold` after the runner reported it, and is skipped
+  // when the task ends first, as protocol.md 7.2 allows: a short task then costs the link and
+  // the driver one StatusUpdate, not two. False: RUNNING is sent at once (for tests that drive
+  // the Backend by hand).
   bool hold_running = false;
+  // A `/bin/true` task lives about a millisecond from its launch: its RUNNING, sent, took a
+  // quarter of the driver's CPU per task and 7 % of the core thread's (docs/benchmarks.md).
+  // Longer tasks' RUNNING comes this much later; the driver never waits for one.
+  Millis running_hold{2};
 
   // Called on the core thread with the app's resource profile once the app config arrived,
   // before registering: the resources to register, or why this agent cannot offer what the
@@ -196,7 +201,8 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
   void onDriverDisconnected(const std::string& reason) override;
   // From the executor, behind the resource guard (TaskStatusSink).
   void onTaskStatus(const TaskStatusEvent& status) override;
-  // The core thread is idle: sends the RUNNING updates held meanwhile (hold_running).
+  // The core thread is idle: sends the RUNNING updates held long enough (hold_running), and
+  // sets a timer for those that are not yet.
   void sendHeldStatuses();
   void onWorkerLost(const std::string& reason);
   // A plugin cannot give back what it holds (dh_host.unrecoverable; a task thread that
@@ -380,8 +386,13 @@ class Backend final : public DriverEvents, public TaskStatusSink, private Decomm
     std::string encoded{};
   };
   std::deque<Outgoing> outbox_;
-  // Tasks whose RUNNING waits for the core thread to be idle (hold_running), oldest first.
-  std::vector<std::uint64_t> held_running_;
+  // Tasks whose RUNNING waits (hold_running), oldest first, each with when it may go.
+  struct HeldRunning {
+    std::uint64_t task_id = 0;
+    TimePoint due{};
+  };
+  std::vector<HeldRunning> held_running_;
+  std::optional<Timers::TimerId> held_running_timer_;  // armed while some wait past idle
   // The latest final statuses written to the link, oldest first (at most kRecentEnds).
   static constexpr std::size_t kRecentEnds = 4096;
   std::deque<Outgoing> recent_ends_;

@@ -239,10 +239,12 @@ void Backend::onTaskStatus(const TaskStatusEvent& status) {
       metrics_.launch_latency.observe(taskSeconds(timers_.now() - it->second.received));
     }
     if (options_.hold_running) {
-      held_running_.push_back(status.task_id);
+      held_running_.push_back({status.task_id, timers_.now() + options_.running_hold});
       return;
     }
-  } else if (auto held = std::find(held_running_.begin(), held_running_.end(), status.task_id);
+  } else if (auto held =
+                 std::find_if(held_running_.begin(), held_running_.end(),
+                              [&](const HeldRunning& h) { return h.task_id == status.task_id; });
              held != held_running_.end()) {
     // It ended before its RUNNING left: the final status says it all (protocol.md 7.2).
     held_running_.erase(held);
@@ -310,15 +312,24 @@ proto::TaskMetrics Backend::measured(const TaskStatusEvent& status, const Runnin
 }
 
 void Backend::sendHeldStatuses() {
-  for (std::uint64_t task_id : held_running_) {
-    auto it = running_.find(task_id);
+  const TimePoint now = timers_.now();
+  auto waiting = held_running_.begin();  // the first not yet due: held in due order
+  for (; waiting != held_running_.end() && waiting->due <= now; ++waiting) {
+    auto it = running_.find(waiting->task_id);
     if (it == running_.end()) continue;
     TaskStatusEvent running;
-    running.task_id = task_id;
+    running.task_id = waiting->task_id;
     running.state = proto::TaskState::kRunning;
     sendStatus(statusUpdate(running, it->second));
   }
-  held_running_.clear();
+  held_running_.erase(held_running_.begin(), waiting);
+  if (held_running_.empty() || held_running_timer_) return;
+  // No wake-up while none waits; the idle hook that follows the timer flushes the link.
+  held_running_timer_ =
+      timers_.schedule(std::chrono::ceil<Millis>(held_running_.front().due - now), [this] {
+        held_running_timer_.reset();
+        sendHeldStatuses();
+      });
 }
 
 proto::StatusUpdate Backend::statusUpdate(const TaskStatusEvent& status,

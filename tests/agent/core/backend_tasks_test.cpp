@@ -314,6 +314,7 @@ TEST(BackendTest, HeldRunningGoesWhenIdleAndIsSkippedWhenTheTaskEndsFirst) {
   BackendOptions options = testOptions();
   options.metrics = &registry;
   options.hold_running = true;
+  options.running_hold = Millis(0);  // the hold's own test is below
   Harness h(options);
   h.runToRunning();
   h.launch(1, /*cpus=*/2);
@@ -343,6 +344,39 @@ TEST(BackendTest, HeldRunningGoesWhenIdleAndIsSkippedWhenTheTaskEndsFirst) {
       registry.histogram("dockhand_task_launch_latency_seconds", "", {}, metrics::latencyBuckets())
           .get();
   EXPECT_EQ(latency.count(), 2u) << "a skipped RUNNING still times its launch";
+}
+
+// running_hold: a RUNNING waits that long after its report, past the idle moment, so that a task
+// that ends within it costs one StatusUpdate; a timer sends it once due, and none is left armed.
+TEST(BackendTest, HeldRunningWaitsItsHoldThenGoesOnATimer) {
+  BackendOptions options = testOptions();
+  options.hold_running = true;
+  options.running_hold = Millis(2);
+  Harness h(options);
+  h.runToRunning();
+  h.launch(1);
+  h.launch(2);
+  h.report(1, TaskState::kRunning);
+  h.timers.advance(Millis(1));
+  h.report(2, TaskState::kRunning);
+  h.backend.sendHeldStatuses();  // idle, but neither is due
+  EXPECT_TRUE(h.statusUpdates().empty());
+
+  h.report(2, TaskState::kFinished);  // within its hold: its RUNNING is skipped
+  h.backend.sendHeldStatuses();
+  h.timers.advance(Millis(1));  // task 1's hold is over: the timer sends it
+  auto updates = h.statusUpdates();
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].task_id, 2u);
+  EXPECT_EQ(updates[0].state, TaskState::kFinished);
+  EXPECT_EQ(updates[1].task_id, 1u);
+  EXPECT_EQ(updates[1].state, TaskState::kRunning);
+
+  const std::size_t armed = h.timers.pending();
+  h.backend.sendHeldStatuses();
+  h.timers.advance(Millis(10));
+  EXPECT_EQ(h.statusUpdates().size(), 2u) << "each RUNNING goes once";
+  EXPECT_LE(h.timers.pending(), armed) << "no timer armed while no RUNNING waits";
 }
 
 TEST(BackendTest, FailedStatusCarriesExitCodeSignalAndStderr) {
