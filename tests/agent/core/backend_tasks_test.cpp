@@ -10,6 +10,16 @@
 namespace dockhand::agent::backend_testing {
 namespace {
 
+// `updates` are task `ended`'s final status, then task `running`'s RUNNING.
+void expectEndThenRunning(const std::vector<proto::StatusUpdate>& updates, std::uint64_t ended,
+                          TaskState end_state, std::uint64_t running) {
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0].task_id, ended);
+  EXPECT_EQ(updates[0].state, end_state);
+  EXPECT_EQ(updates[1].task_id, running);
+  EXPECT_EQ(updates[1].state, TaskState::kRunning);
+}
+
 // ---- Tasks ---------------------------------------------------------------------------------
 
 TEST(BackendTest, LaunchTaskBeforeRegistrationIsProtocolViolation) {
@@ -326,11 +336,8 @@ TEST(BackendTest, HeldRunningGoesWhenIdleAndIsSkippedWhenTheTaskEndsFirst) {
   h.report(2, TaskState::kFinished);  // ended before its RUNNING left
   h.backend.sendHeldStatuses();
   auto updates = h.statusUpdates();
+  expectEndThenRunning(updates, 2, TaskState::kFinished, 1);
   ASSERT_EQ(updates.size(), 2u);
-  EXPECT_EQ(updates[0].task_id, 2u);
-  EXPECT_EQ(updates[0].state, TaskState::kFinished);
-  EXPECT_EQ(updates[1].task_id, 1u);
-  EXPECT_EQ(updates[1].state, TaskState::kRunning);
   EXPECT_EQ(updates[1].cpus, 2);
 
   h.backend.sendHeldStatuses();
@@ -365,12 +372,7 @@ TEST(BackendTest, HeldRunningWaitsItsHoldThenGoesOnATimer) {
   h.report(2, TaskState::kFinished);  // within its hold: its RUNNING is skipped
   h.backend.sendHeldStatuses();
   h.timers.advance(Millis(1));  // task 1's hold is over: the timer sends it
-  auto updates = h.statusUpdates();
-  ASSERT_EQ(updates.size(), 2u);
-  EXPECT_EQ(updates[0].task_id, 2u);
-  EXPECT_EQ(updates[0].state, TaskState::kFinished);
-  EXPECT_EQ(updates[1].task_id, 1u);
-  EXPECT_EQ(updates[1].state, TaskState::kRunning);
+  expectEndThenRunning(h.statusUpdates(), 2, TaskState::kFinished, 1);
 
   const std::size_t armed = h.timers.pending();
   h.backend.sendHeldStatuses();
