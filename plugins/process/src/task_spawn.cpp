@@ -324,12 +324,13 @@ std::optional<std::uint64_t> readDispositions(int status_fd) {
   const ssize_t n = ::pread(status_fd, text, sizeof text - 1, 0);
   if (n <= 0) return std::nullopt;
   text[n] = '\0';
-  auto mask = [&](std::string_view key) -> std::optional<std::uint64_t> {
-    const char* at = std::strstr(text, key.data());
+  auto mask = [&](const char* key) -> std::optional<std::uint64_t> {
+    const char* at = std::strstr(text, key);
     if (at == nullptr) return std::nullopt;
+    const char* digits = at + std::strlen(key);
     char* end = nullptr;
-    const std::uint64_t value = std::strtoull(at + key.size(), &end, 16);
-    if (end == at + key.size()) return std::nullopt;
+    const std::uint64_t value = std::strtoull(digits, &end, 16);
+    if (end == digits) return std::nullopt;
     return value;
   };
   const auto ignored = mask("\nSigIgn:");
@@ -379,12 +380,11 @@ std::optional<std::string> ChildLaunch::failure() const {
   return cannotStart(plan_->argv_text.front(), describeFailure(plan_->failure, plan_->steps));
 }
 
-SpawnFiles::SpawnFiles()
-    : dev_null_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
-      status_(::open("/proc/self/status", O_RDONLY | O_CLOEXEC)) {
+SpawnFiles::SpawnFiles() : dev_null_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {
   if (dev_null_.get() < 0) {
     throw sdk::Error(DH_ERROR, "cannot open /dev/null: " + errnoText(errno));
   }
+  status_.reset(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
   // A /proc that does not read as the kernel answers (another pid namespace's, a stand-in):
   // each launch asks signal by signal instead.
   if (status_.get() >= 0 && readDispositions(status_.get()) != askEachSignal()) status_.reset();
