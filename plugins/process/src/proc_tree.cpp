@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -149,6 +150,16 @@ std::optional<ProcessIdentity> readProcessIdentity(pid_t pid) {
   unsigned long long start_ticks = 0;
   if (!(rest >> start_ticks)) return std::nullopt;
   return ProcessIdentity{static_cast<pid_t>(ppid), start_ticks};
+}
+
+std::optional<std::uint64_t> numberAfter(const char* text, const char* key, int base) {
+  const char* at = std::strstr(text, key);
+  if (at == nullptr) return std::nullopt;
+  const char* digits = at + std::strlen(key);
+  char* end = nullptr;
+  const std::uint64_t value = std::strtoull(digits, &end, base);
+  if (end == digits) return std::nullopt;
+  return value;
 }
 
 }  // namespace dockhand::plugins::process

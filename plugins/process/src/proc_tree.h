@@ -1,8 +1,10 @@
-// Reads a process group's processes and threads from /proc, for thread dumps.
+// Reads a process group's processes and threads from /proc, for thread dumps, and the numbers
+// of /proc's "key: value" texts for the runner's other reads.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -26,5 +28,10 @@ struct ProcessIdentity {
   unsigned long long start_ticks = 0;
 };
 std::optional<ProcessIdentity> readProcessIdentity(pid_t pid);
+
+// The number after `key` in a NUL-terminated /proc text ("rchar: 123" in /proc/<pid>/io,
+// "SigCgt:\t0000000000000002" in /proc/<pid>/status), read in `base`; nullopt when `key` is
+// not there or no digit follows it.
+std::optional<std::uint64_t> numberAfter(const char* text, const char* key, int base);
 
 }  // namespace dockhand::plugins::process

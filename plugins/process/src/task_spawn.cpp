@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <optional>
 #include <string_view>
@@ -30,6 +29,7 @@
 #include "dockhand/base/unique_fd.h"
 #include "dockhand/plugin.hpp"
 #include "errno_text.h"
+#include "proc_tree.h"
 #include "task_environment.h"
 
 namespace dockhand::plugins::process {
@@ -324,17 +324,8 @@ std::optional<std::uint64_t> readDispositions(int status_fd) {
   const ssize_t n = ::pread(status_fd, text, sizeof text - 1, 0);
   if (n <= 0) return std::nullopt;
   text[n] = '\0';
-  auto mask = [&](const char* key) -> std::optional<std::uint64_t> {
-    const char* at = std::strstr(text, key);
-    if (at == nullptr) return std::nullopt;
-    const char* digits = at + std::strlen(key);
-    char* end = nullptr;
-    const std::uint64_t value = std::strtoull(digits, &end, 16);
-    if (end == digits) return std::nullopt;
-    return value;
-  };
-  const auto ignored = mask("\nSigIgn:");
-  const auto caught = mask("\nSigCgt:");
+  const auto ignored = numberAfter(text, "\nSigIgn:", 16);
+  const auto caught = numberAfter(text, "\nSigCgt:", 16);
   if (!ignored || !caught) return std::nullopt;
   return *ignored | *caught;
 }

@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
+
+#include "proc_tree.h"
 
 namespace dockhand::plugins::process {
 
@@ -45,13 +46,8 @@ std::optional<ProcessIo> readProcessIo(pid_t pid) {
   ::close(fd);
   if (n <= 0) return std::nullopt;
   text[n] = '\0';
-  auto field = [&](const char* key) -> std::optional<std::uint64_t> {
-    const char* at = std::strstr(text, key);
-    if (at == nullptr) return std::nullopt;
-    return std::strtoull(at + std::strlen(key), nullptr, 10);
-  };
-  const auto read = field("rchar:");
-  const auto written = field("wchar:");
+  const auto read = numberAfter(text, "rchar:", 10);
+  const auto written = numberAfter(text, "wchar:", 10);
   if (!read || !written) return std::nullopt;
   return ProcessIo{*read, *written};
 }
