@@ -256,16 +256,19 @@ class BlockHandler : public Poco::Net::HTTPRequestHandler {
               const RoutedRequest& routed) {
     const bool task = routed.route == BlockRoute::kTaskLog;
     LogFile file = server_.openLog(task, routed.task_id, routed.stream);
-    if (file.fd < 0) {
+    if (file.fd < 0 && file.status != 200) {
       const int status = file.status >= 400 && file.status < 600 ? file.status : 404;
       return sendText(response, static_cast<HTTPResponse::HTTPStatus>(status), file.reason);
     }
     const UniqueFd closer(file.fd);
-    struct stat st {};
-    if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "the log is not a regular file");
+    std::uint64_t size = 0;  // an empty log when there is no file
+    if (file.fd >= 0) {
+      struct stat st {};
+      if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return sendText(response, HTTPResponse::HTTP_NOT_FOUND, "the log is not a regular file");
+      }
+      size = file.size.value_or(static_cast<std::uint64_t>(st.st_size));
     }
-    const auto size = static_cast<std::uint64_t>(st.st_size);
     std::optional<std::string_view> range_header;
     std::string range_value;
     if (request.has("Range")) {

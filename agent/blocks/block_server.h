@@ -43,6 +43,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -78,11 +79,22 @@ struct BlockServerOptions {
 };
 
 // What a log request gets from the log provider: an open file descriptor to read (the server
-// closes it), or the status and one-line reason to answer with.
+// closes it), an empty log, or the status and one-line reason to answer with.
 struct LogFile {
-  int fd = -1;
+  int fd = -1;  // -1 with status 200: an empty log
   int status = 404;
   std::string reason;
+  // How much of the file is the log, when the opener knows (a task's file may go on to another
+  // task: what comes after is not this log's); its size at the request otherwise.
+  std::optional<std::uint64_t> size;
+
+  static LogFile open(int fd, std::optional<std::uint64_t> size = std::nullopt) {
+    return LogFile{fd, 200, {}, size};
+  }
+  static LogFile empty() { return LogFile{-1, 200, {}, std::nullopt}; }
+  static LogFile refused(int status, std::string reason) {
+    return LogFile{-1, status, std::move(reason), std::nullopt};
+  }
 };
 
 class BlockServer {
@@ -135,7 +147,7 @@ class BlockServer {
   std::optional<std::string> notReady() const { return readiness_ ? readiness_() : std::nullopt; }
   LogFile openLog(bool task, std::uint64_t task_id, const std::string& stream) const {
     if (logs_) return logs_(task, task_id, stream);
-    return LogFile{-1, 404, "this server serves no logs"};
+    return LogFile::refused(404, "this server serves no logs");
   }
 
  private:

@@ -16,15 +16,16 @@ LogFile openOwnLog(const std::string& stream) {
   } else if (stream == "stderr") {
     fd = STDERR_FILENO;
   } else {
-    return LogFile{-1, 404, "no such stream '" + stream + "' (the agent has stdout and stderr)"};
+    return LogFile::refused(404,
+                            "no such stream '" + stream + "' (the agent has stdout and stderr)");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return LogFile{-1, 404,
-                   "the agent's " + stream +
-                       " is not a file (a terminal, a pipe or the journal: under systemd, "
-                       "journalctl -u dockhand); start the agent with " +
-                       stream + " redirected to a file to serve it here"};
+    return LogFile::refused(404,
+                            "the agent's " + stream +
+                                " is not a file (a terminal, a pipe or the journal: under systemd, "
+                                "journalctl -u dockhand); start the agent with " +
+                                stream + " redirected to a file to serve it here");
   }
   // The descriptor itself is open for writing only: the same file again, for reading.
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -34,9 +35,9 @@ LogFile openOwnLog(const std::string& stream) {
       again.st_ino != st.st_ino) {
     const std::string why = reader < 0 ? std::strerror(errno) : "it was replaced meanwhile";
     if (reader >= 0) ::close(reader);
-    return LogFile{-1, 500, "cannot read the agent's " + stream + ": " + why};
+    return LogFile::refused(500, "cannot read the agent's " + stream + ": " + why);
   }
-  return LogFile{reader, 200, {}};
+  return LogFile::open(reader);
 }
 
 }  // namespace dockhand::agent

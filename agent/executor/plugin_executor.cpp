@@ -471,12 +471,13 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
                   protocol::toString(event->state));
       return;
     }
-    // No output directory (a runner that makes task directories made none), or an empty one:
-    // no blocks, and no trip through an I/O thread. A task without a directory has no output
-    // directory either: one look at the file system, not two.
-    const bool has_dir = hasTaskDir(task_id);
+    // One look at what the task left: no directory (a runner that makes task directories made
+    // none) or nothing in it means no blocks, and no trip through an I/O thread; a directory
+    // left as the task got it can serve the next task as it is (retireTaskDir).
+    const LeftInDir left = lookAtEndedDir(taskDir(task_id));
     std::filesystem::path output_dir;  // where a finished task's blocks would be
-    if (has_dir && event->state == protocol::TaskState::kFinished && block_store_ != nullptr) {
+    if (left == LeftInDir::kSomething && event->state == protocol::TaskState::kFinished &&
+        block_store_ != nullptr) {
       output_dir = taskDir(task_id) / "output";
     }
     if (!output_dir.empty() && mayHoldEntries(output_dir)) {
@@ -493,11 +494,11 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           event.reason = taken.error().message;
           event.blocks.clear();
         }
-        postEnd(std::move(event), /*has_dir=*/true);
+        postEnd(std::move(event), LeftInDir::kSomething);
       });
       return;
     }
-    postEnd(std::move(*event), has_dir);
+    postEnd(std::move(*event), left);
     return;
   }
   events_.post([registry = registry_, event = std::move(*event)]() mutable {
@@ -505,14 +506,17 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
   });
 }
 
-void PluginExecutor::postEnd(TaskStatusEvent event, bool has_dir) {
+void PluginExecutor::postEnd(TaskStatusEvent event, LeftInDir left) {
   const std::uint64_t task_id = event.task_id;
+  // Before the status: a directory the task left as it got it is there for the launch that
+  // the status may bring at once.
+  const bool offered = offerUntouched(task_id, left);
   events_.post([registry = registry_, event = std::move(event)]() mutable {
     deliver(*registry, event, /*terminal=*/true);
   });
   // After the status: the I/O thread this may wake (to clear an old directory) would take the
   // CPU from this thread before the status left (a process task's status, measured: 0.1 ms).
-  retireTaskDir(task_id, has_dir);
+  if (!offered) retireTaskDir(task_id, left);
   {
     std::lock_guard lock(live_->mutex);
     live_->ingesting.erase(task_id);

@@ -64,6 +64,7 @@
 #include "blocks/io_pool.h"
 #include "core/ports.h"
 #include "dockhand/protocol/auth.h"
+#include "executor/task_files.h"
 #include "plugins/plugin_calls.h"
 #include "plugins/task_runner_plugin.h"
 
@@ -170,6 +171,13 @@ class PluginExecutor final : public Executor {
     TaskStatusSink* statuses = nullptr;
     std::function<void(std::uint64_t)> retire_dir;  // retireTaskDir()
   };
+  // Why an ended task has no directory here.
+  enum class NoDir : std::uint8_t {
+    kNeverHad,     // a runner that makes directories made none: the task wrote nothing
+    kReclaimed,    // removed or reused past keep_task_dirs
+    kWroteNothing  // it left its directory as it got it, and another task took it (its logs
+                   // are empty)
+  };
   // Tasks a runner accepted and has not reported ended; guarded by its mutex.
   struct Live {
     std::mutex mutex;
@@ -179,12 +187,14 @@ class PluginExecutor final : public Executor {
     // blocks first).
     std::unordered_set<std::uint64_t> ingesting;
     std::deque<std::uint64_t> ended_dirs;  // ended tasks' directories still kept
-    // Ended tasks that have no directory here (any more), so that their logs answer why:
-    // true for one whose directory was removed (keep_task_dirs), false for one that never had
-    // one (a runner that makes directories, and the task wrote nothing). The most recent
-    // kMaxRememberedEnded of them.
-    std::unordered_map<std::uint64_t, bool> no_dir;
+    // Ended tasks that have no directory here (any more), so that their logs answer why (see
+    // NoDir). The most recent kMaxRememberedEnded of them.
+    std::unordered_map<std::uint64_t, NoDir> no_dir;
     std::deque<std::uint64_t> no_dir_order;
+    // Directories of ended tasks that left nothing in them (LeftInDir::kNothing), under their
+    // tasks' names still, at most kMaxSpareDirs: a new task's directory is one of them renamed
+    // (within tasks/) when there is one, before a spare.
+    std::vector<std::filesystem::path> untouched;
     std::vector<std::filesystem::path> doomed;  // to reuse or remove, by one I/O job at a time
     bool removing = false;                      // that job is queued or running
     // Doomed directories cleared for another task (clearForReuse) and parked in tasks/spare/,
@@ -204,8 +214,9 @@ class PluginExecutor final : public Executor {
   // Core thread: the ended task's input figures (empty for a task without inputs), forgotten.
   static protocol::TaskMetrics takeInputMetrics(Registry& registry, std::uint64_t task_id);
   // A task's end (any thread): its status posted to the core thread, then its directory
-  // retired, then it leaves `ingesting` and stopAll() may go on.
-  void postEnd(TaskStatusEvent event, bool has_dir);
+  // retired (`left`: what the task left in it), then it leaves `ingesting` and stopAll() may
+  // go on.
+  void postEnd(TaskStatusEvent event, LeftInDir left);
   // Core thread: fetches the task's inputs on an I/O thread; its runner gets the task once they
   // are all here (task_inputs.cpp).
   void startFetch(const protocol::TaskDescription& task, Runner* runner, std::string task_json,
@@ -242,23 +253,30 @@ class PluginExecutor final : public Executor {
   std::filesystem::path taskDir(std::uint64_t task_id) const;
   // Core thread: creates <work_dir>/tasks once; fails saying why not.
   Result<void> makeTasksDir();
-  // Any thread: a task's directory, output/ and input/ (see launch()): a spare one renamed
-  // when there is one; fails saying why not.
+  // Any thread: a task's directory, output/ and input/ (see launch()): an untouched or spare
+  // one renamed when there is one; fails saying why not.
   static Result<void> makeTaskDir(Live& live, const std::filesystem::path& task_dir);
-  // Any thread: renames a spare directory to `task_dir`; false when there is none (or it
-  // cannot be).
+  // Any thread: renames an untouched directory (Live::untouched) or else a spare one to
+  // `task_dir`; false when there is none (or it cannot be).
   static bool takeSpareDir(Live& live, const std::filesystem::path& task_dir);
   // I/O job: clears `dir` and parks it in tasks/spare/ when there is room, else removes it.
   static void reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
                             const std::filesystem::path& dir);
-  // Any thread: the task ended and its runner and outputs are done with its directory; the
-  // oldest directories beyond keep_task_dirs_ are reused or removed on an I/O thread. Once per
-  // task. A task with no directory (see launch()) is only remembered: no I/O thread wakes for
-  // it. `known_has_dir`: whether the task's directory exists, when the caller just looked.
-  void retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir = std::nullopt);
-  bool hasTaskDir(std::uint64_t task_id) const;
+  // Any thread: the task ended and its runner and outputs are done with its directory. One
+  // the task left as it got it waits, untouched, for the next launch; the others are kept, and
+  // the oldest beyond keep_task_dirs_ are reused or removed on an I/O thread. Once per task.
+  // A task with no directory (see launch()) is only remembered: no I/O thread wakes for it.
+  // `known`: what the task left (lookAtEndedDir), when the caller just looked.
+  // With `known`, the caller has offered it (offerUntouched) first.
+  void retireTaskDir(std::uint64_t task_id, std::optional<LeftInDir> known = std::nullopt);
+  // Any thread: when the task left its directory as it got it (`left`) and fewer than
+  // kMaxSpareDirs wait, offers it to the next launch (Live::untouched), its logs answering
+  // empty from here on; true then.
+  bool offerUntouched(std::uint64_t task_id, LeftInDir left);
   // Under live_->mutex: remembers that `task_id` has no directory here (see Live::no_dir).
-  void rememberNoDir(std::uint64_t task_id, bool reclaimed);
+  void rememberNoDir(std::uint64_t task_id, NoDir why);
+  // Under live_->mutex: why the ended `task_id` has no directory here, if it is remembered.
+  std::optional<NoDir> noDirOf(std::uint64_t task_id) const;
 
   EventSink& events_;
   std::filesystem::path work_dir_;

@@ -3,6 +3,7 @@
 // or removed on an I/O thread, and the stdout/stderr in them opened for the block server.
 // Apart from plugin_executor.cpp, which runs the tasks, because this is file work of its own.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,25 +65,30 @@ Result<void> PluginExecutor::makeTaskDir(Live& live, const std::filesystem::path
 }
 
 bool PluginExecutor::takeSpareDir(Live& live, const std::filesystem::path& task_dir) {
-  std::filesystem::path spare;
+  std::filesystem::path from;
+  bool untouched = false;
   {
     std::lock_guard lock(live.mutex);
-    if (live.spares.empty()) return false;
-    spare = std::move(live.spares.back());
-    live.spares.pop_back();
+    // An ended task's untouched directory first: one rename within tasks/, and no I/O thread
+    // had to clear it.
+    auto& pool = !live.untouched.empty() ? live.untouched : live.spares;
+    if (pool.empty()) return false;
+    untouched = &pool == &live.untouched;
+    from = std::move(pool.back());
+    pool.pop_back();
   }
   // One rename, where a new directory costs three inodes (and a removed one frees three).
-  if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
     return true;
   }
   const int error = errno;
   if (error == EEXIST) {
     // The task's directory is there already (left by an earlier agent): used as it is.
     std::lock_guard lock(live.mutex);
-    live.spares.push_back(std::move(spare));
+    (untouched ? live.untouched : live.spares).push_back(std::move(from));
   } else {
     logger("executor")
-        ->warn("cannot reuse the spare directory {}: {}", spare.string(), std::strerror(error));
+        ->warn("cannot reuse the directory {}: {}", from.string(), std::strerror(error));
   }
   return false;
 }
@@ -130,8 +136,8 @@ void PluginExecutor::reuseOrRemove(Live& live, const std::filesystem::path& spar
   }
 }
 
-void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
-  live_->no_dir[task_id] = reclaimed;
+void PluginExecutor::rememberNoDir(std::uint64_t task_id, NoDir why) {
+  live_->no_dir[task_id] = why;
   live_->no_dir_order.push_back(task_id);
   if (live_->no_dir_order.size() > kMaxRememberedEnded) {
     live_->no_dir.erase(live_->no_dir_order.front());
@@ -139,24 +145,37 @@ void PluginExecutor::rememberNoDir(std::uint64_t task_id, bool reclaimed) {
   }
 }
 
-bool PluginExecutor::hasTaskDir(std::uint64_t task_id) const {
-  return ::access(taskDir(task_id).c_str(), F_OK) == 0;
+std::optional<PluginExecutor::NoDir> PluginExecutor::noDirOf(std::uint64_t task_id) const {
+  auto found = live_->no_dir.find(task_id);
+  if (found == live_->no_dir.end()) return std::nullopt;
+  return found->second;
 }
 
-void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<bool> known_has_dir) {
-  // A runner that makes directories made none for a task that wrote nothing.
-  const bool has_dir = known_has_dir ? *known_has_dir : hasTaskDir(task_id);
+bool PluginExecutor::offerUntouched(std::uint64_t task_id, LeftInDir left) {
+  if (left != LeftInDir::kNothing) return false;
+  std::lock_guard lock(live_->mutex);
+  if (live_->untouched.size() >= kMaxSpareDirs) return false;
+  // Marked before it can be taken, so that its logs answer empty from here on (openTaskLog).
+  rememberNoDir(task_id, NoDir::kWroteNothing);
+  live_->untouched.push_back(taskDir(task_id));
+  return true;
+}
+
+void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<LeftInDir> known) {
+  const LeftInDir left = known ? *known : lookAtEndedDir(taskDir(task_id));
+  if (!known && offerUntouched(task_id, left)) return;
   {
     std::lock_guard lock(live_->mutex);
-    if (!has_dir) {
-      rememberNoDir(task_id, /*reclaimed=*/false);
+    // A runner that makes directories made none for a task that wrote nothing.
+    if (left == LeftInDir::kNoDirectory) {
+      rememberNoDir(task_id, NoDir::kNeverHad);
       return;
     }
     auto& ended = live_->ended_dirs;
     ended.push_back(task_id);
     while (ended.size() > keep_task_dirs_) {
       live_->doomed.push_back(taskDir(ended.front()));
-      rememberNoDir(ended.front(), /*reclaimed=*/true);
+      rememberNoDir(ended.front(), NoDir::kReclaimed);
       ended.pop_front();
     }
     // One removal job at a time takes whatever is doomed by then: under load, one I/O
@@ -188,43 +207,61 @@ void PluginExecutor::keepTaskDirs(std::size_t count) {
 LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& stream) const {
   const std::string task = "task " + std::to_string(task_id);
   if (stream != "stdout" && stream != "stderr") {
-    return LogFile{-1, 404, "no such stream '" + stream + "' (a task has stdout and stderr)"};
+    return LogFile::refused(404, "no such stream '" + stream + "' (a task has stdout and stderr)");
   }
+  const LogFile empty = LogFile::empty();  // the log of a task that wrote nothing
   bool known = false;
   {
     std::lock_guard lock(live_->mutex);
-    auto no_dir = live_->no_dir.find(task_id);
-    known = live_->tasks.count(task_id) > 0 || live_->ingesting.count(task_id) > 0 ||
-            no_dir != live_->no_dir.end() ||
+    const std::optional<NoDir> no_dir = noDirOf(task_id);
+    known = live_->tasks.count(task_id) > 0 || live_->ingesting.count(task_id) > 0 || no_dir ||
             std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
                 live_->ended_dirs.end();
-    if (no_dir != live_->no_dir.end() && no_dir->second) {
-      return LogFile{-1, 404,
-                     task + "'s directory was reclaimed: this agent keeps the directories of its " +
-                         std::to_string(keep_task_dirs_) +
-                         " most recently ended tasks (keep_task_dirs)"};
+    if (no_dir == NoDir::kWroteNothing) return empty;
+    if (no_dir == NoDir::kReclaimed) {
+      return LogFile::refused(
+          404, task + "'s directory was reclaimed: this agent keeps the directories of its " +
+                   std::to_string(keep_task_dirs_) + " most recently ended tasks (keep_task_dirs)");
     }
   }
+  // Whether the task's directory went to another task meanwhile (it wrote nothing): then its
+  // file may hold the other task's output.
+  auto taken = [&] {
+    std::lock_guard lock(live_->mutex);
+    return noDirOf(task_id) == NoDir::kWroteNothing;
+  };
   const std::filesystem::path dir = taskDir(task_id);
   const std::filesystem::path file = dir / stream;
   // O_NOFOLLOW: a task cannot make its stdout a link to a file only the agent may read.
   // O_NONBLOCK: nor a FIFO that blocks the open (the server refuses what is not regular).
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd >= 0) return LogFile{fd, 200, {}};
+  if (fd >= 0) {
+    // Its size now is the task's own (the directory cannot have gone to another task before
+    // the check that follows says so): no more than that is served.
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || taken()) {
+      ::close(fd);
+      return taken() ? empty : LogFile::refused(404, task + "'s " + stream + " cannot be read");
+    }
+    return LogFile::open(fd, static_cast<std::uint64_t>(st.st_size));
+  }
   const int error = errno;
   if (error == ENOENT) {
+    if (taken()) return empty;
     std::error_code ec;
     if (known || std::filesystem::is_directory(dir, ec)) {
-      return LogFile{-1, 404,
-                     task + " has no " + stream +
-                         " file (its runner does not write one, or it has not started yet)"};
+      return LogFile::refused(
+          404, task + " has no " + stream +
+                   " file (its runner does not write one, or it has not started yet)");
     }
-    return LogFile{-1, 404,
-                   "unknown task " + std::to_string(task_id) +
-                       ": it has not run on this executor since the agent started"};
+    return LogFile::refused(404, "unknown task " + std::to_string(task_id) +
+                                     ": it has not run on this executor since the agent started");
   }
-  if (error == ELOOP) return LogFile{-1, 404, task + "'s " + stream + " is not a regular file"};
-  return LogFile{-1, 404, task + "'s " + stream + " cannot be opened: " + std::strerror(error)};
+  if (error == ELOOP) {
+    return LogFile::refused(404, task + "'s " + stream + " is not a regular file");
+  }
+  return LogFile::refused(404,
+                          task + "'s " + stream + " cannot be opened: " + std::strerror(error));
 }
 
 }  // namespace dockhand::agent

@@ -34,6 +34,16 @@ Result<void> ingestOutputs(BlockStore& store, const std::filesystem::path& outpu
                            const std::string& block_url, const std::string& executor_id,
                            std::vector<protocol::BlockInfo>& blocks);
 
+// What an ended task left in its directory `dir`, seen in one look that writes nothing.
+enum class LeftInDir {
+  kNoDirectory,  // there is none (a runner that makes task directories made none)
+  kNothing,      // exactly what clearForReuse leaves: ready for another task as it is
+  kSomething,    // anything else: a file, a block, a log line, a changed mode, an error
+};
+// kNothing is: `dir` of mode 0700 and the agent's; input/ and output/ empty, 0755, the
+// agent's; stdout and stderr as clearForReuse keeps them; nothing else. Links are not followed.
+LeftInDir lookAtEndedDir(const std::filesystem::path& dir);
+
 // Empties an ended task's directory `dir` for another task, keeping its inodes: `dir`,
 // `input/` and `output/` (emptied) and `stdout`/`stderr` when they are empty regular files of
 // one link, the agent's, that it may write; anything else in it goes, and a missing `input/` or

@@ -1,4 +1,7 @@
 // PluginExecutor with the real `process` runner: the test thread plays the core thread.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -189,6 +192,49 @@ TEST_F(PluginExecutorTest, ANewTaskGetsAnEndedTasksDirectoryCleared) {
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], seen[1]);  // three inodes, then the listing
   EXPECT_THAT(seen[1], ::testing::EndsWith("input\noutput\nstderr\nstdout\n"));
+}
+
+// A task that left its directory as it got it leaves nothing to keep: the next task gets that
+// directory at once, renamed, and the first task's logs answer empty from then on (never with
+// what the next task writes in the same files).
+TEST_F(PluginExecutorTest, ATaskThatWroteNothingHandsItsDirectoryToTheNext) {
+  namespace fs = std::filesystem;
+  const fs::path tasks = tmp_.path() / "tasks";
+  auto inode = [](const fs::path& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  ASSERT_TRUE(executor_->launch(shellTask(1, "true")).ok());
+  ASSERT_TRUE(terminal(1));
+  const ino_t first = inode(tasks / "task-1");
+  ASSERT_NE(first, 0u) << "kept until a task takes it";
+  const ino_t first_stdout = inode(tasks / "task-1" / "stdout");
+  LogFile log = executor_->openTaskLog(1, "stdout");
+  EXPECT_EQ(log.status, 200);
+  EXPECT_EQ(log.fd, -1) << "an empty log, from memory";
+
+  ASSERT_TRUE(executor_->launch(shellTask(2, "echo second; echo oops >&2")).ok());
+  auto second = terminal(2);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->result.at("stdout"), "second\n");
+  EXPECT_FALSE(fs::exists(tasks / "task-1"));
+  EXPECT_EQ(inode(tasks / "task-2"), first);
+  EXPECT_EQ(inode(tasks / "task-2" / "stdout"), first_stdout);
+  for (const char* stream : {"stdout", "stderr"}) {
+    log = executor_->openTaskLog(1, stream);
+    EXPECT_EQ(log.status, 200) << stream << ": " << log.reason;
+    EXPECT_EQ(log.fd, -1) << stream;
+    log = executor_->openTaskLog(2, stream);
+    ASSERT_GE(log.fd, 0) << stream << ": " << log.reason;
+    EXPECT_EQ(log.size, fs::file_size(tasks / "task-2" / stream));
+    ::close(log.fd);
+  }
+
+  // A task that wrote keeps its directory (keep_task_dirs): the next one gets another.
+  ASSERT_TRUE(executor_->launch(shellTask(3, "true")).ok());
+  ASSERT_TRUE(terminal(3));
+  EXPECT_TRUE(fs::exists(tasks / "task-2"));
+  EXPECT_NE(inode(tasks / "task-3"), first);
 }
 
 // The task's directory is made on the runner's call thread, not the core thread: one that

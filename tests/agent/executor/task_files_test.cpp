@@ -1,11 +1,13 @@
 // The task_json a runner gets (what runnerTaskJson puts in it from a TaskDescription), and an
-// ended task's directory cleared for another task (clearForReuse, on real files).
+// ended task's directory cleared for another task (clearForReuse) or seen to hold nothing
+// (lookAtEndedDir), on real files.
 #include "executor/task_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -190,6 +192,89 @@ TEST_F(ClearForReuseTest, RefusesWhatIsNotADirectoryAndLeavesItAlone) {
   EXPECT_FALSE(clearForReuse(link).ok());
   EXPECT_FALSE(clearForReuse(tmp_.path() / "missing").ok());
   EXPECT_EQ(dockhand::testing::readFile(dir_ / "stdout"), "kept\n");
+}
+
+// lookAtEndedDir: a directory a task left as it got it, and each thing that is not that.
+class LookAtEndedDirTest : public ::testing::Test {
+ protected:
+  LookAtEndedDirTest() { makeAsNew(); }
+
+  // dir_ as the agent makes a task's directory and the process runner its files in it.
+  void makeAsNew() {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "input");
+    fs::create_directories(dir_ / "output");
+    writeText(dir_ / "stdout", "");
+    writeText(dir_ / "stderr", "");
+    fs::permissions(dir_, fs::perms::owner_all);
+    for (const char* sub : {"input", "output"}) {
+      fs::permissions(dir_ / sub, fs::perms::owner_all | fs::perms::group_read |
+                                      fs::perms::group_exec | fs::perms::others_read |
+                                      fs::perms::others_exec);
+    }
+  }
+
+  dockhand::testing::TempDir tmp_;
+  fs::path dir_ = tmp_.path() / "task-1";
+};
+
+TEST_F(LookAtEndedDirTest, ADirectoryAsATaskGetsItIsNothing) {
+  EXPECT_EQ(lookAtEndedDir(dir_), LeftInDir::kNothing);
+  EXPECT_EQ(lookAtEndedDir(tmp_.path() / "missing"), LeftInDir::kNoDirectory);
+  // What clearForReuse leaves is that too.
+  writeText(dir_ / "stdout", "printed\n");
+  writeText(dir_ / "output" / "rdd_0_0", "x");
+  ASSERT_TRUE(clearForReuse(dir_).ok());
+  writeText(dir_ / "stdout", "");
+  EXPECT_EQ(lookAtEndedDir(dir_), LeftInDir::kNothing);
+}
+
+TEST_F(LookAtEndedDirTest, AnythingWrittenOrChangedIsSomething) {
+  const std::vector<std::pair<std::string, std::function<void()>>> changes = {
+      {"a line in stdout", [&] { writeText(dir_ / "stdout", "x"); }},
+      {"a line in stderr", [&] { writeText(dir_ / "stderr", "x"); }},
+      {"an output", [&] { writeText(dir_ / "output" / "rdd_0_0", "x"); }},
+      {"a file in input/", [&] { writeText(dir_ / "input" / "left", ""); }},
+      {"a file beside them", [&] { writeText(dir_ / "junk", ""); }},
+      {"a directory beside them", [&] { fs::create_directory(dir_ / "scratch"); }},
+      {"no stderr", [&] { fs::remove(dir_ / "stderr"); }},
+      {"no output/", [&] { fs::remove(dir_ / "output"); }},
+      {"stdout a link",
+       [&] {
+         fs::remove(dir_ / "stdout");
+         writeText(tmp_.path() / "empty", "");
+         fs::create_symlink(tmp_.path() / "empty", dir_ / "stdout");
+       }},
+      {"stdout a hard link",
+       [&] {
+         writeText(tmp_.path() / "other", "");
+         fs::remove(dir_ / "stdout");
+         fs::create_hard_link(tmp_.path() / "other", dir_ / "stdout");
+       }},
+      {"output/ a link",
+       [&] {
+         fs::remove(dir_ / "output");
+         fs::create_directory(tmp_.path() / "elsewhere");
+         fs::create_directory_symlink(tmp_.path() / "elsewhere", dir_ / "output");
+       }},
+      {"the directory's mode",
+       [&] { fs::permissions(dir_, fs::perms::others_read, fs::perm_options::add); }},
+      {"input/'s mode",
+       [&] { fs::permissions(dir_ / "input", fs::perms::group_write, fs::perm_options::add); }},
+  };
+  for (const auto& [what, change] : changes) {
+    SCOPED_TRACE(what);
+    fs::remove_all(tmp_.path() / "elsewhere");
+    fs::remove(tmp_.path() / "empty");
+    fs::remove(tmp_.path() / "other");
+    makeAsNew();
+    ASSERT_EQ(lookAtEndedDir(dir_), LeftInDir::kNothing);
+    change();
+    EXPECT_EQ(lookAtEndedDir(dir_), LeftInDir::kSomething);
+  }
+  // A link in place of the directory itself is not followed.
+  fs::create_directory_symlink(dir_, tmp_.path() / "task-2");
+  EXPECT_EQ(lookAtEndedDir(tmp_.path() / "task-2"), LeftInDir::kSomething);
 }
 
 }  // namespace
