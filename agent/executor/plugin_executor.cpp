@@ -494,7 +494,8 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
           event.reason = taken.error().message;
           event.blocks.clear();
         }
-        postEnd(std::move(event), LeftInDir::kSomething);
+        // Its outputs are blocks now: a task that printed nothing left nothing else.
+        postEnd(std::move(event), lookAtEndedDir(output_dir.parent_path()));
       });
       return;
     }

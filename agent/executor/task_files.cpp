@@ -160,8 +160,8 @@ Result<void> ingestOutputs(BlockStore& store, const std::filesystem::path& outpu
 namespace {
 
 // Calls each(name, type) for every entry of the directory open at `fd` but "." and "..", read
-// with getdents64 (`type` is the entry's d_type: DT_UNKNOWN where the file system does not say).
-// Returns 0, or the errno that ended the listing.
+// with getdents64 (`type` is the entry's d_type: DT_UNKNOWN where the file system does not say),
+// until it returns false. Returns 0, or the errno that ended the listing.
 template <class Each>
 int forEachEntry(int fd, Each&& each) {
   alignas(dirent64) char buffer[8192];
@@ -174,7 +174,7 @@ int forEachEntry(int fd, Each&& each) {
       std::memcpy(&entry, buffer + at, std::min(sizeof entry, static_cast<std::size_t>(n - at)));
       const std::string_view name(buffer + at + offsetof(dirent64, d_name));
       at += entry.d_reclen;
-      if (name != "." && name != "..") each(std::string(name), entry.d_type);
+      if (name != "." && name != ".." && !each(std::string(name), entry.d_type)) return 0;
     }
   }
 }
@@ -209,7 +209,8 @@ bool agentDirectory(const struct stat& st, uid_t agent, mode_t mode) {
 
 LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
   // Reads only, each name resolved from a descriptor of `dir`, links never followed: 18 system
-  // calls for a task that wrote nothing, and it stops at the first thing found.
+  // calls for a task that wrote nothing; it stops at the first thing found (a task that left
+  // many files costs no listing of them all).
   const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() < 0) return errno == ENOENT ? LeftInDir::kNoDirectory : LeftInDir::kSomething;
   const uid_t agent = ::geteuid();
@@ -220,7 +221,6 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
   int found = 0;  // input, output, stdout, stderr, each as a new task's directory has it
   bool other = false;
   const int error = forEachEntry(fd.get(), [&](const std::string& name, unsigned char) {
-    if (other) return;
     struct stat entry {};
     if (::fstatat(fd.get(), name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0) {
       other = true;
@@ -233,14 +233,16 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
               : -1);
       bool holds = false;
       const int listed =
-          sub.get() < 0
-              ? EBADF
-              : forEachEntry(sub.get(), [&](const std::string&, unsigned char) { holds = true; });
+          sub.get() < 0 ? EBADF : forEachEntry(sub.get(), [&](const std::string&, unsigned char) {
+            holds = true;
+            return false;
+          });
       other = listed != 0 || holds;
     } else {
       other = true;
     }
     if (!other) ++found;
+    return !other;  // the first thing found decides
   });
   return error == 0 && !other && found == 4 ? LeftInDir::kNothing : LeftInDir::kSomething;
 }
@@ -283,6 +285,7 @@ Result<void> clearForReuse(const std::filesystem::path& dir) {
       keep =
           sub.get() >= 0 && forEachEntry(sub.get(), [&](const std::string& inner, unsigned char) {
                               doomed.push_back(name + "/" + inner);
+                              return true;
                             }) == 0;
       if (keep) (name == "input" ? has_input : has_output) = true;
     } else if (name == "stdout" || name == "stderr") {
@@ -291,6 +294,7 @@ Result<void> clearForReuse(const std::filesystem::path& dir) {
              reusableLog(file, agent);
     }
     if (!keep) doomed.push_back(std::move(name));
+    return true;
   });
   if (error != 0) return failed(dir);
   // What goes, by path: std::filesystem's removal does not follow links either.

@@ -203,6 +203,16 @@ TEST_F(TaskLogsTest, ATaskThatWroteNothingHasEmptyLogsAfterItsDirectoryMovedOn) 
   expectEmpty("after the next task took its directory");
   EXPECT_EQ(httpGet(quiet->log_urls.at("stderr")).body, "");
   EXPECT_EQ(httpGet(next->log_urls.at("stdout")).body, "second\n");
+
+  // A task whose only trace is its outputs, blocks now, left nothing either.
+  auto mapper = run(driver, 3, "echo x > \"$DOCKHAND_OUTPUT_DIR/rdd_9_0\"");
+  ASSERT_TRUE(mapper.has_value()) << agent->output();
+  ASSERT_EQ(mapper->state, proto::TaskState::kFinished) << mapper->reason;
+  ASSERT_TRUE(run(driver, 4, "true").has_value()) << agent->output();
+  EXPECT_FALSE(fs::exists(dir.path() / "work" / "tasks" / "task-3"));
+  EXPECT_TRUE(fs::exists(dir.path() / "work" / "tasks" / "task-2"));
+  EXPECT_EQ(httpGet(driver.agentBlockUrl() + "/blocks/rdd_9_0").body, "x\n");
+  EXPECT_EQ(httpGet(mapper->log_urls.at("stdout")).status, 200);
 }
 
 TEST_F(TaskLogsTest, LogsNeedTheClustersSignatureWhenItAuthenticates) {
