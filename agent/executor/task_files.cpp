@@ -218,14 +218,14 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
   if (::fstat(fd.get(), &st) != 0 || !agentDirectory(st, agent, kDirMode)) {
     return LeftInDir::kSomething;
   }
-  int found = 0;  // input, output, stdout, stderr, each as a new task's directory has it
+  int found = 0;  // input/ and output/, each as a new task's directory has it
   bool other = false;
   const int error = forEachEntry(fd.get(), [&](const std::string& name, unsigned char) {
     struct stat entry {};
     if (::fstatat(fd.get(), name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0) {
       other = true;
     } else if (name == "stdout" || name == "stderr") {
-      other = !reusableLog(entry, agent);
+      other = !reusableLog(entry, agent);  // or absent: a runner that writes no such file
     } else if (name == "input" || name == "output") {
       const UniqueFd sub(
           agentDirectory(entry, agent, kSubMode)
@@ -238,13 +238,13 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
             return false;
           });
       other = listed != 0 || holds;
+      if (!other) ++found;
     } else {
       other = true;
     }
-    if (!other) ++found;
     return !other;  // the first thing found decides
   });
-  return error == 0 && !other && found == 4 ? LeftInDir::kNothing : LeftInDir::kSomething;
+  return error == 0 && !other && found == 2 ? LeftInDir::kNothing : LeftInDir::kSomething;
 }
 
 Result<void> clearForReuse(const std::filesystem::path& dir) {

@@ -41,7 +41,8 @@ enum class LeftInDir {
   kSomething,    // anything else: a file, a block, a log line, a changed mode, an error
 };
 // kNothing is: `dir` of mode 0700 and the agent's; input/ and output/ empty, 0755, the
-// agent's; stdout and stderr as clearForReuse keeps them; nothing else. Links are not followed.
+// agent's; stdout and stderr, where there, as clearForReuse keeps them; nothing else. Links are
+// not followed.
 LeftInDir lookAtEndedDir(const std::filesystem::path& dir);
 
 // Empties an ended task's directory `dir` for another task, keeping its inodes: `dir`,

@@ -221,6 +221,10 @@ class LookAtEndedDirTest : public ::testing::Test {
 TEST_F(LookAtEndedDirTest, ADirectoryAsATaskGetsItIsNothing) {
   EXPECT_EQ(lookAtEndedDir(dir_), LeftInDir::kNothing);
   EXPECT_EQ(lookAtEndedDir(tmp_.path() / "missing"), LeftInDir::kNoDirectory);
+  // A runner that writes no stdout or stderr file leaves none.
+  fs::remove(dir_ / "stdout");
+  fs::remove(dir_ / "stderr");
+  EXPECT_EQ(lookAtEndedDir(dir_), LeftInDir::kNothing);
   // What clearForReuse leaves is that too.
   writeText(dir_ / "stdout", "printed\n");
   writeText(dir_ / "output" / "rdd_0_0", "x");
@@ -237,7 +241,6 @@ TEST_F(LookAtEndedDirTest, AnythingWrittenOrChangedIsSomething) {
       {"a file in input/", [&] { writeText(dir_ / "input" / "left", ""); }},
       {"a file beside them", [&] { writeText(dir_ / "junk", ""); }},
       {"a directory beside them", [&] { fs::create_directory(dir_ / "scratch"); }},
-      {"no stderr", [&] { fs::remove(dir_ / "stderr"); }},
       {"no output/", [&] { fs::remove(dir_ / "output"); }},
       {"stdout a link",
        [&] {
