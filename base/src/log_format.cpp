@@ -50,8 +50,18 @@ template <typename Buffer>
 void appendEscaped(std::string_view text, Buffer& out) {
   constexpr char kHex[] = "0123456789abcdef";
   put(out, '"');
+  // Whether the byte goes out as it is: printable ASCII other than the quote and the backslash.
+  const auto plain = [](unsigned char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; };
   std::size_t i = 0;
   while (i < text.size()) {
+    // A run of plain bytes at once (most of any text), not byte by byte.
+    std::size_t run = i;
+    while (run < text.size() && plain(static_cast<unsigned char>(text[run]))) ++run;
+    if (run > i) {
+      put(out, text.substr(i, run - i));
+      i = run;
+      continue;
+    }
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       const std::size_t n = utf8Length(text.substr(i));
