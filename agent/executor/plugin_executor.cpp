@@ -185,6 +185,13 @@ Result<void> PluginExecutor::launch(const protocol::TaskDescription& task) {
     return Error("task " + std::to_string(task.task_id) + " is already running");
   }
   std::filesystem::path task_dir = taskDir(task.task_id);
+  {
+    // A task id that ended here before (the protocol says a driver never sends one again): its
+    // directory is not one that another launch may take from under it, and its logs are its own.
+    std::lock_guard lock(live_->mutex);
+    std::erase_if(live_->untouched, [&](const auto& entry) { return entry.first == task.task_id; });
+    live_->no_dir.erase(task.task_id);
+  }
   // A runner that makes a task's directory itself gets one from here only for inputs.
   const bool make_dir = !task.inputs.empty() || !runner->plugin->makesWorkDir();
   if (auto made = makeTasksDir(); !made) return made.error();

@@ -193,8 +193,8 @@ class PluginExecutor final : public Executor {
     std::deque<std::uint64_t> no_dir_order;
     // Directories of ended tasks that left nothing in them (LeftInDir::kNothing), under their
     // tasks' names still, at most kMaxSpareDirs: a new task's directory is one of them renamed
-    // (within tasks/) when there is one, before a spare.
-    std::vector<std::filesystem::path> untouched;
+    // (within tasks/) when there is one, before a spare. By task id, with the path.
+    std::vector<std::pair<std::uint64_t, std::filesystem::path>> untouched;
     std::vector<std::filesystem::path> doomed;  // to reuse or remove, by one I/O job at a time
     bool removing = false;                      // that job is queued or running
     // Doomed directories cleared for another task (clearForReuse) and parked in tasks/spare/,

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include "dockhand/base/log_format.h"
@@ -66,16 +67,21 @@ Result<void> PluginExecutor::makeTaskDir(Live& live, const std::filesystem::path
 
 bool PluginExecutor::takeSpareDir(Live& live, const std::filesystem::path& task_dir) {
   std::filesystem::path from;
-  bool untouched = false;
+  std::optional<std::uint64_t> untouched;  // the task whose directory it was
   {
     std::lock_guard lock(live.mutex);
     // An ended task's untouched directory first: one rename within tasks/, and no I/O thread
     // had to clear it.
-    auto& pool = !live.untouched.empty() ? live.untouched : live.spares;
-    if (pool.empty()) return false;
-    untouched = &pool == &live.untouched;
-    from = std::move(pool.back());
-    pool.pop_back();
+    if (!live.untouched.empty()) {
+      untouched = live.untouched.back().first;
+      from = std::move(live.untouched.back().second);
+      live.untouched.pop_back();
+    } else if (!live.spares.empty()) {
+      from = std::move(live.spares.back());
+      live.spares.pop_back();
+    } else {
+      return false;
+    }
   }
   // One rename, where a new directory costs three inodes (and a removed one frees three).
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, task_dir.c_str(), RENAME_NOREPLACE) == 0) {
@@ -85,7 +91,11 @@ bool PluginExecutor::takeSpareDir(Live& live, const std::filesystem::path& task_
   if (error == EEXIST) {
     // The task's directory is there already (left by an earlier agent): used as it is.
     std::lock_guard lock(live.mutex);
-    (untouched ? live.untouched : live.spares).push_back(std::move(from));
+    if (untouched) {
+      live.untouched.emplace_back(*untouched, std::move(from));
+    } else {
+      live.spares.push_back(std::move(from));
+    }
   } else {
     logger("executor")
         ->warn("cannot reuse the directory {}: {}", from.string(), std::strerror(error));
@@ -157,7 +167,7 @@ bool PluginExecutor::offerUntouched(std::uint64_t task_id, LeftInDir left) {
   if (live_->untouched.size() >= kMaxSpareDirs) return false;
   // Marked before it can be taken, so that its logs answer empty from here on (openTaskLog).
   rememberNoDir(task_id, NoDir::kWroteNothing);
-  live_->untouched.push_back(taskDir(task_id));
+  live_->untouched.emplace_back(task_id, taskDir(task_id));
   return true;
 }
 

@@ -237,6 +237,27 @@ TEST_F(PluginExecutorTest, ATaskThatWroteNothingHandsItsDirectoryToTheNext) {
   EXPECT_NE(inode(tasks / "task-3"), first);
 }
 
+// A driver that sends a task id again (the protocol says it never does) gets a run whose
+// directory no other launch takes from under it, with logs of its own.
+TEST_F(PluginExecutorTest, ATaskIdSentAgainKeepsItsDirectoryToItself) {
+  namespace fs = std::filesystem;
+  const fs::path tasks = tmp_.path() / "tasks";
+  ASSERT_TRUE(executor_->launch(shellTask(1, "true")).ok());
+  ASSERT_TRUE(terminal(1));
+  events_.clear();
+  ASSERT_TRUE(executor_->launch(shellTask(1, "sleep 0.3; echo again")).ok());
+  ASSERT_TRUE(executor_->launch(shellTask(2, "true")).ok());
+  ASSERT_TRUE(terminal(2));
+  EXPECT_TRUE(fs::exists(tasks / "task-1")) << "task 2 took the directory of a running task";
+  auto again = terminal(1);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->result.at("stdout"), "again\n");
+  LogFile log = executor_->openTaskLog(1, "stdout");
+  ASSERT_GE(log.fd, 0) << log.status << " " << log.reason;
+  EXPECT_EQ(log.size, 6u);
+  ::close(log.fd);
+}
+
 // The task's directory is made on the runner's call thread, not the core thread: one that
 // cannot be made fails the task with the reason, and the next task runs.
 TEST_F(PluginExecutorTest, ADirectoryThatCannotBeMadeFailsItsTask) {
