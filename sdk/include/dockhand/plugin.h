@@ -275,8 +275,9 @@ typedef struct dh_task_runner_vtable {
    * FINISHED. Call thread; must not block: start the work and return. On DH_OK the plugin owns the
    * task and reports its states through dh_host.task_status. On an error the host reports
    * the task FAILED with last_error() and the plugin reports nothing for it. work_dir is the
-   * plugin's until it reports a terminal state; then it is the agent's, which removes it
-   * later (agent config keep_task_dirs), so report last. */
+   * plugin's until it reports a terminal state; then it is the agent's, which keeps it a while
+   * (agent config keep_task_dirs) or, when the task left nothing in it, hands it to the next
+   * task at once: report last, and write nothing there after. */
   dh_status (*launch)(dh_plugin* self, const char* task_json);
 
   /* REQUIRED. Stops a task: gracefully, or at once when `interrupt` is non-zero. The plugin
