@@ -219,7 +219,6 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
   if (stream != "stdout" && stream != "stderr") {
     return LogFile::refused(404, "no such stream '" + stream + "' (a task has stdout and stderr)");
   }
-  const LogFile empty = LogFile::empty();  // the log of a task that wrote nothing
   bool known = false;
   {
     std::lock_guard lock(live_->mutex);
@@ -227,7 +226,7 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
     known = live_->tasks.count(task_id) > 0 || live_->ingesting.count(task_id) > 0 || no_dir ||
             std::find(live_->ended_dirs.begin(), live_->ended_dirs.end(), task_id) !=
                 live_->ended_dirs.end();
-    if (no_dir == NoDir::kWroteNothing) return empty;
+    if (no_dir == NoDir::kWroteNothing) return LogFile::empty();  // the task wrote nothing
     if (no_dir == NoDir::kReclaimed) {
       return LogFile::refused(
           404, task + "'s directory was reclaimed: this agent keeps the directories of its " +
@@ -251,13 +250,14 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
     struct stat st {};
     if (::fstat(fd, &st) != 0 || taken()) {
       ::close(fd);
-      return taken() ? empty : LogFile::refused(404, task + "'s " + stream + " cannot be read");
+      return taken() ? LogFile::empty()
+                     : LogFile::refused(404, task + "'s " + stream + " cannot be read");
     }
     return LogFile::open(fd, static_cast<std::uint64_t>(st.st_size));
   }
   const int error = errno;
   if (error == ENOENT) {
-    if (taken()) return empty;
+    if (taken()) return LogFile::empty();
     std::error_code ec;
     if (known || std::filesystem::is_directory(dir, ec)) {
       return LogFile::refused(

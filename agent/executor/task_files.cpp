@@ -222,11 +222,10 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
   bool other = false;
   const int error = forEachEntry(fd.get(), [&](const std::string& name, unsigned char) {
     struct stat entry {};
-    if (::fstatat(fd.get(), name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0) {
-      other = true;
-    } else if (name == "stdout" || name == "stderr") {
+    const bool seen = ::fstatat(fd.get(), name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) == 0;
+    if (seen && (name == "stdout" || name == "stderr")) {
       other = !reusableLog(entry, agent);  // or absent: a runner that writes no such file
-    } else if (name == "input" || name == "output") {
+    } else if (seen && (name == "input" || name == "output")) {
       const UniqueFd sub(
           agentDirectory(entry, agent, kSubMode)
               ? ::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -240,7 +239,7 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
       other = listed != 0 || holds;
       if (!other) ++found;
     } else {
-      other = true;
+      other = true;  // what cannot be looked at, or what a new task's directory never holds
     }
     return !other;  // the first thing found decides
   });

@@ -189,18 +189,18 @@ TEST_F(TaskLogsTest, ATaskThatWroteNothingHasEmptyLogsAfterItsDirectoryMovedOn) 
   auto quiet = run(driver, 1, "true");
   ASSERT_TRUE(quiet.has_value()) << agent->output();
   const std::string out = quiet->log_urls.at("stdout");
-  auto expectEmpty = [&](const std::string& when) {
+  auto expect_empty = [&](const std::string& when) {
     HttpReply reply = httpGet(out);
     EXPECT_EQ(reply.status, 200) << when << ": " << reply.body;
     EXPECT_EQ(reply.body, "") << when;
     EXPECT_EQ(reply.headers["X-Dockhand-Log-Size"], "0") << when;
     EXPECT_EQ(httpRequest("GET", out, {{"Range", "bytes=0-0"}}).status, 416) << when;
   };
-  expectEmpty("before the next task");
+  expect_empty("before the next task");
   auto next = run(driver, 2, "echo second");
   ASSERT_TRUE(next.has_value()) << agent->output();
   EXPECT_FALSE(fs::exists(dir.path() / "work" / "tasks" / "task-1"));
-  expectEmpty("after the next task took its directory");
+  expect_empty("after the next task took its directory");
   EXPECT_EQ(httpGet(quiet->log_urls.at("stderr")).body, "");
   EXPECT_EQ(httpGet(next->log_urls.at("stdout")).body, "second\n");
 
