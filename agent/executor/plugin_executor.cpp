@@ -1,6 +1,5 @@
 #include "executor/plugin_executor.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,24 +39,6 @@ std::optional<protocol::TaskState> stateOf(std::int32_t state) {
     default:
       return std::nullopt;
   }
-}
-
-// False when `dir` is missing or empty; true when it has an entry, or cannot be read (the
-// I/O thread that takes the outputs then says why).
-bool mayHoldEntries(const std::filesystem::path& dir) {
-  DIR* stream = ::opendir(dir.c_str());
-  if (stream == nullptr) return errno != ENOENT;
-  bool found = false;
-  errno = 0;
-  while (const dirent* entry = ::readdir(stream)) {
-    if (std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
-      found = true;
-      break;
-    }
-  }
-  if (errno != 0) found = true;
-  ::closedir(stream);
-  return found;
 }
 
 }  // namespace
@@ -480,7 +461,7 @@ void PluginExecutor::onRunnerStatus(std::uint64_t task_id, std::int32_t state,
     }
     // One look at what the task left: no directory (a runner that makes task directories made
     // none) or nothing in it means no blocks, and no trip through an I/O thread; a directory
-    // left as the task got it can serve the next task as it is (retireTaskDir).
+    // left as the task got it can serve the next task as it is (offerUntouched).
     const LeftInDir left = lookAtEndedDir(taskDir(task_id));
     std::filesystem::path output_dir;  // where a finished task's blocks would be
     if (left == LeftInDir::kSomething && event->state == protocol::TaskState::kFinished &&
@@ -524,7 +505,7 @@ void PluginExecutor::postEnd(TaskStatusEvent event, LeftInDir left) {
   });
   // After the status: the I/O thread this may wake (to clear an old directory) would take the
   // CPU from this thread before the status left (a process task's status, measured: 0.1 ms).
-  if (!offered) retireTaskDir(task_id, left);
+  if (!offered) keepEndedDir(task_id, left);
   {
     std::lock_guard lock(live_->mutex);
     live_->ingesting.erase(task_id);

@@ -262,13 +262,13 @@ class PluginExecutor final : public Executor {
   // I/O job: clears `dir` and parks it in tasks/spare/ when there is room, else removes it.
   static void reuseOrRemove(Live& live, const std::filesystem::path& spare_root,
                             const std::filesystem::path& dir);
-  // Any thread: the task ended and its runner and outputs are done with its directory. One
-  // the task left as it got it waits, untouched, for the next launch; the others are kept, and
-  // the oldest beyond keep_task_dirs_ are reused or removed on an I/O thread. Once per task.
-  // A task with no directory (see launch()) is only remembered: no I/O thread wakes for it.
-  // `known`: what the task left (lookAtEndedDir), when the caller just looked.
-  // With `known`, the caller has offered it (offerUntouched) first.
-  void retireTaskDir(std::uint64_t task_id, std::optional<LeftInDir> known = std::nullopt);
+  // Any thread: the task ended and its runner and outputs are done with its directory; one look
+  // at what it left, then offerUntouched, or else keepEndedDir. Once per task.
+  void retireTaskDir(std::uint64_t task_id);
+  // Any thread: the task's directory (what it `left`, which offerUntouched did not take) is
+  // kept, and the oldest beyond keep_task_dirs_ are reused or removed on an I/O thread. A task
+  // with no directory (see launch()) is only remembered: no I/O thread wakes for it.
+  void keepEndedDir(std::uint64_t task_id, LeftInDir left);
   // Any thread: when the task left its directory as it got it (`left`) and fewer than
   // kMaxSpareDirs wait, offers it to the next launch (Live::untouched), its logs answering
   // empty from here on; true then.

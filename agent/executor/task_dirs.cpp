@@ -171,9 +171,12 @@ bool PluginExecutor::offerUntouched(std::uint64_t task_id, LeftInDir left) {
   return true;
 }
 
-void PluginExecutor::retireTaskDir(std::uint64_t task_id, std::optional<LeftInDir> known) {
-  const LeftInDir left = known ? *known : lookAtEndedDir(taskDir(task_id));
-  if (!known && offerUntouched(task_id, left)) return;
+void PluginExecutor::retireTaskDir(std::uint64_t task_id) {
+  const LeftInDir left = lookAtEndedDir(taskDir(task_id));
+  if (!offerUntouched(task_id, left)) keepEndedDir(task_id, left);
+}
+
+void PluginExecutor::keepEndedDir(std::uint64_t task_id, LeftInDir left) {
   {
     std::lock_guard lock(live_->mutex);
     // A runner that makes directories made none for a task that wrote nothing.
@@ -248,10 +251,14 @@ LogFile PluginExecutor::openTaskLog(std::uint64_t task_id, const std::string& st
     // Its size now is the task's own (the directory cannot have gone to another task before
     // the check that follows says so): no more than that is served.
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || taken()) {
+    const bool measured = ::fstat(fd, &st) == 0;
+    if (taken()) {
       ::close(fd);
-      return taken() ? LogFile::empty()
-                     : LogFile::refused(404, task + "'s " + stream + " cannot be read");
+      return LogFile::empty();
+    }
+    if (!measured) {
+      ::close(fd);
+      return LogFile::refused(404, task + "'s " + stream + " cannot be read");
     }
     return LogFile::open(fd, static_cast<std::uint64_t>(st.st_size));
   }

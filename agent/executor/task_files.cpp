@@ -179,6 +179,19 @@ int forEachEntry(int fd, Each&& each) {
   }
 }
 
+// Whether the directory `name` in the directory open at `at` may hold an entry: true when it
+// has one or cannot be listed, false when it is empty (or missing: `missing`).
+bool mayHoldEntriesAt(int at, const char* name, int flags, bool missing) {
+  const UniqueFd dir(::openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | flags));
+  if (dir.get() < 0) return errno == ENOENT ? missing : true;
+  bool holds = false;
+  const int error = forEachEntry(dir.get(), [&](const std::string&, unsigned char) {
+    holds = true;
+    return false;
+  });
+  return error != 0 || holds;
+}
+
 // The d_type of `name` in the directory open at `fd`, asked of the file itself where the
 // listing did not say (DT_UNKNOWN); links are not followed.
 unsigned char typeOf(int fd, const std::string& name, unsigned char listed) {
@@ -226,17 +239,8 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
     if (seen && (name == "stdout" || name == "stderr")) {
       other = !reusableLog(entry, agent);  // or absent: a runner that writes no such file
     } else if (seen && (name == "input" || name == "output")) {
-      const UniqueFd sub(
-          agentDirectory(entry, agent, kSubMode)
-              ? ::openat(fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-              : -1);
-      bool holds = false;
-      const int listed =
-          sub.get() < 0 ? EBADF : forEachEntry(sub.get(), [&](const std::string&, unsigned char) {
-            holds = true;
-            return false;
-          });
-      other = listed != 0 || holds;
+      other = !agentDirectory(entry, agent, kSubMode) ||
+              mayHoldEntriesAt(fd.get(), name.c_str(), O_NOFOLLOW, /*missing=*/true);
       if (!other) ++found;
     } else {
       other = true;  // what cannot be looked at, or what a new task's directory never holds
@@ -244,6 +248,10 @@ LeftInDir lookAtEndedDir(const std::filesystem::path& dir) {
     return !other;  // the first thing found decides
   });
   return error == 0 && !other && found == 2 ? LeftInDir::kNothing : LeftInDir::kSomething;
+}
+
+bool mayHoldEntries(const std::filesystem::path& dir) {
+  return mayHoldEntriesAt(AT_FDCWD, dir.c_str(), 0, /*missing=*/false);
 }
 
 Result<void> clearForReuse(const std::filesystem::path& dir) {

@@ -45,6 +45,10 @@ enum class LeftInDir {
 // not followed.
 LeftInDir lookAtEndedDir(const std::filesystem::path& dir);
 
+// False when `dir` is missing or empty; true when it has an entry, or cannot be read (whoever
+// lists it next says why). Stops at the first entry.
+bool mayHoldEntries(const std::filesystem::path& dir);
+
 // Empties an ended task's directory `dir` for another task, keeping its inodes: `dir`,
 // `input/` and `output/` (emptied) and `stdout`/`stderr` when they are empty regular files of
 // one link, the agent's, that it may write; anything else in it goes, and a missing `input/` or

@@ -96,14 +96,10 @@ void appendEscaped(std::string_view text, Buffer& out) {
       case '\f':
         put(out, "\\f");
         break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          put(out, "\\u00");
-          put(out, kHex[c >> 4]);
-          put(out, kHex[c & 0xF]);
-        } else {
-          put(out, static_cast<char>(c));
-        }
+      default:  // a control byte or DEL: the plain ones went out in their run above
+        put(out, "\\u00");
+        put(out, kHex[c >> 4]);
+        put(out, kHex[c & 0xF]);
     }
     ++i;
   }
